@@ -1,0 +1,254 @@
+//! The `sim` command line as a library: every command is a function, so integration tests drive
+//! them without spawning a process.
+
+pub mod report;
+
+use sim::history::{JsonLines, NoObserver};
+use sim::scenario::{load_file, load_str, ScenarioError};
+use sim::time::Time;
+use sim::{FaultPlan, RunError, RunOptions, RunSummary, Scenario};
+use std::path::{Path, PathBuf};
+
+/// Why a command failed; [`CliError::exit_code`] maps it to the process exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The scenario file is unreadable, malformed or meaningless (exit 2).
+    #[error("{0}")]
+    Scenario(#[from] ScenarioError),
+    /// Bad command-line usage (exit 2).
+    #[error("{0}")]
+    Usage(String),
+    /// A run broke a self-check: a bug, with the command that reproduces it (exit 1).
+    #[error("{error}\nrepro: {repro}")]
+    Run {
+        /// What broke.
+        error: RunError,
+        /// The one-line repro command.
+        repro: String,
+    },
+    /// Results could not be written (exit 1).
+    #[error("cannot write {path}: {reason}")]
+    Output {
+        /// Where.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl CliError {
+    /// 2 for bad input, 1 for failures.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Scenario(_) | CliError::Usage(_) => 2,
+            CliError::Run { .. } | CliError::Output { .. } => 1,
+        }
+    }
+}
+
+/// Loads and fully validates a scenario file (engine checks + strategy names and parameters).
+pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+    load_file(path, &strategies::validate)
+}
+
+/// Loads a scenario from text (for tests and generated scenarios).
+pub fn load_text(name: &str, text: &str) -> Result<Scenario, ScenarioError> {
+    load_str(name, text, &strategies::validate)
+}
+
+/// What to run.
+#[derive(Clone, Debug, Default)]
+pub struct RunRequest {
+    /// Seed (default: the scenario's).
+    pub seed: Option<u64>,
+    /// Strategies to run (default: the scenario's list), in this order.
+    pub strategies: Vec<String>,
+    /// Overrides `[run] max_events`.
+    pub max_events: Option<u64>,
+    /// Stops every run at this simulated time.
+    pub max_sim_time: Option<Time>,
+}
+
+/// The one-line command that reproduces a run.
+pub fn repro_line(file: &str, seed: u64, strategy: Option<&str>) -> String {
+    let mut s = format!("sim run {file} --seed {seed}");
+    if let Some(st) = strategy {
+        s.push_str(&format!(" --strategy {st}"));
+    }
+    s
+}
+
+/// A finished multi-strategy run.
+pub struct RunResult {
+    /// The scenario as loaded.
+    pub scenario: Scenario,
+    /// The fault plan every strategy faced.
+    pub plan: FaultPlan,
+    /// The figures.
+    pub summary: RunSummary,
+}
+
+/// The scenario's display name: its `name`, else the file stem.
+pub fn scenario_name(sc: &Scenario, file: &Path) -> String {
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    sc.display_name(&stem).to_string()
+}
+
+/// Runs every requested strategy of a loaded scenario against the same seeded fault plan.
+/// `trace`: write the history of the (single) strategy as JSON lines.
+pub fn run_scenario(
+    sc: Scenario,
+    file: &Path,
+    req: &RunRequest,
+    trace: Option<&Path>,
+) -> Result<RunResult, CliError> {
+    let seed = req.seed.unwrap_or(sc.seed);
+    let names: Vec<String> = if req.strategies.is_empty() {
+        sc.strategies.clone()
+    } else {
+        req.strategies.clone()
+    };
+    for n in &names {
+        if !strategies::is_known(n) {
+            let known: Vec<&str> = strategies::ALL.iter().map(|i| i.name).collect();
+            return Err(CliError::Usage(format!(
+                "unknown strategy {n:?} (known: {})",
+                known.join(", ")
+            )));
+        }
+    }
+    if trace.is_some() && names.len() != 1 {
+        return Err(CliError::Usage(
+            "--trace writes one history: choose one strategy with --strategy".into(),
+        ));
+    }
+    let plan = FaultPlan::resolve(&sc, seed);
+    let opts = RunOptions {
+        seed,
+        max_events: req.max_events,
+        max_sim_time: req.max_sim_time,
+    };
+    let file_str = file.display().to_string();
+    let mut entries = Vec::new();
+    for name in &names {
+        let fail = |error| CliError::Run {
+            error,
+            repro: repro_line(&file_str, seed, Some(name)),
+        };
+        let entry = match trace {
+            Some(path) => {
+                let f = std::fs::File::create(path).map_err(|e| CliError::Output {
+                    path: path.display().to_string(),
+                    reason: e.to_string(),
+                })?;
+                let mut w = JsonLines::new(std::io::BufWriter::new(f));
+                let r = strategies::run_named(name, &sc, &plan, &opts, &mut w).map_err(fail)?;
+                w.finish().map_err(|e| CliError::Output {
+                    path: path.display().to_string(),
+                    reason: e.to_string(),
+                })?;
+                r
+            }
+            None => {
+                strategies::run_named(name, &sc, &plan, &opts, &mut NoObserver).map_err(fail)?
+            }
+        };
+        entries.push(entry);
+    }
+    let summary = RunSummary {
+        scenario: scenario_name(&sc, file),
+        seed,
+        strategies: entries,
+    };
+    Ok(RunResult {
+        scenario: sc,
+        plan,
+        summary,
+    })
+}
+
+/// The header printed above the table: repro line, topology, and the resolved fault plan.
+pub fn header(r: &RunResult, file: &Path) -> String {
+    let sc = &r.scenario;
+    let w = &sc.workload;
+    let mut s = format!(
+        "repro: {}\n",
+        repro_line(&file.display().to_string(), r.summary.seed, None)
+    );
+    s.push_str(&format!(
+        "scenario {}: {} broker(s), {} producer(s), {} consumer(s) (prefetch {}), {} {:?} messages at {} over {} keys, {:?} redelivery\n",
+        r.summary.scenario,
+        sc.brokers.len(),
+        sc.producers.count,
+        sc.consumers.count,
+        sc.consumers.prefetch,
+        w.messages,
+        w.kind,
+        w.rate,
+        w.keys,
+        sc.redelivery.mode,
+    ));
+    let lines = r.plan.describe(sc);
+    if lines.is_empty() {
+        s.push_str("fault plan: none\n");
+    } else {
+        s.push_str(&format!("fault plan ({} fault(s)):\n", lines.len()));
+        const SHOW: usize = 20;
+        for l in lines.iter().take(SHOW) {
+            s.push_str(&format!("  {l}\n"));
+        }
+        if lines.len() > SHOW {
+            s.push_str(&format!("  ... and {} more\n", lines.len() - SHOW));
+        }
+    }
+    s
+}
+
+/// Writes `contents` to `path` atomically (a temporary file, then a rename), so an interrupted run
+/// never leaves a torn file.
+pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), CliError> {
+    let err = |e: std::io::Error| CliError::Output {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    };
+    let tmp: PathBuf = {
+        let mut name = path.file_name().unwrap_or_default().to_os_string();
+        name.push(".tmp");
+        path.with_file_name(name)
+    };
+    std::fs::write(&tmp, contents).map_err(err)?;
+    std::fs::rename(&tmp, path).map_err(err)
+}
+
+/// Writes `summary.csv` and `summary.json` under `dir`.
+pub fn write_outputs(r: &RunResult, dir: &Path) -> Result<(), CliError> {
+    std::fs::create_dir_all(dir).map_err(|e| CliError::Output {
+        path: dir.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    let csv = report::csv(&r.summary).map_err(|e| CliError::Output {
+        path: dir.join("summary.csv").display().to_string(),
+        reason: e.to_string(),
+    })?;
+    write_atomic(&dir.join("summary.csv"), csv.as_bytes())?;
+    write_atomic(
+        &dir.join("summary.json"),
+        report::json(&r.summary).as_bytes(),
+    )
+}
+
+/// `sim list`: strategies and fault kinds, one line each.
+pub fn list_text() -> String {
+    let mut s = String::from("strategies:\n");
+    for i in strategies::ALL {
+        s.push_str(&format!("  {:<18} {}\n", i.name, i.summary));
+    }
+    s.push_str("\nfault kinds ([[fault]] kind = ...):\n");
+    for (k, d) in sim::scenario::FaultKind::ALL {
+        s.push_str(&format!("  {:<18} {}\n", k.name(), d));
+    }
+    s
+}

@@ -1,0 +1,130 @@
+//! `sim`: run ordering strategies side by side against seeded fault scenarios.
+
+use clap::{Parser, Subcommand};
+use ordsim::{CliError, RunRequest};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "sim",
+    version,
+    about = "Deterministic simulation of message-ordering strategies under faults"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run every strategy of a scenario against the same seeded faults and print a comparison table.
+    Run {
+        /// The scenario file (TOML).
+        file: PathBuf,
+        /// Seed (default: the scenario's `seed`).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Run only this strategy (repeatable; default: the scenario's list).
+        #[arg(long = "strategy")]
+        strategies: Vec<String>,
+        /// Print the JSON summary instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Also write summary.csv and summary.json into this directory.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Write the history of the run (one strategy) as JSON lines.
+        #[arg(long)]
+        trace: Option<PathBuf>,
+        /// Stop each run after this many engine events.
+        #[arg(long)]
+        max_events: Option<u64>,
+        /// Stop each run at this simulated time (e.g. "2h").
+        #[arg(long)]
+        max_sim_time: Option<String>,
+    },
+    /// Check a scenario file and print its resolved fault plan.
+    Validate {
+        /// The scenario file.
+        file: PathBuf,
+        /// Seed for the fault plan (default: the scenario's).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// List the strategies and fault kinds.
+    List,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), CliError> {
+    match cli.command {
+        Command::Run {
+            file,
+            seed,
+            strategies,
+            json,
+            out,
+            trace,
+            max_events,
+            max_sim_time,
+        } => {
+            let max_sim_time = max_sim_time
+                .map(|s| sim::time::Dur::parse(&s).map(|d| d.micros()))
+                .transpose()
+                .map_err(|e| CliError::Usage(format!("--max-sim-time: {e}")))?;
+            let sc = ordsim::load(&file)?;
+            let req = RunRequest {
+                seed,
+                strategies,
+                max_events,
+                max_sim_time,
+            };
+            let r = ordsim::run_scenario(sc, &file, &req, trace.as_deref())?;
+            if let Some(dir) = &out {
+                ordsim::write_outputs(&r, dir)?;
+            }
+            if json {
+                print!("{}", ordsim::report::json(&r.summary));
+            } else {
+                print!(
+                    "{}\n{}",
+                    ordsim::header(&r, &file),
+                    ordsim::report::table(&r.summary)
+                );
+                if let Some(dir) = &out {
+                    println!("\nwrote {}/summary.csv and summary.json", dir.display());
+                }
+            }
+            Ok(())
+        }
+        Command::Validate { file, seed } => {
+            let sc = ordsim::load(&file)?;
+            let plan = sim::FaultPlan::resolve(&sc, seed.unwrap_or(sc.seed));
+            println!(
+                "{}: ok ({} strategies, {} fault occurrence(s))",
+                file.display(),
+                sc.strategies.len(),
+                plan.faults.len()
+            );
+            for l in plan.describe(&sc) {
+                println!("  {l}");
+            }
+            Ok(())
+        }
+        Command::List => {
+            print!("{}", ordsim::list_text());
+            Ok(())
+        }
+    }
+}

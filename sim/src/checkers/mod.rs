@@ -1,0 +1,441 @@
+//! Checkers: pure, online functions of the history. They never look inside the engine or a
+//! strategy; they see the same [`Event`]s a trace file holds.
+//!
+//! Memory grows with keys and messages in flight, not with messages produced: each key keeps a
+//! window of records from its oldest unresolved message to its newest, and a record leaves the window
+//! once its message is final (applied or rejected and acked, dead-lettered, or discarded).
+
+mod latency;
+
+use crate::history::{Event, MsgRef, Node};
+use crate::scenario::WorkloadKind;
+use crate::summary::{Coverage, Latency, Metrics};
+use crate::time::Time;
+use latency::LatencyHistogram;
+use std::collections::VecDeque;
+
+const NONE: Time = Time::MAX;
+
+#[derive(Clone, Copy, Debug)]
+struct Rec {
+    produced_at: Time,
+    enqueued_at: Time,
+    resolved_at: Time,
+    applies: u32,
+    poison: bool,
+    rejected: bool,
+    acked: bool,
+    dead_lettered: bool,
+    discarded: bool,
+    pending: bool,
+}
+
+impl Rec {
+    fn is_final(&self) -> bool {
+        self.dead_lettered || self.discarded || (self.acked && (self.applies > 0 || self.rejected))
+    }
+}
+
+#[derive(Default)]
+struct KeyState {
+    /// Seqs below `base` are final and forgotten.
+    base: u32,
+    window: VecDeque<Rec>,
+    /// Highest seq applied so far (+1; 0 = none).
+    max_applied: u32,
+    /// Seq of the state last written (+1; 0 = none). For `state` workloads.
+    last_state: u32,
+    /// Highest non-poison seq produced (+1; 0 = none).
+    expected_last: u32,
+    /// Order-sensitive digest of the seqs applied, in apply order. For `command` workloads.
+    digest: u64,
+    /// The same digest over all non-poison seqs in production order: what `digest` should be.
+    expected_digest: u64,
+    /// When seq `base - 1` was resolved.
+    prev_resolved_at: Time,
+}
+
+#[inline]
+fn fold(h: u64, seq: u32) -> u64 {
+    (h ^ (seq as u64 + 1))
+        .wrapping_mul(0x0000_0100_0000_01b3)
+        .rotate_left(17)
+}
+
+/// Counts of final classifications, kept as records leave their windows.
+#[derive(Default)]
+struct Tally {
+    applied: u64,
+    stale_rejected: u64,
+    dead_lettered: u64,
+    poison_dead_lettered: u64,
+    innocent_dead_lettered: u64,
+    pending: u64,
+    lost: u64,
+    unaccounted: u64,
+}
+
+impl Tally {
+    fn classify(&mut self, r: &Rec) {
+        if r.applies > 0 {
+            self.applied += 1;
+        } else if r.rejected {
+            self.stale_rejected += 1;
+        } else if r.dead_lettered {
+            self.dead_lettered += 1;
+            if r.poison {
+                self.poison_dead_lettered += 1;
+            } else {
+                self.innocent_dead_lettered += 1;
+            }
+        } else if r.pending {
+            self.pending += 1;
+        } else if r.discarded {
+            self.lost += 1;
+        } else {
+            self.unaccounted += 1;
+        }
+    }
+}
+
+/// A violation of the history's own well-formedness or of message conservation: a bug in the
+/// engine (or in a recorded history), never a property of a strategy.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SelfCheckError {
+    /// Some messages are neither applied, rejected, dead-lettered, pending nor discarded.
+    #[error("conservation violated: produced {produced} = applied {applied} + stale_rejected {stale} + dead_lettered {dlq} + pending {pending} + lost {lost} + UNACCOUNTED {unaccounted}")]
+    Conservation {
+        /// Produced.
+        produced: u64,
+        /// Applied.
+        applied: u64,
+        /// Stale-rejected.
+        stale: u64,
+        /// Dead-lettered.
+        dlq: u64,
+        /// Pending.
+        pending: u64,
+        /// Lost.
+        lost: u64,
+        /// The remainder.
+        unaccounted: u64,
+    },
+    /// An event broke the history's form (time going backwards, a seq out of production order,
+    /// an event about a message never produced).
+    #[error("malformed history: {0}")]
+    Malformed(String),
+}
+
+/// All checkers, fed one event at a time.
+pub struct Checkers {
+    kind: WorkloadKind,
+    keys: Vec<KeyState>,
+    tally: Tally,
+    produced: u64,
+    ordering_violations: u64,
+    duplicates: u64,
+    redeliveries: u64,
+    latency: LatencyHistogram,
+    max_block: Time,
+    last_apply_at: Time,
+    last_time: Time,
+    drain_start: Option<Time>,
+    coverage: Coverage,
+    malformed: Option<String>,
+}
+
+impl Checkers {
+    /// Checkers for `keys` keys of a workload of `kind`.
+    pub fn new(keys: u32, kind: WorkloadKind) -> Self {
+        Checkers {
+            kind,
+            keys: (0..keys).map(|_| KeyState::default()).collect(),
+            tally: Tally::default(),
+            produced: 0,
+            ordering_violations: 0,
+            duplicates: 0,
+            redeliveries: 0,
+            latency: LatencyHistogram::new(),
+            max_block: 0,
+            last_apply_at: 0,
+            last_time: 0,
+            drain_start: None,
+            coverage: Coverage::default(),
+            malformed: None,
+        }
+    }
+
+    fn malformed(&mut self, what: String) {
+        if self.malformed.is_none() {
+            self.malformed = Some(what);
+        }
+    }
+
+    /// The record of a message still in its key's window.
+    #[inline]
+    fn rec(&mut self, m: MsgRef) -> Option<&mut Rec> {
+        let k = self.keys.get_mut(m.key as usize)?;
+        let i = m.seq.checked_sub(k.base)? as usize;
+        k.window.get_mut(i)
+    }
+
+    /// Drops final records from the front of a key's window, classifying them.
+    #[inline]
+    fn settle_front(&mut self, key: u32) {
+        let k = &mut self.keys[key as usize];
+        while let Some(r) = k.window.front() {
+            if !r.is_final() {
+                break;
+            }
+            self.tally.classify(r);
+            k.prev_resolved_at = r.resolved_at;
+            k.window.pop_front();
+            k.base += 1;
+        }
+    }
+
+    /// Feeds one event.
+    pub fn observe(&mut self, e: &Event) {
+        let t = e.time();
+        if t < self.last_time {
+            self.malformed(format!(
+                "time went backwards: {e:?} after t={}",
+                self.last_time
+            ));
+        }
+        self.last_time = t;
+        match *e {
+            Event::Produce { msg, poison, .. } => self.produce(t, msg, poison),
+            Event::Enqueue { msg, .. } => {
+                if let Some(r) = self.rec(msg) {
+                    if r.enqueued_at == NONE {
+                        r.enqueued_at = t;
+                    }
+                } else {
+                    self.unknown(e, msg);
+                }
+            }
+            Event::Dispatch {
+                msg, redelivered, ..
+            } => {
+                if redelivered {
+                    self.redeliveries += 1;
+                }
+                if self.rec(msg).is_none() {
+                    self.unknown(e, msg);
+                }
+            }
+            Event::Apply { msg, state_seq, .. } => self.apply(t, msg, state_seq),
+            Event::Reject { msg, .. } => self.resolve(e, msg, t, |r| r.rejected = true),
+            Event::DeadLetter { msg, .. } => self.resolve(e, msg, t, |r| r.dead_lettered = true),
+            Event::Discard { msg, .. } => self.resolve(e, msg, t, |r| r.discarded = true),
+            Event::Ack { msg, .. } => {
+                if let Some(r) = self.rec(msg) {
+                    r.acked = true;
+                    self.settle_front(msg.key);
+                }
+                // An ack of an already-final message is harmless (a late duplicate's ack).
+            }
+            Event::Pending { msg, .. } => {
+                if let Some(r) = self.rec(msg) {
+                    r.pending = true;
+                } else {
+                    self.malformed(format!("pending message {msg:?} was already settled"));
+                }
+            }
+            Event::Rollback { .. } => self.coverage.rollbacks += 1,
+            Event::Forward { .. } => self.coverage.forwards += 1,
+            Event::Crash { node, .. } => match node {
+                Node::Broker(_) => self.coverage.broker_crashes += 1,
+                Node::Consumer(_) => self.coverage.consumer_crashes += 1,
+                Node::TargetDb => self.coverage.db_outages += 1,
+                Node::Producer(_) => {}
+            },
+            Event::Disconnect { .. } => self.coverage.disconnects += 1,
+            Event::Connect { failover, .. } => {
+                if failover {
+                    self.coverage.failovers += 1;
+                }
+            }
+            Event::Suspend { .. } => self.coverage.suspensions += 1,
+            Event::Reassign { .. } => self.coverage.reassignments += 1,
+            Event::DrainStart { .. } => self.drain_start = Some(t),
+            Event::Start { .. }
+            | Event::Redelivery { .. }
+            | Event::Recover { .. }
+            | Event::Resume { .. } => {}
+        }
+    }
+
+    fn unknown(&mut self, e: &Event, msg: MsgRef) {
+        let k = self.keys.get(msg.key as usize);
+        let known = k.is_some_and(|k| msg.seq < k.base + k.window.len() as u32);
+        if !known {
+            self.malformed(format!("event about a message never produced: {e:?}"));
+        }
+    }
+
+    fn produce(&mut self, t: Time, msg: MsgRef, poison: bool) {
+        let Some(k) = self.keys.get_mut(msg.key as usize) else {
+            self.malformed(format!("key {} out of range", msg.key));
+            return;
+        };
+        if msg.seq != k.base + k.window.len() as u32 {
+            let expected = k.base + k.window.len() as u32;
+            self.malformed(format!(
+                "key {} produced seq {} where {} was next",
+                msg.key, msg.seq, expected
+            ));
+            return;
+        }
+        self.produced += 1;
+        if !poison {
+            k.expected_last = msg.seq + 1;
+            k.expected_digest = fold(k.expected_digest, msg.seq);
+        }
+        k.window.push_back(Rec {
+            produced_at: t,
+            enqueued_at: NONE,
+            resolved_at: NONE,
+            applies: 0,
+            poison,
+            rejected: false,
+            acked: false,
+            dead_lettered: false,
+            discarded: false,
+            pending: false,
+        });
+    }
+
+    fn resolve(&mut self, e: &Event, msg: MsgRef, t: Time, set: impl FnOnce(&mut Rec)) {
+        match self.rec(msg) {
+            Some(r) => {
+                set(r);
+                if r.resolved_at == NONE {
+                    r.resolved_at = t;
+                }
+                self.settle_front(msg.key);
+            }
+            None => self.unknown(e, msg),
+        }
+    }
+
+    fn apply(&mut self, t: Time, msg: MsgRef, state_seq: u32) {
+        let Some(k) = self.keys.get_mut(msg.key as usize) else {
+            self.malformed(format!("apply of key {} out of range", msg.key));
+            return;
+        };
+        if k.max_applied > msg.seq + 1 {
+            self.ordering_violations += 1;
+        }
+        k.max_applied = k.max_applied.max(msg.seq + 1);
+        k.last_state = state_seq + 1;
+        k.digest = fold(k.digest, msg.seq);
+        self.last_apply_at = t;
+        let base = k.base;
+        let prev_resolved_before = k.prev_resolved_at;
+        let Some(i) = msg.seq.checked_sub(base) else {
+            // Applied again after it was final: a duplicate.
+            self.duplicates += 1;
+            return;
+        };
+        let i = i as usize;
+        let Some(r) = k.window.get(i).copied() else {
+            self.malformed(format!("apply of a message never produced: {msg:?}"));
+            return;
+        };
+        if r.applies > 0 {
+            self.duplicates += 1;
+        } else {
+            self.latency.record(t.saturating_sub(r.produced_at));
+            // Head-of-line block: time at a broker spent waiting for the predecessor to resolve,
+            // counted only when the message was applied after its predecessor (in order).
+            let prev_resolved = if i == 0 {
+                prev_resolved_before
+            } else {
+                k.window[i - 1].resolved_at
+            };
+            if msg.seq > 0 && prev_resolved != NONE && prev_resolved <= t && r.enqueued_at != NONE {
+                self.max_block = self
+                    .max_block
+                    .max(prev_resolved.saturating_sub(r.enqueued_at));
+            }
+        }
+        let r = &mut k.window[i];
+        r.applies += 1;
+        if r.resolved_at == NONE {
+            r.resolved_at = t;
+        }
+        self.settle_front(msg.key);
+    }
+
+    /// Final figures. `events` is the engine's event count, `end` the time the run ended.
+    pub fn finish(mut self, events: u64, end: Time) -> Result<Metrics, SelfCheckError> {
+        let mut mismatches = 0;
+        for k in &mut self.keys {
+            for r in k.window.drain(..) {
+                self.tally.classify(&r);
+            }
+            let ok = match self.kind {
+                WorkloadKind::State => k.last_state == k.expected_last,
+                WorkloadKind::Command => k.digest == k.expected_digest,
+            };
+            if !ok {
+                mismatches += 1;
+            }
+        }
+        if let Some(m) = self.malformed.take() {
+            return Err(SelfCheckError::Malformed(m));
+        }
+        let t = &self.tally;
+        if t.unaccounted > 0 {
+            return Err(SelfCheckError::Conservation {
+                produced: self.produced,
+                applied: t.applied,
+                stale: t.stale_rejected,
+                dlq: t.dead_lettered,
+                pending: t.pending,
+                lost: t.lost,
+                unaccounted: t.unaccounted,
+            });
+        }
+        let ms = |us: Time| us as f64 / 1000.0;
+        let throughput = if self.last_apply_at == 0 {
+            0.0
+        } else {
+            t.applied as f64 / (self.last_apply_at as f64 / 1e6)
+        };
+        Ok(Metrics {
+            produced: self.produced,
+            applied: t.applied,
+            ordering_violations: self.ordering_violations,
+            stale_rejected: t.stale_rejected,
+            lost: t.lost,
+            duplicates: self.duplicates,
+            dead_lettered: t.dead_lettered,
+            poison_dead_lettered: t.poison_dead_lettered,
+            innocent_dead_lettered: t.innocent_dead_lettered,
+            pending_at_end: t.pending,
+            final_state_mismatches: mismatches,
+            redeliveries: self.redeliveries,
+            events,
+            throughput_per_s: round3(throughput),
+            latency_ms: Latency {
+                p50: ms(self.latency.quantile(0.5)),
+                p99: ms(self.latency.quantile(0.99)),
+                max: ms(self.latency.max()),
+            },
+            max_block_ms: ms(self.max_block),
+            sim_time_s: end as f64 / 1e6,
+            drain_start_s: self.drain_start.unwrap_or(end) as f64 / 1e6,
+            coverage: self.coverage,
+        })
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+#[cfg(test)]
+mod tests;

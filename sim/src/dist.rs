@@ -1,0 +1,190 @@
+//! Duration distributions for service times and fault lengths.
+
+use crate::time::{Dur, Time};
+use rand::Rng;
+use rand_distr::{Distribution, Exp, LogNormal};
+use serde::{de, Deserialize, Deserializer, Serialize};
+use std::fmt;
+
+/// A distribution of durations. In a scenario file either a plain duration (`"5ms"`, constant) or a
+/// table: `{ dist = "exponential", mean = "5ms" }`, `{ dist = "lognormal", mean = "5ms", sigma = 0.5 }`,
+/// `{ dist = "uniform", min = "1ms", max = "9ms" }`, `{ dist = "constant", value = "5ms" }`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "dist", rename_all = "snake_case", deny_unknown_fields)]
+pub enum DurDist {
+    /// Always the same value.
+    Constant {
+        /// The value.
+        value: Dur,
+    },
+    /// Exponential with the given mean (memoryless: M/M/c service).
+    Exponential {
+        /// The mean.
+        mean: Dur,
+    },
+    /// Log-normal with the given mean and shape `sigma` (heavy-tailed service).
+    Lognormal {
+        /// The mean of the distribution (not of its logarithm).
+        mean: Dur,
+        /// Standard deviation of the underlying normal.
+        sigma: f64,
+    },
+    /// Uniform in `[min, max]`.
+    Uniform {
+        /// Lower bound.
+        min: Dur,
+        /// Upper bound.
+        max: Dur,
+    },
+}
+
+/// [`DurDist`] in the form a scenario file accepts (string shorthand or table).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct DurSpec(pub DurDist);
+
+impl<'de> Deserialize<'de> for DurSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<DurSpec, D::Error> {
+        struct V;
+        impl<'de> de::Visitor<'de> for V {
+            type Value = DurSpec;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a duration (\"5ms\") or a table such as { dist = \"exponential\", mean = \"5ms\" }")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<DurSpec, E> {
+                Dur::parse(v)
+                    .map(|value| DurSpec(DurDist::Constant { value }))
+                    .map_err(E::custom)
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, m: A) -> Result<DurSpec, A::Error> {
+                DurDist::deserialize(de::value::MapAccessDeserializer::new(m)).map(DurSpec)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl DurDist {
+    /// The mean of the distribution, in microseconds.
+    pub fn mean_micros(&self) -> f64 {
+        match *self {
+            DurDist::Constant { value } => value.0 as f64,
+            DurDist::Exponential { mean } | DurDist::Lognormal { mean, .. } => mean.0 as f64,
+            DurDist::Uniform { min, max } => (min.0 as f64 + max.0 as f64) / 2.0,
+        }
+    }
+
+    /// Checks the parameters; `Err` says what is allowed.
+    pub fn check(&self) -> Result<(), String> {
+        match *self {
+            DurDist::Lognormal { sigma, .. }
+                if !(sigma.is_finite() && (0.0..=10.0).contains(&sigma)) =>
+            {
+                Err(format!("sigma must be a number in [0, 10], got {sigma}"))
+            }
+            DurDist::Uniform { min, max } if min > max => {
+                Err(format!("uniform min ({min}) is larger than max ({max})"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A sampler for this distribution (parameters pre-computed).
+    pub fn sampler(&self) -> Sampler {
+        match *self {
+            DurDist::Constant { value } => Sampler::Constant(value.0),
+            DurDist::Exponential { mean } if mean.0 == 0 => Sampler::Constant(0),
+            DurDist::Exponential { mean } => {
+                Sampler::Exp(Exp::new(1.0 / mean.0 as f64).expect("positive rate"))
+            }
+            DurDist::Lognormal { mean, .. } if mean.0 == 0 => Sampler::Constant(0),
+            DurDist::Lognormal { mean, sigma } => {
+                // E[X] = exp(mu + sigma^2/2)  =>  mu = ln(mean) - sigma^2/2.
+                let mu = (mean.0 as f64).ln() - sigma * sigma / 2.0;
+                Sampler::LogNormal(LogNormal::new(mu, sigma).expect("checked sigma"))
+            }
+            DurDist::Uniform { min, max } => Sampler::Uniform(min.0, max.0),
+        }
+    }
+}
+
+/// Draws durations from a [`DurDist`].
+#[derive(Clone, Debug)]
+pub enum Sampler {
+    /// Constant.
+    Constant(Time),
+    /// Exponential (rate per microsecond).
+    Exp(Exp<f64>),
+    /// Log-normal over microseconds.
+    LogNormal(LogNormal<f64>),
+    /// Uniform over `[min, max]` microseconds.
+    Uniform(Time, Time),
+}
+
+impl Sampler {
+    /// One draw, in microseconds, rounded to the nearest microsecond.
+    #[inline]
+    pub fn sample<R: Rng>(&self, rng: &mut R) -> Time {
+        match self {
+            Sampler::Constant(v) => *v,
+            Sampler::Exp(e) => to_micros(e.sample(rng)),
+            Sampler::LogNormal(l) => to_micros(l.sample(rng)),
+            Sampler::Uniform(a, b) => rng.random_range(*a..=*b),
+        }
+    }
+}
+
+#[inline]
+fn to_micros(x: f64) -> Time {
+    // Saturates at a century so one absurd draw cannot overflow the clock.
+    x.round().clamp(0.0, 3.2e15) as Time
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::{stream, Component};
+
+    #[test]
+    fn sample_means_match() {
+        let mut rng = stream(1, Component::Consumer, 0, 0);
+        for d in [
+            DurDist::Exponential { mean: Dur(1000) },
+            DurDist::Lognormal {
+                mean: Dur(1000),
+                sigma: 0.5,
+            },
+            DurDist::Uniform {
+                min: Dur(500),
+                max: Dur(1500),
+            },
+        ] {
+            let s = d.sampler();
+            let n = 200_000;
+            let mean = (0..n).map(|_| s.sample(&mut rng) as f64).sum::<f64>() / n as f64;
+            assert!((mean - 1000.0).abs() < 15.0, "{d:?}: {mean}");
+        }
+    }
+
+    #[test]
+    fn spec_accepts_string_and_table() {
+        #[derive(Deserialize)]
+        struct T {
+            a: DurSpec,
+            b: DurSpec,
+        }
+        let t: T =
+            toml::from_str("a = \"5ms\"\nb = { dist = \"exponential\", mean = \"2s\" }").unwrap();
+        assert_eq!(t.a.0, DurDist::Constant { value: Dur(5000) });
+        assert_eq!(
+            t.b.0,
+            DurDist::Exponential {
+                mean: Dur::from_secs(2)
+            }
+        );
+        let e = toml::from_str::<T>("a = \"5ms\"\nb = { dist = \"gamma\", mean = \"2s\" }")
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("gamma"), "{e}");
+    }
+}

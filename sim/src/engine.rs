@@ -1,0 +1,357 @@
+//! The engine: one run of one strategy against one scenario and seed.
+//!
+//! A single-threaded discrete-event loop over integer microseconds. Two phases, as in TigerBeetle's
+//! simulator and Jepsen: the fault phase (the workload and its fault plan), then the drain phase (no
+//! new messages; faults end as planned; suspended endpoints resume) until every message is settled
+//! or the drain bound passes. What is still unsettled is reported `pending_at_end`.
+
+use crate::checkers::{Checkers, SelfCheckError};
+use crate::dist::Sampler;
+use crate::event_queue::EventQueue;
+use crate::faults::FaultPlan;
+use crate::history::{Event, MsgRef, Observer};
+use crate::rng::{stream, Component};
+use crate::scenario::{Connect, Scenario};
+use crate::strategy::{ConsumerSlot, Control, MsgView, Strategy, TargetRow};
+use crate::summary::Metrics;
+use crate::time::Time;
+use crate::world::broker::BrokerState;
+use crate::world::consumer::ConsumerState;
+use crate::world::producer::{KeyPicker, ProducerState};
+use crate::world::{Delivery, Loc, Msg, Slab};
+use rand_chacha::ChaCha8Rng;
+
+/// Engine events. Small and `Copy`: the queue moves them by value.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Ev {
+    Arrival,
+    ProducerReconnect(u32),
+    ServiceDone { c: u32, epoch: u32 },
+    BlockingRetry { c: u32, epoch: u32 },
+    AckArrive { c: u32, d: Delivery },
+    RedeliveryDue { slot: u32, id: u64 },
+    ForwardArrive { slot: u32, id: u64 },
+    ConsumerReconnect { c: u32, epoch: u32 },
+    Resume { c: u32, epoch: u32 },
+    FaultStart(u32),
+    FaultEnd(u32),
+    Wake(u64),
+    DrainDeadline,
+}
+
+/// Why a run could not produce a trustworthy summary.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The engine broke one of its own invariants: a bug, reported with the repro line.
+    #[error("self-check failed: {0}")]
+    SelfCheck(#[from] SelfCheckError),
+    /// The engine's live-message count and the checker's pending count disagree.
+    #[error("self-check failed: the engine holds {engine} messages at the end but the history lists {history} pending")]
+    PendingMismatch {
+        /// Engine's count.
+        engine: u64,
+        /// History's count.
+        history: u64,
+    },
+}
+
+/// Options of one run beyond the scenario.
+#[derive(Clone, Copy, Debug)]
+pub struct RunOptions {
+    /// The seed.
+    pub seed: u64,
+    /// Overrides `[run] max_events`.
+    pub max_events: Option<u64>,
+    /// Stops the run at this simulated time, whatever the phase.
+    pub max_sim_time: Option<Time>,
+}
+
+/// The world plus the loop.
+pub(crate) struct Engine<'a, S: Strategy, O: Observer> {
+    pub sc: &'a Scenario,
+    pub plan: &'a FaultPlan,
+    pub strategy: S,
+    pub observer: &'a mut O,
+    pub checkers: Checkers,
+    pub q: EventQueue<Ev>,
+    pub now: Time,
+    pub events: u64,
+    pub slab: Slab,
+    pub producers: Vec<ProducerState>,
+    pub brokers: Vec<BrokerState>,
+    pub consumers: Vec<ConsumerState>,
+    pub rows: Vec<TargetRow>,
+    pub db_down: u32,
+    pub keys: KeyPicker,
+    pub arrivals: crate::world::producer::Arrivals,
+    pub produced: u64,
+    pub service: Sampler,
+    pub ctl: Control,
+    pub scratch: Vec<ConsumerSlot>,
+    pub returned: Vec<Delivery>,
+    /// Things that keep the fault phase open: messages still to produce + faults not yet over.
+    pub phase_open: u64,
+    pub draining: bool,
+    pub poison_boost: Vec<f64>,
+}
+
+impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
+    fn new(
+        sc: &'a Scenario,
+        plan: &'a FaultPlan,
+        seed: u64,
+        strategy: S,
+        observer: &'a mut O,
+    ) -> Self {
+        let nb = sc.brokers.len();
+        let order = |list: &Option<Vec<String>>, i: usize, connect: Connect| -> Vec<u16> {
+            let mut l: Vec<u16> = match list {
+                Some(names) => names
+                    .iter()
+                    .map(|n| sc.broker_index(n).expect("validated") as u16)
+                    .collect(),
+                None => (0..nb as u16).collect(),
+            };
+            if connect == Connect::Spread && !l.is_empty() {
+                let n = l.len();
+                l.rotate_left(i % n);
+            }
+            l
+        };
+        let producers = (0..sc.producers.count as usize)
+            .map(|i| {
+                let mut rng: ChaCha8Rng = stream(seed, Component::Producer, i as u32, 0);
+                ProducerState::new(
+                    order(&sc.producers.brokers, i, sc.producers.connect),
+                    &sc.producers,
+                    &mut rng,
+                )
+            })
+            .collect();
+        let consumers = (0..sc.consumers.count as usize)
+            .map(|i| {
+                ConsumerState::new(
+                    order(&sc.consumers.brokers, i, sc.consumers.connect),
+                    stream(seed, Component::Consumer, i as u32, 0),
+                )
+            })
+            .collect();
+        let phase_open = sc.workload.messages
+            + plan
+                .faults
+                .iter()
+                .map(|f| if f.duration.is_some() { 2 } else { 1 })
+                .sum::<u64>();
+        Engine {
+            sc,
+            plan,
+            strategy,
+            observer,
+            checkers: Checkers::new(sc.workload.keys, sc.workload.kind),
+            q: EventQueue::new(),
+            now: 0,
+            events: 0,
+            slab: Slab::default(),
+            producers,
+            brokers: sc.brokers.iter().map(BrokerState::new).collect(),
+            consumers,
+            rows: vec![TargetRow::default(); sc.workload.keys as usize],
+            db_down: 0,
+            keys: KeyPicker::new(sc, seed),
+            arrivals: crate::world::producer::Arrivals::new(sc, seed),
+            produced: 0,
+            service: sc.consumers.service.0.sampler(),
+            ctl: Control::default(),
+            scratch: Vec::with_capacity(sc.consumers.count as usize),
+            returned: Vec::new(),
+            phase_open,
+            draining: false,
+            poison_boost: Vec::new(),
+        }
+    }
+
+    /// Records a history event: checkers first, then the observer (trace file, tests).
+    #[inline]
+    pub fn emit(&mut self, e: Event) {
+        self.checkers.observe(&e);
+        self.observer.event(&e);
+    }
+
+    /// A view of a message for the strategy.
+    #[inline]
+    pub fn view(&self, slot: u32) -> MsgView {
+        let m = self.slab.get(slot);
+        MsgView {
+            id: m.r.id,
+            key: m.r.key,
+            seq: m.r.seq,
+            timestamp: m.timestamp,
+            producer: m.producer,
+            redeliveries: m.deliveries.saturating_sub(1),
+        }
+    }
+
+    #[inline]
+    pub fn msg_ref(&self, slot: u32) -> MsgRef {
+        self.slab.get(slot).r
+    }
+
+    /// One thing keeping the fault phase open is done; when none remain, the drain phase begins.
+    pub fn phase_step(&mut self) {
+        self.phase_open -= 1;
+        if self.phase_open == 0 && !self.draining {
+            self.start_drain();
+        }
+    }
+
+    fn start_drain(&mut self) {
+        self.draining = true;
+        self.emit(Event::DrainStart { t: self.now });
+        self.q.push(
+            self.now.saturating_add(self.sc.run.drain_timeout.0),
+            Ev::DrainDeadline,
+        );
+        // Endpoints suspended "forever" come back so the drain can settle their messages.
+        for c in 0..self.consumers.len() as u32 {
+            if self.consumers[c as usize].suspended {
+                self.resume(c);
+            }
+        }
+    }
+
+    /// Carries out what a strategy hook asked for.
+    pub fn apply_control(&mut self) {
+        if self.ctl.wakes.is_empty() && !self.ctl.redispatch && self.ctl.reassigned.is_empty() {
+            return;
+        }
+        let wakes = std::mem::take(&mut self.ctl.wakes);
+        for &(at, token) in &wakes {
+            self.q.push(at.max(self.now), Ev::Wake(token));
+        }
+        self.ctl.wakes = wakes;
+        self.ctl.wakes.clear();
+        let reassigned = std::mem::take(&mut self.ctl.reassigned);
+        for &(broker, consumer) in &reassigned {
+            self.emit(Event::Reassign {
+                t: self.now,
+                broker,
+                consumer,
+            });
+        }
+        self.ctl.reassigned = reassigned;
+        self.ctl.reassigned.clear();
+        if std::mem::take(&mut self.ctl.redispatch) {
+            for b in 0..self.brokers.len() as u16 {
+                self.dispatch(b);
+            }
+        }
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Arrival => self.arrival(),
+            Ev::ProducerReconnect(p) => self.producer_reconnect(p),
+            Ev::ServiceDone { c, epoch } => self.service_done(c, epoch),
+            Ev::BlockingRetry { c, epoch } => self.blocking_retry(c, epoch),
+            Ev::AckArrive { c, d } => self.ack_arrive(c, d),
+            Ev::RedeliveryDue { slot, id } => self.redelivery_due(slot, id),
+            Ev::ForwardArrive { slot, id } => self.forward_arrive(slot, id),
+            Ev::ConsumerReconnect { c, epoch } => self.consumer_reconnect(c, epoch),
+            Ev::Resume { c, epoch } => {
+                let cs = &self.consumers[c as usize];
+                if cs.suspended && cs.suspend_epoch == epoch {
+                    self.resume(c);
+                }
+            }
+            Ev::FaultStart(i) => self.fault_start(i),
+            Ev::FaultEnd(i) => self.fault_end(i),
+            Ev::Wake(token) => {
+                self.strategy.on_wake(self.now, token, &mut self.ctl);
+                self.ctl.redispatch = true;
+                self.apply_control();
+            }
+            Ev::DrainDeadline => unreachable!("handled by the loop"),
+        }
+    }
+
+    fn run(mut self, opts: &RunOptions) -> Result<Metrics, RunError> {
+        if self.sc.workload.messages > 0 {
+            let first = self.arrivals.next_gap();
+            self.q.push(first, Ev::Arrival);
+        }
+        for (i, f) in self.plan.faults.iter().enumerate() {
+            self.q.push(f.at, Ev::FaultStart(i as u32));
+        }
+        // Producers and consumers connect at time 0, in index order.
+        for p in 0..self.producers.len() as u32 {
+            self.producer_reconnect(p);
+        }
+        for c in 0..self.consumers.len() as u32 {
+            self.consumer_reconnect(c, 0);
+        }
+        if self.phase_open == 0 {
+            self.start_drain();
+        }
+        let max_events = opts.max_events.unwrap_or(self.sc.run.max_events);
+        let max_time = opts.max_sim_time.unwrap_or(Time::MAX);
+        while let Some((t, ev)) = self.q.pop() {
+            if t > max_time {
+                self.now = max_time;
+                break;
+            }
+            debug_assert!(t >= self.now, "time went backwards");
+            self.now = t;
+            if let Ev::DrainDeadline = ev {
+                break;
+            }
+            self.events += 1;
+            self.handle(ev);
+            if self.draining && self.slab.live == 0 {
+                break;
+            }
+            if self.events >= max_events {
+                break;
+            }
+        }
+        self.finish()
+    }
+
+    fn finish(mut self) -> Result<Metrics, RunError> {
+        let mut pending: Vec<MsgRef> = self
+            .slab
+            .msgs
+            .iter()
+            .filter(|m| m.loc != Loc::Free)
+            .map(|m| m.r)
+            .collect();
+        pending.sort_by_key(|m| m.id);
+        let engine_live = self.slab.live;
+        for msg in pending {
+            self.emit(Event::Pending { t: self.now, msg });
+        }
+        let metrics = self.checkers.finish(self.events, self.now)?;
+        if metrics.pending_at_end != engine_live {
+            return Err(RunError::PendingMismatch {
+                engine: engine_live,
+                history: metrics.pending_at_end,
+            });
+        }
+        Ok(metrics)
+    }
+
+    /// Allocates a new message slot.
+    pub fn alloc(&mut self, m: Msg) -> u32 {
+        self.slab.alloc(m)
+    }
+}
+
+/// Runs `strategy` on `sc` with its resolved `plan`, feeding every history event to `observer`.
+pub fn run<S: Strategy, O: Observer>(
+    sc: &Scenario,
+    plan: &FaultPlan,
+    strategy: S,
+    opts: &RunOptions,
+    observer: &mut O,
+) -> Result<Metrics, RunError> {
+    Engine::new(sc, plan, opts.seed, strategy, observer).run(opts)
+}

@@ -1,0 +1,339 @@
+//! The history: what happened, as typed events. It speaks of messages, keys, sequence numbers,
+//! producers, brokers, consumers and times, never of engine objects, so a history recorded from a
+//! real broker can be judged by the same checkers. `sim run --trace FILE` writes it as JSON lines.
+
+use crate::time::Time;
+use serde::{Deserialize, Serialize};
+
+/// Identity of a message: global production number, entity key, per-key production order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MsgRef {
+    /// Global production order, from 0.
+    pub id: u64,
+    /// The entity.
+    pub key: u32,
+    /// Per-key production order, from 0: the truth the checkers compare against.
+    pub seq: u32,
+}
+
+/// A node that can crash, recover or lose its connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Node {
+    /// A broker, by index in the scenario.
+    Broker(u16),
+    /// A consumer.
+    Consumer(u32),
+    /// A producer.
+    Producer(u32),
+    /// The target database.
+    TargetDb,
+}
+
+/// Why processing rolled back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailReason {
+    /// The target resource was unavailable (transient).
+    Outage,
+    /// The message itself cannot be processed (permanent).
+    Poison,
+    /// The strategy gave up (e.g. a lock wait timed out).
+    Strategy,
+}
+
+/// Why a message vanished.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiscardReason {
+    /// A non-persistent broker crashed holding it.
+    BrokerCrash,
+    /// A component that had acknowledged it upstream crashed before applying it.
+    BufferLost,
+}
+
+/// One history event. `t` is simulated time in microseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// A producer created a message. `timestamp` is its clock reading (may be skewed or coarse).
+    Produce {
+        /// Time.
+        t: Time,
+        /// The message.
+        msg: MsgRef,
+        /// Producer index.
+        producer: u32,
+        /// Producer clock reading, microseconds.
+        timestamp: u64,
+        /// Hidden poison flag (only processing discovers it; the checker needs it to grade).
+        poison: bool,
+    },
+    /// A broker stored the message.
+    Enqueue {
+        /// Time.
+        t: Time,
+        /// The message.
+        msg: MsgRef,
+        /// Broker index.
+        broker: u16,
+    },
+    /// Store-and-forward to another broker started.
+    Forward {
+        /// Time.
+        t: Time,
+        /// The message.
+        msg: MsgRef,
+        /// From.
+        from: u16,
+        /// To.
+        to: u16,
+    },
+    /// A broker handed the message to a consumer. `delivery` counts from 1.
+    Dispatch {
+        /// Time.
+        t: Time,
+        /// The message.
+        msg: MsgRef,
+        /// Broker.
+        broker: u16,
+        /// Consumer.
+        consumer: u32,
+        /// Delivery number (1 = first delivery).
+        delivery: u32,
+        /// JMSRedelivered.
+        redelivered: bool,
+    },
+    /// The consumer started processing a delivered message.
+    Start {
+        /// Time.
+        t: Time,
+        /// The message.
+        msg: MsgRef,
+        /// Consumer.
+        consumer: u32,
+    },
+    /// The target was written. `state_seq` is the seq whose state was written (usually the message's
+    /// own; a notifier writes what it read from the source).
+    Apply {
+        /// Time.
+        t: Time,
+        /// The message.
+        msg: MsgRef,
+        /// Consumer (or strategy worker) that wrote.
+        consumer: u32,
+        /// Seq of the state written.
+        state_seq: u32,
+    },
+    /// The handler deliberately did not write (stale by version/timestamp) and will ack.
+    Reject {
+        /// Time.
+        t: Time,
+        /// The message.
+        msg: MsgRef,
+        /// Consumer.
+        consumer: u32,
+    },
+    /// The broker received the consumer's acknowledgement; the message is settled there.
+    Ack {
+        /// Time.
+        t: Time,
+        /// The message.
+        msg: MsgRef,
+        /// Consumer.
+        consumer: u32,
+    },
+    /// Processing failed and the transaction rolled back.
+    Rollback {
+        /// Time.
+        t: Time,
+        /// The message.
+        msg: MsgRef,
+        /// Consumer.
+        consumer: u32,
+        /// Why.
+        reason: FailReason,
+    },
+    /// The message will be redelivered after `delay_us`.
+    Redelivery {
+        /// Time.
+        t: Time,
+        /// The message.
+        msg: MsgRef,
+        /// Delay.
+        delay_us: u64,
+        /// Held by the consumer (blocking) or by the broker (non-blocking).
+        blocking: bool,
+    },
+    /// Moved to the dead-letter (backout) queue: settled, not applied.
+    DeadLetter {
+        /// Time.
+        t: Time,
+        /// The message.
+        msg: MsgRef,
+        /// Broker.
+        broker: u16,
+    },
+    /// The message vanished (no copy remains anywhere).
+    Discard {
+        /// Time.
+        t: Time,
+        /// The message.
+        msg: MsgRef,
+        /// Why.
+        reason: DiscardReason,
+    },
+    /// A node went down.
+    Crash {
+        /// Time.
+        t: Time,
+        /// Which.
+        node: Node,
+    },
+    /// A node came back.
+    Recover {
+        /// Time.
+        t: Time,
+        /// Which.
+        node: Node,
+    },
+    /// A consumer lost its broker connection (process alive).
+    Disconnect {
+        /// Time.
+        t: Time,
+        /// Which.
+        node: Node,
+    },
+    /// A producer or consumer connected to a broker (`failover` when it is not its first).
+    Connect {
+        /// Time.
+        t: Time,
+        /// Which.
+        node: Node,
+        /// Broker.
+        broker: u16,
+        /// Whether this is a failover (a reconnect after losing a broker).
+        failover: bool,
+    },
+    /// A consumer endpoint was suspended after repeated failures.
+    Suspend {
+        /// Time.
+        t: Time,
+        /// Consumer.
+        consumer: u32,
+    },
+    /// A suspended endpoint resumed.
+    Resume {
+        /// Time.
+        t: Time,
+        /// Consumer.
+        consumer: u32,
+    },
+    /// The exclusive/owner assignment changed (single takeover, message group reassignment).
+    Reassign {
+        /// Time.
+        t: Time,
+        /// Broker.
+        broker: u16,
+        /// New owner.
+        consumer: u32,
+    },
+    /// The fault phase ended; the drain phase began.
+    DrainStart {
+        /// Time.
+        t: Time,
+    },
+    /// End of run: the message is still held somewhere (a liveness failure).
+    Pending {
+        /// Time.
+        t: Time,
+        /// The message.
+        msg: MsgRef,
+    },
+}
+
+impl Event {
+    /// The event's time.
+    pub fn time(&self) -> Time {
+        match *self {
+            Event::Produce { t, .. }
+            | Event::Enqueue { t, .. }
+            | Event::Forward { t, .. }
+            | Event::Dispatch { t, .. }
+            | Event::Start { t, .. }
+            | Event::Apply { t, .. }
+            | Event::Reject { t, .. }
+            | Event::Ack { t, .. }
+            | Event::Rollback { t, .. }
+            | Event::Redelivery { t, .. }
+            | Event::DeadLetter { t, .. }
+            | Event::Discard { t, .. }
+            | Event::Crash { t, .. }
+            | Event::Recover { t, .. }
+            | Event::Disconnect { t, .. }
+            | Event::Connect { t, .. }
+            | Event::Suspend { t, .. }
+            | Event::Resume { t, .. }
+            | Event::Reassign { t, .. }
+            | Event::DrainStart { t }
+            | Event::Pending { t, .. } => t,
+        }
+    }
+}
+
+/// Receives every history event as it happens. The engine is generic over it, so a run without a
+/// trace pays nothing.
+pub trait Observer {
+    /// One event.
+    fn event(&mut self, e: &Event);
+}
+
+/// Observes nothing.
+pub struct NoObserver;
+
+impl Observer for NoObserver {
+    #[inline(always)]
+    fn event(&mut self, _: &Event) {}
+}
+
+impl<F: FnMut(&Event)> Observer for F {
+    #[inline]
+    fn event(&mut self, e: &Event) {
+        self(e)
+    }
+}
+
+/// Writes events as JSON lines.
+pub struct JsonLines<W: std::io::Write> {
+    out: W,
+    /// First write error, if any (reported after the run; the run itself goes on).
+    pub error: Option<std::io::Error>,
+}
+
+impl<W: std::io::Write> JsonLines<W> {
+    /// Wraps a writer (buffer it).
+    pub fn new(out: W) -> Self {
+        JsonLines { out, error: None }
+    }
+
+    /// Flushes and returns the writer, or the first error.
+    pub fn finish(mut self) -> std::io::Result<W> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+impl<W: std::io::Write> Observer for JsonLines<W> {
+    fn event(&mut self, e: &Event) {
+        if self.error.is_some() {
+            return;
+        }
+        let r = serde_json::to_writer(&mut self.out, e).map_err(std::io::Error::from);
+        if let Err(err) = r.and_then(|_| self.out.write_all(b"\n")) {
+            self.error = Some(err);
+        }
+    }
+}

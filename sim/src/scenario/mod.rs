@@ -1,0 +1,501 @@
+//! The scenario file: topology, workload, faults, strategies to compare, run bounds.
+//!
+//! A [`Scenario`] is plain data deserialized from TOML (unknown fields are rejected), checked by
+//! [`validate`], and serializable back to TOML that loads to the same run.
+
+mod load;
+mod validate;
+
+pub use load::{load_file, load_str, FieldError, Location, PathSeg, ScenarioError};
+pub use validate::validate;
+
+use crate::dist::DurSpec;
+use crate::time::{Dur, Rate};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A whole scenario file.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name, shown in reports (defaults to the file stem).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// What the scenario shows, for a reader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The seed used when `--seed` is not given.
+    #[serde(default = "defaults::seed")]
+    pub seed: u64,
+    /// The strategies to compare, by name (`sim list`).
+    pub strategies: Vec<String>,
+    /// What the producers send.
+    pub workload: Workload,
+    /// How producers connect and stamp messages.
+    #[serde(default)]
+    pub producers: Producers,
+    /// The brokers, in failover order (`[[broker]]`).
+    #[serde(rename = "broker")]
+    pub brokers: Vec<Broker>,
+    /// Store-and-forward between brokers.
+    #[serde(default)]
+    pub network: Network,
+    /// The consumers.
+    pub consumers: Consumers,
+    /// Redelivery after a rollback, and the dead-letter queue.
+    #[serde(default)]
+    pub redelivery: Redelivery,
+    /// Faults, scripted or random (`[[fault]]`).
+    #[serde(default, rename = "fault", skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<Fault>,
+    /// Bounds of the run.
+    #[serde(default)]
+    pub run: RunLimits,
+    /// Per-strategy parameters: `[strategy.single]` etc. Each strategy checks its own table.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub strategy: BTreeMap<String, toml::Table>,
+}
+
+/// Defaults, named so that serde and the docs agree.
+pub mod defaults {
+    use super::*;
+    pub(crate) fn seed() -> u64 {
+        1
+    }
+    pub(crate) fn one() -> u32 {
+        1
+    }
+    pub(crate) fn yes() -> bool {
+        true
+    }
+    pub(crate) fn reconnect() -> Dur {
+        Dur::from_millis(100)
+    }
+    pub(crate) fn resolution() -> Dur {
+        Dur::from_millis(1)
+    }
+    pub(crate) fn forward_delay() -> Dur {
+        Dur::from_millis(5)
+    }
+    pub(crate) fn redelivery_delay() -> Dur {
+        Dur::from_secs(1)
+    }
+    pub(crate) fn multiplier() -> f64 {
+        1.0
+    }
+    pub(crate) fn max_redeliveries() -> i64 {
+        6
+    }
+    pub(crate) fn drain_timeout() -> Dur {
+        Dur::from_secs(3600)
+    }
+    pub(crate) fn max_events() -> u64 {
+        2_000_000_000
+    }
+    pub(crate) fn page_size() -> u32 {
+        200
+    }
+    pub(crate) fn resume_after() -> Option<Dur> {
+        Some(Dur::from_secs(60))
+    }
+}
+
+/// The messages produced.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// How many messages are produced in all.
+    pub messages: u64,
+    /// Mean arrival rate over all producers, e.g. `"200/s"`.
+    pub rate: Rate,
+    /// Arrival process.
+    #[serde(default)]
+    pub arrival: Arrival,
+    /// Number of distinct keys (entities).
+    pub keys: u32,
+    /// How keys are chosen.
+    #[serde(default)]
+    pub key_distribution: KeyDistribution,
+    /// Zipf exponent when `key_distribution = "zipf"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zipf_exponent: Option<f64>,
+    /// `state` (each message is the full new state) or `command` (each must apply once, in order).
+    #[serde(default)]
+    pub kind: WorkloadKind,
+    /// Fraction of messages that are poison (processing always fails), in [0, 1].
+    #[serde(default)]
+    pub poison_fraction: f64,
+}
+
+/// Arrival process of the workload.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Arrival {
+    /// Exponential inter-arrival times.
+    #[default]
+    Poisson,
+    /// Evenly spaced.
+    Constant,
+}
+
+/// Key choice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyDistribution {
+    /// Every key equally likely.
+    #[default]
+    Uniform,
+    /// Zipf: a few hot keys.
+    Zipf,
+}
+
+/// What a message means to the target.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadKind {
+    /// Full state: last writer wins is enough if the last writer is the newest.
+    #[default]
+    State,
+    /// Commands / deltas: every one must take effect exactly once, in order.
+    Command,
+}
+
+/// Producer side.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Producers {
+    /// Number of producers.
+    #[serde(default = "defaults::one")]
+    pub count: u32,
+    /// `owned`: key k is always sent by producer k mod count. `shared`: any producer sends any key
+    /// (several producers acting as one; their clocks may disagree).
+    #[serde(default)]
+    pub key_ownership: KeyOwnership,
+    /// Failover list by broker name (default: every broker, in file order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brokers: Option<Vec<String>>,
+    /// `first`: every producer prefers the first broker of the list; `spread`: producer i starts at
+    /// broker i mod n.
+    #[serde(default)]
+    pub connect: Connect,
+    /// Delay before a producer reconnects to the next broker after losing its broker.
+    #[serde(default = "defaults::reconnect")]
+    pub reconnect_delay: Dur,
+    /// Each producer's clock is off by a fixed amount drawn uniformly from [-clock_skew, +clock_skew].
+    #[serde(default)]
+    pub clock_skew: Dur,
+    /// Producer timestamps are truncated to this resolution (JMS timestamps are milliseconds).
+    #[serde(default = "defaults::resolution")]
+    pub timestamp_resolution: Dur,
+}
+
+impl Default for Producers {
+    fn default() -> Self {
+        Producers {
+            count: 1,
+            key_ownership: KeyOwnership::default(),
+            brokers: None,
+            connect: Connect::default(),
+            reconnect_delay: defaults::reconnect(),
+            clock_skew: Dur::ZERO,
+            timestamp_resolution: defaults::resolution(),
+        }
+    }
+}
+
+/// Who sends a key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyOwnership {
+    /// One producer per key.
+    #[default]
+    Owned,
+    /// Any producer, chosen at random per message.
+    Shared,
+}
+
+/// Initial broker choice of a client with a failover list.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Connect {
+    /// Everyone starts at the first broker of the list.
+    #[default]
+    First,
+    /// Client i starts at broker i mod n (the list is rotated).
+    Spread,
+}
+
+/// One broker.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Broker {
+    /// Unique name, used by faults and failover lists.
+    pub name: String,
+    /// A persistent store keeps messages across a crash; a non-persistent one loses them.
+    #[serde(default = "defaults::yes")]
+    pub persistent: bool,
+    /// How many queued messages dispatch looks at (ActiveMQ `maxPageSize`).
+    #[serde(default = "defaults::page_size")]
+    pub page_size: u32,
+}
+
+/// Network of brokers (store-and-forward).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Network {
+    /// Time for a forwarded message to reach the peer's store.
+    #[serde(default = "defaults::forward_delay")]
+    pub forward_delay: Dur,
+}
+
+impl Default for Network {
+    fn default() -> Self {
+        Network {
+            forward_delay: defaults::forward_delay(),
+        }
+    }
+}
+
+/// The consumers (all alike).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Consumers {
+    /// How many.
+    pub count: u32,
+    /// Messages a broker may push to a consumer before it acks (including the one in service).
+    #[serde(default = "defaults::one")]
+    pub prefetch: u32,
+    /// Processing time of one message.
+    pub service: DurSpec,
+    /// Failover list by broker name (default: every broker, in file order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brokers: Option<Vec<String>>,
+    /// `first` or `spread` (consumer i starts at broker i mod n).
+    #[serde(default)]
+    pub connect: Connect,
+    /// Delay before a consumer reconnects after losing its broker.
+    #[serde(default = "defaults::reconnect")]
+    pub reconnect_delay: Dur,
+    /// Time from the apply to the broker receiving the ack; a crash in between makes a duplicate.
+    #[serde(default)]
+    pub ack_latency: Dur,
+    /// Stop the endpoint after this many failures in a row (0 = never; WAS activation spec).
+    #[serde(default)]
+    pub suspend_after_failures: u32,
+    /// Resume a suspended endpoint after this long (`"never"`: stays stopped until the drain phase).
+    #[serde(default = "defaults::resume_after", with = "opt_dur_never")]
+    pub resume_after: Option<Dur>,
+}
+
+/// Blocking vs non-blocking redelivery.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RedeliveryMode {
+    /// ActiveMQ Classic default: the consumer holds the failed message and its session waits.
+    #[default]
+    Blocking,
+    /// Artemis-style (or `nonBlockingRedelivery`): the message waits at the broker, later ones go on.
+    NonBlocking,
+}
+
+/// Redelivery policy and dead-letter queue.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Redelivery {
+    /// Blocking (consumer-side) or non-blocking (broker-side) delay.
+    #[serde(default)]
+    pub mode: RedeliveryMode,
+    /// Delay before the first redelivery.
+    #[serde(default = "defaults::redelivery_delay")]
+    pub initial_delay: Dur,
+    /// Each further delay is the previous one times this (1 = constant).
+    #[serde(default = "defaults::multiplier")]
+    pub multiplier: f64,
+    /// Cap on the delay (absent: no cap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_delay: Option<Dur>,
+    /// Redeliveries before the message goes to the DLQ; -1 = unlimited (IBM MQ BOTHRESH 0: the
+    /// message loops at the head forever).
+    #[serde(default = "defaults::max_redeliveries")]
+    pub max_redeliveries: i64,
+}
+
+impl Default for Redelivery {
+    fn default() -> Self {
+        Redelivery {
+            mode: RedeliveryMode::default(),
+            initial_delay: defaults::redelivery_delay(),
+            multiplier: defaults::multiplier(),
+            max_delay: None,
+            max_redeliveries: defaults::max_redeliveries(),
+        }
+    }
+}
+
+impl Redelivery {
+    /// The delay before redelivery number `n` (1-based).
+    pub fn delay(&self, n: u32) -> Dur {
+        let mut d = self.initial_delay.0 as f64 * self.multiplier.powi(n.saturating_sub(1) as i32);
+        if let Some(cap) = self.max_delay {
+            d = d.min(cap.0 as f64);
+        }
+        Dur(d.clamp(0.0, 3.2e15) as u64)
+    }
+}
+
+/// Run bounds.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunLimits {
+    /// Length of the fault phase for random faults (default: the expected production time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault_window: Option<Dur>,
+    /// How long the drain phase may last before what is unsettled is reported `pending_at_end`.
+    #[serde(default = "defaults::drain_timeout")]
+    pub drain_timeout: Dur,
+    /// Hard bound on engine events.
+    #[serde(default = "defaults::max_events")]
+    pub max_events: u64,
+}
+
+impl Default for RunLimits {
+    fn default() -> Self {
+        RunLimits {
+            fault_window: None,
+            drain_timeout: defaults::drain_timeout(),
+            max_events: defaults::max_events(),
+        }
+    }
+}
+
+/// The kinds of fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// A broker goes down; a persistent store keeps its messages stuck until it returns.
+    BrokerCrash,
+    /// A consumer process dies; its unacked and prefetched messages are redelivered.
+    ConsumerCrash,
+    /// A consumer loses its connection; it finishes (applies) what it was doing but cannot ack.
+    NetworkBlip,
+    /// The target database is unreachable: processing fails and rolls back.
+    DbOutage,
+    /// A consumer's service time is multiplied by `factor`.
+    SlowConsumer,
+    /// A producer's clock jumps by `skew` (signed, e.g. "-200ms" written as skew = "200ms", ahead = false).
+    ClockSkew,
+    /// Messages produced in the window are poison with probability `fraction`.
+    Poison,
+}
+
+impl FaultKind {
+    /// Every kind, with one line of explanation (for `sim list`).
+    pub const ALL: [(FaultKind, &'static str); 7] = [
+        (FaultKind::BrokerCrash, "a broker goes down; a persistent store keeps its messages stuck until it returns, producers and consumers fail over"),
+        (FaultKind::ConsumerCrash, "a consumer process dies; its unacked and prefetched messages are redelivered (marked redelivered)"),
+        (FaultKind::NetworkBlip, "a consumer loses its connection: it still applies the message in hand but its ack is lost (duplicate)"),
+        (FaultKind::DbOutage, "the target database is down: processing fails, rolls back, and is redelivered"),
+        (FaultKind::SlowConsumer, "a consumer's service time is multiplied by `factor`"),
+        (FaultKind::ClockSkew, "a producer's clock steps by `skew` (`ahead = false` steps it back)"),
+        (FaultKind::Poison, "messages produced in the window are poison with probability `fraction` (processing always fails)"),
+    ];
+
+    /// Its name as written in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::BrokerCrash => "broker_crash",
+            FaultKind::ConsumerCrash => "consumer_crash",
+            FaultKind::NetworkBlip => "network_blip",
+            FaultKind::DbOutage => "db_outage",
+            FaultKind::SlowConsumer => "slow_consumer",
+            FaultKind::ClockSkew => "clock_skew",
+            FaultKind::Poison => "poison",
+        }
+    }
+}
+
+/// One `[[fault]]` entry: scripted (`at` + `for`) or random (`rate` + `for`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fault {
+    /// What goes wrong.
+    pub kind: FaultKind,
+    /// Scripted start time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<Dur>,
+    /// Random faults: mean occurrences per unit of time during the fault window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<Rate>,
+    /// How long it lasts (a duration or a distribution); absent: it never heals by itself.
+    #[serde(default, rename = "for", skip_serializing_if = "Option::is_none")]
+    pub duration: Option<DurSpec>,
+    /// Target broker (broker_crash). Absent with `rate`: a random broker each time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broker: Option<String>,
+    /// Target consumer index (consumer_crash, network_blip, slow_consumer). Absent: random.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer: Option<u32>,
+    /// Target producer index (clock_skew). Absent: random.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub producer: Option<u32>,
+    /// Slow-down factor (slow_consumer), > 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub factor: Option<f64>,
+    /// Clock step size (clock_skew).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skew: Option<Dur>,
+    /// Clock step direction (clock_skew): true = ahead (default), false = behind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ahead: Option<bool>,
+    /// Poison probability (poison), in [0, 1].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fraction: Option<f64>,
+}
+
+/// Serde helper: an optional duration where `"never"` means `None`.
+mod opt_dur_never {
+    use super::Dur;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<Dur>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(d) => d.serialize(s),
+            None => s.serialize_str("never"),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Dur>, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.trim() == "never" {
+            Ok(None)
+        } else {
+            Dur::parse(&s).map(Some).map_err(serde::de::Error::custom)
+        }
+    }
+}
+
+impl Scenario {
+    /// Index of a broker by name.
+    pub fn broker_index(&self, name: &str) -> Option<usize> {
+        self.brokers.iter().position(|b| b.name == name)
+    }
+
+    /// The display name: `name`, else the given fallback (usually the file stem).
+    pub fn display_name<'a>(&'a self, fallback: &'a str) -> &'a str {
+        self.name.as_deref().unwrap_or(fallback)
+    }
+
+    /// Serializes back to TOML (loads to the same run).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("a scenario always serializes")
+    }
+
+    /// Expected length of the production phase, in microseconds.
+    pub fn expected_production_micros(&self) -> u64 {
+        let r = self.workload.rate.as_per_sec();
+        if r <= 0.0 {
+            return 0;
+        }
+        (self.workload.messages as f64 / r * 1e6).min(3.2e15) as u64
+    }
+}

@@ -1,0 +1,358 @@
+//! Checks of meaning that types cannot express: counts, probabilities, names that must exist,
+//! overlapping scripted faults. Every problem is reported, not just the first.
+
+use super::{FaultKind, FieldError, PathSeg, Scenario};
+use crate::time::Dur;
+
+/// Largest number of keys, consumers, producers or brokers accepted: beyond this the per-key and
+/// per-node state would not fit a reasonable memory budget.
+pub const MAX_KEYS: u32 = 50_000_000;
+/// Largest number of consumers, producers or brokers.
+pub const MAX_NODES: u32 = 10_000;
+
+fn p(segs: &[&str]) -> Vec<PathSeg> {
+    segs.iter().map(|s| PathSeg::from(*s)).collect()
+}
+
+fn fault_path(i: usize, field: &str) -> Vec<PathSeg> {
+    vec![
+        PathSeg::from("fault"),
+        PathSeg::Index(i),
+        PathSeg::from(field),
+    ]
+}
+
+fn probability(v: f64) -> bool {
+    v.is_finite() && (0.0..=1.0).contains(&v)
+}
+
+/// All problems of meaning in `s` (empty when it is valid).
+pub fn validate(s: &Scenario) -> Vec<FieldError> {
+    let mut e = Vec::new();
+    let mut err = |path: Vec<PathSeg>, msg: String| e.push(FieldError::new(path, msg));
+
+    if s.strategies.is_empty() {
+        err(
+            p(&["strategies"]),
+            "list at least one strategy (see `sim list`)".into(),
+        );
+    }
+    for (i, name) in s.strategies.iter().enumerate() {
+        if s.strategies[..i].contains(name) {
+            err(
+                vec!["strategies".into(), PathSeg::Index(i)],
+                format!("strategy {name:?} is listed twice"),
+            );
+        }
+    }
+
+    let w = &s.workload;
+    if w.keys == 0 || w.keys > MAX_KEYS {
+        err(
+            p(&["workload", "keys"]),
+            format!("must be between 1 and {MAX_KEYS}, got {}", w.keys),
+        );
+    }
+    if w.messages > 0 && w.rate.as_per_sec() <= 0.0 {
+        err(
+            p(&["workload", "rate"]),
+            "must be greater than 0 when messages are produced".into(),
+        );
+    }
+    if w.rate.as_per_sec() > 1e9 {
+        err(
+            p(&["workload", "rate"]),
+            "must be at most 1e9/s (the clock resolution is 1us)".into(),
+        );
+    }
+    if !probability(w.poison_fraction) {
+        err(
+            p(&["workload", "poison_fraction"]),
+            format!("must be a probability in [0, 1], got {}", w.poison_fraction),
+        );
+    }
+    match (w.key_distribution, w.zipf_exponent) {
+        (super::KeyDistribution::Zipf, Some(x)) if !(x.is_finite() && x > 0.0 && x <= 10.0) => err(
+            p(&["workload", "zipf_exponent"]),
+            format!("must be in (0, 10], got {x}"),
+        ),
+        (super::KeyDistribution::Uniform, Some(_)) => err(
+            p(&["workload", "zipf_exponent"]),
+            "only applies with key_distribution = \"zipf\"".into(),
+        ),
+        _ => {}
+    }
+
+    if s.producers.count == 0 || s.producers.count > MAX_NODES {
+        err(
+            p(&["producers", "count"]),
+            format!(
+                "must be between 1 and {MAX_NODES}, got {}",
+                s.producers.count
+            ),
+        );
+    }
+    if s.producers.timestamp_resolution == Dur::ZERO {
+        err(
+            p(&["producers", "timestamp_resolution"]),
+            "must be at least 1us".into(),
+        );
+    }
+
+    if s.brokers.is_empty() {
+        err(p(&["broker"]), "at least one [[broker]] is needed".into());
+    }
+    if s.brokers.len() > MAX_NODES as usize {
+        err(p(&["broker"]), format!("at most {MAX_NODES} brokers"));
+    }
+    for (i, b) in s.brokers.iter().enumerate() {
+        let path = |f: &str| vec![PathSeg::from("broker"), PathSeg::Index(i), PathSeg::from(f)];
+        if b.name.trim().is_empty() {
+            err(path("name"), "must not be empty".into());
+        }
+        if s.brokers[..i].iter().any(|o| o.name == b.name) {
+            err(
+                path("name"),
+                format!("broker name {:?} is used twice", b.name),
+            );
+        }
+        if b.page_size == 0 {
+            err(path("page_size"), "must be at least 1".into());
+        }
+    }
+    let names: Vec<&str> = s.brokers.iter().map(|b| b.name.as_str()).collect();
+    let allowed = names
+        .iter()
+        .map(|n| format!("{n:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    for (section, list) in [
+        ("producers", &s.producers.brokers),
+        ("consumers", &s.consumers.brokers),
+    ] {
+        if let Some(list) = list {
+            if list.is_empty() {
+                err(
+                    p(&[section, "brokers"]),
+                    "must name at least one broker".into(),
+                );
+            }
+            for (j, n) in list.iter().enumerate() {
+                if !names.contains(&n.as_str()) {
+                    err(
+                        vec![section.into(), "brokers".into(), PathSeg::Index(j)],
+                        format!("no broker named {n:?} (brokers: {allowed})"),
+                    );
+                }
+            }
+        }
+    }
+
+    let c = &s.consumers;
+    if c.count == 0 || c.count > MAX_NODES {
+        err(
+            p(&["consumers", "count"]),
+            format!("must be between 1 and {MAX_NODES}, got {}", c.count),
+        );
+    }
+    if c.prefetch == 0 || c.prefetch > 100_000 {
+        err(
+            p(&["consumers", "prefetch"]),
+            format!("must be between 1 and 100000, got {}", c.prefetch),
+        );
+    }
+    if let Err(m) = c.service.0.check() {
+        err(p(&["consumers", "service"]), m);
+    }
+
+    let r = &s.redelivery;
+    if !(r.multiplier.is_finite() && (1.0..=100.0).contains(&r.multiplier)) {
+        err(
+            p(&["redelivery", "multiplier"]),
+            format!("must be in [1, 100], got {}", r.multiplier),
+        );
+    }
+    if r.max_redeliveries < -1 || r.max_redeliveries > 1_000_000 {
+        err(
+            p(&["redelivery", "max_redeliveries"]),
+            format!(
+                "must be -1 (unlimited) or between 0 and 1000000, got {}",
+                r.max_redeliveries
+            ),
+        );
+    }
+    if r.max_delay.is_some_and(|m| m < r.initial_delay) {
+        err(
+            p(&["redelivery", "max_delay"]),
+            "must not be shorter than initial_delay".into(),
+        );
+    }
+    if s.run.max_events == 0 {
+        err(p(&["run", "max_events"]), "must be at least 1".into());
+    }
+
+    for (i, f) in s.faults.iter().enumerate() {
+        validate_fault(s, i, f, &names, &allowed, &mut err);
+    }
+    check_overlaps(s, &mut err);
+    e
+}
+
+fn validate_fault(
+    s: &Scenario,
+    i: usize,
+    f: &super::Fault,
+    names: &[&str],
+    allowed: &str,
+    err: &mut impl FnMut(Vec<PathSeg>, String),
+) {
+    use FaultKind::*;
+    match (f.at, f.rate) {
+        (None, None) => err(
+            fault_path(i, "kind"),
+            "give either `at` (scripted) or `rate` (random)".into(),
+        ),
+        (Some(_), Some(_)) => err(
+            fault_path(i, "rate"),
+            "give either `at` or `rate`, not both".into(),
+        ),
+        (None, Some(r)) if r.as_per_sec() <= 0.0 => {
+            err(fault_path(i, "rate"), "must be greater than 0".into())
+        }
+        (None, Some(r)) if r.as_per_sec() > 1000.0 => {
+            err(fault_path(i, "rate"), "must be at most 1000/s".into())
+        }
+        _ => {}
+    }
+    if f.rate.is_some()
+        && f.duration.is_none()
+        && matches!(
+            f.kind,
+            BrokerCrash | ConsumerCrash | NetworkBlip | DbOutage | SlowConsumer | Poison
+        )
+    {
+        err(
+            fault_path(i, "for"),
+            "a random fault needs a duration `for`".into(),
+        );
+    }
+    if let Some(d) = &f.duration {
+        if let Err(m) = d.0.check() {
+            err(fault_path(i, "for"), m);
+        }
+    }
+    let applies = |field: &str, ok: bool, err: &mut dyn FnMut(Vec<PathSeg>, String)| {
+        if !ok {
+            err(
+                fault_path(i, field),
+                format!("does not apply to kind = \"{}\"", f.kind.name()),
+            );
+        }
+    };
+    applies("broker", f.broker.is_none() || f.kind == BrokerCrash, err);
+    applies(
+        "consumer",
+        f.consumer.is_none() || matches!(f.kind, ConsumerCrash | NetworkBlip | SlowConsumer),
+        err,
+    );
+    applies("producer", f.producer.is_none() || f.kind == ClockSkew, err);
+    applies("factor", f.factor.is_none() || f.kind == SlowConsumer, err);
+    applies("skew", f.skew.is_none() || f.kind == ClockSkew, err);
+    applies("ahead", f.ahead.is_none() || f.kind == ClockSkew, err);
+    applies("fraction", f.fraction.is_none() || f.kind == Poison, err);
+    if let Some(b) = &f.broker {
+        if !names.contains(&b.as_str()) {
+            err(
+                fault_path(i, "broker"),
+                format!("no broker named {b:?} (brokers: {allowed})"),
+            );
+        }
+    }
+    if let Some(c) = f.consumer {
+        if c >= s.consumers.count {
+            err(
+                fault_path(i, "consumer"),
+                format!(
+                    "no consumer {c}: consumers are numbered 0 to {}",
+                    s.consumers.count.saturating_sub(1)
+                ),
+            );
+        }
+    }
+    if let Some(pr) = f.producer {
+        if pr >= s.producers.count {
+            err(
+                fault_path(i, "producer"),
+                format!(
+                    "no producer {pr}: producers are numbered 0 to {}",
+                    s.producers.count.saturating_sub(1)
+                ),
+            );
+        }
+    }
+    match f.kind {
+        SlowConsumer => match f.factor {
+            None => err(
+                fault_path(i, "factor"),
+                "slow_consumer needs `factor` (e.g. 10.0)".into(),
+            ),
+            Some(x) if !(x.is_finite() && x > 0.0 && x <= 1e6) => err(
+                fault_path(i, "factor"),
+                format!("must be in (0, 1e6], got {x}"),
+            ),
+            _ => {}
+        },
+        ClockSkew if f.skew.is_none() => err(
+            fault_path(i, "skew"),
+            "clock_skew needs `skew` (e.g. \"200ms\")".into(),
+        ),
+        Poison => match f.fraction {
+            None => err(
+                fault_path(i, "fraction"),
+                "poison needs `fraction` in [0, 1]".into(),
+            ),
+            Some(x) if !probability(x) => err(
+                fault_path(i, "fraction"),
+                format!("must be a probability in [0, 1], got {x}"),
+            ),
+            _ => {}
+        },
+        _ => {}
+    }
+}
+
+/// Two scripted faults of the same kind on the same target must not overlap: the second would act
+/// on a node that is already down, and the user surely meant something else.
+fn check_overlaps(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
+    let scripted: Vec<(usize, &super::Fault, u64, u64)> = s
+        .faults
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| {
+            let at = f.at?.0;
+            let end = match f.duration.as_ref().map(|d| &d.0) {
+                Some(crate::dist::DurDist::Constant { value }) => at.saturating_add(value.0),
+                _ => u64::MAX,
+            };
+            Some((i, f, at, end))
+        })
+        .collect();
+    for (a, (i, fa, sa, ea)) in scripted.iter().enumerate() {
+        for (j, fb, sb, eb) in &scripted[..a] {
+            let same_target = fa.kind == fb.kind
+                && fa.broker == fb.broker
+                && fa.consumer == fb.consumer
+                && fa.producer == fb.producer
+                && !matches!(fa.kind, FaultKind::ClockSkew | FaultKind::Poison);
+            if same_target && sa < eb && sb < ea {
+                err(
+                    fault_path(*i, "at"),
+                    format!(
+                        "overlaps fault[{j}] ({} on the same target); make them follow each other",
+                        fb.kind.name()
+                    ),
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! The run summary: the JSON contract of DESIGN.md (field names exactly as written there).
+
+use serde::{Deserialize, Serialize};
+
+/// Whether a strategy could run in the scenario.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// It ran; metrics follow.
+    Ok,
+    /// It cannot run here; `reason` says why.
+    NotApplicable,
+}
+
+/// Produce-to-apply latency percentiles, in milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+/// Coverage counters: proof that a run exercised what its scenario claims to test.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Coverage {
+    /// Broker crashes.
+    pub broker_crashes: u64,
+    /// Consumer crashes.
+    pub consumer_crashes: u64,
+    /// Consumer connection losses (network blips and broker crashes seen by consumers).
+    pub disconnects: u64,
+    /// Reconnections to another or the same broker after losing one (producers and consumers).
+    pub failovers: u64,
+    /// Target-database outages.
+    pub db_outages: u64,
+    /// Rollbacks (failed processing attempts).
+    pub rollbacks: u64,
+    /// Store-and-forward hops between brokers.
+    pub forwards: u64,
+    /// Endpoint suspensions.
+    pub suspensions: u64,
+    /// Owner changes (exclusive consumer takeovers, group reassignments).
+    pub reassignments: u64,
+}
+
+/// The figures for one strategy in one run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Metrics {
+    /// Messages produced.
+    pub produced: u64,
+    /// Messages applied at least once.
+    pub applied: u64,
+    /// Applies of (k, s) after an apply of (k, s') with s' > s.
+    pub ordering_violations: u64,
+    /// Messages the handler rejected as stale (and acked) and never applied.
+    pub stale_rejected: u64,
+    /// Messages that vanished (no copy left anywhere, never applied).
+    pub lost: u64,
+    /// Applies beyond the first of the same message.
+    pub duplicates: u64,
+    /// Messages moved to the dead-letter queue without being applied.
+    pub dead_lettered: u64,
+    /// Of those, poison messages.
+    pub poison_dead_lettered: u64,
+    /// Non-poison messages dead-lettered: innocent casualties of retries running out.
+    pub innocent_dead_lettered: u64,
+    /// Messages still unsettled when the run ended (a liveness failure).
+    pub pending_at_end: u64,
+    /// Keys whose final target state differs from applying all their non-poison messages in order.
+    pub final_state_mismatches: u64,
+    /// Deliveries marked redelivered.
+    pub redeliveries: u64,
+    /// Engine events processed.
+    pub events: u64,
+    /// Messages applied per simulated second (first applies over the time of the last apply).
+    pub throughput_per_s: f64,
+    /// Produce -> first apply.
+    pub latency_ms: Latency,
+    /// Longest time a message, already at a broker, waited for an earlier message of its key to be
+    /// resolved before it was applied (head-of-line blocking).
+    pub max_block_ms: f64,
+    /// Simulated time at the end of the run, in seconds.
+    pub sim_time_s: f64,
+    /// Simulated time when the drain phase began, in seconds.
+    pub drain_start_s: f64,
+    /// Coverage counters.
+    pub coverage: Coverage,
+}
+
+/// One strategy's entry in the summary.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StrategySummary {
+    /// Its name as the scenario file spells it.
+    pub strategy: String,
+    /// Ran or not applicable.
+    pub status: Status,
+    /// Why it is not applicable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The figures (absent when not applicable).
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<Metrics>,
+}
+
+/// What `sim run --json` prints.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// Scenario name.
+    pub scenario: String,
+    /// Seed of the run.
+    pub seed: u64,
+    /// One entry per strategy, in the order requested.
+    pub strategies: Vec<StrategySummary>,
+}

@@ -1,0 +1,245 @@
+//! Simulated time and the human-friendly units scenario files use.
+//!
+//! Time is an integer count of microseconds ([`Time`]); nothing in the engine reads a wall clock.
+//! Durations are written `"250ms"`, `"30s"`, `"2h"` (or `"1h 30m"`); rates `"2000/s"`, `"5/min"`.
+
+use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+
+/// A point in simulated time, in microseconds since the start of the run.
+pub type Time = u64;
+
+/// Microseconds in one second.
+pub const SECOND: Time = 1_000_000;
+/// Microseconds in one millisecond.
+pub const MILLI: Time = 1_000;
+
+/// A non-negative span of simulated time in microseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Dur(pub u64);
+
+impl Dur {
+    /// Zero length.
+    pub const ZERO: Dur = Dur(0);
+
+    /// From whole milliseconds.
+    pub const fn from_millis(ms: u64) -> Dur {
+        Dur(ms * MILLI)
+    }
+
+    /// From whole seconds.
+    pub const fn from_secs(s: u64) -> Dur {
+        Dur(s * SECOND)
+    }
+
+    /// In microseconds.
+    pub const fn micros(self) -> u64 {
+        self.0
+    }
+
+    /// In seconds, as a float (for reports only).
+    pub fn as_secs_f64(self) -> f64 {
+        self.0 as f64 / SECOND as f64
+    }
+
+    /// Parses `"250ms"`, `"30s"`, `"2h"`, `"1h 30m"`, `"0"`. Errors say what is allowed.
+    pub fn parse(s: &str) -> Result<Dur, String> {
+        let t = s.trim();
+        if t == "0" {
+            return Ok(Dur::ZERO);
+        }
+        let d = humantime::parse_duration(t).map_err(|e| {
+            format!("invalid duration {s:?} ({e}); write a number and a unit, e.g. \"250ms\", \"30s\", \"2h\", \"1h 30m\"")
+        })?;
+        let micros = d.as_micros();
+        if micros > u64::MAX as u128 / 4 {
+            return Err(format!(
+                "duration {s:?} is too long (at most about 146,000 years)"
+            ));
+        }
+        if micros == 0 && !d.is_zero() {
+            return Err(format!(
+                "duration {s:?} is shorter than the 1us resolution of simulated time"
+            ));
+        }
+        Ok(Dur(micros as u64))
+    }
+}
+
+impl fmt::Display for Dur {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 == 0 {
+            return f.write_str("0s");
+        }
+        write!(
+            f,
+            "{}",
+            humantime::format_duration(std::time::Duration::from_micros(self.0))
+        )
+    }
+}
+
+impl Serialize for Dur {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Dur, D::Error> {
+        struct V;
+        impl de::Visitor<'_> for V {
+            type Value = Dur;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a duration string such as \"250ms\", \"30s\" or \"2h\"")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Dur, E> {
+                Dur::parse(v).map_err(E::custom)
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Dur, E> {
+                if v == 0 {
+                    Ok(Dur::ZERO)
+                } else {
+                    Err(E::custom(format!(
+                        "a bare number ({v}) has no unit; write e.g. \"{v}ms\" or \"{v}s\""
+                    )))
+                }
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Dur, E> {
+                Err(E::custom(format!(
+                    "a bare number ({v}) has no unit; write e.g. \"{v}s\""
+                )))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// An event rate, stored as events per second.
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+pub struct Rate {
+    per_sec: f64,
+    text_unit: RateUnit,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+enum RateUnit {
+    Second,
+    Minute,
+    Hour,
+}
+
+impl RateUnit {
+    fn secs(self) -> f64 {
+        match self {
+            RateUnit::Second => 1.0,
+            RateUnit::Minute => 60.0,
+            RateUnit::Hour => 3600.0,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            RateUnit::Second => "s",
+            RateUnit::Minute => "min",
+            RateUnit::Hour => "h",
+        }
+    }
+}
+
+impl Rate {
+    /// A rate of `n` events per second.
+    pub fn per_sec(n: f64) -> Rate {
+        Rate {
+            per_sec: n,
+            text_unit: RateUnit::Second,
+        }
+    }
+
+    /// Events per second.
+    pub fn as_per_sec(self) -> f64 {
+        self.per_sec
+    }
+
+    /// Parses `"2000/s"`, `"5/min"`, `"0.5/h"`.
+    pub fn parse(s: &str) -> Result<Rate, String> {
+        let allowed = "write a count per unit, e.g. \"2000/s\", \"5/min\" or \"1/h\"";
+        let (num, unit) = s
+            .trim()
+            .split_once('/')
+            .ok_or_else(|| format!("invalid rate {s:?}: {allowed}"))?;
+        let n: f64 = num
+            .trim()
+            .parse()
+            .map_err(|_| format!("invalid rate {s:?}: {num:?} is not a number; {allowed}"))?;
+        if !n.is_finite() || n < 0.0 {
+            return Err(format!("invalid rate {s:?}: must be a finite number >= 0"));
+        }
+        let unit = match unit.trim() {
+            "s" | "sec" | "second" => RateUnit::Second,
+            "m" | "min" | "minute" => RateUnit::Minute,
+            "h" | "hour" => RateUnit::Hour,
+            u => {
+                return Err(format!(
+                    "invalid rate {s:?}: unknown unit {u:?} (allowed: s, min, h)"
+                ))
+            }
+        };
+        Ok(Rate {
+            per_sec: n / unit.secs(),
+            text_unit: unit,
+        })
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.per_sec * self.text_unit.secs();
+        write!(f, "{}/{}", n, self.text_unit.name())
+    }
+}
+
+impl Serialize for Rate {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Rate, D::Error> {
+        let s = String::deserialize(d)?;
+        Rate::parse(&s).map_err(de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_and_print_back() {
+        assert_eq!(Dur::parse("250ms").unwrap(), Dur(250_000));
+        assert_eq!(Dur::parse("30s").unwrap(), Dur::from_secs(30));
+        assert_eq!(Dur::parse("2h").unwrap(), Dur::from_secs(7200));
+        assert_eq!(Dur::parse("1h 30m").unwrap(), Dur::from_secs(5400));
+        assert_eq!(Dur::parse("0").unwrap(), Dur::ZERO);
+        for d in ["250ms", "30s", "2h", "1h 30m", "0s", "1us"] {
+            let x = Dur::parse(d).unwrap();
+            assert_eq!(Dur::parse(&x.to_string()).unwrap(), x, "{d}");
+        }
+        assert!(Dur::parse("ten").is_err());
+        assert!(Dur::parse("5").is_err());
+        assert!(Dur::parse("1ns").is_err());
+        assert!(Dur::parse("99999999999999999999h").is_err());
+    }
+
+    #[test]
+    fn rates_parse() {
+        assert_eq!(Rate::parse("2000/s").unwrap().as_per_sec(), 2000.0);
+        assert_eq!(Rate::parse("6/min").unwrap().as_per_sec(), 0.1);
+        assert_eq!(Rate::parse("7.2/s").unwrap().to_string(), "7.2/s");
+        assert!(Rate::parse("-1/s").is_err());
+        assert!(Rate::parse("5").is_err());
+        assert!(Rate::parse("5/day").is_err());
+        assert!(Rate::parse("NaN/s").is_err());
+    }
+}

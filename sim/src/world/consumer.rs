@@ -1,0 +1,516 @@
+//! Consumers: sessions that process one message at a time from a prefetch buffer; the handler; the
+//! ack (after the apply: a crash in between makes a duplicate); rollback with blocking or
+//! non-blocking redelivery and the backout threshold; crashes, network blips, reconnects (consumer
+//! failover), and endpoint suspension after repeated failures.
+
+use super::{Delivery, Loc};
+use crate::engine::{Engine, Ev};
+use crate::history::{Event, FailReason, Node, Observer};
+use crate::scenario::RedeliveryMode;
+use crate::strategy::{HandlerCtx, Outcome, Strategy};
+use rand_chacha::ChaCha8Rng;
+use std::collections::VecDeque;
+
+/// What the session is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Idle,
+    /// Processing `d`; `step` is the handler's continuation step.
+    Serving {
+        d: Delivery,
+        step: u32,
+    },
+    /// Blocking redelivery: holding `d` until the delay is over.
+    Waiting {
+        d: Delivery,
+    },
+}
+
+/// One consumer.
+pub(crate) struct ConsumerState {
+    /// Failover list.
+    pub list: Vec<u16>,
+    /// Process alive.
+    pub up: bool,
+    /// Process incarnation: events of an earlier life are ignored.
+    pub epoch: u32,
+    /// Connected broker.
+    pub broker: Option<u16>,
+    pub connected_once: bool,
+    /// Network blip nesting: reconnects when it returns to 0.
+    pub blip_depth: u32,
+    pub crash_depth: u32,
+    pub phase: Phase,
+    /// Delivered, not yet started.
+    pub buffer: VecDeque<Delivery>,
+    /// Applied (or rejected), ack not yet at the broker.
+    pub ack_pending: Vec<Delivery>,
+    pub failures_in_row: u32,
+    pub suspended: bool,
+    pub suspend_epoch: u32,
+    pub slow: f64,
+    pub rng: ChaCha8Rng,
+}
+
+impl ConsumerState {
+    pub fn new(list: Vec<u16>, rng: ChaCha8Rng) -> Self {
+        ConsumerState {
+            list,
+            up: true,
+            epoch: 0,
+            broker: None,
+            connected_once: false,
+            blip_depth: 0,
+            crash_depth: 0,
+            phase: Phase::Idle,
+            buffer: VecDeque::new(),
+            ack_pending: Vec::new(),
+            failures_in_row: 0,
+            suspended: false,
+            suspend_epoch: 0,
+            slow: 1.0,
+            rng,
+        }
+    }
+
+    /// Free prefetch capacity: prefetch minus every unacknowledged delivery it holds.
+    #[inline]
+    pub fn free(&self, prefetch: u32) -> u32 {
+        let busy = u32::from(!matches!(self.phase, Phase::Idle));
+        prefetch.saturating_sub(self.buffer.len() as u32 + busy + self.ack_pending.len() as u32)
+    }
+
+    fn current(&self) -> Option<Delivery> {
+        match self.phase {
+            Phase::Idle => None,
+            Phase::Serving { d, .. } | Phase::Waiting { d } => Some(d),
+        }
+    }
+}
+
+impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+    /// Broker `b` pushes a message to consumer `c`.
+    pub(crate) fn deliver(&mut self, b: u16, c: u32, slot: u32) {
+        let m = self.slab.get_mut(slot);
+        m.deliveries += 1;
+        let delivery = m.deliveries;
+        m.loc = Loc::Delivered {
+            broker: b,
+            consumer: c,
+            delivery,
+        };
+        let (msg, id) = (m.r, m.r.id);
+        self.emit(Event::Dispatch {
+            t: self.now,
+            msg,
+            broker: b,
+            consumer: c,
+            delivery,
+            redelivered: delivery > 1,
+        });
+        self.consumers[c as usize].buffer.push_back(Delivery {
+            slot,
+            id,
+            delivery,
+            broker: b,
+        });
+    }
+
+    /// An idle, connected consumer takes the next message from its buffer.
+    pub(crate) fn start_next(&mut self, c: u32) {
+        let cs = &mut self.consumers[c as usize];
+        if !cs.up || cs.suspended || cs.phase != Phase::Idle {
+            return;
+        }
+        let Some(d) = cs.buffer.pop_front() else {
+            return;
+        };
+        cs.phase = Phase::Serving { d, step: 0 };
+        let svc = self.service.sample(&mut cs.rng);
+        let svc = if cs.slow == 1.0 {
+            svc
+        } else {
+            (svc as f64 * cs.slow).round() as u64
+        };
+        let epoch = cs.epoch;
+        let msg = self.msg_ref(d.slot);
+        self.emit(Event::Start {
+            t: self.now,
+            msg,
+            consumer: c,
+        });
+        self.q.push(self.now + svc, Ev::ServiceDone { c, epoch });
+    }
+
+    /// Processing is over: run the handler, then ack, or roll back.
+    pub(crate) fn service_done(&mut self, c: u32, epoch: u32) {
+        let cs = &self.consumers[c as usize];
+        if cs.epoch != epoch || !cs.up {
+            return;
+        }
+        let Phase::Serving { d, step } = cs.phase else {
+            return;
+        };
+        // The slot may have been reused if the message was settled elsewhere meanwhile; a consumer
+        // working on an orphaned delivery still has its own copy of the message in real life, so
+        // only a live slot with the same id is handled.
+        if self.slab.get(d.slot).r.id != d.id {
+            self.consumers[c as usize].phase = Phase::Idle;
+            self.start_next(c);
+            return;
+        }
+        let view = self.view(d.slot);
+        let m = self.slab.get(d.slot);
+        let ctx = HandlerCtx {
+            now: self.now,
+            consumer: c,
+            step,
+            db_up: self.db_down == 0,
+            poison: m.poison,
+            rows: &self.rows,
+        };
+        let outcome = self.strategy.handle(&ctx, &view);
+        let msg = m.r;
+        match outcome {
+            Outcome::Applied { state_seq } => {
+                self.rows[msg.key as usize] = crate::strategy::TargetRow {
+                    state: state_seq + 1,
+                    timestamp: view.timestamp,
+                };
+                self.emit(Event::Apply {
+                    t: self.now,
+                    msg,
+                    consumer: c,
+                    state_seq,
+                });
+                self.succeeded(c, d);
+            }
+            Outcome::Rejected => {
+                self.emit(Event::Reject {
+                    t: self.now,
+                    msg,
+                    consumer: c,
+                });
+                self.succeeded(c, d);
+            }
+            Outcome::Failed(reason) => self.failed(c, d, reason),
+            Outcome::After { delay, step } => {
+                self.consumers[c as usize].phase = Phase::Serving { d, step };
+                self.q.push(self.now + delay, Ev::ServiceDone { c, epoch });
+                return;
+            }
+        }
+        self.apply_control();
+        self.start_next(c);
+    }
+
+    fn succeeded(&mut self, c: u32, d: Delivery) {
+        let cs = &mut self.consumers[c as usize];
+        cs.failures_in_row = 0;
+        cs.phase = Phase::Idle;
+        let latency = self.sc.consumers.ack_latency.0;
+        if latency == 0 {
+            self.ack_arrive(c, d);
+        } else {
+            cs.ack_pending.push(d);
+            self.q.push(self.now + latency, Ev::AckArrive { c, d });
+        }
+    }
+
+    /// The ack reaches the broker: settled if the delivery is still current (else it was already
+    /// given back for redelivery, and this ack is lost).
+    pub(crate) fn ack_arrive(&mut self, c: u32, d: Delivery) {
+        let cs = &mut self.consumers[c as usize];
+        if let Some(i) = cs.ack_pending.iter().position(|x| *x == d) {
+            cs.ack_pending.swap_remove(i);
+        }
+        if !self.slab.valid(&d, c) || !self.brokers[d.broker as usize].up {
+            return;
+        }
+        let msg = self.msg_ref(d.slot);
+        self.emit(Event::Ack {
+            t: self.now,
+            msg,
+            consumer: c,
+        });
+        self.settle(d.slot);
+        self.apply_control();
+        self.dispatch(d.broker);
+    }
+
+    fn failed(&mut self, c: u32, d: Delivery, reason: FailReason) {
+        let msg = self.msg_ref(d.slot);
+        self.emit(Event::Rollback {
+            t: self.now,
+            msg,
+            consumer: c,
+            reason,
+        });
+        let cs = &mut self.consumers[c as usize];
+        cs.failures_in_row += 1;
+        cs.phase = Phase::Idle;
+        let failures = cs.failures_in_row;
+        // A consumer whose connection is gone cannot roll back at the broker: the broker already
+        // took the message back when the connection dropped.
+        if self.slab.valid(&d, c) && self.brokers[d.broker as usize].up {
+            let r = &self.sc.redelivery;
+            let deliveries = self.slab.get(d.slot).deliveries;
+            let redelivered_so_far = deliveries.saturating_sub(1) as i64;
+            if r.max_redeliveries >= 0 && redelivered_so_far >= r.max_redeliveries {
+                self.dead_letter(d.broker, d.slot);
+                self.dispatch(d.broker);
+            } else {
+                let delay = r.delay(deliveries).0;
+                let blocking = r.mode == RedeliveryMode::Blocking;
+                self.emit(Event::Redelivery {
+                    t: self.now,
+                    msg,
+                    delay_us: delay,
+                    blocking,
+                });
+                if blocking {
+                    let cs = &mut self.consumers[c as usize];
+                    cs.phase = Phase::Waiting { d };
+                    let epoch = cs.epoch;
+                    self.q
+                        .push(self.now + delay, Ev::BlockingRetry { c, epoch });
+                } else {
+                    self.slab.get_mut(d.slot).loc = Loc::Held(d.broker);
+                    self.q.push(
+                        self.now + delay,
+                        Ev::RedeliveryDue {
+                            slot: d.slot,
+                            id: d.id,
+                        },
+                    );
+                    self.dispatch(d.broker);
+                }
+            }
+        }
+        let n = self.sc.consumers.suspend_after_failures;
+        if n > 0 && failures >= n && !self.consumers[c as usize].suspended {
+            self.suspend(c);
+        }
+    }
+
+    /// Blocking redelivery: the consumer redelivers the held message to itself.
+    pub(crate) fn blocking_retry(&mut self, c: u32, epoch: u32) {
+        let cs = &self.consumers[c as usize];
+        if cs.epoch != epoch || !cs.up {
+            return;
+        }
+        let Phase::Waiting { d } = cs.phase else {
+            return;
+        };
+        self.consumers[c as usize].phase = Phase::Idle;
+        if !self.slab.valid(&d, c) {
+            self.start_next(c);
+            return;
+        }
+        // Redelivered to the same consumer, ahead of everything it has prefetched.
+        let m = self.slab.get_mut(d.slot);
+        m.deliveries += 1;
+        let delivery = m.deliveries;
+        m.loc = Loc::Delivered {
+            broker: d.broker,
+            consumer: c,
+            delivery,
+        };
+        let msg = m.r;
+        self.emit(Event::Dispatch {
+            t: self.now,
+            msg,
+            broker: d.broker,
+            consumer: c,
+            delivery,
+            redelivered: true,
+        });
+        let nd = Delivery { delivery, ..d };
+        self.consumers[c as usize].buffer.push_front(nd);
+        self.start_next(c);
+    }
+
+    /// Consumer `c` leaves its broker (crash, blip, broker down, suspension): the broker takes back
+    /// every unacknowledged delivery. `keep_current`: the process is alive and goes on with the
+    /// message in hand (it will apply it, but its ack will be lost).
+    fn detach(&mut self, c: u32, keep_current: bool) {
+        let Some(b) = self.consumers[c as usize].broker.take() else {
+            return;
+        };
+        let att = &mut self.brokers[b as usize].attached;
+        if let Some(i) = att.iter().position(|&x| x == c) {
+            att.remove(i);
+        }
+        let cs = &mut self.consumers[c as usize];
+        let mut back: Vec<Delivery> = cs.buffer.drain(..).collect();
+        back.append(&mut cs.ack_pending);
+        match cs.phase {
+            Phase::Serving { d, .. } => back.push(d),
+            Phase::Waiting { d } => {
+                back.push(d);
+                cs.phase = Phase::Idle;
+            }
+            Phase::Idle => {}
+        }
+        if !keep_current {
+            cs.phase = Phase::Idle;
+        }
+        self.return_deliveries(back);
+        self.strategy.on_detach(self.now, b, c, &mut self.ctl);
+        self.apply_control();
+        self.dispatch(b);
+    }
+
+    fn attach(&mut self, c: u32, b: u16) {
+        let cs = &mut self.consumers[c as usize];
+        cs.broker = Some(b);
+        let failover = cs.connected_once;
+        cs.connected_once = true;
+        self.brokers[b as usize].attached.push(c);
+        self.emit(Event::Connect {
+            t: self.now,
+            node: Node::Consumer(c),
+            broker: b,
+            failover,
+        });
+        self.strategy.on_attach(self.now, b, c, &mut self.ctl);
+        self.apply_control();
+        self.dispatch(b);
+    }
+
+    /// The consumer's broker crashed: its connection is gone (the process goes on); it fails over.
+    pub(crate) fn consumer_lost_broker(&mut self, c: u32, b: u16, _broker_down: bool) {
+        debug_assert_eq!(self.consumers[c as usize].broker, Some(b));
+        // The broker's attached list was already taken by the crash; detach does the rest.
+        self.brokers[b as usize].attached.push(c);
+        self.emit(Event::Disconnect {
+            t: self.now,
+            node: Node::Consumer(c),
+        });
+        self.detach(c, true);
+        self.schedule_reconnect(c, self.sc.consumers.reconnect_delay.0);
+    }
+
+    fn schedule_reconnect(&mut self, c: u32, after: u64) {
+        let epoch = self.consumers[c as usize].epoch;
+        self.q
+            .push(self.now + after, Ev::ConsumerReconnect { c, epoch });
+    }
+
+    /// A connection attempt through the failover list; retried after the reconnect delay.
+    pub(crate) fn consumer_reconnect(&mut self, c: u32, epoch: u32) {
+        let cs = &self.consumers[c as usize];
+        if cs.epoch != epoch || !cs.up || cs.broker.is_some() || cs.blip_depth > 0 || cs.suspended {
+            return;
+        }
+        match cs
+            .list
+            .iter()
+            .copied()
+            .find(|&b| self.brokers[b as usize].up)
+        {
+            Some(b) => self.attach(c, b),
+            None => self.schedule_reconnect(c, self.sc.consumers.reconnect_delay.0.max(1)),
+        }
+    }
+
+    /// The process dies: everything unacked goes back; the message in hand is abandoned.
+    pub(crate) fn consumer_crash(&mut self, c: u32) {
+        let cs = &mut self.consumers[c as usize];
+        cs.crash_depth += 1;
+        if cs.crash_depth > 1 {
+            return;
+        }
+        cs.up = false;
+        cs.epoch += 1;
+        self.emit(Event::Crash {
+            t: self.now,
+            node: Node::Consumer(c),
+        });
+        self.detach(c, false);
+        let cs = &mut self.consumers[c as usize];
+        cs.phase = Phase::Idle;
+        cs.buffer.clear();
+        cs.ack_pending.clear();
+        cs.failures_in_row = 0;
+    }
+
+    /// The process restarts and connects.
+    pub(crate) fn consumer_restart(&mut self, c: u32) {
+        let cs = &mut self.consumers[c as usize];
+        cs.crash_depth = cs.crash_depth.saturating_sub(1);
+        if cs.crash_depth > 0 || cs.up {
+            return;
+        }
+        cs.up = true;
+        cs.epoch += 1;
+        let epoch = cs.epoch;
+        self.emit(Event::Recover {
+            t: self.now,
+            node: Node::Consumer(c),
+        });
+        self.consumer_reconnect(c, epoch);
+    }
+
+    /// The connection drops; the process goes on with the message in hand.
+    pub(crate) fn blip_start(&mut self, c: u32) {
+        let cs = &mut self.consumers[c as usize];
+        cs.blip_depth += 1;
+        if cs.blip_depth > 1 || !cs.up {
+            return;
+        }
+        self.emit(Event::Disconnect {
+            t: self.now,
+            node: Node::Consumer(c),
+        });
+        self.detach(c, true);
+    }
+
+    /// The network is back: reconnect.
+    pub(crate) fn blip_end(&mut self, c: u32) {
+        let cs = &mut self.consumers[c as usize];
+        cs.blip_depth = cs.blip_depth.saturating_sub(1);
+        if cs.blip_depth == 0 {
+            let epoch = cs.epoch;
+            self.consumer_reconnect(c, epoch);
+        }
+    }
+
+    /// Endpoint stopped after too many failures in a row (seed 004's activation spec).
+    fn suspend(&mut self, c: u32) {
+        self.emit(Event::Suspend {
+            t: self.now,
+            consumer: c,
+        });
+        self.detach(c, false);
+        let cs = &mut self.consumers[c as usize];
+        cs.suspended = true;
+        // A new session incarnation: timers of the old one (blocking retries) must not fire into it.
+        cs.epoch += 1;
+        cs.suspend_epoch += 1;
+        let epoch = cs.suspend_epoch;
+        if let Some(after) = self.sc.consumers.resume_after {
+            self.q.push(self.now + after.0, Ev::Resume { c, epoch });
+        }
+    }
+
+    /// A suspended endpoint starts again.
+    pub(crate) fn resume(&mut self, c: u32) {
+        let cs = &mut self.consumers[c as usize];
+        cs.suspended = false;
+        cs.failures_in_row = 0;
+        let epoch = cs.epoch;
+        self.emit(Event::Resume {
+            t: self.now,
+            consumer: c,
+        });
+        self.consumer_reconnect(c, epoch);
+    }
+
+    /// The consumer is working on an orphaned delivery when its buffer is empty and it is detached:
+    /// nothing to do; exposed for tests of the model's invariants.
+    #[allow(dead_code)]
+    pub(crate) fn in_hand(&self, c: u32) -> Option<Delivery> {
+        self.consumers[c as usize].current()
+    }
+}

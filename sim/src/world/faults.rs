@@ -1,0 +1,74 @@
+//! Applying the fault plan to the world: each planned fault starts, and (if it has a duration) ends.
+
+use crate::engine::{Engine, Ev};
+use crate::faults::Target;
+use crate::history::{Event, Node, Observer};
+use crate::scenario::FaultKind;
+use crate::strategy::Strategy;
+
+impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+    pub(crate) fn fault_start(&mut self, i: u32) {
+        let f = &self.plan.faults[i as usize];
+        let (kind, target, duration) = (f.kind, f.target, f.duration);
+        match (kind, target) {
+            (FaultKind::BrokerCrash, Target::Broker(b)) => self.broker_crash(b),
+            (FaultKind::ConsumerCrash, Target::Consumer(c)) => self.consumer_crash(c),
+            (FaultKind::NetworkBlip, Target::Consumer(c)) => self.blip_start(c),
+            (FaultKind::DbOutage, _) => {
+                self.db_down += 1;
+                if self.db_down == 1 {
+                    self.emit(Event::Crash {
+                        t: self.now,
+                        node: Node::TargetDb,
+                    });
+                }
+            }
+            (FaultKind::SlowConsumer, Target::Consumer(c)) => {
+                self.consumers[c as usize].slow *= f.factor
+            }
+            (FaultKind::ClockSkew, Target::Producer(p)) => {
+                let ps = &mut self.producers[p as usize];
+                ps.clock_offset = ps.clock_offset.saturating_add(f.skew);
+            }
+            (FaultKind::Poison, _) => self.poison_boost.push(f.fraction),
+            _ => unreachable!("fault plan targets are built to match their kinds"),
+        }
+        if let Some(d) = duration {
+            self.q.push(self.now.saturating_add(d), Ev::FaultEnd(i));
+        }
+        self.phase_step();
+    }
+
+    pub(crate) fn fault_end(&mut self, i: u32) {
+        let f = &self.plan.faults[i as usize];
+        let (kind, target) = (f.kind, f.target);
+        match (kind, target) {
+            (FaultKind::BrokerCrash, Target::Broker(b)) => self.broker_restart(b),
+            (FaultKind::ConsumerCrash, Target::Consumer(c)) => self.consumer_restart(c),
+            (FaultKind::NetworkBlip, Target::Consumer(c)) => self.blip_end(c),
+            (FaultKind::DbOutage, _) => {
+                self.db_down -= 1;
+                if self.db_down == 0 {
+                    self.emit(Event::Recover {
+                        t: self.now,
+                        node: Node::TargetDb,
+                    });
+                }
+            }
+            (FaultKind::SlowConsumer, Target::Consumer(c)) => {
+                self.consumers[c as usize].slow /= f.factor
+            }
+            (FaultKind::ClockSkew, Target::Producer(p)) => {
+                let ps = &mut self.producers[p as usize];
+                ps.clock_offset = ps.clock_offset.saturating_sub(f.skew);
+            }
+            (FaultKind::Poison, _) => {
+                if let Some(j) = self.poison_boost.iter().position(|&x| x == f.fraction) {
+                    self.poison_boost.swap_remove(j);
+                }
+            }
+            _ => unreachable!("fault plan targets are built to match their kinds"),
+        }
+        self.phase_step();
+    }
+}
