@@ -179,17 +179,23 @@ pub fn header(r: &RunResult, file: &Path) -> String {
         repro_line(&file.display().to_string(), r.summary.seed, None)
     );
     s.push_str(&format!(
-        "scenario {}: {} broker(s), {} producer(s), {} consumer(s) (prefetch {}), {} {:?} messages at {} over {} keys, {:?} redelivery\n",
+        "scenario {}: {} broker(s), {} producer(s), {} consumer(s) (prefetch {}), {} {} messages at {} over {} keys, {} redelivery\n",
         r.summary.scenario,
         sc.brokers.len(),
         sc.producers.count,
         sc.consumers.count,
         sc.consumers.prefetch,
         w.messages,
-        w.kind,
+        match w.kind {
+            sim::scenario::WorkloadKind::State => "state",
+            sim::scenario::WorkloadKind::Command => "command",
+        },
         w.rate,
         w.keys,
-        sc.redelivery.mode,
+        match sc.redelivery.mode {
+            sim::scenario::RedeliveryMode::Blocking => "blocking",
+            sim::scenario::RedeliveryMode::NonBlocking => "non-blocking",
+        },
     ));
     let lines = r.plan.describe(sc);
     if lines.is_empty() {

@@ -49,7 +49,9 @@ impl<'de> Deserialize<'de> for DurSpec {
         impl<'de> de::Visitor<'de> for V {
             type Value = DurSpec;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a duration (\"5ms\") or a table such as { dist = \"exponential\", mean = \"5ms\" }")
+                f.write_str(
+                    "a duration (\"5ms\") or a table such as { dist = \"exponential\", mean = \"5ms\" }",
+                )
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<DurSpec, E> {
                 Dur::parse(v)

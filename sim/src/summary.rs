@@ -46,6 +46,23 @@ pub struct Coverage {
     pub reassignments: u64,
 }
 
+/// Why a run stopped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndReason {
+    /// Every message was settled after the fault phase.
+    #[default]
+    Settled,
+    /// Nothing was left to happen, yet messages were unsettled (a stuck world).
+    Stuck,
+    /// The drain phase reached `[run] drain_timeout` with messages unsettled.
+    DrainTimeout,
+    /// The event bound (`[run] max_events` / `--max-events`) was reached.
+    MaxEvents,
+    /// `--max-sim-time` was reached.
+    MaxSimTime,
+}
+
 /// The figures for one strategy in one run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Metrics {
@@ -86,6 +103,8 @@ pub struct Metrics {
     pub sim_time_s: f64,
     /// Simulated time when the drain phase began, in seconds.
     pub drain_start_s: f64,
+    /// Why the run stopped (anything but `settled` means unsettled messages or a cut-off run).
+    pub ended_by: EndReason,
     /// Coverage counters.
     pub coverage: Coverage,
 }

@@ -233,8 +233,11 @@ impl Checkers {
                 if let Some(r) = self.rec(msg) {
                     r.acked = true;
                     self.settle_front(msg.key);
+                } else {
+                    // An ack of an already-final message is harmless (a late duplicate's ack);
+                    // one of a message never produced is not.
+                    self.unknown(e, msg);
                 }
-                // An ack of an already-final message is harmless (a late duplicate's ack).
             }
             Event::Pending { msg, .. } => {
                 if let Some(r) = self.rec(msg) {
@@ -243,8 +246,15 @@ impl Checkers {
                     self.malformed(format!("pending message {msg:?} was already settled"));
                 }
             }
-            Event::Rollback { .. } => self.coverage.rollbacks += 1,
-            Event::Forward { .. } => self.coverage.forwards += 1,
+            Event::Rollback { msg, .. } => {
+                self.coverage.rollbacks += 1;
+                self.unknown(e, msg);
+            }
+            Event::Forward { msg, .. } => {
+                self.coverage.forwards += 1;
+                self.unknown(e, msg);
+            }
+            Event::Start { msg, .. } | Event::Redelivery { msg, .. } => self.unknown(e, msg),
             Event::Crash { node, .. } => match node {
                 Node::Broker(_) => self.coverage.broker_crashes += 1,
                 Node::Consumer(_) => self.coverage.consumer_crashes += 1,
@@ -260,13 +270,12 @@ impl Checkers {
             Event::Suspend { .. } => self.coverage.suspensions += 1,
             Event::Reassign { .. } => self.coverage.reassignments += 1,
             Event::DrainStart { .. } => self.drain_start = Some(t),
-            Event::Start { .. }
-            | Event::Redelivery { .. }
-            | Event::Recover { .. }
-            | Event::Resume { .. } => {}
+            Event::Recover { .. } | Event::Resume { .. } => {}
         }
     }
 
+    /// Reports an event about a message that was never produced (a settled one is fine).
+    #[inline]
     fn unknown(&mut self, e: &Event, msg: MsgRef) {
         let k = self.keys.get(msg.key as usize);
         let known = k.is_some_and(|k| msg.seq < k.base + k.window.len() as u32);
@@ -325,6 +334,13 @@ impl Checkers {
             self.malformed(format!("apply of key {} out of range", msg.key));
             return;
         };
+        let produced = k.base + k.window.len() as u32;
+        if msg.seq >= produced || state_seq >= produced {
+            self.malformed(format!(
+                "apply of a message or state never produced: {msg:?} state_seq {state_seq}"
+            ));
+            return;
+        }
         if k.max_applied > msg.seq + 1 {
             self.ordering_violations += 1;
         }
@@ -373,6 +389,23 @@ impl Checkers {
     pub fn finish(mut self, events: u64, end: Time) -> Result<Metrics, SelfCheckError> {
         let mut mismatches = 0;
         for k in &mut self.keys {
+            // A message still unresolved at the end has been blocked, so far, for as long as its
+            // predecessor stayed unresolved after it reached a broker.
+            let mut prev_resolved = k.prev_resolved_at;
+            for (i, r) in k.window.iter().enumerate() {
+                let first = k.base as usize + i == 0;
+                if !first && r.resolved_at == NONE && r.enqueued_at != NONE {
+                    let waited_until = if prev_resolved == NONE {
+                        end
+                    } else {
+                        prev_resolved.min(end)
+                    };
+                    self.max_block = self
+                        .max_block
+                        .max(waited_until.saturating_sub(r.enqueued_at));
+                }
+                prev_resolved = r.resolved_at;
+            }
             for r in k.window.drain(..) {
                 self.tally.classify(&r);
             }
@@ -428,6 +461,7 @@ impl Checkers {
             max_block_ms: ms(self.max_block),
             sim_time_s: end as f64 / 1e6,
             drain_start_s: self.drain_start.unwrap_or(end) as f64 / 1e6,
+            ended_by: Default::default(),
             coverage: self.coverage,
         })
     }

@@ -1,1 +1,1180 @@
+//! Checker tests in the style of Jepsen's: one anomaly per test, each a tiny hand-built history
+//! with a short narration, then assertions on exact figures.
 
+use super::*;
+use crate::history::{DiscardReason, Event, FailReason, MsgRef, Node};
+use crate::scenario::WorkloadKind;
+use crate::summary::{Coverage, Latency, Metrics};
+use crate::time::{Time, MILLI};
+
+/// Message `id` (global order) of `key`, `seq`-th of its key.
+fn m(id: u64, key: u32, seq: u32) -> MsgRef {
+    MsgRef { id, key, seq }
+}
+
+/// A history under construction, fed to the checkers as it is written.
+struct H {
+    c: Checkers,
+    events: u64,
+}
+
+impl H {
+    fn new(keys: u32, kind: WorkloadKind) -> Self {
+        H {
+            c: Checkers::new(keys, kind),
+            events: 0,
+        }
+    }
+
+    fn state() -> Self {
+        H::new(1, WorkloadKind::State)
+    }
+
+    fn command() -> Self {
+        H::new(1, WorkloadKind::Command)
+    }
+
+    fn ev(&mut self, e: Event) -> &mut Self {
+        self.events += 1;
+        self.c.observe(&e);
+        self
+    }
+
+    fn produce_as(&mut self, t: Time, msg: MsgRef, poison: bool) -> &mut Self {
+        self.ev(Event::Produce {
+            t,
+            msg,
+            producer: 0,
+            timestamp: t,
+            poison,
+        })
+    }
+
+    fn produce(&mut self, t: Time, msg: MsgRef) -> &mut Self {
+        self.produce_as(t, msg, false)
+    }
+
+    fn poison(&mut self, t: Time, msg: MsgRef) -> &mut Self {
+        self.produce_as(t, msg, true)
+    }
+
+    fn enqueue(&mut self, t: Time, msg: MsgRef) -> &mut Self {
+        self.ev(Event::Enqueue { t, msg, broker: 0 })
+    }
+
+    fn dispatch_n(&mut self, t: Time, msg: MsgRef, delivery: u32) -> &mut Self {
+        self.ev(Event::Dispatch {
+            t,
+            msg,
+            broker: 0,
+            consumer: 0,
+            delivery,
+            redelivered: delivery > 1,
+        })
+    }
+
+    fn dispatch(&mut self, t: Time, msg: MsgRef) -> &mut Self {
+        self.dispatch_n(t, msg, 1)
+    }
+
+    /// Writes the message's own state.
+    fn apply(&mut self, t: Time, msg: MsgRef) -> &mut Self {
+        self.ev(Event::Apply {
+            t,
+            msg,
+            consumer: 0,
+            state_seq: msg.seq,
+        })
+    }
+
+    fn ack(&mut self, t: Time, msg: MsgRef) -> &mut Self {
+        self.ev(Event::Ack {
+            t,
+            msg,
+            consumer: 0,
+        })
+    }
+
+    fn reject(&mut self, t: Time, msg: MsgRef) -> &mut Self {
+        self.ev(Event::Reject {
+            t,
+            msg,
+            consumer: 0,
+        })
+    }
+
+    fn rollback(&mut self, t: Time, msg: MsgRef, reason: FailReason) -> &mut Self {
+        self.ev(Event::Rollback {
+            t,
+            msg,
+            consumer: 0,
+            reason,
+        })
+    }
+
+    fn dead_letter(&mut self, t: Time, msg: MsgRef) -> &mut Self {
+        self.ev(Event::DeadLetter { t, msg, broker: 0 })
+    }
+
+    fn discard(&mut self, t: Time, msg: MsgRef) -> &mut Self {
+        self.ev(Event::Discard {
+            t,
+            msg,
+            reason: DiscardReason::BrokerCrash,
+        })
+    }
+
+    fn pending(&mut self, t: Time, msg: MsgRef) -> &mut Self {
+        self.ev(Event::Pending { t, msg })
+    }
+
+    /// Produce, enqueue, dispatch, apply and ack, all at `t` (zero latency).
+    fn deliver(&mut self, t: Time, msg: MsgRef) -> &mut Self {
+        self.produce(t, msg)
+            .enqueue(t, msg)
+            .dispatch(t, msg)
+            .apply(t, msg)
+            .ack(t, msg)
+    }
+
+    fn finish(self, end: Time) -> Result<Metrics, SelfCheckError> {
+        self.c.finish(self.events, end)
+    }
+
+    /// The metrics of a history that must pass its self-checks.
+    fn metrics(self, end: Time) -> Metrics {
+        match self.finish(end) {
+            Ok(x) => x,
+            Err(e) => panic!("self-check failed: {e}"),
+        }
+    }
+
+    /// The message of a history that must be malformed.
+    fn malformed(self, end: Time) -> String {
+        match self.finish(end) {
+            Err(SelfCheckError::Malformed(s)) => s,
+            other => panic!("expected Malformed, got {other:?}"),
+        }
+    }
+}
+
+const MS: Time = MILLI;
+
+// --- 1. The clean case -----------------------------------------------------------------------
+
+#[test]
+fn in_order_applies_and_acks_are_clean() {
+    // Two messages of one key, produced at 0 and 1ms, applied in order 1ms and 2ms after their
+    // production and acked; the run ends at 4ms.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a);
+    h.produce(MS, b).enqueue(MS, b);
+    h.dispatch(MS, a).apply(MS, a).ack(MS, a);
+    h.dispatch(3 * MS, b).apply(3 * MS, b).ack(3 * MS, b);
+    let events = h.events;
+    assert_eq!(events, 10);
+    assert_eq!(
+        h.metrics(4 * MS),
+        Metrics {
+            produced: 2,
+            applied: 2,
+            events: 10,
+            // 2 applies over 3ms.
+            throughput_per_s: 666.667,
+            // Latencies 1000us and 2000us: below 2048us, the histogram is exact.
+            latency_ms: Latency {
+                p50: 1.0,
+                p99: 2.0,
+                max: 2.0,
+            },
+            // b was enqueued at 1ms, a resolved at 1ms: no wait.
+            max_block_ms: 0.0,
+            sim_time_s: 0.004,
+            // No DrainStart: the drain "starts" at the end.
+            drain_start_s: 0.004,
+            ..Metrics::default()
+        }
+    );
+}
+
+#[test]
+fn latency_is_produce_to_first_apply_with_three_significant_digits() {
+    // Produced at 0, applied at 5ms: the latency is 5000us, which the histogram (3 significant
+    // digits, buckets 4us wide at this magnitude) reports as the top of its bucket, 5003us.
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a).dispatch(0, a);
+    h.apply(5 * MS, a).ack(5 * MS, a);
+    let x = h.metrics(5 * MS);
+    assert_eq!(x.latency_ms.p50, 5.003);
+    assert_eq!(x.latency_ms.p99, 5.003);
+    assert_eq!(x.latency_ms.max, 5.003);
+    assert!((x.latency_ms.p50 - 5.0).abs() / 5.0 <= 1e-3);
+}
+
+#[test]
+fn latency_counts_only_the_first_apply() {
+    // Produced at 0, applied at 1ms (ack lost), redelivered and applied again at 2s: the latency
+    // is 1ms; the second apply is a duplicate, not a 2s latency.
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a).dispatch(0, a).apply(MS, a);
+    h.dispatch_n(2000 * MS, a, 2)
+        .apply(2000 * MS, a)
+        .ack(2000 * MS, a);
+    let x = h.metrics(2000 * MS);
+    assert_eq!(x.latency_ms.max, 1.0);
+    assert_eq!(x.duplicates, 1);
+}
+
+#[test]
+fn latency_percentiles_over_several_messages() {
+    // Four keys, one message each, latencies 100, 200, 300 and 1000us.
+    let mut h = H::new(4, WorkloadKind::State);
+    for k in 0..4u32 {
+        let x = m(k as u64, k, 0);
+        h.produce(0, x).enqueue(0, x);
+    }
+    for (k, lat) in [100, 200, 300, 1000].into_iter().enumerate() {
+        let x = m(k as u64, k as u32, 0);
+        h.dispatch(lat, x).apply(lat, x).ack(lat, x);
+    }
+    let x = h.metrics(MS);
+    assert_eq!(x.applied, 4);
+    // p50: the 2nd of 4 values; p99: ceil(3.96) = the 4th.
+    assert_eq!(x.latency_ms.p50, 0.2);
+    assert_eq!(x.latency_ms.p99, 1.0);
+    assert_eq!(x.latency_ms.max, 1.0);
+    assert_eq!(x.final_state_mismatches, 0);
+}
+
+// --- 2. Ordering violations ------------------------------------------------------------------
+
+#[test]
+fn newer_applied_before_older_is_an_ordering_violation_and_stale_state() {
+    // seq 1 overtakes seq 0: applied first, then seq 0 overwrites it. The target ends with
+    // seq 0's state although seq 1 is the newest.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a).produce(0, b).enqueue(0, b);
+    h.dispatch(MS, b).apply(MS, b).ack(MS, b);
+    h.dispatch(2 * MS, a).apply(2 * MS, a).ack(2 * MS, a);
+    let x = h.metrics(2 * MS);
+    assert_eq!(x.ordering_violations, 1);
+    assert_eq!(x.final_state_mismatches, 1);
+    assert_eq!(x.applied, 2);
+    assert_eq!(x.duplicates, 0);
+}
+
+#[test]
+fn each_overtaken_apply_counts_once() {
+    // seq 2 applied first, then seq 0, then seq 1: both older applies come after a newer one.
+    let (a, b, c) = (m(0, 0, 0), m(1, 0, 1), m(2, 0, 2));
+    let mut h = H::state();
+    h.produce(0, a).produce(0, b).produce(0, c);
+    h.apply(MS, c).ack(MS, c);
+    h.apply(2 * MS, a).ack(2 * MS, a);
+    h.apply(3 * MS, b).ack(3 * MS, b);
+    let x = h.metrics(3 * MS);
+    assert_eq!(x.ordering_violations, 2);
+    assert_eq!(x.final_state_mismatches, 1);
+    assert_eq!(x.applied, 3);
+}
+
+#[test]
+fn interleaving_across_keys_is_not_a_violation() {
+    // Key 1's seq 0 is applied before key 0's seq 0, though produced later: order is per key.
+    let (a, b) = (m(0, 0, 0), m(1, 1, 0));
+    let mut h = H::new(2, WorkloadKind::State);
+    h.produce(0, a).produce(0, b);
+    h.apply(MS, b).ack(MS, b).apply(2 * MS, a).ack(2 * MS, a);
+    let x = h.metrics(2 * MS);
+    assert_eq!(x.ordering_violations, 0);
+    assert_eq!(x.final_state_mismatches, 0);
+}
+
+#[test]
+fn state_written_from_the_source_is_graded_by_state_seq() {
+    // A notifier: message seq 0 arrives late but writes the state it read from the source, seq 1.
+    // Out of order (an ordering violation) but the final state is right.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).produce(0, b);
+    h.apply(MS, b).ack(MS, b);
+    h.ev(Event::Apply {
+        t: 2 * MS,
+        msg: a,
+        consumer: 0,
+        state_seq: 1,
+    });
+    h.ack(2 * MS, a);
+    let x = h.metrics(2 * MS);
+    assert_eq!(x.ordering_violations, 1);
+    assert_eq!(x.final_state_mismatches, 0);
+}
+
+// --- 3, 4. Duplicates --------------------------------------------------------------------------
+
+#[test]
+fn lost_ack_and_redelivery_reapplies_as_a_duplicate() {
+    // Applied, the ack is lost (the consumer crashed after commit), the broker redelivers
+    // (JMSRedelivered), the message is applied again and this time acked.
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a).dispatch(0, a).apply(MS, a);
+    h.ev(Event::Crash {
+        t: MS,
+        node: Node::Consumer(0),
+    });
+    h.dispatch_n(2 * MS, a, 2).apply(3 * MS, a).ack(3 * MS, a);
+    let x = h.metrics(3 * MS);
+    assert_eq!(x.duplicates, 1);
+    assert_eq!(x.applied, 1);
+    assert_eq!(x.redeliveries, 1);
+    // Re-applying the newest message neither reorders nor changes the state.
+    assert_eq!(x.ordering_violations, 0);
+    assert_eq!(x.final_state_mismatches, 0);
+    assert_eq!(x.coverage.consumer_crashes, 1);
+    // Still one message, counted once.
+    assert_eq!(x.produced, 1);
+}
+
+#[test]
+fn old_duplicate_after_newer_is_a_duplicate_and_a_violation() {
+    // seq 0 is applied and acked (settled, gone from the window); seq 1 is applied; then a stray
+    // copy of seq 0 (from a failed-over broker) is applied again: a stale overwrite.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).produce(0, b);
+    h.apply(MS, a).ack(MS, a);
+    h.apply(2 * MS, b).ack(2 * MS, b);
+    h.dispatch_n(3 * MS, a, 2).apply(3 * MS, a);
+    let x = h.metrics(3 * MS);
+    assert_eq!(x.duplicates, 1);
+    assert_eq!(x.ordering_violations, 1);
+    assert_eq!(x.applied, 2);
+    assert_eq!(x.redeliveries, 1);
+    assert_eq!(x.final_state_mismatches, 1);
+}
+
+#[test]
+fn old_duplicate_still_in_window_is_a_duplicate_and_a_violation() {
+    // As above, but seq 0's ack was lost, so its record is still in the window when the copy
+    // is applied after seq 1.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).produce(0, b);
+    h.apply(MS, a);
+    h.apply(2 * MS, b).ack(2 * MS, b);
+    h.dispatch_n(3 * MS, a, 2).apply(3 * MS, a).ack(3 * MS, a);
+    let x = h.metrics(3 * MS);
+    assert_eq!(x.duplicates, 1);
+    assert_eq!(x.ordering_violations, 1);
+    assert_eq!(x.applied, 2);
+    assert_eq!(x.final_state_mismatches, 1);
+}
+
+#[test]
+fn late_ack_of_a_settled_message_is_harmless() {
+    // Applied twice (the first ack was only delayed) and acked twice.
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).apply(MS, a).ack(MS, a);
+    h.apply(2 * MS, a).ack(2 * MS, a);
+    let x = h.metrics(2 * MS);
+    assert_eq!(x.applied, 1);
+    assert_eq!(x.duplicates, 1);
+}
+
+// --- 5. Stale rejection ----------------------------------------------------------------------
+
+#[test]
+fn stale_rejection_is_neither_applied_nor_lost() {
+    // seq 1 overtakes seq 0 and is applied; the version-checking handler then sees seq 0, rejects
+    // it as stale and acks it. No overwrite, no violation, nothing lost.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).produce(0, b);
+    h.apply(MS, b).ack(MS, b);
+    h.dispatch(2 * MS, a).reject(2 * MS, a).ack(2 * MS, a);
+    let x = h.metrics(2 * MS);
+    assert_eq!(x.stale_rejected, 1);
+    assert_eq!(x.applied, 1);
+    assert_eq!(x.lost, 0);
+    assert_eq!(x.ordering_violations, 0);
+    assert_eq!(x.final_state_mismatches, 0);
+    // Memory: both records settled.
+    assert_eq!(x.produced, 2);
+}
+
+#[test]
+fn wrongly_rejecting_the_newest_leaves_the_state_stale() {
+    // A skewed producer clock: seq 1 looks older than seq 0 and is rejected. Final state seq 0.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).produce(0, b);
+    h.apply(MS, a).ack(MS, a);
+    h.reject(2 * MS, b).ack(2 * MS, b);
+    let x = h.metrics(2 * MS);
+    assert_eq!(x.stale_rejected, 1);
+    assert_eq!(x.final_state_mismatches, 1);
+}
+
+// --- 6. Dead letters -------------------------------------------------------------------------
+
+#[test]
+fn poison_dead_lettered_is_not_innocent_and_not_a_mismatch() {
+    // seq 0 applies; seq 1 is poison: it fails twice and goes to the backout queue. The final
+    // state, seq 0's, is what applying all non-poison messages gives.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).poison(0, b);
+    h.apply(MS, a).ack(MS, a);
+    h.dispatch(MS, b).rollback(MS, b, FailReason::Poison);
+    h.dispatch_n(2 * MS, b, 2)
+        .rollback(2 * MS, b, FailReason::Poison);
+    h.dead_letter(2 * MS, b);
+    let x = h.metrics(2 * MS);
+    assert_eq!(x.dead_lettered, 1);
+    assert_eq!(x.poison_dead_lettered, 1);
+    assert_eq!(x.innocent_dead_lettered, 0);
+    assert_eq!(x.final_state_mismatches, 0);
+    assert_eq!(x.applied, 1);
+    assert_eq!(x.redeliveries, 1);
+    assert_eq!(x.coverage.rollbacks, 2);
+}
+
+#[test]
+fn innocent_dead_letter_of_the_last_message_is_a_mismatch() {
+    // seq 1 is fine, but the database is down: retries run out and it is dead-lettered. The
+    // target keeps seq 0's state.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).produce(0, b);
+    h.apply(MS, a).ack(MS, a);
+    h.ev(Event::Crash {
+        t: MS,
+        node: Node::TargetDb,
+    });
+    h.dispatch(MS, b).rollback(MS, b, FailReason::Outage);
+    h.dead_letter(2 * MS, b);
+    let x = h.metrics(2 * MS);
+    assert_eq!(x.dead_lettered, 1);
+    assert_eq!(x.poison_dead_lettered, 0);
+    assert_eq!(x.innocent_dead_lettered, 1);
+    assert_eq!(x.final_state_mismatches, 1);
+    assert_eq!(x.coverage.db_outages, 1);
+}
+
+#[test]
+fn innocent_dead_letter_overwritten_by_a_newer_state_is_no_mismatch() {
+    // seq 0 is dead-lettered but seq 1, the newest, is applied: full-state last writer wins.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).produce(0, b);
+    h.dead_letter(MS, a);
+    h.apply(2 * MS, b).ack(2 * MS, b);
+    let x = h.metrics(2 * MS);
+    assert_eq!(x.innocent_dead_lettered, 1);
+    assert_eq!(x.final_state_mismatches, 0);
+}
+
+#[test]
+fn applied_then_dead_lettered_counts_as_applied() {
+    // Applied, ack lost, then the redelivery fails until the backout threshold: the message did
+    // take effect, so it is applied, not dead-lettered.
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).apply(MS, a);
+    h.dispatch_n(2 * MS, a, 2)
+        .rollback(2 * MS, a, FailReason::Outage);
+    h.dead_letter(3 * MS, a);
+    let x = h.metrics(3 * MS);
+    assert_eq!(x.applied, 1);
+    assert_eq!(x.dead_lettered, 0);
+    assert_eq!(x.final_state_mismatches, 0);
+}
+
+// --- 7. Pending and lost ---------------------------------------------------------------------
+
+#[test]
+fn pending_at_end_is_accounted_for() {
+    // seq 0 is stuck on a broker when the run ends; the engine reports it as pending.
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a).pending(10 * MS, a);
+    let x = h.metrics(10 * MS);
+    assert_eq!(x.pending_at_end, 1);
+    assert_eq!(x.lost, 0);
+    assert_eq!(x.applied, 0);
+    // The target never saw it.
+    assert_eq!(x.final_state_mismatches, 1);
+}
+
+#[test]
+fn discarded_message_is_lost() {
+    // A non-persistent broker crashes holding seq 0.
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a);
+    h.ev(Event::Crash {
+        t: MS,
+        node: Node::Broker(0),
+    });
+    h.discard(MS, a);
+    let x = h.metrics(MS);
+    assert_eq!(x.lost, 1);
+    assert_eq!(x.pending_at_end, 0);
+    assert_eq!(x.applied, 0);
+    assert_eq!(x.final_state_mismatches, 1);
+    assert_eq!(x.coverage.broker_crashes, 1);
+}
+
+#[test]
+fn applied_then_discarded_counts_as_applied() {
+    // Applied, ack lost, then the broker holding the unacked copy crashes: not lost.
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).apply(MS, a).discard(2 * MS, a);
+    let x = h.metrics(2 * MS);
+    assert_eq!(x.applied, 1);
+    assert_eq!(x.lost, 0);
+}
+
+// --- 8. Conservation -------------------------------------------------------------------------
+
+#[test]
+fn unaccounted_message_fails_conservation() {
+    // seq 1 is produced and then nothing happens to it, and the engine did not report it pending.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).produce(0, b).enqueue(0, b);
+    h.apply(MS, a).ack(MS, a);
+    assert_eq!(
+        h.finish(MS),
+        Err(SelfCheckError::Conservation {
+            produced: 2,
+            applied: 1,
+            stale: 0,
+            dlq: 0,
+            pending: 0,
+            lost: 0,
+            unaccounted: 1,
+        })
+    );
+}
+
+#[test]
+fn acked_but_never_applied_fails_conservation() {
+    // An ack without apply or reject (auto-acknowledge) and then nothing: not accounted for.
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).dispatch(0, a).ack(MS, a);
+    assert!(matches!(
+        h.finish(MS),
+        Err(SelfCheckError::Conservation {
+            produced: 1,
+            unaccounted: 1,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn ack_before_apply_settles_on_apply() {
+    // Auto-acknowledge: acked on dispatch, applied afterwards. Fully accounted and settled.
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).dispatch(0, a).ack(0, a).apply(MS, a);
+    assert!(h.c.keys[0].window.is_empty());
+    let x = h.metrics(MS);
+    assert_eq!(x.applied, 1);
+}
+
+#[test]
+fn conservation_holds_across_every_outcome() {
+    // One message of each outcome on one key: applied, stale-rejected, dead-lettered, lost,
+    // pending. Every produced message is accounted for exactly once.
+    let ms: Vec<MsgRef> = (0..5).map(|s| m(s as u64, 0, s)).collect();
+    let mut h = H::state();
+    for &x in &ms {
+        h.produce(0, x);
+    }
+    h.apply(MS, ms[1]).ack(MS, ms[1]);
+    h.reject(MS, ms[0]).ack(MS, ms[0]);
+    h.dead_letter(MS, ms[2]);
+    h.discard(MS, ms[3]);
+    h.pending(2 * MS, ms[4]);
+    let x = h.metrics(2 * MS);
+    assert_eq!(x.produced, 5);
+    assert_eq!(
+        (
+            x.applied,
+            x.stale_rejected,
+            x.dead_lettered,
+            x.lost,
+            x.pending_at_end
+        ),
+        (1, 1, 1, 1, 1)
+    );
+}
+
+// --- 9. Malformed histories --------------------------------------------------------------------
+
+#[test]
+fn time_going_backwards_is_malformed() {
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(5 * MS, a).apply(4 * MS, a).ack(6 * MS, a);
+    assert!(h.malformed(6 * MS).contains("time went backwards"));
+}
+
+#[test]
+fn skipped_seq_is_malformed() {
+    // Key 0's seq 1 is produced before its seq 0.
+    let mut h = H::state();
+    h.produce(0, m(0, 0, 1));
+    assert!(h.malformed(0).contains("produced seq 1 where 0 was next"));
+}
+
+#[test]
+fn repeated_seq_is_malformed() {
+    // seq 0 produced twice.
+    let mut h = H::state();
+    h.produce(0, m(0, 0, 0)).produce(0, m(1, 0, 0));
+    assert!(h.malformed(0).contains("produced seq 0 where 1 was next"));
+}
+
+#[test]
+fn apply_of_a_message_never_produced_is_malformed() {
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).apply(MS, a).ack(MS, a);
+    h.apply(2 * MS, m(1, 0, 1));
+    assert!(h.malformed(2 * MS).contains("never produced"));
+}
+
+#[test]
+fn events_about_messages_never_produced_are_malformed() {
+    let ghost = m(7, 0, 3);
+    let cases: [fn(&mut H); 5] = [
+        |h| {
+            h.enqueue(0, m(7, 0, 3));
+        },
+        |h| {
+            h.dispatch(0, m(7, 0, 3));
+        },
+        |h| {
+            h.reject(0, m(7, 0, 3));
+        },
+        |h| {
+            h.dead_letter(0, m(7, 0, 3));
+        },
+        |h| {
+            h.discard(0, m(7, 0, 3));
+        },
+    ];
+    for (i, case) in cases.iter().enumerate() {
+        let mut h = H::state();
+        h.produce(0, m(0, 0, 0)).apply(0, m(0, 0, 0));
+        case(&mut h);
+        let s = h.malformed(0);
+        assert!(s.contains("never produced"), "case {i}: {s}");
+        assert!(s.contains(&format!("{ghost:?}")), "case {i}: {s}");
+    }
+}
+
+#[test]
+fn key_out_of_range_is_malformed() {
+    // One key; events about key 1.
+    let x = m(0, 1, 0);
+    let mut h = H::state();
+    h.produce(0, x);
+    assert!(h.malformed(0).contains("key 1 out of range"));
+
+    let mut h = H::state();
+    h.apply(0, x);
+    assert!(h.malformed(0).contains("key 1 out of range"));
+
+    let mut h = H::state();
+    h.enqueue(0, x);
+    assert!(h.malformed(0).contains("never produced"));
+}
+
+#[test]
+fn pending_of_a_settled_message_is_malformed() {
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).apply(MS, a).ack(MS, a).pending(2 * MS, a);
+    assert!(h.malformed(2 * MS).contains("already settled"));
+}
+
+#[test]
+fn malformed_takes_precedence_over_conservation_and_keeps_the_first_cause() {
+    // seq 0 is never resolved (would fail conservation), then two malformations: the report is
+    // the first one.
+    let mut h = H::state();
+    h.produce(5 * MS, m(0, 0, 0));
+    h.produce(4 * MS, m(1, 0, 2));
+    let s = h.malformed(5 * MS);
+    assert!(s.contains("time went backwards"), "{s}");
+    assert!(!s.contains("produced seq"), "{s}");
+}
+
+#[test]
+fn apply_with_seq_u32_max_is_malformed_not_a_panic() {
+    // A recorded history with a corrupt seq: an apply of (key 0, seq u32::MAX), never produced.
+    let r = std::panic::catch_unwind(|| {
+        let mut h = H::state();
+        h.produce(0, m(0, 0, 0));
+        h.apply(MS, m(1, 0, u32::MAX));
+        h.finish(MS)
+    });
+    assert!(
+        matches!(r, Ok(Err(SelfCheckError::Malformed(_)))),
+        "panicked or not malformed"
+    );
+}
+
+#[test]
+fn apply_with_state_seq_u32_max_is_malformed_not_a_panic() {
+    // A real message, applied with a corrupt state_seq.
+    let r = std::panic::catch_unwind(|| {
+        let a = m(0, 0, 0);
+        let mut h = H::state();
+        h.produce(0, a);
+        h.ev(Event::Apply {
+            t: MS,
+            msg: a,
+            consumer: 0,
+            state_seq: u32::MAX,
+        });
+        h.ack(MS, a);
+        h.finish(MS)
+    });
+    assert!(
+        matches!(r, Ok(Err(SelfCheckError::Malformed(_)))),
+        "panicked or not malformed"
+    );
+}
+
+#[test]
+fn ack_of_a_message_never_produced_is_malformed() {
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).apply(MS, a).ack(MS, a);
+    h.ack(2 * MS, m(1, 0, 1));
+    assert!(h.malformed(2 * MS).contains("never produced"));
+
+    let mut h = H::state();
+    h.ack(0, m(0, 3, 0));
+    h.malformed(0);
+}
+
+// --- 10. Command workloads -------------------------------------------------------------------
+
+/// Three commands of key 0, produced at 0; seq 1 poison when `poison_1`.
+fn three_commands(poison_1: bool) -> (H, [MsgRef; 3]) {
+    let ms = [m(0, 0, 0), m(1, 0, 1), m(2, 0, 2)];
+    let mut h = H::command();
+    h.produce(0, ms[0]).produce_as(0, ms[1], poison_1);
+    h.produce(0, ms[2]);
+    (h, ms)
+}
+
+#[test]
+fn commands_applied_once_in_order_match() {
+    let (mut h, [a, b, c]) = three_commands(false);
+    h.apply(MS, a).ack(MS, a);
+    h.apply(2 * MS, b).ack(2 * MS, b);
+    h.apply(3 * MS, c).ack(3 * MS, c);
+    let x = h.metrics(3 * MS);
+    assert_eq!(x.final_state_mismatches, 0);
+    assert_eq!(x.applied, 3);
+}
+
+#[test]
+fn missing_command_is_a_mismatch() {
+    // The middle command is dead-lettered (an innocent casualty): a delta never took effect,
+    // even though the last one did.
+    let (mut h, [a, b, c]) = three_commands(false);
+    h.apply(MS, a).ack(MS, a);
+    h.dead_letter(2 * MS, b);
+    h.apply(3 * MS, c).ack(3 * MS, c);
+    let x = h.metrics(3 * MS);
+    assert_eq!(x.final_state_mismatches, 1);
+    assert_eq!(x.innocent_dead_lettered, 1);
+}
+
+#[test]
+fn command_applied_twice_is_a_mismatch() {
+    // seq 1's ack is lost and it is applied again: the delta took effect twice.
+    let (mut h, [a, b, c]) = three_commands(false);
+    h.apply(MS, a).ack(MS, a);
+    h.apply(2 * MS, b);
+    h.dispatch_n(2 * MS, b, 2).apply(2 * MS, b).ack(2 * MS, b);
+    h.apply(3 * MS, c).ack(3 * MS, c);
+    let x = h.metrics(3 * MS);
+    assert_eq!(x.final_state_mismatches, 1);
+    assert_eq!(x.duplicates, 1);
+    assert_eq!(x.ordering_violations, 0);
+}
+
+#[test]
+fn commands_swapped_are_a_mismatch() {
+    // All three applied exactly once, but seq 2 before seq 1: commands do not commute.
+    let (mut h, [a, b, c]) = three_commands(false);
+    h.apply(MS, a).ack(MS, a);
+    h.apply(2 * MS, c).ack(2 * MS, c);
+    h.apply(3 * MS, b).ack(3 * MS, b);
+    let x = h.metrics(3 * MS);
+    assert_eq!(x.final_state_mismatches, 1);
+    assert_eq!(x.ordering_violations, 1);
+}
+
+#[test]
+fn poison_command_dead_lettered_is_not_a_mismatch() {
+    // seq 1 is poison: it can never take effect, so the expectation excludes it.
+    let (mut h, [a, b, c]) = three_commands(true);
+    h.apply(MS, a).ack(MS, a);
+    h.rollback(2 * MS, b, FailReason::Poison)
+        .dead_letter(2 * MS, b);
+    h.apply(3 * MS, c).ack(3 * MS, c);
+    let x = h.metrics(3 * MS);
+    assert_eq!(x.final_state_mismatches, 0);
+    assert_eq!(x.poison_dead_lettered, 1);
+}
+
+#[test]
+fn mismatches_count_keys_not_messages() {
+    // Two keys: key 0 misses two commands, key 1 is complete. One mismatching key.
+    let mut h = H::new(2, WorkloadKind::Command);
+    let (a0, a1, a2) = (m(0, 0, 0), m(1, 0, 1), m(2, 0, 2));
+    let b0 = m(3, 1, 0);
+    h.produce(0, a0)
+        .produce(0, a1)
+        .produce(0, a2)
+        .produce(0, b0);
+    h.apply(MS, a0).ack(MS, a0);
+    h.discard(MS, a1).discard(MS, a2);
+    h.apply(MS, b0).ack(MS, b0);
+    let x = h.metrics(MS);
+    assert_eq!(x.final_state_mismatches, 1);
+    assert_eq!(x.lost, 2);
+}
+
+// --- 11. Head-of-line blocking -----------------------------------------------------------------
+
+#[test]
+fn max_block_is_the_wait_for_the_predecessor() {
+    // seq 0 enqueued at 0, applied at 10ms. seq 1 reached the broker at 1ms and waited until
+    // seq 0 was resolved at 10ms (9ms), then was applied at 12ms.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a);
+    h.produce(MS, b).enqueue(MS, b);
+    h.dispatch(MS, a);
+    h.apply(10 * MS, a).ack(10 * MS, a);
+    h.dispatch(11 * MS, b).apply(12 * MS, b).ack(12 * MS, b);
+    let x = h.metrics(12 * MS);
+    assert_eq!(x.max_block_ms, 9.0);
+}
+
+#[test]
+fn max_block_with_unacked_predecessor_still_in_window() {
+    // As above, but seq 0's ack never arrives: seq 0 is resolved at its apply all the same.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a);
+    h.produce(MS, b).enqueue(MS, b);
+    h.apply(10 * MS, a);
+    h.apply(12 * MS, b).ack(12 * MS, b);
+    let x = h.metrics(12 * MS);
+    assert_eq!(x.max_block_ms, 9.0);
+    assert_eq!(x.applied, 2);
+}
+
+#[test]
+fn max_block_counts_a_dead_lettered_predecessor() {
+    // seq 0 is retried until dead-lettered at 20ms; seq 1, enqueued at 2ms, waits 18ms.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a);
+    h.produce(2 * MS, b).enqueue(2 * MS, b);
+    h.rollback(5 * MS, a, FailReason::Outage);
+    h.dead_letter(20 * MS, a);
+    h.apply(21 * MS, b).ack(21 * MS, b);
+    let x = h.metrics(21 * MS);
+    assert_eq!(x.max_block_ms, 18.0);
+}
+
+#[test]
+fn apply_before_predecessor_resolved_is_not_blocked() {
+    // seq 1 (enqueued 1ms) overtakes seq 0 and is applied at 2ms; seq 0 is applied at 10ms.
+    // Nobody waited.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a);
+    h.produce(MS, b).enqueue(MS, b);
+    h.apply(2 * MS, b).ack(2 * MS, b);
+    h.apply(10 * MS, a).ack(10 * MS, a);
+    let x = h.metrics(10 * MS);
+    assert_eq!(x.max_block_ms, 0.0);
+    assert_eq!(x.ordering_violations, 1);
+}
+
+#[test]
+fn message_enqueued_after_predecessor_resolved_is_not_blocked() {
+    // seq 0 resolved at 1ms; seq 1 reaches the broker at 5ms: no wait.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a).apply(MS, a).ack(MS, a);
+    h.produce(5 * MS, b)
+        .enqueue(5 * MS, b)
+        .apply(6 * MS, b)
+        .ack(6 * MS, b);
+    assert_eq!(h.metrics(6 * MS).max_block_ms, 0.0);
+}
+
+#[test]
+fn max_block_is_the_maximum_over_messages() {
+    // seq 1 waits 2ms, seq 2 waits 5ms.
+    let (a, b, c) = (m(0, 0, 0), m(1, 0, 1), m(2, 0, 2));
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a);
+    h.produce(0, b).enqueue(0, b);
+    h.apply(2 * MS, a).ack(2 * MS, a);
+    h.produce(3 * MS, c).enqueue(3 * MS, c);
+    h.apply(8 * MS, b).ack(8 * MS, b);
+    h.apply(9 * MS, c).ack(9 * MS, c);
+    assert_eq!(h.metrics(9 * MS).max_block_ms, 5.0);
+}
+
+// --- 12. Coverage ------------------------------------------------------------------------------
+
+#[test]
+fn coverage_counters_follow_fault_events() {
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a);
+    let t = MS;
+    for e in [
+        Event::Crash {
+            t,
+            node: Node::Broker(1),
+        },
+        Event::Crash {
+            t,
+            node: Node::Broker(0),
+        },
+        Event::Crash {
+            t,
+            node: Node::Consumer(3),
+        },
+        Event::Crash {
+            t,
+            node: Node::TargetDb,
+        },
+        // Producer crashes have no counter.
+        Event::Crash {
+            t,
+            node: Node::Producer(0),
+        },
+        Event::Recover {
+            t,
+            node: Node::Broker(1),
+        },
+        Event::Connect {
+            t,
+            node: Node::Consumer(3),
+            broker: 0,
+            failover: true,
+        },
+        // A first connection is not a failover.
+        Event::Connect {
+            t,
+            node: Node::Consumer(4),
+            broker: 0,
+            failover: false,
+        },
+        Event::Disconnect {
+            t,
+            node: Node::Consumer(3),
+        },
+        Event::Suspend { t, consumer: 3 },
+        Event::Resume { t, consumer: 3 },
+        Event::Reassign {
+            t,
+            broker: 0,
+            consumer: 4,
+        },
+        Event::Rollback {
+            t,
+            msg: a,
+            consumer: 3,
+            reason: FailReason::Strategy,
+        },
+        Event::Forward {
+            t,
+            msg: a,
+            from: 0,
+            to: 1,
+        },
+        Event::Redelivery {
+            t,
+            msg: a,
+            delay_us: 100,
+            blocking: true,
+        },
+        Event::Start {
+            t,
+            msg: a,
+            consumer: 4,
+        },
+    ] {
+        h.ev(e);
+    }
+    h.apply(2 * MS, a).ack(2 * MS, a);
+    let x = h.metrics(2 * MS);
+    assert_eq!(
+        x.coverage,
+        Coverage {
+            broker_crashes: 2,
+            consumer_crashes: 1,
+            disconnects: 1,
+            failovers: 1,
+            db_outages: 1,
+            rollbacks: 1,
+            forwards: 1,
+            suspensions: 1,
+            reassignments: 1,
+        }
+    );
+    assert_eq!(x.events, 19);
+}
+
+#[test]
+fn drain_start_and_sim_time_are_reported_in_seconds() {
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.deliver(0, a);
+    h.ev(Event::DrainStart { t: 1_500 * MS });
+    let x = h.metrics(2_250 * MS);
+    assert_eq!(x.drain_start_s, 1.5);
+    assert_eq!(x.sim_time_s, 2.25);
+}
+
+// --- 13. Memory --------------------------------------------------------------------------------
+
+#[test]
+fn window_is_empty_after_many_settled_messages() {
+    // 10,000 messages of one key produced, applied and acked in order.
+    let mut h = H::state();
+    for s in 0..10_000u32 {
+        let x = m(s as u64, 0, s);
+        let t = s as Time * 10;
+        h.produce(t, x).apply(t + 5, x).ack(t + 5, x);
+    }
+    assert!(h.c.keys[0].window.is_empty());
+    assert_eq!(h.c.keys[0].base, 10_000);
+    let x = h.metrics(100_000);
+    assert_eq!(x.applied, 10_000);
+    assert_eq!(x.produced, 10_000);
+    assert_eq!(x.final_state_mismatches, 0);
+    assert_eq!(x.latency_ms.max, 0.005);
+}
+
+#[test]
+fn window_keeps_only_from_the_oldest_unresolved_message() {
+    // seq 0 is stuck; seqs 1..=3 are applied and acked but wait behind it in the window. When
+    // seq 0 is finally dead-lettered, the whole window settles.
+    let mut h = H::state();
+    for s in 0..4u32 {
+        h.produce(0, m(s as u64, 0, s));
+    }
+    for s in 1..4u32 {
+        let x = m(s as u64, 0, s);
+        h.apply(MS, x).ack(MS, x);
+    }
+    assert_eq!(h.c.keys[0].window.len(), 4);
+    h.dead_letter(2 * MS, m(0, 0, 0));
+    assert!(h.c.keys[0].window.is_empty());
+    assert_eq!(h.c.keys[0].base, 4);
+    let x = h.metrics(2 * MS);
+    assert_eq!(x.applied, 3);
+    assert_eq!(x.dead_lettered, 1);
+}
+
+// --- 14. Throughput ----------------------------------------------------------------------------
+
+#[test]
+fn throughput_is_applied_over_time_of_last_apply() {
+    // Three messages applied by 500ms (the run goes on to 2s): 3 / 0.5s = 6/s.
+    let mut h = H::state();
+    for s in 0..3u32 {
+        h.deliver(s as Time * 250 * MS, m(s as u64, 0, s));
+    }
+    let x = h.metrics(2_000 * MS);
+    assert_eq!(x.throughput_per_s, 6.0);
+}
+
+#[test]
+fn throughput_is_rounded_to_three_decimals() {
+    // One apply at 3s: 0.333.../s.
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).apply(3_000 * MS, a).ack(3_000 * MS, a);
+    assert_eq!(h.metrics(3_000 * MS).throughput_per_s, 0.333);
+}
+
+#[test]
+fn no_applies_means_zero_throughput_and_latency() {
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).pending(MS, a);
+    let x = h.metrics(MS);
+    assert_eq!(x.throughput_per_s, 0.0);
+    assert_eq!(x.latency_ms, Latency::default());
+}
+
+#[test]
+fn message_events_about_unproduced_messages_are_malformed() {
+    let ghost = MsgRef {
+        id: 9,
+        key: 0,
+        seq: 3,
+    };
+    for e in [
+        Event::Start {
+            t: 1,
+            msg: ghost,
+            consumer: 0,
+        },
+        Event::Rollback {
+            t: 1,
+            msg: ghost,
+            consumer: 0,
+            reason: crate::history::FailReason::Outage,
+        },
+        Event::Redelivery {
+            t: 1,
+            msg: ghost,
+            delay_us: 5,
+            blocking: true,
+        },
+        Event::Forward {
+            t: 1,
+            msg: ghost,
+            from: 0,
+            to: 1,
+        },
+    ] {
+        let mut c = Checkers::new(1, WorkloadKind::State);
+        c.observe(&e);
+        assert!(
+            matches!(c.finish(1, 1), Err(SelfCheckError::Malformed(_))),
+            "{e:?}"
+        );
+    }
+}

@@ -1,0 +1,268 @@
+//! The command line: malformed scenarios give a clear error (file, line, column, field, what is
+//! allowed) and exit code 2; `run` prints the repro line, the fault plan and the table.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn sim(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(args)
+        .output()
+        .expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn temp_file(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ordsim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn load_error(text: &str) -> String {
+    match ordsim::load_text("bad.toml", text) {
+        Ok(_) => panic!("should not load:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn unknown_field_is_located() {
+    let text = common::base("\"competing\"", 2, "").replace("keys = 20", "keys = 20\nkeyz = 3");
+    let e = load_error(&text);
+    assert!(e.starts_with("bad.toml:8:1"), "{e}");
+    assert!(e.contains("keyz") && e.contains("expected one of"), "{e}");
+}
+
+#[test]
+fn bad_duration_is_located_and_says_what_is_allowed() {
+    let text = common::base("\"competing\"", 2, "").replace("mean = \"5ms\"", "mean = \"soon\"");
+    let e = load_error(&text);
+    assert!(e.contains("bad.toml:13:11"), "{e}");
+    assert!(e.contains("consumers.service"), "{e}");
+    assert!(e.contains("\"250ms\""), "{e}");
+}
+
+#[test]
+fn zero_consumers_is_rejected() {
+    let e = load_error(&common::base("\"competing\"", 0, ""));
+    assert!(
+        e.contains("bad.toml:11:9: field `consumers.count`: must be between 1"),
+        "{e}"
+    );
+}
+
+#[test]
+fn fault_naming_an_absent_broker_is_rejected() {
+    let text = common::base(
+        "\"competing\"",
+        2,
+        "[[fault]]\nkind = \"broker_crash\"\nbroker = \"zz\"\nat = \"1s\"\nfor = \"1s\"\n",
+    );
+    let e = load_error(&text);
+    assert!(
+        e.contains("field `fault[0].broker`: no broker named \"zz\" (brokers: \"a\")"),
+        "{e}"
+    );
+    assert!(e.contains("bad.toml:16:10"), "{e}");
+}
+
+#[test]
+fn unknown_strategy_and_bad_strategy_parameters_are_rejected() {
+    let e = load_error(&common::base("\"competing\", \"magic\"", 2, ""));
+    assert!(
+        e.contains("field `strategies[1]`: unknown strategy \"magic\""),
+        "{e}"
+    );
+    let e = load_error(&common::base(
+        "\"single\"",
+        2,
+        "[strategy.single]\ntakeover = \"1s\"\n",
+    ));
+    assert!(
+        e.contains("strategy.single") && e.contains("takeover"),
+        "{e}"
+    );
+}
+
+#[test]
+fn overlapping_scripted_faults_are_rejected() {
+    let f = "[[fault]]\nkind = \"db_outage\"\nat = \"1s\"\nfor = \"5s\"\n[[fault]]\nkind = \"db_outage\"\nat = \"3s\"\nfor = \"1s\"\n";
+    let e = load_error(&common::base("\"competing\"", 2, f));
+    assert!(
+        e.contains("fault[1].at") && e.contains("overlaps fault[0]"),
+        "{e}"
+    );
+}
+
+#[test]
+fn nonsense_values_are_rejected_with_every_problem_listed() {
+    let text = common::base(
+        "\"competing\"",
+        2,
+        "[redelivery]\nmultiplier = 0.5\nmax_redeliveries = -7\n",
+    )
+    .replace("rate = \"100/s\"", "rate = \"0/s\"")
+    .replace("keys = 20", "keys = 20\npoison_fraction = 1.5");
+    let e = load_error(&text);
+    for needle in [
+        "workload.rate",
+        "poison_fraction",
+        "redelivery.multiplier",
+        "redelivery.max_redeliveries",
+    ] {
+        assert!(e.contains(needle), "{needle} missing in:\n{e}");
+    }
+    assert_eq!(e.lines().count(), 4, "{e}");
+}
+
+#[test]
+fn malformed_inputs_never_panic() {
+    for text in [
+        "",
+        "\u{0}",
+        "[[[",
+        "strategies = 3",
+        "x = 1",
+        "[workload]\nmessages = -1",
+        "strategies = []\n[[broker]]",
+    ] {
+        let _ = ordsim::load_text("bad.toml", text).unwrap_err();
+    }
+}
+
+#[test]
+fn binary_exits_2_on_invalid_input_and_names_the_file() {
+    let p = temp_file("zero.toml", &common::base("\"competing\"", 0, ""));
+    let (code, _, err) = sim(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("zero.toml:11:9") && err.contains("consumers.count"),
+        "{err}"
+    );
+    let (code, _, err) = sim(&["validate", "/nonexistent/file.toml"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("/nonexistent/file.toml"), "{err}");
+    let p = temp_file("latin1.toml", "");
+    std::fs::write(&p, b"name = \"caf\xe9\"\n").unwrap();
+    let (code, _, err) = sim(&["validate", p.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not valid UTF-8"), "{err}");
+}
+
+#[test]
+fn run_prints_repro_plan_and_table_and_writes_outputs() {
+    let out = std::env::temp_dir().join(format!("ordsim-out-{}", std::process::id()));
+    let (code, stdout, err) = sim(&[
+        "run",
+        "scenarios/failover.toml",
+        "--seed",
+        "9",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        stdout.starts_with("repro: sim run scenarios/failover.toml --seed 9\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("t=30s broker_crash broker a for 45s"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("competing") && stdout.contains("single"),
+        "{stdout}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(json["seed"], 9);
+    assert_eq!(json["strategies"][0]["strategy"], "competing");
+    let csv = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 3);
+}
+
+#[test]
+fn json_summary_has_the_contract_fields() {
+    let (code, stdout, _) = sim(&[
+        "run",
+        "scenarios/failover.toml",
+        "--json",
+        "--strategy",
+        "single",
+    ]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["scenario"], "failover");
+    let s = &v["strategies"][0];
+    assert_eq!(s["status"], "ok");
+    for f in [
+        "produced",
+        "applied",
+        "ordering_violations",
+        "stale_rejected",
+        "lost",
+        "duplicates",
+        "dead_lettered",
+        "poison_dead_lettered",
+        "pending_at_end",
+        "final_state_mismatches",
+        "redeliveries",
+        "events",
+    ] {
+        assert!(s[f].is_u64(), "{f} must be an integer: {s}");
+    }
+    assert!(s["throughput_per_s"].is_number());
+    for p in ["p50", "p99", "max"] {
+        assert!(s["latency_ms"][p].is_number());
+    }
+    assert!(s["max_block_ms"].is_number());
+}
+
+#[test]
+fn trace_writes_one_history_per_run() {
+    let p = std::env::temp_dir().join(format!("ordsim-trace-{}.jsonl", std::process::id()));
+    let (code, _, err) = sim(&[
+        "run",
+        "scenarios/failover.toml",
+        "--strategy",
+        "single",
+        "--trace",
+        p.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&p).unwrap();
+    let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(first["type"], "connect");
+    assert!(text.contains("\"type\":\"produce\"") && text.contains("\"type\":\"apply\""));
+    let (code, _, err) = sim(&[
+        "run",
+        "scenarios/failover.toml",
+        "--trace",
+        p.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "two strategies, one trace file: {err}");
+}
+
+#[test]
+fn list_names_strategies_and_fault_kinds() {
+    let (code, out, _) = sim(&["list"]);
+    assert_eq!(code, 0);
+    for w in [
+        "competing",
+        "single",
+        "broker_crash",
+        "network_blip",
+        "db_outage",
+        "poison",
+    ] {
+        assert!(out.contains(w), "{w}");
+    }
+}

@@ -1,0 +1,59 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use sim::history::Event;
+use sim::{FaultPlan, Metrics, RunOptions, Scenario};
+
+/// Loads a scenario from TOML text (panics with the loader's message on error).
+pub fn scenario(text: &str) -> Scenario {
+    ordsim::load_text("test.toml", text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs one strategy with the scenario's seed (or `seed`), collecting nothing.
+pub fn run(sc: &Scenario, strategy: &str, seed: u64) -> Metrics {
+    let plan = FaultPlan::resolve(sc, seed);
+    let opts = RunOptions {
+        seed,
+        max_events: None,
+        max_sim_time: None,
+    };
+    strategies::run_named(strategy, sc, &plan, &opts, &mut sim::history::NoObserver)
+        .unwrap_or_else(|e| panic!("{strategy} seed {seed}: {e}"))
+        .metrics
+        .expect("applicable")
+}
+
+/// Runs one strategy and hands every history event to `f`.
+pub fn run_with(sc: &Scenario, strategy: &str, seed: u64, mut f: impl FnMut(&Event)) -> Metrics {
+    let plan = FaultPlan::resolve(sc, seed);
+    let opts = RunOptions {
+        seed,
+        max_events: None,
+        max_sim_time: None,
+    };
+    strategies::run_named(strategy, sc, &plan, &opts, &mut f)
+        .unwrap_or_else(|e| panic!("{strategy} seed {seed}: {e}"))
+        .metrics
+        .expect("applicable")
+}
+
+/// A small, fault-free base scenario; tests append or replace sections.
+pub fn base(strategies: &str, consumers: u32, extra: &str) -> String {
+    format!(
+        r#"
+seed = 7
+strategies = [{strategies}]
+[workload]
+messages = 2000
+rate = "100/s"
+keys = 20
+[[broker]]
+name = "a"
+[consumers]
+count = {consumers}
+prefetch = 1
+service = {{ dist = "exponential", mean = "5ms" }}
+{extra}
+"#
+    )
+}

@@ -1,0 +1,174 @@
+//! The seeds' claims about the baselines, reproduced by the model (not special-cased).
+
+mod common;
+
+fn outage_scenario(mode: &str) -> String {
+    common::base(
+        "\"single\"",
+        1,
+        &format!(
+            r#"
+[redelivery]
+mode = "{mode}"
+initial_delay = "1s"
+max_redeliveries = 6
+[[fault]]
+kind = "db_outage"
+at = "5s"
+for = "2500ms"
+"#
+        ),
+    )
+}
+
+/// Seed 000: a single consumer with (ActiveMQ Classic's) blocking redelivery keeps order through a
+/// transient DB failure: the failed message is retried before anything behind it.
+#[test]
+fn single_blocking_keeps_order_through_a_db_outage() {
+    let m = common::run(&common::scenario(&outage_scenario("blocking")), "single", 7);
+    assert!(
+        m.coverage.rollbacks > 0,
+        "the outage must make processing fail"
+    );
+    assert!(m.redeliveries > 0);
+    assert_eq!(m.ordering_violations, 0);
+    assert_eq!(m.final_state_mismatches, 0);
+    assert_eq!(m.applied, m.produced);
+}
+
+/// Seed 000: with non-blocking redelivery, m2 waits out its delay while m3 (same record) is applied
+/// in the gap; m2 then overwrites it.
+#[test]
+fn single_non_blocking_reorders_after_a_db_outage() {
+    let m = common::run(
+        &common::scenario(&outage_scenario("non_blocking")),
+        "single",
+        7,
+    );
+    assert!(m.ordering_violations > 0, "{m:?}");
+    assert_eq!(m.applied, m.produced);
+}
+
+#[test]
+fn single_without_faults_keeps_order() {
+    for seed in 1..=5 {
+        let m = common::run(
+            &common::scenario(&common::base("\"single\"", 3, "")),
+            "single",
+            seed,
+        );
+        assert_eq!(m.ordering_violations, 0, "seed {seed}");
+        assert_eq!(m.duplicates, 0);
+        assert_eq!(m.applied, 2000);
+    }
+}
+
+#[test]
+fn competing_with_8_consumers_reorders() {
+    let text =
+        common::base("\"competing\"", 8, "").replace("rate = \"100/s\"", "rate = \"1000/s\"");
+    let m = common::run(&common::scenario(&text), "competing", 7);
+    assert!(m.ordering_violations > 0);
+    assert_eq!(m.applied, m.produced);
+}
+
+/// Seed 002: a broker crash in a network of brokers strands messages; they arrive after newer ones.
+#[test]
+fn failover_scenario_strands_messages_and_breaks_single_consumer_order() {
+    let sc = ordsim::load(std::path::Path::new("scenarios/failover.toml")).unwrap();
+    let mut worst = 0;
+    for seed in 1..=5 {
+        let m = common::run(&sc, "single", seed);
+        assert_eq!(m.coverage.broker_crashes, 1);
+        assert!(
+            m.coverage.failovers >= 4,
+            "producers and consumers fail over"
+        );
+        assert_eq!(m.lost, 0, "the store is persistent");
+        assert_eq!(m.applied, m.produced);
+        worst = worst.max(m.ordering_violations);
+    }
+    assert!(
+        worst > 0,
+        "stranded messages must overtake newer ones for some seed"
+    );
+}
+
+/// A poison message with no backout threshold loops at the head forever (IBM MQ's BOTHRESH 0):
+/// the run still ends, at its drain bound, and reports it pending.
+#[test]
+fn poison_without_backout_threshold_ends_pending() {
+    let text = common::base(
+        "\"single\"",
+        1,
+        "[redelivery]\nmax_redeliveries = -1\ninitial_delay = \"1s\"\n[run]\ndrain_timeout = \"1m\"\n",
+    )
+    .replace("keys = 20", "keys = 20\npoison_fraction = 0.01");
+    let m = common::run(&common::scenario(&text), "single", 3);
+    assert!(m.pending_at_end > 0, "{m:?}");
+    assert_eq!(m.dead_lettered, 0);
+    assert!(
+        m.max_block_ms > 10_000.0,
+        "the poison message blocks the queue: {}",
+        m.max_block_ms
+    );
+}
+
+#[test]
+fn poison_with_backout_threshold_is_dead_lettered() {
+    let text = common::base(
+        "\"competing\"",
+        2,
+        "[redelivery]\nmax_redeliveries = 2\ninitial_delay = \"100ms\"\n",
+    )
+    .replace("keys = 20", "keys = 20\npoison_fraction = 0.01");
+    let m = common::run(&common::scenario(&text), "competing", 3);
+    assert!(m.poison_dead_lettered > 0);
+    assert_eq!(m.poison_dead_lettered, m.dead_lettered);
+    assert_eq!(m.pending_at_end, 0);
+    assert_eq!(m.redeliveries, 2 * m.poison_dead_lettered);
+}
+
+/// A network blip: the consumer applies the message in hand, but its ack is lost; the broker
+/// redelivers it: a duplicate.
+#[test]
+fn network_blip_makes_duplicates() {
+    let text = common::base(
+        "\"competing\"",
+        2,
+        "ack_latency = \"2ms\"\n[[fault]]\nkind = \"network_blip\"\nrate = \"30/min\"\nfor = \"500ms\"\n",
+    )
+    .replace("rate = \"100/s\"", "rate = \"300/s\"");
+    let m = common::run(&common::scenario(&text), "competing", 5);
+    assert!(m.coverage.disconnects > 0);
+    assert!(m.duplicates > 0, "{m:?}");
+    assert_eq!(m.applied, m.produced);
+}
+
+/// A non-persistent broker loses what it held when it crashes.
+#[test]
+fn non_persistent_broker_crash_loses_messages() {
+    let text = common::base(
+        "\"competing\"",
+        2,
+        "[[fault]]\nkind = \"broker_crash\"\nbroker = \"a\"\nat = \"5s\"\nfor = \"1s\"\n",
+    )
+    .replace("name = \"a\"", "name = \"a\"\npersistent = false")
+    .replace("mean = \"5ms\"", "mean = \"12ms\"");
+    let m = common::run(&common::scenario(&text), "competing", 5);
+    assert!(m.lost > 0, "{m:?}");
+}
+
+/// Endpoint suspension after repeated failures, then resume (seed 004).
+#[test]
+fn endpoint_suspends_and_resumes() {
+    let text = common::base(
+        "\"competing\"",
+        1,
+        "suspend_after_failures = 3\nresume_after = \"5s\"\n[redelivery]\ninitial_delay = \"100ms\"\nmax_redeliveries = 10\n[[fault]]\nkind = \"db_outage\"\nat = \"2s\"\nfor = \"3s\"\n",
+    );
+    let m = common::run(&common::scenario(&text), "competing", 5);
+    assert!(m.coverage.suspensions > 0);
+    assert_eq!(m.applied, m.produced);
+    assert_eq!(m.pending_at_end, 0);
+}
