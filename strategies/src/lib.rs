@@ -118,3 +118,49 @@ pub fn run_named<O: Observer>(
         metrics: Some(metrics),
     })
 }
+
+/// Helpers for the strategies' own tests: run a scenario written inline.
+#[cfg(test)]
+pub(crate) mod test_util {
+    use sim::{FaultPlan, Metrics, RunOptions, Scenario};
+
+    /// Loads a scenario from TOML text, with the strategy checks.
+    pub fn scenario(text: &str) -> Scenario {
+        sim::scenario::load_str("test.toml", text, &super::validate)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Runs one strategy with `seed`.
+    pub fn run(sc: &Scenario, strategy: &str, seed: u64) -> Metrics {
+        let plan = FaultPlan::resolve(sc, seed);
+        let opts = RunOptions {
+            seed,
+            max_events: None,
+            max_sim_time: None,
+        };
+        super::run_named(strategy, sc, &plan, &opts, &mut sim::history::NoObserver)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .metrics
+            .expect("applicable")
+    }
+
+    /// One broker, `consumers` consumers with exponential service of mean 10ms, prefetch 1,
+    /// `rate` per second, 50 keys, 3000 messages, plus `extra` TOML.
+    pub fn simple(strategies: &str, consumers: u32, rate: u32, extra: &str) -> Scenario {
+        scenario(&format!(
+            r#"
+strategies = [{strategies}]
+[workload]
+messages = 3000
+rate = "{rate}/s"
+keys = 50
+[[broker]]
+name = "a"
+[consumers]
+count = {consumers}
+service = {{ dist = "exponential", mean = "10ms" }}
+{extra}
+"#
+        ))
+    }
+}
