@@ -12,7 +12,7 @@ use crate::faults::FaultPlan;
 use crate::history::{Event, MsgRef, Observer};
 use crate::rng::{stream, Component};
 use crate::scenario::{Connect, Scenario};
-use crate::strategy::{ConsumerSlot, Control, MsgView, Strategy, TargetRow};
+use crate::strategy::{ConsumerSlot, Control, MsgView, Row, Strategy};
 use crate::summary::{EndReason, Metrics};
 use crate::time::Time;
 use crate::world::broker::BrokerState;
@@ -32,6 +32,8 @@ pub(crate) enum Ev {
     RedeliveryDue { slot: u32, id: u64 },
     ForwardArrive { slot: u32, id: u64 },
     ConsumerReconnect { c: u32, epoch: u32 },
+    ParkTimeout { c: u32, epoch: u32, serial: u32 },
+    ProducerRetry(u32),
     Resume { c: u32, epoch: u32 },
     FaultStart(u32),
     FaultEnd(u32),
@@ -72,14 +74,20 @@ pub(crate) struct Engine<'a, S: Strategy, O: Observer> {
     pub producers: Vec<ProducerState>,
     pub brokers: Vec<BrokerState>,
     pub consumers: Vec<ConsumerState>,
-    pub rows: Vec<TargetRow>,
+    /// The target database, per key.
+    pub rows: Vec<Row>,
     pub db_down: u32,
+    /// The source database (newest produced state per key), for strategies that read it.
+    pub source: Vec<Row>,
+    pub source_down: u32,
     pub keys: KeyPicker,
     pub arrivals: crate::world::producer::Arrivals,
     pub produced: u64,
     pub service: Sampler,
     pub ctl: Control,
     pub scratch: Vec<ConsumerSlot>,
+    /// Which brokers are up (mirrors `brokers[i].up`, for routing).
+    pub broker_up: Vec<bool>,
     pub returned: Vec<Delivery>,
     /// Things that keep the fault phase open: messages still to produce + faults not yet over.
     pub phase_open: u64,
@@ -147,14 +155,17 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             producers,
             brokers: sc.brokers.iter().map(BrokerState::new).collect(),
             consumers,
-            rows: vec![TargetRow::default(); sc.workload.keys as usize],
+            rows: vec![Row::default(); sc.workload.keys as usize],
             db_down: 0,
+            source: vec![Row::default(); sc.workload.keys as usize],
+            source_down: 0,
             keys: KeyPicker::new(sc, seed),
             arrivals: crate::world::producer::Arrivals::new(sc, seed),
             produced: 0,
             service: sc.consumers.service.0.sampler(),
             ctl: Control::default(),
             scratch: Vec::with_capacity(sc.consumers.count as usize),
+            broker_up: vec![true; sc.brokers.len()],
             returned: Vec::new(),
             phase_open,
             draining: false,
@@ -180,6 +191,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             timestamp: m.timestamp,
             producer: m.producer,
             redeliveries: m.deliveries.saturating_sub(1),
+            group: m.group.then_some(m.r.key),
         }
     }
 
@@ -213,30 +225,85 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
 
     /// Carries out what a strategy hook asked for.
     pub fn apply_control(&mut self) {
-        if self.ctl.wakes.is_empty() && !self.ctl.redispatch && self.ctl.reassigned.is_empty() {
+        if self.ctl.is_empty() {
             return;
         }
-        let wakes = std::mem::take(&mut self.ctl.wakes);
-        for &(at, token) in &wakes {
+        let mut ctl = std::mem::take(&mut self.ctl);
+        for &(at, token) in &ctl.wakes {
             self.q.push(at.max(self.now), Ev::Wake(token));
         }
-        self.ctl.wakes = wakes;
-        self.ctl.wakes.clear();
-        let reassigned = std::mem::take(&mut self.ctl.reassigned);
-        for &(broker, consumer) in &reassigned {
+        for &(broker, consumer) in &ctl.reassigned {
             self.emit(Event::Reassign {
                 t: self.now,
                 broker,
                 consumer,
             });
         }
-        self.ctl.reassigned = reassigned;
-        self.ctl.reassigned.clear();
-        if std::mem::take(&mut self.ctl.redispatch) {
+        for &(key, consumer, seq) in &ctl.reads {
+            self.emit(Event::SourceRead {
+                t: self.now,
+                key,
+                consumer,
+                seq,
+            });
+        }
+        for &(msg, state_seq, worker) in &ctl.applies {
+            let r = MsgRef {
+                id: msg.id,
+                key: msg.key,
+                seq: msg.seq,
+            };
+            self.write_row(msg.key, state_seq, msg.timestamp);
+            self.emit(Event::Apply {
+                t: self.now,
+                msg: r,
+                consumer: worker,
+                state_seq,
+            });
+        }
+        for &msg in &ctl.discards {
+            let r = MsgRef {
+                id: msg.id,
+                key: msg.key,
+                seq: msg.seq,
+            };
+            self.emit(Event::Discard {
+                t: self.now,
+                msg: r,
+                reason: crate::history::DiscardReason::BufferLost,
+            });
+        }
+        let redispatch = ctl.redispatch;
+        let unparks = std::mem::take(&mut ctl.unparks);
+        ctl.wakes.clear();
+        ctl.reassigned.clear();
+        ctl.reads.clear();
+        ctl.applies.clear();
+        ctl.discards.clear();
+        ctl.redispatch = false;
+        self.ctl = ctl;
+        for &c in &unparks {
+            self.unpark(c);
+        }
+        if redispatch {
             for b in 0..self.brokers.len() as u16 {
                 self.dispatch(b);
             }
         }
+    }
+
+    /// Writes the target row of `key` with the state of `state_seq`.
+    pub fn write_row(&mut self, key: u32, state_seq: u32, timestamp: u64) {
+        let row = &mut self.rows[key as usize];
+        row.state = state_seq + 1;
+        row.timestamp = timestamp;
+        row.version += 1;
+    }
+
+    /// Tells the strategy about a change in the world, and carries out what it asks.
+    pub fn world_change(&mut self, change: crate::strategy::WorldChange) {
+        self.strategy.on_world(self.now, change, &mut self.ctl);
+        self.apply_control();
     }
 
     fn handle(&mut self, ev: Ev) {
@@ -249,6 +316,8 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             Ev::RedeliveryDue { slot, id } => self.redelivery_due(slot, id),
             Ev::ForwardArrive { slot, id } => self.forward_arrive(slot, id),
             Ev::ConsumerReconnect { c, epoch } => self.consumer_reconnect(c, epoch),
+            Ev::ParkTimeout { c, epoch, serial } => self.park_timeout(c, epoch, serial),
+            Ev::ProducerRetry(p) => self.producer_retry(p),
             Ev::Resume { c, epoch } => {
                 let cs = &self.consumers[c as usize];
                 if cs.suspended && cs.suspend_epoch == epoch {

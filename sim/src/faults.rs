@@ -140,7 +140,10 @@ fn instance<R: Rng>(s: &Scenario, f: &Fault, source: usize, at: Time, rng: &mut 
             f.producer
                 .unwrap_or_else(|| rng.random_range(0..s.producers.count)),
         ),
-        FaultKind::DbOutage | FaultKind::Poison => Target::World,
+        FaultKind::DbOutage
+        | FaultKind::Poison
+        | FaultKind::SourceOutage
+        | FaultKind::CacheCollapse => Target::World,
     };
     let skew = f.skew.map_or(0, |d| d.0.min(i64::MAX as u64) as i64);
     PlannedFault {
@@ -177,6 +180,7 @@ impl PlannedFault {
         }
         match self.duration {
             Some(d) => line.push_str(&format!(" for {}", Dur(d))),
+            None if self.kind == FaultKind::CacheCollapse => {}
             None => line.push_str(" (never heals)"),
         }
         line

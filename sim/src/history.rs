@@ -28,6 +28,10 @@ pub enum Node {
     Producer(u32),
     /// The target database.
     TargetDb,
+    /// The source database.
+    SourceDb,
+    /// The cache cluster.
+    Cache,
 }
 
 /// Why processing rolled back.
@@ -238,6 +242,27 @@ pub enum Event {
         /// New owner.
         consumer: u32,
     },
+    /// A send failed at the producer (e.g. `JMSOrderException`: the Unit-of-Order's member is
+    /// down); the producer will try again.
+    SendFail {
+        /// Time.
+        t: Time,
+        /// The message.
+        msg: MsgRef,
+        /// Producer.
+        producer: u32,
+    },
+    /// A handler read the source database (the notifier strategy).
+    SourceRead {
+        /// Time.
+        t: Time,
+        /// The key read.
+        key: u32,
+        /// Who read.
+        consumer: u32,
+        /// The seq of the state read (None: no row yet).
+        seq: Option<u32>,
+    },
     /// The fault phase ended; the drain phase began.
     DrainStart {
         /// Time.
@@ -275,6 +300,8 @@ impl Event {
             | Event::Suspend { t, .. }
             | Event::Resume { t, .. }
             | Event::Reassign { t, .. }
+            | Event::SourceRead { t, .. }
+            | Event::SendFail { t, .. }
             | Event::DrainStart { t }
             | Event::Pending { t, .. } => t,
         }

@@ -1,17 +1,25 @@
-//! The strategy interface: a dispatch policy on the broker side and a handler on the consumer side.
+//! The strategy interface: a dispatch policy on the broker side, a handler on the consumer side,
+//! and optionally a routing rule on the producer side.
 //!
 //! The engine is generic over [`Strategy`], so every call is static (no dynamic dispatch per event).
-//! The hooks are enough to carry every mechanism in DESIGN.md:
+//! The hooks carry every mechanism in DESIGN.md:
 //! - sticky ownership (message groups, exclusive consumer, Kafka partitions, Pulsar Key_Shared):
-//!   [`Strategy::select`] picks a consumer or holds the message; [`Strategy::on_detach`] /
-//!   [`Strategy::on_attach`] see membership change; [`Control::reassigned`] records owner changes;
+//!   [`Strategy::select`] picks a consumer, holds the message, or stops the scan;
+//!   [`Strategy::on_attach`] / [`Strategy::on_detach`] see membership change;
+//!   [`Control::reassigned`] records owner changes in the history;
 //! - at most one unacknowledged message per unit (WebLogic Unit-of-Order, SQS FIFO groups): `select`
 //!   holds while [`Strategy::on_settled`] has not released the unit;
+//! - producer-side routing (Unit-of-Order on a distributed destination): [`Strategy::route`];
 //! - timers (resequencer gap timeouts, takeover delays): [`Control::wake_at`] + [`Strategy::on_wake`];
-//! - downstream reads and locks (notifier, cache lock): [`Handler::handle`] returns
-//!   [`Outcome::After`] to continue the same message later, and reads the target row through
-//!   [`HandlerCtx`].
+//! - downstream reads and locks (notifier, cache lock, optimistic versions): [`Handler::begin`] runs
+//!   when processing starts (read a row, take a lock, or wait for one: [`Begin::Wait`] parks the
+//!   consumer until [`Control::unpark`]); [`Handler::handle`] runs when it ends (write or reject);
+//!   [`Outcome::After`] continues the same message later;
+//! - work outside a consumer's transaction (a resequencer's apply thread): [`Control::apply`] and
+//!   [`Control::discard`];
+//! - resource faults the strategy owns (cache collapse): [`Strategy::on_world`].
 
+use crate::history::FailReason;
 use crate::time::Time;
 
 /// What a strategy may know of a message (never its hidden poison flag).
@@ -29,6 +37,9 @@ pub struct MsgView {
     pub producer: u32,
     /// How many times it has been delivered before this delivery.
     pub redeliveries: u32,
+    /// The group header (JMSXGroupID / Unit-of-Order name): the key, unless the producer did not set
+    /// it (`[workload] group_header_missing`).
+    pub group: Option<u32>,
 }
 
 /// A consumer attached to the dispatching broker.
@@ -62,6 +73,49 @@ pub enum Select {
     Stop,
 }
 
+/// What a producer's send sees.
+pub struct RouteCtx<'a> {
+    /// Now.
+    pub now: Time,
+    /// The producer.
+    pub producer: u32,
+    /// The broker it is connected to.
+    pub connected: u16,
+    /// Which brokers are up, by index.
+    pub up: &'a [bool],
+}
+
+/// Where a send goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// To the broker the producer is connected to (plain JMS).
+    Connected,
+    /// To this member of a distributed destination (it must be up, else the send fails).
+    Broker(u16),
+    /// The send fails (e.g. `JMSOrderException`); the producer tries again after its reconnect
+    /// delay. `block`: later sends of this producer wait behind it (a blocking retry loop) rather
+    /// than going on (a local buffer).
+    Fail {
+        /// Whether later sends wait.
+        block: bool,
+    },
+}
+
+/// What happens when processing of a delivery starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Begin {
+    /// Process it now (service time starts).
+    Proceed,
+    /// Park the consumer (e.g. waiting for a lock) until [`Control::unpark`]; after `timeout`, give
+    /// up: the delivery fails and rolls back.
+    Wait {
+        /// How long to wait at most (None: forever).
+        timeout: Option<Time>,
+    },
+    /// Fail at once (rolls back, redelivered).
+    Fail(FailReason),
+}
+
 /// The outcome of handling one delivery.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -72,8 +126,11 @@ pub enum Outcome {
     },
     /// Deliberately not written (stale); the message will be acked.
     Rejected,
+    /// Taken over by the strategy (e.g. into an aggregation repository); acked now, applied later
+    /// (or lost) through [`Control::apply`] / [`Control::discard`].
+    Buffered,
     /// Processing failed; the transaction rolls back and the message is redelivered.
-    Failed(crate::history::FailReason),
+    Failed(FailReason),
     /// Not done yet: call `handle` again for this message after `delay`, with `step`.
     After {
         /// How long.
@@ -83,13 +140,23 @@ pub enum Outcome {
     },
 }
 
-/// The target database row of a key, as the handler may read it.
+/// A database row of a key: the target's as written by the strategies, or the source's (the
+/// newest state produced).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TargetRow {
+pub struct Row {
     /// Seq of the state stored (+1; 0 = no row yet).
     pub state: u32,
     /// Producer timestamp of the message that wrote it.
     pub timestamp: u64,
+    /// Incremented on every write (an optimistic-lock version column).
+    pub version: u64,
+}
+
+impl Row {
+    /// The stored seq, if there is a row.
+    pub fn seq(&self) -> Option<u32> {
+        self.state.checked_sub(1)
+    }
 }
 
 /// What the handler sees while processing.
@@ -101,38 +168,85 @@ pub struct HandlerCtx<'a> {
     /// Continuation step (0 on the first call).
     pub step: u32,
     pub(crate) db_up: bool,
+    pub(crate) source_up: bool,
     pub(crate) poison: bool,
-    pub(crate) rows: &'a [TargetRow],
+    pub(crate) rows: &'a [Row],
+    pub(crate) source: &'a [Row],
 }
 
 impl HandlerCtx<'_> {
     /// Tries the message's business processing: fails when the target is down or the message is
     /// poison (only processing discovers it). A strategy calls this before deciding to write.
-    pub fn process(&self) -> Result<(), crate::history::FailReason> {
+    pub fn process(&self) -> Result<(), FailReason> {
         if !self.db_up {
-            Err(crate::history::FailReason::Outage)
+            Err(FailReason::Outage)
         } else if self.poison {
-            Err(crate::history::FailReason::Poison)
+            Err(FailReason::Poison)
         } else {
             Ok(())
         }
     }
 
+    /// Whether the target database is reachable.
+    pub fn target_up(&self) -> bool {
+        self.db_up
+    }
+
     /// The target row of `key`.
-    pub fn row(&self, key: u32) -> TargetRow {
+    pub fn row(&self, key: u32) -> Row {
         self.rows[key as usize]
+    }
+
+    /// The source database's current row of `key` (its newest produced state), or an outage.
+    /// Record the read with [`Control::source_read`].
+    pub fn source(&self, key: u32) -> Result<Row, FailReason> {
+        if self.source_up {
+            Ok(self.source[key as usize])
+        } else {
+            Err(FailReason::Outage)
+        }
     }
 }
 
-/// Requests a strategy makes of the engine from its hooks.
+/// A change in the world a strategy may care about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorldChange {
+    /// A consumer process died (its locks and leases should go).
+    ConsumerCrashed(u32),
+    /// A consumer process is back.
+    ConsumerRestarted(u32),
+    /// The cache cluster lost every entry and lock (the `cache_collapse` fault).
+    CacheCollapse,
+    /// The target database went down / came back.
+    Target {
+        /// Whether it is up now.
+        up: bool,
+    },
+}
+
+/// Requests a strategy makes of the engine from its hooks, carried out when the hook returns.
 #[derive(Default)]
 pub struct Control {
     pub(crate) wakes: Vec<(Time, u64)>,
     pub(crate) redispatch: bool,
     pub(crate) reassigned: Vec<(u16, u32)>,
+    pub(crate) unparks: Vec<u32>,
+    pub(crate) applies: Vec<(MsgView, u32, u32)>,
+    pub(crate) discards: Vec<MsgView>,
+    pub(crate) reads: Vec<(u32, u32, Option<u32>)>,
 }
 
 impl Control {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.wakes.is_empty()
+            && !self.redispatch
+            && self.reassigned.is_empty()
+            && self.unparks.is_empty()
+            && self.applies.is_empty()
+            && self.discards.is_empty()
+            && self.reads.is_empty()
+    }
+
     /// Calls [`Strategy::on_wake`] with `token` at `at`, then redispatches every broker.
     pub fn wake_at(&mut self, at: Time, token: u64) {
         self.wakes.push((at, token));
@@ -147,24 +261,62 @@ impl Control {
     pub fn reassigned(&mut self, broker: u16, consumer: u32) {
         self.reassigned.push((broker, consumer));
     }
+
+    /// A consumer parked by [`Begin::Wait`] may proceed with its message now.
+    pub fn unpark(&mut self, consumer: u32) {
+        self.unparks.push(consumer);
+    }
+
+    /// Writes `msg` to the target outside any consumer's transaction (e.g. a resequencer's apply
+    /// thread, identified as `worker`), with the state of `state_seq`. The caller checks the target
+    /// is up first (it is, at the instant a hook runs, if `HandlerCtx::target_up` or
+    /// [`Strategy::on_world`] said so).
+    pub fn apply(&mut self, msg: MsgView, state_seq: u32, worker: u32) {
+        self.applies.push((msg, state_seq, worker));
+    }
+
+    /// A message the strategy had taken over (acked upstream) is gone for good.
+    pub fn discard(&mut self, msg: MsgView) {
+        self.discards.push(msg);
+    }
+
+    /// Records a read of the source database by `consumer` (`seq`: the state read; None: no row).
+    pub fn source_read(&mut self, key: u32, consumer: u32, seq: Option<u32>) {
+        self.reads.push((key, consumer, seq));
+    }
 }
 
 /// The consumer-side half of a strategy.
 pub trait Handler {
-    /// Handles one delivery. The default is the plain handler: process, then write the message.
-    fn handle(&mut self, ctx: &HandlerCtx, msg: &MsgView) -> Outcome {
+    /// Processing of a delivery starts (read a row, take a lock). Default: proceed.
+    fn begin(&mut self, _ctx: &HandlerCtx, _msg: &MsgView, _ctl: &mut Control) -> Begin {
+        Begin::Proceed
+    }
+
+    /// Processing ends. The default is the plain handler: process, then write the message.
+    fn handle(&mut self, ctx: &HandlerCtx, msg: &MsgView, _ctl: &mut Control) -> Outcome {
         match ctx.process() {
             Ok(()) => Outcome::Applied { state_seq: msg.seq },
             Err(r) => Outcome::Failed(r),
         }
     }
+
+    /// The delivery in hand was abandoned (the consumer crashed, or it timed out waiting): release
+    /// whatever `begin` took for it.
+    fn abandon(&mut self, _now: Time, _consumer: u32, _msg: &MsgView, _ctl: &mut Control) {}
 }
 
-/// An ordering strategy: dispatch policy + handler + reactions to membership and settlement.
+/// An ordering strategy: routing + dispatch policy + handler + reactions to membership,
+/// settlement, timers and world changes.
 pub trait Strategy: Handler {
     /// Picks a consumer for `msg` at this broker, or holds it. An owner change made here is
     /// recorded with [`Control::reassigned`].
     fn select(&mut self, ctx: &DispatchCtx, msg: &MsgView, ctl: &mut Control) -> Select;
+
+    /// Where a producer's send goes. Default: the broker it is connected to.
+    fn route(&mut self, _ctx: &RouteCtx, _msg: &MsgView) -> Route {
+        Route::Connected
+    }
 
     /// A consumer attached to a broker (connected, resumed).
     fn on_attach(&mut self, _now: Time, _broker: u16, _consumer: u32, _ctl: &mut Control) {}
@@ -178,4 +330,7 @@ pub trait Strategy: Handler {
 
     /// A wake-up requested with [`Control::wake_at`].
     fn on_wake(&mut self, _now: Time, _token: u64, _ctl: &mut Control) {}
+
+    /// Something changed in the world.
+    fn on_world(&mut self, _now: Time, _change: WorldChange, _ctl: &mut Control) {}
 }

@@ -44,6 +44,14 @@ pub struct Coverage {
     pub suspensions: u64,
     /// Owner changes (exclusive consumer takeovers, group reassignments).
     pub reassignments: u64,
+    /// Reads of the source database (notifier).
+    pub source_reads: u64,
+    /// Source-database outages.
+    pub source_outages: u64,
+    /// Cache-cluster collapses.
+    pub cache_collapses: u64,
+    /// Producer sends that failed (e.g. a Unit-of-Order member down) and were retried.
+    pub send_failures: u64,
 }
 
 /// Why a run stopped.

@@ -24,6 +24,16 @@ impl Competing {
 
 impl Handler for Competing {}
 
+impl crate::Named for Competing {
+    const NAME: &'static str = "competing";
+    const SUMMARY: &'static str =
+        "baseline: round-robin to all consumers, plain apply; reorders as soon as c > 1";
+    type Params = crate::NoParams;
+    fn build(sc: &sim::Scenario, _: crate::NoParams) -> Result<Self, String> {
+        Ok(Competing::new(sc.brokers.len()))
+    }
+}
+
 impl Strategy for Competing {
     #[inline]
     fn select(&mut self, ctx: &DispatchCtx, _msg: &MsgView, _ctl: &mut Control) -> Select {

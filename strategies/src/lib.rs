@@ -1,9 +1,9 @@
 //! ordsim's ordering strategies, one file each: a dispatch policy (broker side) plus a handler
 //! (consumer side), behind the [`sim::strategy::Strategy`] interface.
 //!
-//! This crate also holds the registry: names, one-line descriptions, parameter checks, and
-//! [`run_named`], which monomorphizes the engine for the named strategy (no dynamic dispatch in the
-//! event loop).
+//! This crate also holds the registry: every strategy implements [`Named`] (name, summary,
+//! parameters, build) and is listed once in the `registry!` invocation, which generates [`ALL`], the
+//! parameter checks and [`run_named`] (the engine monomorphized per strategy).
 
 pub mod competing;
 pub mod single;
@@ -11,10 +11,29 @@ pub mod single;
 use serde::de::DeserializeOwned;
 use sim::history::Observer;
 use sim::scenario::{FieldError, PathSeg, Scenario};
+use sim::strategy::Strategy;
 use sim::{FaultPlan, RunError, RunOptions, Status, StrategySummary};
 
 pub use competing::Competing;
 pub use single::Single;
+
+/// A strategy the registry knows: its name, what it models, its `[strategy.NAME]` parameters, and
+/// how to build it for a scenario (or say why it cannot run there).
+pub trait Named: Strategy + Sized {
+    /// Name as written in scenario files.
+    const NAME: &'static str;
+    /// One line for `sim list`.
+    const SUMMARY: &'static str;
+    /// `[strategy.NAME]` parameters (unknown fields rejected; every field has a default).
+    type Params: DeserializeOwned + Default;
+    /// An instance for `sc`, or the reason it is not applicable there.
+    fn build(sc: &Scenario, params: Self::Params) -> Result<Self, String>;
+}
+
+/// No parameters: only an empty table is accepted.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
 
 /// A strategy's name and what it models.
 #[derive(Clone, Copy, Debug)]
@@ -25,34 +44,84 @@ pub struct Info {
     pub summary: &'static str,
 }
 
-/// Every strategy, in the order `sim list` shows them.
-pub const ALL: &[Info] = &[
-    Info {
-        name: "competing",
-        summary: "baseline: round-robin to all consumers, plain apply; reorders as soon as c > 1",
-    },
-    Info {
-        name: "single",
-        summary:
-            "exclusive consumer + standby after takeover_delay; order hinges on blocking redelivery",
-    },
-];
-
-/// Whether `name` is a known strategy.
-pub fn is_known(name: &str) -> bool {
-    ALL.iter().any(|i| i.name == name)
-}
-
-fn params<T: DeserializeOwned + Default>(sc: &Scenario, name: &str) -> Result<T, FieldError> {
-    match sc.strategy.get(name) {
-        None => Ok(T::default()),
+fn params<N: Named>(sc: &Scenario) -> Result<N::Params, FieldError> {
+    match sc.strategy.get(N::NAME) {
+        None => Ok(N::Params::default()),
         Some(t) => t.clone().try_into().map_err(|e: toml::de::Error| {
             FieldError::new(
-                vec![PathSeg::from("strategy"), PathSeg::from(name)],
+                vec![PathSeg::from("strategy"), PathSeg::from(N::NAME)],
                 e.message().trim().to_string(),
             )
         }),
     }
+}
+
+fn run_one<N: Named, O: Observer>(
+    sc: &Scenario,
+    plan: &FaultPlan,
+    opts: &RunOptions,
+    observer: &mut O,
+) -> Result<StrategySummary, RunError> {
+    let built = params::<N>(sc)
+        .map_err(|e| e.message)
+        .and_then(|p| N::build(sc, p));
+    Ok(match built {
+        Ok(strategy) => StrategySummary {
+            strategy: N::NAME.to_string(),
+            status: Status::Ok,
+            reason: None,
+            metrics: Some(sim::run(sc, plan, strategy, opts, observer)?),
+        },
+        Err(reason) => StrategySummary {
+            strategy: N::NAME.to_string(),
+            status: Status::NotApplicable,
+            reason: Some(reason),
+            metrics: None,
+        },
+    })
+}
+
+/// Lists every strategy once; generates [`ALL`], the parameter checks and [`run_named`].
+macro_rules! registry {
+    ($($ty:ty),* $(,)?) => {
+        /// Every strategy, in the order `sim list` shows them.
+        pub const ALL: &[Info] = &[$(Info { name: <$ty as Named>::NAME, summary: <$ty as Named>::SUMMARY }),*];
+
+        fn check_params(sc: &Scenario, name: &str) -> Option<Option<FieldError>> {
+            $(if name == <$ty as Named>::NAME {
+                return Some(params::<$ty>(sc).err());
+            })*
+            None
+        }
+
+        /// Runs the named strategy on the scenario and its plan (monomorphized: no dynamic
+        /// dispatch in the event loop). A strategy that cannot run in the scenario reports
+        /// `not_applicable` with the reason.
+        pub fn run_named<O: Observer>(
+            name: &str,
+            sc: &Scenario,
+            plan: &FaultPlan,
+            opts: &RunOptions,
+            observer: &mut O,
+        ) -> Result<StrategySummary, RunError> {
+            $(if name == <$ty as Named>::NAME {
+                return run_one::<$ty, O>(sc, plan, opts, observer);
+            })*
+            Ok(StrategySummary {
+                strategy: name.to_string(),
+                status: Status::NotApplicable,
+                reason: Some(format!("unknown strategy {name:?}")),
+                metrics: None,
+            })
+        }
+    };
+}
+
+registry!(Competing, Single,);
+
+/// Whether `name` is a known strategy.
+pub fn is_known(name: &str) -> bool {
+    ALL.iter().any(|i| i.name == name)
 }
 
 /// Checks strategy names and `[strategy.NAME]` tables; used by the scenario loader.
@@ -68,55 +137,15 @@ pub fn validate(sc: &Scenario) -> Vec<FieldError> {
         }
     }
     for name in sc.strategy.keys() {
-        let check = match name.as_str() {
-            "single" => params::<single::SingleParams>(sc, name).err(),
-            "competing" => params::<NoParams>(sc, name).err(),
-            _ => Some(FieldError::new(
+        match check_params(sc, name) {
+            Some(problem) => errs.extend(problem),
+            None => errs.push(FieldError::new(
                 vec![PathSeg::from("strategy"), PathSeg::from(name.as_str())],
                 format!("no strategy named {name:?} takes parameters (known: {known})"),
             )),
-        };
-        errs.extend(check);
+        }
     }
     errs
-}
-
-/// A strategy without parameters accepts only an empty table.
-#[derive(Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NoParams {}
-
-/// Runs the named strategy on the scenario and its plan. Unknown names and bad parameters were
-/// rejected by [`validate`] when the scenario was loaded.
-pub fn run_named<O: Observer>(
-    name: &str,
-    sc: &Scenario,
-    plan: &FaultPlan,
-    opts: &RunOptions,
-    observer: &mut O,
-) -> Result<StrategySummary, RunError> {
-    let brokers = sc.brokers.len();
-    let metrics = match name {
-        "competing" => sim::run(sc, plan, Competing::new(brokers), opts, observer)?,
-        "single" => {
-            let p = params(sc, name).unwrap_or_default();
-            sim::run(sc, plan, Single::new(brokers, p), opts, observer)?
-        }
-        other => {
-            return Ok(StrategySummary {
-                strategy: other.to_string(),
-                status: Status::NotApplicable,
-                reason: Some(format!("unknown strategy {other:?}")),
-                metrics: None,
-            })
-        }
-    };
-    Ok(StrategySummary {
-        strategy: name.to_string(),
-        status: Status::Ok,
-        reason: None,
-        metrics: Some(metrics),
-    })
 }
 
 /// Helpers for the strategies' own tests: run a scenario written inline.

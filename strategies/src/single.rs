@@ -59,6 +59,16 @@ impl Single {
 
 impl Handler for Single {}
 
+impl crate::Named for Single {
+    const NAME: &'static str = "single";
+    const SUMMARY: &'static str =
+        "exclusive consumer + standby after takeover_delay; order hinges on blocking redelivery";
+    type Params = SingleParams;
+    fn build(sc: &sim::Scenario, p: SingleParams) -> Result<Self, String> {
+        Ok(Single::new(sc.brokers.len(), p))
+    }
+}
+
 impl Strategy for Single {
     fn select(&mut self, ctx: &DispatchCtx, _msg: &MsgView, ctl: &mut Control) -> Select {
         let side = &mut self.brokers[ctx.broker as usize];

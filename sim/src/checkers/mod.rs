@@ -259,6 +259,8 @@ impl Checkers {
                 Node::Broker(_) => self.coverage.broker_crashes += 1,
                 Node::Consumer(_) => self.coverage.consumer_crashes += 1,
                 Node::TargetDb => self.coverage.db_outages += 1,
+                Node::SourceDb => self.coverage.source_outages += 1,
+                Node::Cache => self.coverage.cache_collapses += 1,
                 Node::Producer(_) => {}
             },
             Event::Disconnect { .. } => self.coverage.disconnects += 1,
@@ -269,6 +271,11 @@ impl Checkers {
             }
             Event::Suspend { .. } => self.coverage.suspensions += 1,
             Event::Reassign { .. } => self.coverage.reassignments += 1,
+            Event::SourceRead { .. } => self.coverage.source_reads += 1,
+            Event::SendFail { msg, .. } => {
+                self.coverage.send_failures += 1;
+                self.unknown(e, msg);
+            }
             Event::DrainStart { .. } => self.drain_start = Some(t),
             Event::Recover { .. } | Event::Resume { .. } => {}
         }

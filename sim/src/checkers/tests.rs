@@ -1049,6 +1049,7 @@ fn coverage_counters_follow_fault_events() {
             forwards: 1,
             suspensions: 1,
             reassignments: 1,
+            ..Coverage::default()
         }
     );
     assert_eq!(x.events, 19);

@@ -125,6 +125,10 @@ pub struct Workload {
     /// Fraction of messages that are poison (processing always fails), in [0, 1].
     #[serde(default)]
     pub poison_fraction: f64,
+    /// Fraction of messages sent without the group header (JMSXGroupID / Unit-of-Order name),
+    /// in [0, 1]: producers the team does not control.
+    #[serde(default)]
+    pub group_header_missing: f64,
 }
 
 /// Arrival process of the workload.
@@ -386,11 +390,15 @@ pub enum FaultKind {
     ClockSkew,
     /// Messages produced in the window are poison with probability `fraction`.
     Poison,
+    /// The source database (read by the notifier) is unreachable.
+    SourceOutage,
+    /// The cache cluster loses every entry and lock at once (no `for`).
+    CacheCollapse,
 }
 
 impl FaultKind {
     /// Every kind, with one line of explanation (for `sim list`).
-    pub const ALL: [(FaultKind, &'static str); 7] = [
+    pub const ALL: [(FaultKind, &'static str); 9] = [
         (FaultKind::BrokerCrash, "a broker goes down; a persistent store keeps its messages stuck until it returns, producers and consumers fail over"),
         (FaultKind::ConsumerCrash, "a consumer process dies; its unacked and prefetched messages are redelivered (marked redelivered)"),
         (FaultKind::NetworkBlip, "a consumer loses its connection: it still applies the message in hand but its ack is lost (duplicate)"),
@@ -398,6 +406,8 @@ impl FaultKind {
         (FaultKind::SlowConsumer, "a consumer's service time is multiplied by `factor`"),
         (FaultKind::ClockSkew, "a producer's clock steps by `skew` (`ahead = false` steps it back)"),
         (FaultKind::Poison, "messages produced in the window are poison with probability `fraction` (processing always fails)"),
+        (FaultKind::SourceOutage, "the source database (read by the notifier) is unreachable: reads fail and roll back"),
+        (FaultKind::CacheCollapse, "the cache cluster loses every entry and lock at once (an instant: no `for`)"),
     ];
 
     /// Its name as written in scenario files.
@@ -410,6 +420,8 @@ impl FaultKind {
             FaultKind::SlowConsumer => "slow_consumer",
             FaultKind::ClockSkew => "clock_skew",
             FaultKind::Poison => "poison",
+            FaultKind::SourceOutage => "source_outage",
+            FaultKind::CacheCollapse => "cache_collapse",
         }
     }
 }

@@ -65,6 +65,15 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
             "must be at most 1e9/s (the clock resolution is 1us)".into(),
         );
     }
+    if !probability(w.group_header_missing) {
+        err(
+            p(&["workload", "group_header_missing"]),
+            format!(
+                "must be a probability in [0, 1], got {}",
+                w.group_header_missing
+            ),
+        );
+    }
     if !probability(w.poison_fraction) {
         err(
             p(&["workload", "poison_fraction"]),
@@ -343,7 +352,10 @@ fn check_overlaps(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
                 && fa.broker == fb.broker
                 && fa.consumer == fb.consumer
                 && fa.producer == fb.producer
-                && !matches!(fa.kind, FaultKind::ClockSkew | FaultKind::Poison);
+                && !matches!(
+                    fa.kind,
+                    FaultKind::ClockSkew | FaultKind::Poison | FaultKind::CacheCollapse
+                );
             if same_target && sa < eb && sb < ea {
                 err(
                     fault_path(*i, "at"),

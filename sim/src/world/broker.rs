@@ -213,6 +213,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             return;
         }
         bs.up = false;
+        self.broker_up[b as usize] = false;
         self.emit(Event::Crash {
             t: self.now,
             node: Node::Broker(b),
@@ -256,6 +257,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             return;
         }
         bs.up = true;
+        self.broker_up[b as usize] = true;
         self.emit(Event::Recover {
             t: self.now,
             node: Node::Broker(b),

@@ -5,25 +5,65 @@
 
 use super::{Delivery, Loc};
 use crate::engine::{Engine, Ev};
+use crate::history::MsgRef;
 use crate::history::{Event, FailReason, Node, Observer};
 use crate::scenario::RedeliveryMode;
-use crate::strategy::{HandlerCtx, Outcome, Strategy};
+use crate::strategy::{Begin, HandlerCtx, MsgView, Outcome, Strategy, WorldChange};
 use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
+
+/// The message in hand: its delivery, and the consumer's own copy of the message (a consumer
+/// that lost its connection goes on with it even after the broker gave it to someone else).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Job {
+    pub d: Delivery,
+    pub view: MsgView,
+    pub poison: bool,
+}
 
 /// What the session is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Phase {
     Idle,
-    /// Processing `d`; `step` is the handler's continuation step.
+    /// Processing; `step` is the handler's continuation step.
     Serving {
-        d: Delivery,
+        job: Job,
         step: u32,
     },
-    /// Blocking redelivery: holding `d` until the delay is over.
+    /// Waiting in `begin` (e.g. for a lock) until the strategy unparks it or `serial`'s timeout.
+    Parked {
+        job: Job,
+        serial: u32,
+    },
+    /// Blocking redelivery: holding the delivery until the delay is over.
     Waiting {
         d: Delivery,
     },
+}
+
+/// The handler's view of the world.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn handler_ctx<'a>(
+    now: u64,
+    consumer: u32,
+    step: u32,
+    poison: bool,
+    db_down: u32,
+    source_down: u32,
+    rows: &'a [crate::strategy::Row],
+    source: &'a [crate::strategy::Row],
+) -> HandlerCtx<'a> {
+    HandlerCtx {
+        now,
+        consumer,
+        step,
+        db_up: db_down == 0,
+        source_up: source_down == 0,
+        poison,
+        rows,
+        source,
+    }
 }
 
 /// One consumer.
@@ -48,6 +88,7 @@ pub(crate) struct ConsumerState {
     pub failures_in_row: u32,
     pub suspended: bool,
     pub suspend_epoch: u32,
+    pub park_serial: u32,
     pub slow: f64,
     pub rng: ChaCha8Rng,
 }
@@ -68,6 +109,7 @@ impl ConsumerState {
             failures_in_row: 0,
             suspended: false,
             suspend_epoch: 0,
+            park_serial: 0,
             slow: 1.0,
             rng,
         }
@@ -83,7 +125,8 @@ impl ConsumerState {
     fn current(&self) -> Option<Delivery> {
         match self.phase {
             Phase::Idle => None,
-            Phase::Serving { d, .. } | Phase::Waiting { d } => Some(d),
+            Phase::Serving { job, .. } | Phase::Parked { job, .. } => Some(job.d),
+            Phase::Waiting { d } => Some(d),
         }
     }
 }
@@ -116,7 +159,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         });
     }
 
-    /// An idle, connected consumer takes the next message from its buffer.
+    /// An idle, connected consumer takes the next message from its buffer; the strategy's `begin`
+    /// may let it proceed, park it (waiting for a lock), or fail it.
     pub(crate) fn start_next(&mut self, c: u32) {
         let cs = &mut self.consumers[c as usize];
         if !cs.up || cs.suspended || cs.phase != Phase::Idle {
@@ -125,7 +169,56 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         let Some(d) = cs.buffer.pop_front() else {
             return;
         };
-        cs.phase = Phase::Serving { d, step: 0 };
+        let view = self.view(d.slot);
+        let poison = self.slab.get(d.slot).poison;
+        let msg = self.msg_ref(d.slot);
+        self.emit(Event::Start {
+            t: self.now,
+            msg,
+            consumer: c,
+        });
+        let job = Job { d, view, poison };
+        let begin = {
+            let ctx = handler_ctx(
+                self.now,
+                c,
+                0,
+                poison,
+                self.db_down,
+                self.source_down,
+                &self.rows,
+                &self.source,
+            );
+            self.strategy.begin(&ctx, &view, &mut self.ctl)
+        };
+        match begin {
+            Begin::Proceed => self.serve(c, job),
+            Begin::Wait { timeout } => {
+                let cs = &mut self.consumers[c as usize];
+                cs.park_serial += 1;
+                let serial = cs.park_serial;
+                cs.phase = Phase::Parked { job, serial };
+                if let Some(t) = timeout {
+                    let epoch = cs.epoch;
+                    self.q
+                        .push(self.now + t, Ev::ParkTimeout { c, epoch, serial });
+                }
+            }
+            Begin::Fail(reason) => {
+                self.consumers[c as usize].phase = Phase::Serving { job, step: 0 };
+                self.failed(c, job, reason);
+            }
+        }
+        self.apply_control();
+        if self.consumers[c as usize].phase == Phase::Idle {
+            self.start_next(c);
+        }
+    }
+
+    /// Service starts: the processing time is drawn now.
+    fn serve(&mut self, c: u32, job: Job) {
+        let cs = &mut self.consumers[c as usize];
+        cs.phase = Phase::Serving { job, step: 0 };
         let svc = self.service.sample(&mut cs.rng);
         let svc = if cs.slow == 1.0 {
             svc
@@ -133,57 +226,71 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             (svc as f64 * cs.slow).round() as u64
         };
         let epoch = cs.epoch;
-        let msg = self.msg_ref(d.slot);
-        self.emit(Event::Start {
-            t: self.now,
-            msg,
-            consumer: c,
-        });
         self.q.push(self.now + svc, Ev::ServiceDone { c, epoch });
     }
 
-    /// Processing is over: run the handler, then ack, or roll back.
+    /// A parked consumer may go on (the strategy released what it waited for).
+    pub(crate) fn unpark(&mut self, c: u32) {
+        if let Phase::Parked { job, .. } = self.consumers[c as usize].phase {
+            if self.consumers[c as usize].up {
+                self.serve(c, job);
+            }
+        }
+    }
+
+    /// A parked consumer waited too long: the strategy releases its claim, and the delivery fails.
+    pub(crate) fn park_timeout(&mut self, c: u32, epoch: u32, serial: u32) {
+        let cs = &self.consumers[c as usize];
+        let Phase::Parked { job, serial: s } = cs.phase else {
+            return;
+        };
+        if cs.epoch != epoch || s != serial {
+            return;
+        }
+        self.strategy.abandon(self.now, c, &job.view, &mut self.ctl);
+        self.failed(c, job, FailReason::Strategy);
+        self.apply_control();
+        self.start_next(c);
+    }
+
+    /// Processing is over: run the handler, then ack, or roll back. A consumer that lost its
+    /// connection meanwhile still runs the handler (the side effect happens); its ack will be lost.
     pub(crate) fn service_done(&mut self, c: u32, epoch: u32) {
         let cs = &self.consumers[c as usize];
         if cs.epoch != epoch || !cs.up {
             return;
         }
-        let Phase::Serving { d, step } = cs.phase else {
+        let Phase::Serving { job, step } = cs.phase else {
             return;
         };
-        // The slot may have been reused if the message was settled elsewhere meanwhile; a consumer
-        // working on an orphaned delivery still has its own copy of the message in real life, so
-        // only a live slot with the same id is handled.
-        if self.slab.get(d.slot).r.id != d.id {
-            self.consumers[c as usize].phase = Phase::Idle;
-            self.start_next(c);
-            return;
-        }
-        let view = self.view(d.slot);
-        let m = self.slab.get(d.slot);
-        let ctx = HandlerCtx {
-            now: self.now,
-            consumer: c,
-            step,
-            db_up: self.db_down == 0,
-            poison: m.poison,
-            rows: &self.rows,
+        let outcome = {
+            let ctx = handler_ctx(
+                self.now,
+                c,
+                step,
+                job.poison,
+                self.db_down,
+                self.source_down,
+                &self.rows,
+                &self.source,
+            );
+            self.strategy.handle(&ctx, &job.view, &mut self.ctl)
         };
-        let outcome = self.strategy.handle(&ctx, &view);
-        let msg = m.r;
+        let msg = MsgRef {
+            id: job.view.id,
+            key: job.view.key,
+            seq: job.view.seq,
+        };
         match outcome {
             Outcome::Applied { state_seq } => {
-                self.rows[msg.key as usize] = crate::strategy::TargetRow {
-                    state: state_seq + 1,
-                    timestamp: view.timestamp,
-                };
+                self.write_row(msg.key, state_seq, job.view.timestamp);
                 self.emit(Event::Apply {
                     t: self.now,
                     msg,
                     consumer: c,
                     state_seq,
                 });
-                self.succeeded(c, d);
+                self.succeeded(c, job.d);
             }
             Outcome::Rejected => {
                 self.emit(Event::Reject {
@@ -191,12 +298,14 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                     msg,
                     consumer: c,
                 });
-                self.succeeded(c, d);
+                self.succeeded(c, job.d);
             }
-            Outcome::Failed(reason) => self.failed(c, d, reason),
+            Outcome::Buffered => self.succeeded(c, job.d),
+            Outcome::Failed(reason) => self.failed(c, job, reason),
             Outcome::After { delay, step } => {
-                self.consumers[c as usize].phase = Phase::Serving { d, step };
+                self.consumers[c as usize].phase = Phase::Serving { job, step };
                 self.q.push(self.now + delay, Ev::ServiceDone { c, epoch });
+                self.apply_control();
                 return;
             }
         }
@@ -238,8 +347,13 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         self.dispatch(d.broker);
     }
 
-    fn failed(&mut self, c: u32, d: Delivery, reason: FailReason) {
-        let msg = self.msg_ref(d.slot);
+    fn failed(&mut self, c: u32, job: Job, reason: FailReason) {
+        let d = job.d;
+        let msg = MsgRef {
+            id: job.view.id,
+            key: job.view.key,
+            seq: job.view.seq,
+        };
         self.emit(Event::Rollback {
             t: self.now,
             msg,
@@ -345,7 +459,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         let mut back: Vec<Delivery> = cs.buffer.drain(..).collect();
         back.append(&mut cs.ack_pending);
         match cs.phase {
-            Phase::Serving { d, .. } => back.push(d),
+            Phase::Serving { job, .. } | Phase::Parked { job, .. } => back.push(job.d),
             Phase::Waiting { d } => {
                 back.push(d);
                 cs.phase = Phase::Idle;
@@ -423,11 +537,19 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         }
         cs.up = false;
         cs.epoch += 1;
+        let in_hand = match cs.phase {
+            Phase::Serving { job, .. } | Phase::Parked { job, .. } => Some(job.view),
+            _ => None,
+        };
         self.emit(Event::Crash {
             t: self.now,
             node: Node::Consumer(c),
         });
+        if let Some(view) = in_hand {
+            self.strategy.abandon(self.now, c, &view, &mut self.ctl);
+        }
         self.detach(c, false);
+        self.world_change(WorldChange::ConsumerCrashed(c));
         let cs = &mut self.consumers[c as usize];
         cs.phase = Phase::Idle;
         cs.buffer.clear();
@@ -449,6 +571,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             t: self.now,
             node: Node::Consumer(c),
         });
+        self.world_change(WorldChange::ConsumerRestarted(c));
         self.consumer_reconnect(c, epoch);
     }
 

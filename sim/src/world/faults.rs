@@ -4,7 +4,7 @@ use crate::engine::{Engine, Ev};
 use crate::faults::Target;
 use crate::history::{Event, Node, Observer};
 use crate::scenario::FaultKind;
-use crate::strategy::Strategy;
+use crate::strategy::{Strategy, WorldChange};
 
 impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     pub(crate) fn fault_start(&mut self, i: u32) {
@@ -31,6 +31,26 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 ps.clock_offset = ps.clock_offset.saturating_add(f.skew);
             }
             (FaultKind::Poison, _) => self.poison_boost.push(f.fraction),
+            (FaultKind::SourceOutage, _) => {
+                self.source_down += 1;
+                if self.source_down == 1 {
+                    self.emit(Event::Crash {
+                        t: self.now,
+                        node: Node::SourceDb,
+                    });
+                }
+            }
+            (FaultKind::CacheCollapse, _) => {
+                self.emit(Event::Crash {
+                    t: self.now,
+                    node: Node::Cache,
+                });
+                self.emit(Event::Recover {
+                    t: self.now,
+                    node: Node::Cache,
+                });
+                self.world_change(WorldChange::CacheCollapse);
+            }
             _ => unreachable!("fault plan targets are built to match their kinds"),
         }
         if let Some(d) = duration {
@@ -61,6 +81,15 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             (FaultKind::ClockSkew, Target::Producer(p)) => {
                 let ps = &mut self.producers[p as usize];
                 ps.clock_offset = ps.clock_offset.saturating_sub(f.skew);
+            }
+            (FaultKind::SourceOutage, _) => {
+                self.source_down -= 1;
+                if self.source_down == 0 {
+                    self.emit(Event::Recover {
+                        t: self.now,
+                        node: Node::SourceDb,
+                    });
+                }
             }
             (FaultKind::Poison, _) => {
                 if let Some(j) = self.poison_boost.iter().position(|&x| x == f.fraction) {

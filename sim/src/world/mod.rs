@@ -36,6 +36,8 @@ pub(crate) struct Msg {
     pub timestamp: u64,
     pub producer: u32,
     pub poison: bool,
+    /// The producer set the group header.
+    pub group: bool,
     pub deliveries: u32,
     pub loc: Loc,
 }

@@ -6,7 +6,7 @@ use crate::engine::{Engine, Ev};
 use crate::history::{Event, MsgRef, Node};
 use crate::rng::{stream, Component};
 use crate::scenario::{Arrival, KeyDistribution, KeyOwnership, Producers, Scenario};
-use crate::strategy::Strategy;
+use crate::strategy::{Route, RouteCtx, Strategy};
 use crate::time::Time;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -25,6 +25,12 @@ pub(crate) struct ProducerState {
     pub reconnecting: bool,
     /// Messages sent while disconnected, in send order.
     pub buffer: VecDeque<u32>,
+    /// Sends the strategy's routing refused (e.g. a Unit-of-Order member down), to retry.
+    pub failed: VecDeque<u32>,
+    /// Later sends wait behind the failed ones (a blocking retry loop in the application).
+    pub failed_block: bool,
+    /// A retry of the failed sends is scheduled.
+    pub retrying: bool,
     /// Clock offset in microseconds (fixed skew + clock_skew faults).
     pub clock_offset: i64,
 }
@@ -43,6 +49,9 @@ impl ProducerState {
             connected_once: false,
             reconnecting: false,
             buffer: VecDeque::new(),
+            failed: VecDeque::new(),
+            failed_block: false,
+            retrying: false,
             clock_offset,
         }
     }
@@ -87,6 +96,7 @@ pub(crate) struct KeyPicker {
     keys: u32,
     next_seq: Vec<u32>,
     poison: f64,
+    group_missing: f64,
     ownership: KeyOwnership,
     producers: u32,
 }
@@ -103,14 +113,16 @@ impl KeyPicker {
             keys: w.keys,
             next_seq: vec![0; w.keys as usize],
             poison: w.poison_fraction,
+            group_missing: w.group_header_missing,
             ownership: sc.producers.key_ownership,
             producers: sc.producers.count,
         }
     }
 
-    /// (key, seq, producer, poison) of the next message. Draw order: key, poison, producer.
+    /// (key, seq, producer, poison, group header set) of the next message. Draw order: key,
+    /// poison, producer, group header.
     #[inline]
-    fn next(&mut self, poison_boost: f64) -> (u32, u32, u32, bool) {
+    fn next(&mut self, poison_boost: f64) -> (u32, u32, u32, bool, bool) {
         let key = match &self.zipf {
             Some(z) => (z.sample(&mut self.rng) as u32).clamp(1, self.keys) - 1,
             None => self.rng.random_range(0..self.keys),
@@ -122,10 +134,11 @@ impl KeyPicker {
             KeyOwnership::Shared if self.producers > 1 => self.rng.random_range(0..self.producers),
             KeyOwnership::Shared => 0,
         };
+        let group = !(self.group_missing > 0.0 && self.rng.random_bool(self.group_missing));
         let s = &mut self.next_seq[key as usize];
         let seq = *s;
         *s += 1;
-        (key, seq, producer, poison)
+        (key, seq, producer, poison, group)
     }
 }
 
@@ -133,7 +146,7 @@ impl<S: Strategy, O: crate::history::Observer> Engine<'_, S, O> {
     /// A message is produced; it goes to the producer's broker or waits in its buffer.
     pub(crate) fn arrival(&mut self) {
         let boost = self.poison_boost.iter().copied().fold(0.0, f64::max);
-        let (key, seq, producer, poison) = self.keys.next(boost);
+        let (key, seq, producer, poison, group) = self.keys.next(boost);
         let id = self.produced;
         self.produced += 1;
         if self.produced < self.sc.workload.messages {
@@ -150,9 +163,15 @@ impl<S: Strategy, O: crate::history::Observer> Engine<'_, S, O> {
             timestamp,
             producer,
             poison,
+            group,
             deliveries: 0,
             loc: Loc::Producer(producer),
         });
+        // The source database commits the new state before the message is sent.
+        let src = &mut self.source[key as usize];
+        src.state = seq + 1;
+        src.timestamp = timestamp;
+        src.version += 1;
         self.emit(Event::Produce {
             t: self.now,
             msg: r,
@@ -160,14 +179,101 @@ impl<S: Strategy, O: crate::history::Observer> Engine<'_, S, O> {
             timestamp,
             poison,
         });
-        match self.producers[producer as usize].broker {
-            Some(b) => {
-                self.enqueue_back(b, slot);
-                self.dispatch(b);
-            }
-            None => self.producers[producer as usize].buffer.push_back(slot),
-        }
+        self.send(producer, slot);
         self.phase_step();
+    }
+
+    /// A send: buffered while disconnected, queued behind earlier failed sends when those block,
+    /// else routed by the strategy.
+    fn send(&mut self, p: u32, slot: u32) {
+        let ps = &mut self.producers[p as usize];
+        if ps.broker.is_none() {
+            ps.buffer.push_back(slot);
+        } else if ps.failed_block && !ps.failed.is_empty() {
+            ps.failed.push_back(slot);
+        } else if let Err(block) = self.route_and_enqueue(p, slot) {
+            self.send_failed(p, slot, block);
+        }
+    }
+
+    /// Asks the strategy where the send goes and stores it there; `Err(block)` if it failed.
+    fn route_and_enqueue(&mut self, p: u32, slot: u32) -> Result<(), bool> {
+        let connected = self.producers[p as usize].broker.expect("connected");
+        let view = self.view(slot);
+        let ctx = RouteCtx {
+            now: self.now,
+            producer: p,
+            connected,
+            up: &self.broker_up,
+        };
+        let route = self.strategy.route(&ctx, &view);
+        let b = match route {
+            Route::Connected => connected,
+            Route::Broker(b) if self.brokers[b as usize].up => b,
+            Route::Broker(_) => return Err(true),
+            Route::Fail { block } => return Err(block),
+        };
+        self.enqueue_back(b, slot);
+        self.dispatch(b);
+        Ok(())
+    }
+
+    fn send_failed(&mut self, p: u32, slot: u32, block: bool) {
+        let msg = self.msg_ref(slot);
+        self.emit(Event::SendFail {
+            t: self.now,
+            msg,
+            producer: p,
+        });
+        let ps = &mut self.producers[p as usize];
+        ps.failed.push_back(slot);
+        ps.failed_block = block;
+        if !ps.retrying {
+            ps.retrying = true;
+            let at = self.now + self.sc.producers.reconnect_delay.0.max(1);
+            self.q.push(at, Ev::ProducerRetry(p));
+        }
+    }
+
+    /// Retries the failed sends in order; a blocking failure keeps everything behind it waiting.
+    pub(crate) fn producer_retry(&mut self, p: u32) {
+        let ps = &mut self.producers[p as usize];
+        ps.retrying = false;
+        if ps.broker.is_none() {
+            // Reconnecting: the failed sends join the buffer, in order, ahead of later sends.
+            let failed = std::mem::take(&mut ps.failed);
+            for slot in failed.into_iter().rev() {
+                ps.buffer.push_front(slot);
+            }
+            return;
+        }
+        let mut pending = std::mem::take(&mut ps.failed);
+        let mut still = VecDeque::new();
+        let mut block = false;
+        while let Some(slot) = pending.pop_front() {
+            if block {
+                still.push_back(slot);
+                continue;
+            }
+            if let Err(b) = self.route_and_enqueue(p, slot) {
+                let msg = self.msg_ref(slot);
+                self.emit(Event::SendFail {
+                    t: self.now,
+                    msg,
+                    producer: p,
+                });
+                still.push_back(slot);
+                block = b;
+                self.producers[p as usize].failed_block = b;
+            }
+        }
+        let ps = &mut self.producers[p as usize];
+        ps.failed = still;
+        if !ps.failed.is_empty() && !ps.retrying {
+            ps.retrying = true;
+            let at = self.now + self.sc.producers.reconnect_delay.0.max(1);
+            self.q.push(at, Ev::ProducerRetry(p));
+        }
     }
 
     /// The producer's broker went down: drop the connection and try the list again later.
