@@ -90,46 +90,49 @@ pub fn table(s: &RunSummary) -> String {
     out
 }
 
-/// The CSV header.
-pub const CSV_HEADER: &[&str] = &[
-    "scenario",
-    "seed",
-    "strategy",
-    "status",
-    "reason",
-    "produced",
-    "applied",
-    "ordering_violations",
-    "stale_rejected",
-    "lost",
-    "duplicates",
-    "dead_lettered",
-    "poison_dead_lettered",
-    "innocent_dead_lettered",
-    "pending_at_end",
-    "final_state_mismatches",
-    "redeliveries",
-    "events",
-    "throughput_per_s",
-    "latency_p50_ms",
-    "latency_p99_ms",
-    "latency_max_ms",
-    "max_block_ms",
-    "sim_time_s",
-    "drain_start_s",
-    "broker_crashes",
-    "consumer_crashes",
-    "disconnects",
-    "failovers",
-    "db_outages",
-    "rollbacks",
-    "forwards",
-    "suspensions",
-    "reassignments",
-];
+/// Flattens a JSON object into (column, value) pairs: nested fields become `parent_child`
+/// (`latency_ms_p50`, `coverage_broker_crashes`), in the structs' field order.
+fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, x) in map {
+                let name = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}_{k}")
+                };
+                flatten(&name, x, out);
+            }
+        }
+        serde_json::Value::String(s) => out.push((prefix.to_string(), s.clone())),
+        serde_json::Value::Null => out.push((prefix.to_string(), String::new())),
+        other => out.push((prefix.to_string(), other.to_string())),
+    }
+}
 
-/// One CSV record per strategy.
+/// The metric columns, derived from [`Metrics`] itself so the CSV can never drift from the JSON.
+pub fn metric_columns() -> Vec<String> {
+    let mut cols = Vec::new();
+    flatten(
+        "",
+        &serde_json::to_value(Metrics::default()).expect("serializes"),
+        &mut cols,
+    );
+    cols.into_iter().map(|(k, _)| k).collect()
+}
+
+/// The CSV header: identification columns, then every metric.
+pub fn csv_header() -> Vec<String> {
+    let mut h: Vec<String> = ["scenario", "seed", "strategy", "status", "reason"]
+        .map(String::from)
+        .to_vec();
+    h.extend(metric_columns());
+    h
+}
+
+/// One CSV record per strategy, in [`csv_header`] order.
 pub fn csv_records(s: &RunSummary) -> Vec<Vec<String>> {
+    let cols = metric_columns();
     s.strategies
         .iter()
         .map(|st| {
@@ -146,53 +149,12 @@ pub fn csv_records(s: &RunSummary) -> Vec<Vec<String>> {
             ];
             match &st.metrics {
                 Some(m) => {
-                    let c = &m.coverage;
-                    r.extend(
-                        [
-                            m.produced,
-                            m.applied,
-                            m.ordering_violations,
-                            m.stale_rejected,
-                            m.lost,
-                            m.duplicates,
-                            m.dead_lettered,
-                            m.poison_dead_lettered,
-                            m.innocent_dead_lettered,
-                            m.pending_at_end,
-                            m.final_state_mismatches,
-                            m.redeliveries,
-                            m.events,
-                        ]
-                        .map(|x| x.to_string()),
-                    );
-                    r.extend(
-                        [
-                            m.throughput_per_s,
-                            m.latency_ms.p50,
-                            m.latency_ms.p99,
-                            m.latency_ms.max,
-                            m.max_block_ms,
-                            m.sim_time_s,
-                            m.drain_start_s,
-                        ]
-                        .map(|x| x.to_string()),
-                    );
-                    r.extend(
-                        [
-                            c.broker_crashes,
-                            c.consumer_crashes,
-                            c.disconnects,
-                            c.failovers,
-                            c.db_outages,
-                            c.rollbacks,
-                            c.forwards,
-                            c.suspensions,
-                            c.reassignments,
-                        ]
-                        .map(|x| x.to_string()),
-                    );
+                    let mut vals = Vec::new();
+                    flatten("", &serde_json::to_value(m).expect("serializes"), &mut vals);
+                    debug_assert_eq!(vals.len(), cols.len());
+                    r.extend(vals.into_iter().map(|(_, v)| v));
                 }
-                None => r.extend(std::iter::repeat_n(String::new(), CSV_HEADER.len() - 5)),
+                None => r.extend(cols.iter().map(|_| String::new())),
             }
             r
         })
@@ -202,7 +164,7 @@ pub fn csv_records(s: &RunSummary) -> Vec<Vec<String>> {
 /// The summary as CSV text.
 pub fn csv(s: &RunSummary) -> Result<String, csv::Error> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(CSV_HEADER)?;
+    w.write_record(csv_header())?;
     for r in csv_records(s) {
         w.write_record(&r)?;
     }

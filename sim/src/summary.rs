@@ -84,6 +84,9 @@ pub struct Metrics {
     pub stale_rejected: u64,
     /// Messages that vanished (no copy left anywhere, never applied).
     pub lost: u64,
+    /// `command` workloads only: commands that never took effect although they were not poison
+    /// (stale-rejected, lost or dead-lettered): what the user lost. 0 for `state` workloads.
+    pub lost_commands: u64,
     /// Applies beyond the first of the same message.
     pub duplicates: u64,
     /// Messages moved to the dead-letter queue without being applied.

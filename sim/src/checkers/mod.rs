@@ -450,6 +450,10 @@ impl Checkers {
             applied: t.applied,
             ordering_violations: self.ordering_violations,
             stale_rejected: t.stale_rejected,
+            lost_commands: match self.kind {
+                WorkloadKind::State => 0,
+                WorkloadKind::Command => t.stale_rejected + t.lost + t.innocent_dead_lettered,
+            },
             lost: t.lost,
             duplicates: self.duplicates,
             dead_lettered: t.dead_lettered,
