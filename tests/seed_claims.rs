@@ -172,3 +172,64 @@ fn endpoint_suspends_and_resumes() {
     assert_eq!(m.applied, m.produced);
     assert_eq!(m.pending_at_end, 0);
 }
+
+/// Seed 004: an MDB (listener) vs a scheduled batch job under a two-hour database outage.
+fn hosting(mode: &str) -> sim::Metrics {
+    let consumers = match mode {
+        "listener" => "",
+        "listener_suspend" => "suspend_after_failures = 10\nresume_after = \"10m\"\n",
+        _ => "mode = \"batch\"\n[consumers.batch]\ninterval = \"15m\"\nretries = 3\nretry_delay = \"1m\"\n",
+    };
+    let text = format!(
+        r#"
+strategies = ["competing"]
+[workload]
+messages = 2000
+rate = "20/min"
+keys = 200
+[[broker]]
+name = "a"
+[redelivery]
+initial_delay = "5s"
+max_redeliveries = 5
+[[fault]]
+kind = "db_outage"
+at = "10m"
+for = "2h"
+[run]
+drain_timeout = "6h"
+[consumers]
+count = 2
+service = "200ms"
+{consumers}
+"#
+    );
+    common::run(&common::scenario(&text), "competing", 1)
+}
+
+#[test]
+fn batch_job_backs_out_fewer_innocent_messages_than_a_listener() {
+    let listener = hosting("listener");
+    let suspend = hosting("listener_suspend");
+    let batch = hosting("batch");
+    for m in [&listener, &suspend, &batch] {
+        assert_eq!(m.poison_dead_lettered, 0);
+        assert_eq!(m.pending_at_end, 0);
+        assert_eq!(m.applied + m.dead_lettered, 2000);
+    }
+    // A listener retries each message 6 times within 30s: everything that arrives during the
+    // outage is backed out.
+    assert!(
+        listener.innocent_dead_lettered > 300,
+        "{}",
+        listener.innocent_dead_lettered
+    );
+    // Suspending the endpoint after 10 failures in a row saves most of them.
+    assert!(suspend.coverage.suspensions > 5);
+    assert!(suspend.innocent_dead_lettered < listener.innocent_dead_lettered / 4);
+    // The job retries in-run with growing delays, then gives up until the next run: fewer still.
+    assert!(batch.coverage.batch_runs_given_up > 0);
+    assert!(batch.innocent_dead_lettered < suspend.innocent_dead_lettered);
+    // The price: a message waits for the next run even when nothing is wrong.
+    assert!(batch.latency_ms.p50 > listener.latency_ms.p50);
+}

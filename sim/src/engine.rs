@@ -11,7 +11,7 @@ use crate::event_queue::EventQueue;
 use crate::faults::FaultPlan;
 use crate::history::{Event, MsgRef, Observer};
 use crate::rng::{stream, Component};
-use crate::scenario::{Connect, Scenario};
+use crate::scenario::{Connect, ConsumerMode, Scenario};
 use crate::strategy::{ConsumerSlot, Control, MsgView, Row, Strategy};
 use crate::summary::{EndReason, Metrics};
 use crate::time::Time;
@@ -33,6 +33,7 @@ pub(crate) enum Ev {
     ForwardArrive { slot: u32, id: u64 },
     ConsumerReconnect { c: u32, epoch: u32 },
     ParkTimeout { c: u32, epoch: u32, serial: u32 },
+    JobStart(u32),
     ProducerRetry(u32),
     Resume { c: u32, epoch: u32 },
     FaultStart(u32),
@@ -318,6 +319,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             Ev::ConsumerReconnect { c, epoch } => self.consumer_reconnect(c, epoch),
             Ev::ParkTimeout { c, epoch, serial } => self.park_timeout(c, epoch, serial),
             Ev::ProducerRetry(p) => self.producer_retry(p),
+            Ev::JobStart(c) => self.job_start(c),
             Ev::Resume { c, epoch } => {
                 let cs = &self.consumers[c as usize];
                 if cs.suspended && cs.suspend_epoch == epoch {
@@ -348,7 +350,13 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             self.producer_reconnect(p);
         }
         for c in 0..self.consumers.len() as u32 {
-            self.consumer_reconnect(c, 0);
+            match &self.sc.consumers.batch {
+                // A batch job connects only when its run starts.
+                Some(b) if self.sc.consumers.mode == ConsumerMode::Batch => {
+                    self.q.push(b.interval.0, Ev::JobStart(c));
+                }
+                _ => self.consumer_reconnect(c, 0),
+            }
         }
         if self.phase_open == 0 {
             self.start_drain();

@@ -233,6 +233,22 @@ pub enum Event {
         /// Consumer.
         consumer: u32,
     },
+    /// A batch job started on a consumer.
+    JobStart {
+        /// Time.
+        t: Time,
+        /// Consumer.
+        consumer: u32,
+    },
+    /// A batch job ended: the queue was drained, or it gave up on a resource outage.
+    JobEnd {
+        /// Time.
+        t: Time,
+        /// Consumer.
+        consumer: u32,
+        /// It stopped because of a resource outage (the rest waits for the next run).
+        gave_up: bool,
+    },
     /// The exclusive/owner assignment changed (single takeover, message group reassignment).
     Reassign {
         /// Time.
@@ -302,6 +318,8 @@ impl Event {
             | Event::Reassign { t, .. }
             | Event::SourceRead { t, .. }
             | Event::SendFail { t, .. }
+            | Event::JobStart { t, .. }
+            | Event::JobEnd { t, .. }
             | Event::DrainStart { t }
             | Event::Pending { t, .. } => t,
         }

@@ -52,6 +52,10 @@ pub struct Coverage {
     pub cache_collapses: u64,
     /// Producer sends that failed (e.g. a Unit-of-Order member down) and were retried.
     pub send_failures: u64,
+    /// Batch job runs started.
+    pub batch_runs: u64,
+    /// Batch job runs that gave up on a resource outage.
+    pub batch_runs_given_up: u64,
 }
 
 /// Why a run stopped.

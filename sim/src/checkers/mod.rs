@@ -272,6 +272,10 @@ impl Checkers {
             Event::Suspend { .. } => self.coverage.suspensions += 1,
             Event::Reassign { .. } => self.coverage.reassignments += 1,
             Event::SourceRead { .. } => self.coverage.source_reads += 1,
+            Event::JobStart { .. } => self.coverage.batch_runs += 1,
+            Event::JobEnd { gave_up, .. } => {
+                self.coverage.batch_runs_given_up += u64::from(gave_up)
+            }
             Event::SendFail { msg, .. } => {
                 self.coverage.send_failures += 1;
                 self.unknown(e, msg);

@@ -98,6 +98,15 @@ pub mod defaults {
     pub(crate) fn resume_after() -> Option<Dur> {
         Some(Dur::from_secs(60))
     }
+    pub(crate) fn batch_retries() -> u32 {
+        3
+    }
+    pub(crate) fn batch_retry_delay() -> Dur {
+        Dur::from_secs(60)
+    }
+    pub(crate) fn batch_retry_multiplier() -> f64 {
+        2.0
+    }
 }
 
 /// The messages produced.
@@ -289,6 +298,44 @@ pub struct Consumers {
     /// Resume a suspended endpoint after this long (`"never"`: stays stopped until the drain phase).
     #[serde(default = "defaults::resume_after", with = "opt_dur_never")]
     pub resume_after: Option<Dur>,
+    /// How the consumers are hosted: `listener` (an MDB, consuming continuously) or `batch` (a job
+    /// started every `[consumers.batch] interval` that drains the queue and stops).
+    #[serde(default)]
+    pub mode: ConsumerMode,
+    /// The batch job's schedule and retry policy (only with `mode = "batch"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchJob>,
+}
+
+/// How consumers are hosted (seed 004).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConsumerMode {
+    /// A message-driven bean: continuous, container-managed transactions; the `[redelivery]`
+    /// policy and endpoint suspension apply.
+    #[default]
+    Listener,
+    /// A scheduled job that drains the queue: a failing message is retried in the job with a
+    /// growing delay; on a resource outage the job stops and leaves the rest for the next run;
+    /// a poison message is rolled back and re-read until the backout threshold moves it away.
+    Batch,
+}
+
+/// `[consumers.batch]`: the job's schedule and in-job retries.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchJob {
+    /// Time between job starts (the first run starts after one interval).
+    pub interval: Dur,
+    /// In-job retries of a message failing on a resource outage before the job gives up.
+    #[serde(default = "defaults::batch_retries")]
+    pub retries: u32,
+    /// Delay before the first in-job retry.
+    #[serde(default = "defaults::batch_retry_delay")]
+    pub retry_delay: Dur,
+    /// Each further retry delay is the previous one times this.
+    #[serde(default = "defaults::batch_retry_multiplier")]
+    pub retry_multiplier: f64,
 }
 
 /// Blocking vs non-blocking redelivery.

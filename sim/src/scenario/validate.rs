@@ -173,6 +173,31 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
     if let Err(m) = c.service.0.check() {
         err(p(&["consumers", "service"]), m);
     }
+    match (c.mode, &c.batch) {
+        (super::ConsumerMode::Batch, None) => err(
+            p(&["consumers", "mode"]),
+            "mode = \"batch\" needs a [consumers.batch] table with at least `interval`".into(),
+        ),
+        (super::ConsumerMode::Listener, Some(_)) => err(
+            p(&["consumers", "batch"]),
+            "[consumers.batch] only applies with mode = \"batch\"".into(),
+        ),
+        (_, Some(b)) => {
+            if b.interval == Dur::ZERO {
+                err(
+                    p(&["consumers", "batch", "interval"]),
+                    "must be longer than 0".into(),
+                );
+            }
+            if !(b.retry_multiplier.is_finite() && (1.0..=100.0).contains(&b.retry_multiplier)) {
+                err(
+                    p(&["consumers", "batch", "retry_multiplier"]),
+                    format!("must be in [1, 100], got {}", b.retry_multiplier),
+                );
+            }
+        }
+        _ => {}
+    }
 
     let r = &s.redelivery;
     if !(r.multiplier.is_finite() && (1.0..=100.0).contains(&r.multiplier)) {

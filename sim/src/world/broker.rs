@@ -123,11 +123,12 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 Select::Stop => break,
             }
         }
-        self.scratch = cands;
-        for ci in 0..self.scratch.len() {
-            let c = self.scratch[ci].id;
-            self.start_next(c);
+        // `start_next` may re-enter dispatch (a strategy hook, a batch job ending), which uses
+        // `self.scratch`: keep this call's list local until the loop is over.
+        for cand in &cands {
+            self.start_next(cand.id);
         }
+        self.scratch = cands;
         self.apply_control();
     }
 

@@ -7,7 +7,7 @@ use super::{Delivery, Loc};
 use crate::engine::{Engine, Ev};
 use crate::history::MsgRef;
 use crate::history::{Event, FailReason, Node, Observer};
-use crate::scenario::RedeliveryMode;
+use crate::scenario::{ConsumerMode, RedeliveryMode};
 use crate::strategy::{Begin, HandlerCtx, MsgView, Outcome, Strategy, WorldChange};
 use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
@@ -76,7 +76,9 @@ pub(crate) struct ConsumerState {
     pub epoch: u32,
     /// Connected broker.
     pub broker: Option<u16>,
-    pub connected_once: bool,
+    /// The last disconnect was involuntary (crash, blip, broker loss): the next connect is a
+    /// failover.
+    pub lost_connection: bool,
     /// Network blip nesting: reconnects when it returns to 0.
     pub blip_depth: u32,
     pub crash_depth: u32,
@@ -89,6 +91,10 @@ pub(crate) struct ConsumerState {
     pub suspended: bool,
     pub suspend_epoch: u32,
     pub park_serial: u32,
+    /// Batch mode: a job run is in progress.
+    pub job_running: bool,
+    /// Batch mode: in-job retries used on the message in hand.
+    pub job_retries: u32,
     pub slow: f64,
     pub rng: ChaCha8Rng,
 }
@@ -100,7 +106,7 @@ impl ConsumerState {
             up: true,
             epoch: 0,
             broker: None,
-            connected_once: false,
+            lost_connection: false,
             blip_depth: 0,
             crash_depth: 0,
             phase: Phase::Idle,
@@ -110,6 +116,8 @@ impl ConsumerState {
             suspended: false,
             suspend_epoch: 0,
             park_serial: 0,
+            job_running: false,
+            job_retries: 0,
             slow: 1.0,
             rng,
         }
@@ -167,6 +175,10 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             return;
         }
         let Some(d) = cs.buffer.pop_front() else {
+            if cs.job_running && cs.ack_pending.is_empty() && cs.broker.is_some() {
+                // receiveNoWait() returned nothing: the queue is drained for this run.
+                self.end_job(c, false);
+            }
             return;
         };
         let view = self.view(d.slot);
@@ -316,6 +328,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     fn succeeded(&mut self, c: u32, d: Delivery) {
         let cs = &mut self.consumers[c as usize];
         cs.failures_in_row = 0;
+        cs.job_retries = 0;
         cs.phase = Phase::Idle;
         let latency = self.sc.consumers.ack_latency.0;
         if latency == 0 {
@@ -345,6 +358,9 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         self.settle(d.slot);
         self.apply_control();
         self.dispatch(d.broker);
+        if self.consumers[c as usize].job_running {
+            self.start_next(c);
+        }
     }
 
     fn failed(&mut self, c: u32, job: Job, reason: FailReason) {
@@ -360,6 +376,10 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             consumer: c,
             reason,
         });
+        if self.consumers[c as usize].job_running {
+            self.batch_failed(c, d, msg, reason);
+            return;
+        }
         let cs = &mut self.consumers[c as usize];
         cs.failures_in_row += 1;
         cs.phase = Phase::Idle;
@@ -478,8 +498,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     fn attach(&mut self, c: u32, b: u16) {
         let cs = &mut self.consumers[c as usize];
         cs.broker = Some(b);
-        let failover = cs.connected_once;
-        cs.connected_once = true;
+        let failover = cs.lost_connection;
+        cs.lost_connection = false;
         self.brokers[b as usize].attached.push(c);
         self.emit(Event::Connect {
             t: self.now,
@@ -497,6 +517,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         debug_assert_eq!(self.consumers[c as usize].broker, Some(b));
         // The broker's attached list was already taken by the crash; detach does the rest.
         self.brokers[b as usize].attached.push(c);
+        self.consumers[c as usize].lost_connection = true;
         self.emit(Event::Disconnect {
             t: self.now,
             node: Node::Consumer(c),
@@ -515,6 +536,9 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     pub(crate) fn consumer_reconnect(&mut self, c: u32, epoch: u32) {
         let cs = &self.consumers[c as usize];
         if cs.epoch != epoch || !cs.up || cs.broker.is_some() || cs.blip_depth > 0 || cs.suspended {
+            return;
+        }
+        if self.sc.consumers.mode == ConsumerMode::Batch && !cs.job_running {
             return;
         }
         match cs
@@ -537,6 +561,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         }
         cs.up = false;
         cs.epoch += 1;
+        cs.job_running = false;
+        cs.lost_connection = true;
         let in_hand = match cs.phase {
             Phase::Serving { job, .. } | Phase::Parked { job, .. } => Some(job.view),
             _ => None,
@@ -582,6 +608,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         if cs.blip_depth > 1 || !cs.up {
             return;
         }
+        cs.lost_connection = true;
         self.emit(Event::Disconnect {
             t: self.now,
             node: Node::Consumer(c),
@@ -628,6 +655,106 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             consumer: c,
         });
         self.consumer_reconnect(c, epoch);
+    }
+
+    /// A scheduled batch run starts: the job connects and drains the queue.
+    pub(crate) fn job_start(&mut self, c: u32) {
+        let interval = self
+            .sc
+            .consumers
+            .batch
+            .as_ref()
+            .map_or(1, |b| b.interval.0.max(1));
+        self.q.push(self.now + interval, Ev::JobStart(c));
+        let cs = &mut self.consumers[c as usize];
+        if !cs.up || cs.job_running {
+            return;
+        }
+        cs.job_running = true;
+        cs.job_retries = 0;
+        let epoch = cs.epoch;
+        self.emit(Event::JobStart {
+            t: self.now,
+            consumer: c,
+        });
+        self.consumer_reconnect(c, epoch);
+        // Nothing delivered on connect: the queue is empty (or the broker unreachable) this run.
+        self.start_next(c);
+        if self.consumers[c as usize].broker.is_none() && self.consumers[c as usize].job_running {
+            self.end_job(c, true);
+        }
+    }
+
+    /// The run is over: drained, or given up on a resource outage (the rest waits for the next).
+    fn end_job(&mut self, c: u32, gave_up: bool) {
+        let cs = &mut self.consumers[c as usize];
+        cs.job_running = false;
+        cs.job_retries = 0;
+        self.emit(Event::JobEnd {
+            t: self.now,
+            consumer: c,
+            gave_up,
+        });
+        self.detach(c, false);
+    }
+
+    /// A batch job's error handling (seed 004): retry a resource outage in the job with a growing
+    /// delay, then stop the run; roll a poison message back to the head of the queue, where the
+    /// next read finds it again until the backout threshold moves it to the backout queue. Every
+    /// rollback counts toward that threshold, so a long outage can back out innocent messages.
+    fn batch_failed(&mut self, c: u32, d: Delivery, msg: MsgRef, reason: FailReason) {
+        self.consumers[c as usize].phase = Phase::Idle;
+        if !self.slab.valid(&d, c) || !self.brokers[d.broker as usize].up {
+            self.start_next(c);
+            return;
+        }
+        let job = self
+            .sc
+            .consumers
+            .batch
+            .as_ref()
+            .expect("batch mode has a batch table");
+        let deliveries = self.slab.get(d.slot).deliveries;
+        let max = self.sc.redelivery.max_redeliveries;
+        if max >= 0 && deliveries.saturating_sub(1) as i64 >= max {
+            self.dead_letter(d.broker, d.slot);
+            self.dispatch(d.broker);
+            self.start_next(c);
+            return;
+        }
+        let cs = &mut self.consumers[c as usize];
+        if reason == FailReason::Outage && cs.job_retries < job.retries {
+            cs.job_retries += 1;
+            let n = cs.job_retries;
+            let delay = (job.retry_delay.0 as f64 * job.retry_multiplier.powi(n as i32 - 1))
+                .min(3.2e15) as u64;
+            cs.phase = Phase::Waiting { d };
+            let epoch = cs.epoch;
+            self.emit(Event::Redelivery {
+                t: self.now,
+                msg,
+                delay_us: delay,
+                blocking: true,
+            });
+            self.q
+                .push(self.now + delay, Ev::BlockingRetry { c, epoch });
+            return;
+        }
+        // Roll back: the message returns to the head of the queue at once.
+        self.emit(Event::Redelivery {
+            t: self.now,
+            msg,
+            delay_us: 0,
+            blocking: false,
+        });
+        self.slab.get_mut(d.slot).loc = Loc::Queued(d.broker);
+        self.brokers[d.broker as usize].queue.push_front(d.slot);
+        if reason == FailReason::Outage {
+            self.end_job(c, true);
+        } else {
+            self.dispatch(d.broker);
+            self.start_next(c);
+        }
     }
 
     /// The consumer is working on an orphaned delivery when its buffer is empty and it is detached:
