@@ -1,6 +1,7 @@
 //! The `sim` command line as a library: every command is a function, so integration tests drive
 //! them without spawning a process.
 
+pub mod check;
 pub mod report;
 
 use sim::history::{JsonLines, NoObserver};
@@ -26,6 +27,9 @@ pub enum CliError {
         /// The one-line repro command.
         repro: String,
     },
+    /// Some expectations failed; the report says which (exit 1).
+    #[error("some expectations failed")]
+    Failed,
     /// Results could not be written (exit 1).
     #[error("cannot write {path}: {reason}")]
     Output {
@@ -41,7 +45,7 @@ impl CliError {
     pub fn exit_code(&self) -> i32 {
         match self {
             CliError::Scenario(_) | CliError::Usage(_) => 2,
-            CliError::Run { .. } | CliError::Output { .. } => 1,
+            CliError::Run { .. } | CliError::Output { .. } | CliError::Failed => 1,
         }
     }
 }

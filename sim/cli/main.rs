@@ -52,6 +52,18 @@ enum Command {
         #[arg(long)]
         seed: Option<u64>,
     },
+    /// Run every scenario's [expect] section and judge it (exit 1 on any failure, 2 on bad input).
+    Check {
+        /// Scenario files or directories (searched recursively for *.toml).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Also write the verdicts as JUnit XML.
+        #[arg(long)]
+        junit: Option<PathBuf>,
+        /// Runs in parallel (the results do not depend on it).
+        #[arg(long, default_value_t = 1)]
+        jobs: usize,
+    },
     /// List the strategies and fault kinds.
     List,
 }
@@ -60,6 +72,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(CliError::Failed) => ExitCode::from(1),
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(e.exit_code() as u8)
@@ -119,6 +132,17 @@ fn run(cli: Cli) -> Result<(), CliError> {
             );
             for l in plan.describe(&sc) {
                 println!("  {l}");
+            }
+            Ok(())
+        }
+        Command::Check { paths, junit, jobs } => {
+            let report = ordsim::check::check(&paths, jobs)?;
+            print!("{}", report.text());
+            if let Some(path) = junit {
+                ordsim::write_atomic(&path, report.junit().as_bytes())?;
+            }
+            if report.failed() {
+                return Err(CliError::Failed);
             }
             Ok(())
         }

@@ -90,35 +90,13 @@ pub fn table(s: &RunSummary) -> String {
     out
 }
 
-/// Flattens a JSON object into (column, value) pairs: nested fields become `parent_child`
-/// (`latency_ms_p50`, `coverage_broker_crashes`), in the structs' field order.
-fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
-    match v {
-        serde_json::Value::Object(map) => {
-            for (k, x) in map {
-                let name = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}_{k}")
-                };
-                flatten(&name, x, out);
-            }
-        }
-        serde_json::Value::String(s) => out.push((prefix.to_string(), s.clone())),
-        serde_json::Value::Null => out.push((prefix.to_string(), String::new())),
-        other => out.push((prefix.to_string(), other.to_string())),
-    }
-}
-
 /// The metric columns, derived from [`Metrics`] itself so the CSV can never drift from the JSON.
 pub fn metric_columns() -> Vec<String> {
-    let mut cols = Vec::new();
-    flatten(
-        "",
-        &serde_json::to_value(Metrics::default()).expect("serializes"),
-        &mut cols,
-    );
-    cols.into_iter().map(|(k, _)| k).collect()
+    Metrics::default()
+        .fields()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect()
 }
 
 /// The CSV header: identification columns, then every metric.
@@ -149,10 +127,12 @@ pub fn csv_records(s: &RunSummary) -> Vec<Vec<String>> {
             ];
             match &st.metrics {
                 Some(m) => {
-                    let mut vals = Vec::new();
-                    flatten("", &serde_json::to_value(m).expect("serializes"), &mut vals);
+                    let vals = m.fields();
                     debug_assert_eq!(vals.len(), cols.len());
-                    r.extend(vals.into_iter().map(|(_, v)| v));
+                    r.extend(vals.into_iter().map(|(_, v)| match v {
+                        serde_json::Value::String(s) => s,
+                        other => other.to_string(),
+                    }));
                 }
                 None => r.extend(cols.iter().map(|_| String::new())),
             }

@@ -11,6 +11,7 @@ pub mod checkers;
 pub mod dist;
 pub mod engine;
 pub mod event_queue;
+pub mod expect;
 pub mod faults;
 pub mod history;
 pub mod rng;

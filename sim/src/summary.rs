@@ -149,3 +149,65 @@ pub struct RunSummary {
     /// One entry per strategy, in the order requested.
     pub strategies: Vec<StrategySummary>,
 }
+
+/// Flattens a JSON object into (column, value) pairs: nested fields become `parent_child`
+/// (`latency_ms_p50`, `coverage_broker_crashes`), in the structs' field order when serde_json
+/// keeps order (the `sim` binary enables it), else sorted.
+pub fn flatten_json(
+    prefix: &str,
+    v: &serde_json::Value,
+    out: &mut Vec<(String, serde_json::Value)>,
+) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, x) in map {
+                let name = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}_{k}")
+                };
+                flatten_json(&name, x, out);
+            }
+        }
+        other => out.push((prefix.to_string(), other.clone())),
+    }
+}
+
+impl Metrics {
+    /// Every figure as a flat (name, value) list: `produced`, ..., `latency_ms_p99`,
+    /// `coverage_broker_crashes`.
+    pub fn fields(&self) -> Vec<(String, serde_json::Value)> {
+        let mut out = Vec::new();
+        flatten_json(
+            "",
+            &serde_json::to_value(self).expect("metrics serialize"),
+            &mut out,
+        );
+        out
+    }
+
+    /// The names of every numeric figure (what an expectation may bound).
+    pub fn numeric_field_names() -> Vec<String> {
+        Metrics::default()
+            .fields()
+            .into_iter()
+            .filter(|(_, v)| v.is_number())
+            .map(|(k, _)| k)
+            .collect()
+    }
+
+    /// A numeric figure by name. Accepts the flat name (`coverage_broker_crashes`), the dotted path
+    /// (`coverage.broker_crashes`, `latency_ms.p99`), or a coverage counter's own name
+    /// (`broker_crashes`).
+    pub fn numeric(&self, name: &str) -> Option<f64> {
+        let flat = name.replace('.', "_");
+        let fields = self.fields();
+        let find = |n: &str| {
+            fields
+                .iter()
+                .find(|(k, _)| k == n)
+                .and_then(|(_, v)| v.as_f64())
+        };
+        find(&flat).or_else(|| find(&format!("coverage_{flat}")))
+    }
+}

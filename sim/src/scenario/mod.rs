@@ -51,6 +51,9 @@ pub struct Scenario {
     /// Bounds of the run.
     #[serde(default)]
     pub run: RunLimits,
+    /// What must hold, for `sim check` (see [`crate::expect`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<crate::expect::Expect>,
     /// Per-strategy parameters: `[strategy.single]` etc. Each strategy checks its own table.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub strategy: BTreeMap<String, toml::Table>,

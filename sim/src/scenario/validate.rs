@@ -228,6 +228,14 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
     for (i, f) in s.faults.iter().enumerate() {
         validate_fault(s, i, f, &names, &allowed, &mut err);
     }
+    if let Some(x) = &s.expect {
+        for (path, msg) in crate::expect::validate(x, &s.strategies) {
+            err(
+                path.iter().map(|k| PathSeg::from(k.as_str())).collect(),
+                msg,
+            );
+        }
+    }
     check_overlaps(s, &mut err);
     e
 }

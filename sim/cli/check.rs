@@ -1,0 +1,270 @@
+//! `sim check`: run every scenario's `[expect]` block and judge it; the CI regression suite.
+
+use crate::{load, repro_line, scenario_name, CliError};
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+use rayon::prelude::*;
+use sim::expect::{Evaluation, Verdict};
+use sim::history::NoObserver;
+use sim::{FaultPlan, Metrics, RunOptions, Scenario, Status, StrategySummary};
+use std::path::{Path, PathBuf};
+
+/// One scenario file's verdicts.
+pub struct ScenarioVerdicts {
+    /// The file.
+    pub file: PathBuf,
+    /// Its name.
+    pub name: String,
+    /// One per expectation, in file order (strategies in the scenario's order).
+    pub evaluations: Vec<Evaluation>,
+    /// Self-check failures of runs (engine bugs), with their repro lines.
+    pub errors: Vec<String>,
+}
+
+/// Everything `sim check` found.
+pub struct CheckReport {
+    /// Per scenario with expectations.
+    pub scenarios: Vec<ScenarioVerdicts>,
+    /// Files without an `[expect]` section (not run).
+    pub skipped: Vec<PathBuf>,
+}
+
+impl CheckReport {
+    /// Counts of (pass, fail, unknown); a run error counts as a failure.
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let mut c = (0, 0, 0);
+        for s in &self.scenarios {
+            for e in &s.evaluations {
+                match e.verdict {
+                    Verdict::Pass => c.0 += 1,
+                    Verdict::Fail => c.1 += 1,
+                    Verdict::Unknown => c.2 += 1,
+                }
+            }
+            c.1 += s.errors.len();
+        }
+        c
+    }
+
+    /// Whether anything failed.
+    pub fn failed(&self) -> bool {
+        self.counts().1 > 0
+    }
+
+    /// The printed report: one line per expectation, a repro line under each failure, a total.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for f in &self.skipped {
+            out.push_str(&format!("SKIP     {} (no [expect] section)\n", f.display()));
+        }
+        for s in &self.scenarios {
+            let file = s.file.display().to_string();
+            for e in &s.evaluations {
+                let tag = match e.verdict {
+                    Verdict::Pass => "PASS   ",
+                    Verdict::Fail => "FAIL   ",
+                    Verdict::Unknown => "UNKNOWN",
+                };
+                out.push_str(&format!(
+                    "{tag}  {file}  {}  {} {}  (measured: {})\n",
+                    e.strategy,
+                    e.field,
+                    e.bound,
+                    e.measured_text()
+                ));
+                if e.verdict == Verdict::Unknown {
+                    if let Some(r) = &e.reason {
+                        out.push_str(&format!("         unknown: {r}\n"));
+                    }
+                }
+                if let (Verdict::Fail, Some(seed)) = (e.verdict, e.first_failing_seed()) {
+                    out.push_str(&format!(
+                        "         repro: {}\n",
+                        repro_line(&file, seed, Some(&e.strategy))
+                    ));
+                }
+            }
+            for err in &s.errors {
+                out.push_str(&format!("ERROR    {file}  {err}\n"));
+            }
+        }
+        let (p, f, u) = self.counts();
+        out.push_str(&format!("{p} passed, {f} failed, {u} unknown\n"));
+        out
+    }
+
+    /// JUnit XML: a suite per scenario file, a case per expectation.
+    pub fn junit(&self) -> String {
+        let mut report = Report::new("sim check");
+        for s in &self.scenarios {
+            let file = s.file.display().to_string();
+            let mut suite = TestSuite::new(file.clone());
+            for e in &s.evaluations {
+                let name = format!("{}: {} {}", e.strategy, e.field, e.bound);
+                let status = match e.verdict {
+                    Verdict::Pass => TestCaseStatus::success(),
+                    Verdict::Fail => {
+                        let mut st = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                        st.set_message(format!("measured: {}", e.measured_text()));
+                        if let Some(seed) = e.first_failing_seed() {
+                            st.set_description(format!(
+                                "repro: {}",
+                                repro_line(&file, seed, Some(&e.strategy))
+                            ));
+                        }
+                        st
+                    }
+                    Verdict::Unknown => {
+                        let mut st = TestCaseStatus::skipped();
+                        st.set_message(e.reason.clone().unwrap_or_else(|| "unknown".into()));
+                        st
+                    }
+                };
+                let mut case = TestCase::new(name, status);
+                case.set_classname(s.name.clone());
+                suite.add_test_case(case);
+            }
+            for err in &s.errors {
+                let mut st = TestCaseStatus::non_success(NonSuccessKind::Error);
+                st.set_message(err.clone());
+                suite.add_test_case(TestCase::new("self-check", st));
+            }
+            report.add_test_suite(suite);
+        }
+        report.to_string().expect("junit serializes")
+    }
+}
+
+/// The scenario files named by `paths` (directories are searched recursively for `*.toml`), sorted.
+pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            collect(p, &mut files)?;
+        } else {
+            files.push(p.clone());
+        }
+    }
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), CliError> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| CliError::Usage(format!("{}: {e}", dir.display())))?;
+    for entry in entries {
+        let p = entry
+            .map_err(|e| CliError::Usage(format!("{}: {e}", dir.display())))?
+            .path();
+        if p.is_dir() {
+            collect(&p, out)?;
+        } else if p.extension().is_some_and(|x| x == "toml") {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+/// Runs every scenario with expectations, over its seeds, on `jobs` threads (the results do not
+/// depend on `jobs`), and judges every expectation.
+pub fn check(paths: &[PathBuf], jobs: usize) -> Result<CheckReport, CliError> {
+    let files = scenario_files(paths)?;
+    if files.is_empty() {
+        return Err(CliError::Usage("no scenario files found".into()));
+    }
+    let mut loaded: Vec<(PathBuf, Scenario)> = Vec::new();
+    let mut skipped = Vec::new();
+    for f in files {
+        let sc = load(&f)?;
+        if sc.expect.is_some() {
+            loaded.push((f, sc));
+        } else {
+            skipped.push(f);
+        }
+    }
+    let tasks: Vec<(usize, u64)> = loaded
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (_, sc))| {
+            let x = sc.expect.as_ref().expect("filtered");
+            let seeds: Vec<u64> = match x.seeds {
+                Some(r) => r.iter().collect(),
+                None => vec![sc.seed],
+            };
+            seeds.into_iter().map(move |s| (i, s))
+        })
+        .collect();
+    let run = |&(i, seed): &(usize, u64)| -> Result<Vec<StrategySummary>, String> {
+        let (file, sc) = &loaded[i];
+        let plan = FaultPlan::resolve(sc, seed);
+        let opts = RunOptions {
+            seed,
+            max_events: None,
+            max_sim_time: None,
+        };
+        sc.strategies
+            .iter()
+            .map(|name| {
+                strategies::run_named(name, sc, &plan, &opts, &mut NoObserver).map_err(|e| {
+                    format!(
+                        "{name} seed {seed}: {e}; repro: {}",
+                        repro_line(&file.display().to_string(), seed, Some(name))
+                    )
+                })
+            })
+            .collect()
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs.max(1))
+        .build()
+        .map_err(|e| CliError::Usage(format!("--jobs: {e}")))?;
+    let results: Vec<Result<Vec<StrategySummary>, String>> =
+        pool.install(|| tasks.par_iter().map(run).collect());
+
+    let mut scenarios = Vec::new();
+    for (i, (file, sc)) in loaded.iter().enumerate() {
+        let x = sc.expect.as_ref().expect("filtered");
+        let mine: Vec<(u64, &Result<Vec<StrategySummary>, String>)> = tasks
+            .iter()
+            .zip(&results)
+            .filter(|((j, _), _)| *j == i)
+            .map(|((_, seed), r)| (*seed, r))
+            .collect();
+        let errors: Vec<String> = mine
+            .iter()
+            .filter_map(|(_, r)| r.as_ref().err().cloned())
+            .collect();
+        let mut evaluations = Vec::new();
+        for (strategy, field, bound) in x.expand(&sc.strategies) {
+            let per_seed: Vec<(u64, Result<&Metrics, String>)> = mine
+                .iter()
+                .map(|(seed, r)| {
+                    let m = match r {
+                        Err(e) => Err(format!("run failed: {e}")),
+                        Ok(list) => match list.iter().find(|s| s.strategy == strategy) {
+                            Some(StrategySummary {
+                                status: Status::Ok,
+                                metrics: Some(m),
+                                ..
+                            }) => Ok(m),
+                            Some(s) => Err(format!(
+                                "{strategy} is not applicable: {}",
+                                s.reason.as_deref().unwrap_or("no reason given")
+                            )),
+                            None => Err(format!("{strategy} did not run")),
+                        },
+                    };
+                    (*seed, m)
+                })
+                .collect();
+            evaluations.push(x.judge(&strategy, &field, bound, &per_seed));
+        }
+        scenarios.push(ScenarioVerdicts {
+            file: file.clone(),
+            name: scenario_name(sc, file),
+            evaluations,
+            errors,
+        });
+    }
+    Ok(CheckReport { scenarios, skipped })
+}
