@@ -5,6 +5,7 @@
 //! parameters, build) and is listed once in the `registry!` invocation, which generates [`ALL`], the
 //! parameter checks and [`run_named`] (the engine monomorphized per strategy).
 
+pub mod cache_pessimistic;
 pub mod competing;
 pub mod single;
 
@@ -14,6 +15,7 @@ use sim::scenario::{FieldError, PathSeg, Scenario};
 use sim::strategy::Strategy;
 use sim::{FaultPlan, RunError, RunOptions, Status, StrategySummary};
 
+pub use cache_pessimistic::CachePessimistic;
 pub use competing::Competing;
 pub use single::Single;
 
@@ -117,7 +119,7 @@ macro_rules! registry {
     };
 }
 
-registry!(Competing, Single,);
+registry!(Competing, Single, CachePessimistic,);
 
 /// Whether `name` is a known strategy.
 pub fn is_known(name: &str) -> bool {
