@@ -186,7 +186,12 @@ fn run_prints_repro_plan_and_table_and_writes_outputs() {
     assert_eq!(json["seed"], 9);
     assert_eq!(json["strategies"][0]["strategy"], "competing");
     let csv = std::fs::read_to_string(out.join("summary.csv")).unwrap();
-    assert_eq!(csv.lines().count(), 3);
+    let runs = json["strategies"].as_array().unwrap().len();
+    assert_eq!(
+        csv.lines().count(),
+        1 + runs,
+        "a header and one line per strategy"
+    );
 }
 
 #[test]

@@ -45,7 +45,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             any::<bool>(),
         ),
         prop::collection::vec((0u8..6, 1u32..=60, 10u32..=3000), 0..4),
-        prop::sample::select(vec!["competing", "single"]),
+        prop::sample::select(vec!["competing", "single", "message_groups"]),
     )
         .prop_map(
             |(
@@ -144,7 +144,7 @@ proptest! {
         prop_assert_eq!(m.produced, m.applied + m.stale_rejected + m.dead_lettered + m.pending_at_end + m.lost);
         prop_assert_eq!(m.dead_lettered, m.poison_dead_lettered + m.innocent_dead_lettered);
         prop_assert!(m.applied <= m.produced);
-        if g.faults.is_empty() && g.poison == 0.0 && g.strategy == "single" {
+        if g.faults.is_empty() && g.poison == 0.0 && matches!(g.strategy, "single" | "message_groups") {
             prop_assert_eq!(m.ordering_violations, 0);
         }
     }

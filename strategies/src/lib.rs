@@ -7,6 +7,7 @@
 
 pub mod cache_pessimistic;
 pub mod competing;
+pub mod message_groups;
 pub mod single;
 
 use serde::de::DeserializeOwned;
@@ -17,6 +18,7 @@ use sim::{FaultPlan, RunError, RunOptions, Status, StrategySummary};
 
 pub use cache_pessimistic::CachePessimistic;
 pub use competing::Competing;
+pub use message_groups::MessageGroups;
 pub use single::Single;
 
 /// A strategy the registry knows: its name, what it models, its `[strategy.NAME]` parameters, and
@@ -119,7 +121,13 @@ macro_rules! registry {
     };
 }
 
-registry!(Competing, Single, CachePessimistic,);
+// Braces keep rustfmt from folding the list: one strategy per line.
+registry! {
+    Competing,
+    Single,
+    MessageGroups,
+    CachePessimistic,
+}
 
 /// Whether `name` is a known strategy.
 pub fn is_known(name: &str) -> bool {
