@@ -6,6 +6,8 @@
 //! parameter checks and [`run_named`] (the engine monomorphized per strategy).
 
 pub mod competing;
+pub mod db_optimistic;
+pub mod notifier;
 pub mod single;
 
 use serde::de::DeserializeOwned;
@@ -15,6 +17,8 @@ use sim::strategy::Strategy;
 use sim::{FaultPlan, RunError, RunOptions, Status, StrategySummary};
 
 pub use competing::Competing;
+pub use db_optimistic::DbOptimistic;
+pub use notifier::Notifier;
 pub use single::Single;
 
 /// A strategy the registry knows: its name, what it models, its `[strategy.NAME]` parameters, and
@@ -117,7 +121,7 @@ macro_rules! registry {
     };
 }
 
-registry!(Competing, Single,);
+registry!(Competing, Single, Notifier, DbOptimistic,);
 
 /// Whether `name` is a known strategy.
 pub fn is_known(name: &str) -> bool {
