@@ -7,7 +7,9 @@
 
 pub mod cache_pessimistic;
 pub mod competing;
+pub mod db_optimistic;
 pub mod message_groups;
+pub mod notifier;
 pub mod single;
 
 use serde::de::DeserializeOwned;
@@ -18,7 +20,9 @@ use sim::{FaultPlan, RunError, RunOptions, Status, StrategySummary};
 
 pub use cache_pessimistic::CachePessimistic;
 pub use competing::Competing;
+pub use db_optimistic::DbOptimistic;
 pub use message_groups::MessageGroups;
+pub use notifier::Notifier;
 pub use single::Single;
 
 /// A strategy the registry knows: its name, what it models, its `[strategy.NAME]` parameters, and
@@ -125,8 +129,10 @@ macro_rules! registry {
 registry! {
     Competing,
     Single,
-    MessageGroups,
+    Notifier,
+    DbOptimistic,
     CachePessimistic,
+    MessageGroups,
 }
 
 /// Whether `name` is a known strategy.

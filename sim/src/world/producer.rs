@@ -315,11 +315,9 @@ impl<S: Strategy, O: crate::history::Observer> Engine<'_, S, O> {
             broker: b,
             failover,
         });
-        for &slot in &buffered {
-            self.enqueue_back(b, slot);
-        }
-        if !buffered.is_empty() {
-            self.dispatch(b);
+        // Buffered sends go through the strategy's routing, in order, like any send.
+        for slot in buffered {
+            self.send(p, slot);
         }
     }
 }
