@@ -7,6 +7,7 @@
 
 pub mod competing;
 pub mod single;
+pub mod unit_of_order;
 
 use serde::de::DeserializeOwned;
 use sim::history::Observer;
@@ -16,6 +17,7 @@ use sim::{FaultPlan, RunError, RunOptions, Status, StrategySummary};
 
 pub use competing::Competing;
 pub use single::Single;
+pub use unit_of_order::UnitOfOrder;
 
 /// A strategy the registry knows: its name, what it models, its `[strategy.NAME]` parameters, and
 /// how to build it for a scenario (or say why it cannot run there).
@@ -117,7 +119,7 @@ macro_rules! registry {
     };
 }
 
-registry!(Competing, Single,);
+registry!(Competing, Single, UnitOfOrder,);
 
 /// Whether `name` is a known strategy.
 pub fn is_known(name: &str) -> bool {
