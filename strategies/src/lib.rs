@@ -11,6 +11,7 @@ pub mod db_optimistic;
 pub mod message_groups;
 pub mod notifier;
 pub mod single;
+pub mod unit_of_order;
 
 use serde::de::DeserializeOwned;
 use sim::history::Observer;
@@ -24,6 +25,7 @@ pub use db_optimistic::DbOptimistic;
 pub use message_groups::MessageGroups;
 pub use notifier::Notifier;
 pub use single::Single;
+pub use unit_of_order::UnitOfOrder;
 
 /// A strategy the registry knows: its name, what it models, its `[strategy.NAME]` parameters, and
 /// how to build it for a scenario (or say why it cannot run there).
@@ -133,6 +135,7 @@ registry! {
     DbOptimistic,
     CachePessimistic,
     MessageGroups,
+    UnitOfOrder,
 }
 
 /// Whether `name` is a known strategy.

@@ -1,0 +1,788 @@
+//! `unit_of_order`: WebLogic JMS Message Unit-of-Order (UoO), on a single server or a distributed
+//! queue (hash or Path Service routing).
+//!
+//! Models the mechanism documented in Oracle's "Using Message Unit-of-Order" (WebLogic JMS
+//! programmer's guide, seed 003; research/brokers.md section 6, [R3], [W2], [W3]):
+//!
+//! - **Dispatch** (broker side): a unit's messages are "processed one at a time. The processing
+//!   completion of one message allows the next message in the Unit-of-Order to be delivered";
+//!   completion is an ack/commit, a recover/rollback, or the consumer closing. So at most one
+//!   message per unit is unacknowledged: a unit's next message is held (`Select::Hold`; other
+//!   units' messages behind it go on) until the one in flight is acked or dead-lettered
+//!   (`on_settled`), or given back because its consumer left (`on_detach`: the engine already put
+//!   it back at the head of the queue; "then messages M1 through Mn are delivered to any available
+//!   consumer"). A rolled-back message is not complete for ordering purposes: "messages that ...
+//!   have a Redelivery Delay ... will delay messages that arrive after them", so while it waits out
+//!   its redelivery delay (non-blocking: at the broker; blocking: in its consumer's session) the
+//!   rest of its unit waits too. That is the head-of-line blocking of seed 003, on a poison
+//!   message for the whole of its redeliveries. The redelivered message itself may go to any
+//!   consumer. A message without the UoO name (`[workload] group_header_missing`) has no unit and
+//!   is dispatched freely, round-robin over consumers with free prefetch (as are unit messages
+//!   whose unit is free).
+//!
+//!   Scope. A unit belongs to a destination ("within a destination, messages that have the same
+//!   value for the Unit-of-Order name attribute belong to the same Unit-of-Order"). Without
+//!   routing (`routing = "none"`) every broker is its own destination: the state is kept per
+//!   (broker, unit), and two servers holding messages of one name serve them independently, which
+//!   is exactly why UoO "does not work" for a clustered HA setup whose producers fail over between
+//!   servers (seed 000). On a distributed queue (hash or Path Service routing) a unit's messages
+//!   "reside on only one physical member", so the unit has one state for the whole queue. This
+//!   matters only when the engine moves messages between brokers itself: its store-and-forward
+//!   (ActiveMQ's network of brokers) sends a member's messages to a member with consumers, which a
+//!   WebLogic distributed queue does not do by default (Forward Delay -1). Per-member state would
+//!   then let the origin member, once it has consumers again, serve a unit's newer messages while
+//!   its older ones wait at the other member; a queue-wide state keeps them in one line, as the
+//!   documented invariant implies.
+//!
+//! - **Routing** (producer side) on a distributed queue, all `[[broker]]`s being its members, in
+//!   file order. The producer's connected server is irrelevant to where a unit's message goes
+//!   (`Route::Broker(member)`); a message without a unit goes to the connected server (WebLogic's
+//!   default Server Affinity keeps such sends on the local member).
+//!   - `routing = "hash"` (WebLogic's default): the member is a hash of the unit name and the
+//!     *configured* member list, never of which members are up. The hash is rendezvous (highest
+//!     random weight) hashing with 64-bit FNV-1a over (the unit name's 4 little-endian bytes,
+//!     then the member's name): every member gets the score `fnv1a(unit ++ name)`, the highest
+//!     wins (ties: the earlier member). Why this one: the docs say only "based on the hash codes
+//!     of the Unit-of-Order name and the uniform distributed queue members"; rendezvous hashing is
+//!     a deterministic reading of exactly that, independent of member order, and it does not
+//!     correlate with the workload's `key % producers` ownership (a plain `key % members` would
+//!     put all of one producer's units on one member when producers = members). If the member is
+//!     down the send fails with `JMSOrderException` and is *not* rerouted (Oracle's own test
+//!     [W2]: sends failed while the member was configured but shut down).
+//!   - `routing = "path_service"`: a persistent map unit -> member. A unit's first send picks the
+//!     member load-balanced (round-robin over the members that are up) and records it; every
+//!     later send goes to the recorded member, failing while it is down. Every unit send needs
+//!     the Path Service, hosted on `path_service_broker` (default: the first broker): while that
+//!     server is down every unit send fails, even to members that are up, unless
+//!     `path_service_migratable = true` (the recommended migratable target, "so that a member
+//!     server will not be a single point of failure" [W3]): then it is available while any server
+//!     is up (migration is taken as instantaneous, a simplification in the Path Service's favour).
+//!     Entries never expire (simplification).
+//!   - `routing = "none"`: a single server (or independent servers): plain sends to the connected
+//!     broker.
+//!
+//!   A failed send is retried by the application after `[producers] reconnect_delay`.
+//!   `on_send_failure = "retry"` (default): the application retries it before sending anything
+//!   else (`Route::Fail { block: true }`; all of the producer's traffic waits). `"buffer"`: it
+//!   puts the message aside and goes on (`block: false`); the set-aside messages are resent in
+//!   order at the next retry, but a new message of the same unit sent after the member came back
+//!   and before that retry overtakes them. The model reproduces this (see the tests).
+//!
+//! Handler: process and apply (the default). Simplifications: the strategy is not told of broker
+//! crashes, so a non-persistent member losing a message during its redelivery delay leaves that
+//! unit blocked on it (WebLogic would lose the unit's in-memory state with the server).
+//!
+//! Caveat (engine): sends a producer makes while it has no connection are buffered by its failover
+//! transport and flushed to the broker it reconnects to without asking `route`, so with routing
+//! they can land on a member other than their unit's. Scenarios that test routing should connect
+//! the producers to a server that stays up (as the tests do); the connected server does not
+//! otherwise matter to routed sends.
+//!
+//! Parameters (`[strategy.unit_of_order]`): `routing` ("hash" | "path_service" | "none", default
+//! "hash"), `on_send_failure` ("retry" | "buffer", default "retry"), `path_service_broker`
+//! (broker name, default the first broker), `path_service_migratable` (default false).
+
+use serde::Deserialize;
+use sim::scenario::RedeliveryMode;
+use sim::strategy::{
+    Control, DispatchCtx, Handler, HandlerCtx, MsgView, Outcome, Route, RouteCtx, Select, Strategy,
+};
+use sim::time::Time;
+
+/// How a unit's messages are routed to the members of the distributed queue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Routing {
+    /// Hash of the unit name and the configured members (WebLogic's default).
+    #[default]
+    Hash,
+    /// The Path Service's persistent unit -> member map.
+    PathService,
+    /// No distributed destination: plain sends to the connected broker.
+    None,
+}
+
+/// What the application does when a send fails (`JMSOrderException`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnSendFailure {
+    /// Retry that send before sending anything else.
+    #[default]
+    Retry,
+    /// Set it aside, go on with later sends, resend it at the next retry.
+    Buffer,
+}
+
+/// `[strategy.unit_of_order]` parameters.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnitOfOrderParams {
+    /// Routing on a distributed queue (default "hash").
+    #[serde(default)]
+    pub routing: Routing,
+    /// Producer behaviour when a send fails (default "retry").
+    #[serde(default)]
+    pub on_send_failure: OnSendFailure,
+    /// The broker hosting the Path Service (default: the first broker).
+    #[serde(default)]
+    pub path_service_broker: Option<String>,
+    /// The Path Service is on a migratable target: available while any server is up.
+    #[serde(default)]
+    pub path_service_migratable: bool,
+}
+
+/// No message / no consumer.
+const NONE_ID: u64 = u64::MAX;
+const NO_CONSUMER: u32 = u32::MAX;
+
+/// One unit (at one broker without routing; queue-wide with routing).
+#[derive(Clone, Copy, Debug)]
+struct UnitState {
+    /// The message whose processing is not complete (NONE_ID: the unit is free).
+    inflight: u64,
+    /// The consumer holding it (NO_CONSUMER: it waits out a redelivery delay at the broker).
+    consumer: u32,
+    /// The broker that dispatched it.
+    broker: u16,
+    /// Brokers where a message of the unit was held since (bit b: broker b; queue-wide scope).
+    held_at: u64,
+}
+
+const FREE: UnitState = UnitState {
+    inflight: NONE_ID,
+    consumer: NO_CONSUMER,
+    broker: 0,
+    held_at: 0,
+};
+
+/// WebLogic Unit-of-Order.
+#[derive(Debug)]
+pub struct UnitOfOrder {
+    params: UnitOfOrderParams,
+    keys: usize,
+    brokers: usize,
+    /// Without routing, one state per (broker, unit): `units[broker * keys + unit]`; with
+    /// routing, one per unit: `units[unit]`.
+    per_broker: bool,
+    units: Vec<UnitState>,
+    /// Per broker: where the next round-robin search starts.
+    next: Vec<usize>,
+    /// Hash routing: the member of each unit.
+    hash_member: Vec<u16>,
+    /// Path Service: the recorded member of each unit.
+    path: Vec<Option<u16>>,
+    /// Path Service: the next member in the load-balancing rotation.
+    path_next: usize,
+    /// Path Service host.
+    path_host: u16,
+    /// Redelivery delays wait at the broker (not in the consumer's session).
+    non_blocking: bool,
+}
+
+/// 64-bit FNV-1a.
+fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for &b in *p {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// Rendezvous hashing: the member with the highest `fnv1a(unit ++ name)`; ties go to the earlier.
+pub fn hash_member(unit: u32, members: &[&str]) -> u16 {
+    let key = unit.to_le_bytes();
+    let mut best = (0u64, 0u16);
+    for (i, name) in members.iter().enumerate() {
+        let score = fnv1a(&[&key, name.as_bytes()]);
+        if i == 0 || score > best.0 {
+            best = (score, i as u16);
+        }
+    }
+    best.1
+}
+
+impl UnitOfOrder {
+    /// A new instance for `members` (broker names, in file order) and `keys` units.
+    pub fn new(
+        members: &[&str],
+        keys: u32,
+        non_blocking: bool,
+        params: UnitOfOrderParams,
+    ) -> Result<Self, String> {
+        let path_host = match &params.path_service_broker {
+            None => 0,
+            Some(name) => members
+                .iter()
+                .position(|m| m == name)
+                .ok_or_else(|| format!("path_service_broker {name:?} is not a [[broker]]"))?
+                as u16,
+        };
+        let keys = keys as usize;
+        let brokers = members.len();
+        let per_broker = params.routing == Routing::None;
+        let scopes = if per_broker { brokers } else { 1 };
+        Ok(UnitOfOrder {
+            hash_member: (0..keys as u32).map(|u| hash_member(u, members)).collect(),
+            path: vec![None; keys],
+            path_next: 0,
+            path_host,
+            units: vec![FREE; scopes * keys],
+            next: vec![0; brokers],
+            keys,
+            brokers,
+            per_broker,
+            non_blocking,
+            params,
+        })
+    }
+
+    /// The state of `unit` as seen from `broker`.
+    #[inline]
+    fn idx(&self, broker: u16, unit: u32) -> usize {
+        if self.per_broker {
+            broker as usize * self.keys + unit as usize
+        } else {
+            unit as usize
+        }
+    }
+
+    /// The states that may hold `unit`.
+    #[inline]
+    fn scopes(&self, unit: u32) -> impl Iterator<Item = usize> {
+        let (n, keys) = (if self.per_broker { self.brokers } else { 1 }, self.keys);
+        (0..n).map(move |b| b * keys + unit as usize)
+    }
+
+    /// The unit's message in flight is complete. The engine dispatches the broker that delivered
+    /// it right after this hook; if a message of the unit was held at another broker (queue-wide
+    /// scope, after a store-and-forward), every broker is dispatched again, but only after that
+    /// (a wake at `now`), so the delivering broker, which holds the unit's older messages, serves
+    /// the unit first.
+    fn complete(&mut self, now: Time, i: usize, ctl: &mut Control) {
+        let st = self.units[i];
+        let elsewhere = if self.brokers > 64 {
+            st.held_at != 0
+        } else {
+            st.held_at & !(1u64 << st.broker) != 0
+        };
+        if elsewhere {
+            ctl.wake_at(now, 0);
+        }
+        self.units[i] = FREE;
+    }
+
+    /// The next consumer with free prefetch, round-robin.
+    #[inline]
+    fn round_robin(&mut self, ctx: &DispatchCtx) -> Option<usize> {
+        let n = ctx.consumers.len();
+        let start = self.next[ctx.broker as usize];
+        for k in 0..n {
+            let i = (start + k) % n;
+            if ctx.consumers[i].free > 0 {
+                self.next[ctx.broker as usize] = (i + 1) % n;
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    fn fail(&self) -> Route {
+        Route::Fail {
+            block: self.params.on_send_failure == OnSendFailure::Retry,
+        }
+    }
+}
+
+impl Handler for UnitOfOrder {
+    fn handle(&mut self, ctx: &HandlerCtx, msg: &MsgView, _ctl: &mut Control) -> Outcome {
+        match ctx.process() {
+            Ok(()) => Outcome::Applied { state_seq: msg.seq },
+            Err(r) => {
+                // Rolled back: with a non-blocking redelivery delay the message now waits at the
+                // broker, still blocking its unit; its consumer no longer holds it.
+                if self.non_blocking {
+                    if let Some(u) = msg.group {
+                        for i in self.scopes(u) {
+                            let st = &mut self.units[i];
+                            if st.inflight == msg.id && st.consumer == ctx.consumer {
+                                st.consumer = NO_CONSUMER;
+                            }
+                        }
+                    }
+                }
+                Outcome::Failed(r)
+            }
+        }
+    }
+}
+
+impl crate::Named for UnitOfOrder {
+    const NAME: &'static str = "unit_of_order";
+    const SUMMARY: &'static str = "WebLogic Unit-of-Order: one unacked message per unit; hash or path-service routing to members";
+    type Params = UnitOfOrderParams;
+    fn build(sc: &sim::Scenario, p: UnitOfOrderParams) -> Result<Self, String> {
+        let members: Vec<&str> = sc.brokers.iter().map(|b| b.name.as_str()).collect();
+        UnitOfOrder::new(
+            &members,
+            sc.workload.keys,
+            sc.redelivery.mode == RedeliveryMode::NonBlocking,
+            p,
+        )
+    }
+}
+
+impl Strategy for UnitOfOrder {
+    fn select(&mut self, ctx: &DispatchCtx, msg: &MsgView, _ctl: &mut Control) -> Select {
+        let Some(u) = msg.group else {
+            return match self.round_robin(ctx) {
+                Some(i) => Select::Consumer(i),
+                None => Select::Stop,
+            };
+        };
+        let idx = self.idx(ctx.broker, u);
+        let st = &mut self.units[idx];
+        // Another message of the unit is not complete: this one waits (the rest of the queue
+        // goes on). The incomplete message itself (back from a redelivery delay) may go.
+        if st.inflight != NONE_ID && st.inflight != msg.id {
+            st.held_at |= 1u64 << ctx.broker.min(63);
+            return Select::Hold;
+        }
+        match self.round_robin(ctx) {
+            Some(i) => {
+                let st = &mut self.units[idx];
+                st.inflight = msg.id;
+                st.consumer = ctx.consumers[i].id;
+                st.broker = ctx.broker;
+                Select::Consumer(i)
+            }
+            None => Select::Stop,
+        }
+    }
+
+    fn route(&mut self, ctx: &RouteCtx, msg: &MsgView) -> Route {
+        let Some(u) = msg.group else {
+            return Route::Connected;
+        };
+        let u = u as usize;
+        match self.params.routing {
+            Routing::None => Route::Connected,
+            Routing::Hash => {
+                let m = self.hash_member[u];
+                if ctx.up[m as usize] {
+                    Route::Broker(m)
+                } else {
+                    self.fail()
+                }
+            }
+            Routing::PathService => {
+                let service_up = if self.params.path_service_migratable {
+                    ctx.up.iter().any(|&x| x)
+                } else {
+                    ctx.up[self.path_host as usize]
+                };
+                if !service_up {
+                    return self.fail();
+                }
+                match self.path[u] {
+                    Some(m) if ctx.up[m as usize] => Route::Broker(m),
+                    Some(_) => self.fail(),
+                    None => {
+                        let n = self.brokers;
+                        let Some(m) = (0..n)
+                            .map(|k| (self.path_next + k) % n)
+                            .find(|&m| ctx.up[m])
+                        else {
+                            return self.fail();
+                        };
+                        self.path_next = (m + 1) % n;
+                        self.path[u] = Some(m as u16);
+                        Route::Broker(m as u16)
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_detach(&mut self, now: Time, broker: u16, consumer: u32, ctl: &mut Control) {
+        // Its unacked messages are back in the queue: their units are complete for now and their
+        // messages may go to any consumer (the engine dispatches this broker next).
+        for i in 0..self.units.len() {
+            let st = self.units[i];
+            if st.consumer == consumer && st.broker == broker {
+                self.complete(now, i, ctl);
+            }
+        }
+    }
+
+    fn on_settled(&mut self, now: Time, msg: &MsgView, ctl: &mut Control) {
+        // Acked or dead-lettered: the unit's next message may go.
+        if let Some(u) = msg.group {
+            for i in self.scopes(u) {
+                if self.units[i].inflight == msg.id {
+                    self.complete(now, i, ctl);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::{run, scenario, simple};
+    use sim::Scenario;
+
+    /// `simple`'s world (one broker, 8 consumers, exponential 10ms service, 200/s, 50 keys, 3000
+    /// messages) with extra `[workload]` lines.
+    fn one_broker(strategies: &str, workload: &str, extra: &str) -> Scenario {
+        scenario(&format!(
+            r#"
+strategies = [{strategies}]
+[workload]
+messages = 3000
+rate = "200/s"
+keys = 50
+{workload}
+[[broker]]
+name = "a"
+[consumers]
+count = 8
+service = {{ dist = "exponential", mean = "10ms" }}
+{extra}
+"#
+        ))
+    }
+
+    const NON_BLOCKING_OUTAGE: &str = r#"
+[redelivery]
+mode = "non_blocking"
+initial_delay = "1s"
+max_redeliveries = 10
+[[fault]]
+kind = "db_outage"
+at = "5s"
+for = "3s"
+"#;
+
+    /// Strength (seed 003): eight consumers, a 3s DB outage, non-blocking redelivery. A failed
+    /// message waits out its delay at the broker and its unit waits with it, so no later message
+    /// of the key overtakes it: no violation, while competing consumers and even a single
+    /// consumer (seed 000's m2/m3 story) reorder in the very same run.
+    #[test]
+    fn serialising_units_keeps_order_through_non_blocking_redelivery() {
+        let sc = simple(
+            "\"unit_of_order\", \"competing\", \"single\"",
+            8,
+            200,
+            NON_BLOCKING_OUTAGE,
+        );
+        for seed in 1..=3 {
+            let m = run(&sc, "unit_of_order", seed);
+            assert!(
+                m.coverage.rollbacks > 0 && m.redeliveries > 0,
+                "seed {seed}"
+            );
+            assert_eq!(m.ordering_violations, 0, "seed {seed}");
+            assert_eq!(m.final_state_mismatches, 0, "seed {seed}");
+            assert_eq!(m.applied, 3000, "seed {seed}");
+            assert_eq!(m.dead_lettered, 0, "seed {seed}");
+            assert!(m.throughput_per_s > 190.0, "{}", m.throughput_per_s);
+            let c = run(&sc, "competing", seed);
+            assert!(c.ordering_violations > 100, "competing seed {seed}: {c:?}");
+            let s = run(&sc, "single", seed);
+            assert!(s.ordering_violations > 0, "single seed {seed}: {s:?}");
+        }
+    }
+
+    /// Weakness (seed 003): a poison message blocks the rest of its unit for its whole redelivery
+    /// chain (5 redeliveries 1s apart, then the DLQ), head-of-line. Other units flow: the median
+    /// latency stays at the service time, nothing innocent is dead-lettered, order is kept.
+    #[test]
+    fn poison_blocks_its_unit_for_the_whole_redelivery_chain() {
+        let extra = r#"
+[redelivery]
+mode = "non_blocking"
+initial_delay = "1s"
+max_redeliveries = 5
+"#;
+        let sc = one_broker(
+            "\"unit_of_order\", \"competing\"",
+            "poison_fraction = 0.002",
+            extra,
+        );
+        for seed in 1..=3 {
+            let m = run(&sc, "unit_of_order", seed);
+            assert!(m.poison_dead_lettered > 0, "seed {seed}");
+            assert_eq!(m.dead_lettered, m.poison_dead_lettered);
+            assert_eq!(m.innocent_dead_lettered, 0);
+            assert_eq!(m.applied + m.dead_lettered, 3000);
+            assert_eq!(m.ordering_violations, 0);
+            // The next message of the poisoned unit waited ~5s (minus its own arrival gap).
+            assert!(
+                (4_500.0..6_000.0).contains(&m.max_block_ms),
+                "seed {seed}: {}",
+                m.max_block_ms
+            );
+            assert!(m.latency_ms.p50 < 30.0, "seed {seed}: {:?}", m.latency_ms);
+            // Competing consumers let later messages overtake the poison instead: no block.
+            let c = run(&sc, "competing", seed);
+            assert!(c.max_block_ms < 500.0, "seed {seed}: {}", c.max_block_ms);
+        }
+    }
+
+    /// A distributed queue of two members, `a` and `b`, 200/s over 50 units, 4 consumers spread
+    /// over the members; member `a` crashes at 5s for `down` (if any). The producers' connections
+    /// are on `producer_brokers` (the first in the list that is up).
+    fn cluster(
+        params: &str,
+        workload: &str,
+        producer_brokers: &str,
+        down: Option<&str>,
+    ) -> Scenario {
+        let fault = down.map_or(String::new(), |d| {
+            format!(
+                "[[fault]]\nkind = \"broker_crash\"\nbroker = \"a\"\nat = \"5s\"\nfor = \"{d}\"\n"
+            )
+        });
+        scenario(&format!(
+            r#"
+strategies = ["unit_of_order"]
+[workload]
+messages = 3000
+rate = "200/s"
+keys = 50
+{workload}
+[producers]
+count = 2
+brokers = [{producer_brokers}]
+[[broker]]
+name = "a"
+[[broker]]
+name = "b"
+[consumers]
+count = 4
+connect = "spread"
+service = {{ dist = "exponential", mean = "10ms" }}
+[strategy.unit_of_order]
+{params}
+{fault}
+"#
+        ))
+    }
+
+    /// Weakness (seed 000: UoO "for a clustered highly available environment ... does not
+    /// work"): with hash routing, the units hashed to a member that is down cannot be sent at all
+    /// (`JMSOrderException`, never rerouted). With the default `retry` the application retries
+    /// that send before anything else: order holds, but every producer stalls for the whole
+    /// outage, even for units whose member is up. (The producers are connected to `b`, which
+    /// stays up: where they are connected does not matter to routed sends.)
+    #[test]
+    fn hash_routing_fails_sends_while_a_member_is_down() {
+        let calm = run(&cluster("", "", "\"b\", \"a\"", None), "unit_of_order", 1);
+        assert_eq!(calm.coverage.send_failures, 0);
+        assert!(
+            calm.latency_ms.p50 < 30.0 && calm.max_block_ms < 200.0,
+            "{calm:?}"
+        );
+        let sc = cluster("", "", "\"b\", \"a\"", Some("5050ms"));
+        for seed in 1..=3 {
+            let m = run(&sc, "unit_of_order", seed);
+            assert_eq!(m.coverage.broker_crashes, 1);
+            assert!(m.coverage.send_failures > 0, "seed {seed}");
+            assert_eq!(m.ordering_violations, 0, "seed {seed}");
+            assert_eq!(m.final_state_mismatches, 0, "seed {seed}");
+            assert_eq!(m.applied, 3000, "seed {seed}");
+            assert!(
+                m.latency_ms.max > 5_000.0,
+                "seed {seed}: {:?}",
+                m.latency_ms
+            );
+            assert!(m.latency_ms.p50 > 500.0, "seed {seed}: {:?}", m.latency_ms);
+            // The stalled sends all arrive when the member returns (~1000 messages for 4
+            // consumers): each waits at the broker for its unit's predecessor (40ms without
+            // the outage).
+            assert!(m.max_block_ms > 1_000.0, "seed {seed}: {}", m.max_block_ms);
+        }
+    }
+
+    /// Weakness: with `on_send_failure = "buffer"` the application sets failed sends aside and
+    /// goes on, so units on the live member keep flowing (median latency stays low); but between
+    /// the member's return and the next retry of the set-aside sends, a new message of a
+    /// set-aside unit goes straight through and overtakes them. Order breaks, and a command
+    /// workload ends in the wrong state. (The window is the time from the member's return to the
+    /// next retry tick, every `reconnect_delay` after the first failure; an outage lasting a whole
+    /// number of retry periods shrinks it to the gap before the first failed send, which is why
+    /// the outage here is 5.05s.)
+    #[test]
+    fn buffering_failed_sends_lets_later_messages_overtake() {
+        let sc = cluster(
+            "on_send_failure = \"buffer\"",
+            "",
+            "\"b\", \"a\"",
+            Some("5050ms"),
+        );
+        for seed in 1..=3 {
+            let m = run(&sc, "unit_of_order", seed);
+            assert!(m.coverage.send_failures > 1_000, "seed {seed}");
+            assert!(m.ordering_violations > 0, "seed {seed}");
+            assert_eq!(m.applied, 3000, "seed {seed}");
+            assert!(m.latency_ms.p50 < 30.0, "seed {seed}: {:?}", m.latency_ms);
+        }
+        let cmd = cluster(
+            "on_send_failure = \"buffer\"",
+            "kind = \"command\"",
+            "\"b\", \"a\"",
+            Some("5050ms"),
+        );
+        let m = run(&cmd, "unit_of_order", 1);
+        assert!(m.final_state_mismatches > 0, "{m:?}");
+    }
+
+    /// The Path Service is a single point of failure: while its host (`a`) is down, every unit
+    /// send needs a lookup and fails, even for units recorded on the live member. On a migratable
+    /// target only the units recorded on the down member fail.
+    #[test]
+    fn path_service_host_is_a_single_point_of_failure_unless_migratable() {
+        let fixed = cluster(
+            "routing = \"path_service\"\non_send_failure = \"buffer\"",
+            "",
+            "\"b\", \"a\"",
+            Some("5050ms"),
+        );
+        let migratable = cluster(
+            "routing = \"path_service\"\non_send_failure = \"buffer\"\npath_service_migratable = true",
+            "",
+            "\"b\", \"a\"",
+            Some("5050ms"),
+        );
+        for seed in 1..=2 {
+            let f = run(&fixed, "unit_of_order", seed);
+            let m = run(&migratable, "unit_of_order", seed);
+            assert!(
+                f.coverage.send_failures > m.coverage.send_failures * 3 / 2,
+                "seed {seed}: {} vs {}",
+                f.coverage.send_failures,
+                m.coverage.send_failures
+            );
+            // A third of the run's messages are produced during the outage: with the host down
+            // all of them wait; with migration only the half recorded on `a` do.
+            assert!(f.latency_ms.p50 > 500.0, "seed {seed}: {:?}", f.latency_ms);
+            assert!(m.latency_ms.p50 < 30.0, "seed {seed}: {:?}", m.latency_ms);
+            assert_eq!(f.applied, 3000);
+            assert_eq!(m.applied, 3000);
+        }
+    }
+
+    /// Seed 000's HA failure without a distributed destination (`routing = "none"`): a unit is
+    /// scoped to one server's destination. The producers fail over from `a` to `b`; the
+    /// messages `a` held when it crashed come back later and are applied after newer ones of
+    /// their units, which `b` (another destination, another unit of the same name) delivered.
+    #[test]
+    fn without_routing_failover_splits_units_across_servers() {
+        let sc = cluster("routing = \"none\"", "", "\"a\", \"b\"", Some("5050ms"));
+        let mut worst = 0;
+        for seed in 1..=3 {
+            let m = run(&sc, "unit_of_order", seed);
+            assert_eq!(m.coverage.send_failures, 0);
+            assert!(m.coverage.failovers > 0);
+            assert_eq!(m.applied, 3000);
+            worst = worst.max(m.ordering_violations);
+        }
+        assert!(worst > 10, "{worst}");
+    }
+
+    /// Messages without the UoO name belong to no unit: with several consumers they reorder.
+    #[test]
+    fn messages_without_a_unit_are_not_ordered() {
+        let sc = one_broker("\"unit_of_order\"", "group_header_missing = 0.5", "");
+        let m = run(&sc, "unit_of_order", 1);
+        assert!(m.ordering_violations > 0, "{m:?}");
+        let all = one_broker("\"unit_of_order\"", "", "");
+        assert_eq!(run(&all, "unit_of_order", 1).ordering_violations, 0);
+    }
+
+    fn view(key: u32) -> MsgView {
+        MsgView {
+            id: u64::from(key),
+            key,
+            seq: 0,
+            timestamp: 0,
+            producer: 0,
+            redeliveries: 0,
+            group: Some(key),
+        }
+    }
+
+    fn ctx(up: &[bool]) -> RouteCtx<'_> {
+        RouteCtx {
+            now: 0,
+            producer: 0,
+            connected: 0,
+            up,
+        }
+    }
+
+    /// Hash routing depends on the configured members only: stable, spread over both, never
+    /// rerouted when the member is down; a message without a unit goes to the connected broker.
+    #[test]
+    fn hash_routing_is_fixed_by_the_configured_members() {
+        let members = ["a", "b"];
+        let mut s = UnitOfOrder::new(&members, 50, false, UnitOfOrderParams::default()).unwrap();
+        let on_a = (0..50).filter(|&u| hash_member(u, &members) == 0).count();
+        assert!((15..=35).contains(&on_a), "{on_a}");
+        for u in 0..50 {
+            let m = hash_member(u, &members);
+            assert_eq!(s.route(&ctx(&[true, true]), &view(u)), Route::Broker(m));
+            let mut up = [true, true];
+            up[m as usize] = false;
+            assert_eq!(s.route(&ctx(&up), &view(u)), Route::Fail { block: true });
+        }
+        let mut free = view(3);
+        free.group = None;
+        assert_eq!(s.route(&ctx(&[false, true]), &free), Route::Connected);
+        // Reversing the member order does not move a unit (rendezvous hashing).
+        assert!((0..50).all(|u| hash_member(u, &["b", "a"]) == 1 - hash_member(u, &members)));
+    }
+
+    /// The Path Service records a unit's member at its first send (round-robin over members up)
+    /// and keeps it, failing while that member or the (non-migratable) host is down.
+    #[test]
+    fn path_service_records_the_first_choice() {
+        let params = UnitOfOrderParams {
+            routing: Routing::PathService,
+            on_send_failure: OnSendFailure::Buffer,
+            path_service_broker: Some("b".into()),
+            path_service_migratable: false,
+        };
+        let mut s = UnitOfOrder::new(&["a", "b", "c"], 10, false, params).unwrap();
+        let all = [true, true, true];
+        assert_eq!(s.route(&ctx(&all), &view(0)), Route::Broker(0));
+        assert_eq!(s.route(&ctx(&all), &view(1)), Route::Broker(1));
+        // `c` is down: unit 2 is load-balanced to the next member up.
+        assert_eq!(
+            s.route(&ctx(&[true, true, false]), &view(2)),
+            Route::Broker(0)
+        );
+        assert_eq!(s.route(&ctx(&all), &view(3)), Route::Broker(1));
+        // Unit 0 stays on `a`, even while `a` is down.
+        assert_eq!(s.route(&ctx(&all), &view(0)), Route::Broker(0));
+        let fail = Route::Fail { block: false };
+        assert_eq!(s.route(&ctx(&[false, true, true]), &view(0)), fail);
+        // Host `b` down: no lookup, even for a unit on `a`.
+        assert_eq!(s.route(&ctx(&[true, false, true]), &view(0)), fail);
+        assert_eq!(s.route(&ctx(&[true, false, true]), &view(4)), fail);
+        assert!(UnitOfOrder::new(
+            &["a"],
+            1,
+            false,
+            UnitOfOrderParams {
+                path_service_broker: Some("x".into()),
+                ..UnitOfOrderParams::default()
+            }
+        )
+        .is_err());
+    }
+}
