@@ -15,7 +15,8 @@
 //! ```
 //!
 //! A bound is a number (equality) or a string `"OP NUMBER"` with OP one of `==`, `!=`, `>`, `>=`,
-//! `<`, `<=`. A name is any numeric summary field: `ordering_violations`, `latency_ms.p99` (or
+//! `<`, `<=`; or a table `{ value = "> 0", fraction = 0.75 }` whose own share of seeds replaces the
+//! block's `fraction` (for a claim that is probabilistic while the others are not). A name is any numeric summary field: `ordering_violations`, `latency_ms.p99` (or
 //! `latency_ms_p99`), `coverage.broker_crashes` (or just `broker_crashes`).
 
 use crate::summary::Metrics;
@@ -60,6 +61,8 @@ pub struct Bound {
     pub op: Op,
     /// The value compared with.
     pub value: f64,
+    /// Share of seeds on which it must hold, when it differs from the block's `fraction`.
+    pub fraction: Option<f64>,
 }
 
 impl Bound {
@@ -83,7 +86,11 @@ impl Bound {
         if !value.is_finite() {
             return Err(format!("invalid bound {s:?}: the number must be finite"));
         }
-        Ok(Bound { op, value })
+        Ok(Bound {
+            op,
+            value,
+            fraction: None,
+        })
     }
 
     /// Whether `x` satisfies the bound.
@@ -101,34 +108,68 @@ impl Bound {
 
 impl fmt::Display for Bound {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.op.text(), self.value)
+        write!(f, "{} {}", self.op.text(), self.value)?;
+        if let Some(x) = self.fraction {
+            write!(f, " on {}% of seeds", x * 100.0)?;
+        }
+        Ok(())
     }
 }
 
 impl Serialize for Bound {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_string())
+        let text = format!("{} {}", self.op.text(), self.value);
+        match self.fraction {
+            None => s.serialize_str(&text),
+            Some(fraction) => {
+                use serde::ser::SerializeStruct;
+                let mut st = s.serialize_struct("Bound", 2)?;
+                st.serialize_field("value", &text)?;
+                st.serialize_field("fraction", &fraction)?;
+                st.end()
+            }
+        }
     }
+}
+
+/// The table form of a bound: `{ value = "> 0", fraction = 0.75 }`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BoundTable {
+    value: BoundValue,
+    fraction: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum BoundValue {
+    Int(i64),
+    Float(f64),
+    Text(String),
 }
 
 impl<'de> Deserialize<'de> for Bound {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Bound, D::Error> {
         struct V;
-        impl de::Visitor<'_> for V {
+        impl<'de> de::Visitor<'de> for V {
             type Value = Bound;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a number or a string such as \"> 0\" or \">= 1500\"")
+                f.write_str(
+                    "a number, a string such as \"> 0\" or \">= 1500\", or { value = \"> 0\", fraction = 0.75 }",
+                )
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<Bound, E> {
                 Ok(Bound {
                     op: Op::Eq,
                     value: v as f64,
+                    fraction: None,
                 })
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Bound, E> {
                 Ok(Bound {
                     op: Op::Eq,
                     value: v as f64,
+                    fraction: None,
                 })
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Bound, E> {
@@ -136,6 +177,30 @@ impl<'de> Deserialize<'de> for Bound {
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Bound, E> {
                 Bound::parse(v).map_err(E::custom)
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, m: A) -> Result<Bound, A::Error> {
+                let t = BoundTable::deserialize(de::value::MapAccessDeserializer::new(m))?;
+                let mut b = match t.value {
+                    BoundValue::Int(v) => Bound {
+                        op: Op::Eq,
+                        value: v as f64,
+                        fraction: None,
+                    },
+                    BoundValue::Float(v) => Bound {
+                        op: Op::Eq,
+                        value: v,
+                        fraction: None,
+                    },
+                    BoundValue::Text(s) => Bound::parse(&s).map_err(de::Error::custom)?,
+                };
+                if !(t.fraction.is_finite() && t.fraction > 0.0 && t.fraction <= 1.0) {
+                    return Err(de::Error::custom(format!(
+                        "fraction must be in (0, 1], got {}",
+                        t.fraction
+                    )));
+                }
+                b.fraction = Some(t.fraction);
+                Ok(b)
             }
         }
         d.deserialize_any(V)
@@ -320,7 +385,9 @@ impl Expect {
         let held = decided.iter().filter(|&&x| bound.holds(x)).count();
         let verdict = if decided.len() < measured.len() {
             Verdict::Unknown
-        } else if held as f64 >= (self.fraction * measured.len() as f64).ceil() - 1e-9 {
+        } else if held as f64
+            >= (bound.fraction.unwrap_or(self.fraction) * measured.len() as f64).ceil() - 1e-9
+        {
             Verdict::Pass
         } else {
             Verdict::Fail
@@ -389,6 +456,32 @@ mod tests {
         assert!(Bound::parse("<= 2.5").unwrap().holds(2.5));
         assert!(Bound::parse("about 3").is_err());
         assert!(Bound::parse("> NaN").is_err());
+    }
+
+    #[test]
+    fn a_bound_may_carry_its_own_fraction() {
+        let e: Expect = toml::from_str(
+            "[single]\nordering_violations = { value = \"> 0\", fraction = 0.5 }\nlost = 0",
+        )
+        .unwrap();
+        let b = e.bounds["single"]["ordering_violations"];
+        assert_eq!(b.fraction, Some(0.5));
+        assert_eq!(b.to_string(), "> 0 on 50% of seeds");
+        let m = |v: u64| Metrics {
+            ordering_violations: v,
+            ..Metrics::default()
+        };
+        let (a, c) = (m(0), m(2));
+        let per: Vec<(u64, Result<&Metrics, String>)> = vec![(1, Ok(&a)), (2, Ok(&c))];
+        assert_eq!(
+            e.judge("single", "ordering_violations", b, &per).verdict,
+            Verdict::Pass
+        );
+        let back: Expect = toml::from_str(&toml::to_string(&e).unwrap()).unwrap();
+        assert_eq!(back, e);
+        assert!(
+            toml::from_str::<Expect>("[single]\nlost = { value = 0, fraction = 2.0 }").is_err()
+        );
     }
 
     #[test]
