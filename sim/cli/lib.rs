@@ -4,7 +4,7 @@
 pub mod check;
 pub mod report;
 
-use sim::history::{JsonLines, NoObserver};
+use sim::history::{Fingerprint, JsonLines, NoObserver};
 use sim::scenario::{load_file, load_str, ScenarioError};
 use sim::time::Time;
 use sim::{FaultPlan, RunError, RunOptions, RunSummary, Scenario};
@@ -30,6 +30,18 @@ pub enum CliError {
     /// Some expectations failed; the report says which (exit 1).
     #[error("some expectations failed")]
     Failed,
+    /// Two runs of the same scenario and seed produced different histories (exit 1).
+    #[error("nondeterminism: {strategy}: the history differs at event #{index}: {event}\nrepro: {repro}")]
+    Nondeterministic {
+        /// Strategy.
+        strategy: String,
+        /// Index of the first differing event.
+        index: u64,
+        /// That event, as the second run saw it.
+        event: String,
+        /// The repro line.
+        repro: String,
+    },
     /// Results could not be written (exit 1).
     #[error("cannot write {path}: {reason}")]
     Output {
@@ -45,7 +57,10 @@ impl CliError {
     pub fn exit_code(&self) -> i32 {
         match self {
             CliError::Scenario(_) | CliError::Usage(_) => 2,
-            CliError::Run { .. } | CliError::Output { .. } | CliError::Failed => 1,
+            CliError::Run { .. }
+            | CliError::Output { .. }
+            | CliError::Failed
+            | CliError::Nondeterministic { .. } => 1,
         }
     }
 }
@@ -248,6 +263,59 @@ pub fn write_outputs(r: &RunResult, dir: &Path) -> Result<(), CliError> {
         &dir.join("summary.json"),
         report::json(&r.summary).as_bytes(),
     )
+}
+
+/// Runs each strategy of the scenario twice with the same seed and compares a hash of the whole
+/// history, naming the first event that differs. Returns (strategy, history hash, events).
+pub fn check_determinism(
+    sc: &Scenario,
+    file: &Path,
+    req: &RunRequest,
+) -> Result<Vec<(String, u64, u64)>, CliError> {
+    let seed = req.seed.unwrap_or(sc.seed);
+    let names: Vec<String> = if req.strategies.is_empty() {
+        sc.strategies.clone()
+    } else {
+        req.strategies.clone()
+    };
+    let plan = FaultPlan::resolve(sc, seed);
+    let opts = RunOptions {
+        seed,
+        max_events: req.max_events,
+        max_sim_time: req.max_sim_time,
+    };
+    let file_str = file.display().to_string();
+    let mut out = Vec::new();
+    for name in &names {
+        let repro = repro_line(&file_str, seed, Some(name));
+        let fail = |error| CliError::Run {
+            error,
+            repro: repro.clone(),
+        };
+        let mut first = Fingerprint::new(true, None);
+        strategies::run_named(name, sc, &plan, &opts, &mut first).map_err(fail)?;
+        let mut second = Fingerprint::new(false, first.trail.take());
+        strategies::run_named(name, sc, &plan, &opts, &mut second).map_err(fail)?;
+        let differs = second.first_difference.or_else(|| {
+            // The second run may be a strict prefix or extension of the first.
+            (second.events != first.events).then(|| {
+                (
+                    second.events.min(first.events),
+                    sim::history::Event::DrainStart { t: 0 },
+                )
+            })
+        });
+        if let Some((index, event)) = differs {
+            return Err(CliError::Nondeterministic {
+                strategy: name.clone(),
+                index,
+                event: serde_json::to_string(&event).unwrap_or_default(),
+                repro,
+            });
+        }
+        out.push((name.clone(), first.hash, first.events));
+    }
+    Ok(out)
 }
 
 /// `sim list`: strategies and fault kinds, one line each.

@@ -43,6 +43,10 @@ enum Command {
         /// Stop each run at this simulated time (e.g. "2h").
         #[arg(long)]
         max_sim_time: Option<String>,
+        /// Run each strategy twice and compare a hash of the whole history (exit 1 on a difference,
+        /// naming the first event that differs).
+        #[arg(long)]
+        check_determinism: bool,
     },
     /// Check a scenario file and print its resolved fault plan.
     Validate {
@@ -91,6 +95,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             trace,
             max_events,
             max_sim_time,
+            check_determinism,
         } => {
             let max_sim_time = max_sim_time
                 .map(|s| sim::time::Dur::parse(&s).map(|d| d.micros()))
@@ -103,6 +108,12 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 max_events,
                 max_sim_time,
             };
+            if check_determinism {
+                for (name, hash, events) in ordsim::check_determinism(&sc, &file, &req)? {
+                    println!("{name}: deterministic ({events} events, history hash {hash:016x})");
+                }
+                return Ok(());
+            }
             let r = ordsim::run_scenario(sc, &file, &req, trace.as_deref())?;
             if let Some(dir) = &out {
                 ordsim::write_outputs(&r, dir)?;

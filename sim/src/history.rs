@@ -382,3 +382,55 @@ impl<W: std::io::Write> Observer for JsonLines<W> {
         }
     }
 }
+
+/// A fingerprint of a whole history: FNV-1a over every event's JSON line, optionally with the
+/// running hash after each event so a second run can name the first event that differs (as madsim
+/// and FoundationDB check determinism).
+pub struct Fingerprint {
+    /// Running hash.
+    pub hash: u64,
+    /// Events seen.
+    pub events: u64,
+    /// Running hash after each event, when recording.
+    pub trail: Option<Vec<u64>>,
+    /// Stop recording here: the first event whose running hash differs from this trail.
+    pub compare: Option<Vec<u64>>,
+    /// The first differing event (index, event) when comparing.
+    pub first_difference: Option<(u64, Event)>,
+    buf: Vec<u8>,
+}
+
+impl Fingerprint {
+    /// A fingerprint that records the trail (first run) or compares with one (second run).
+    pub fn new(record: bool, compare: Option<Vec<u64>>) -> Self {
+        Fingerprint {
+            hash: 0xcbf2_9ce4_8422_2325,
+            events: 0,
+            trail: record.then(Vec::new),
+            compare,
+            first_difference: None,
+            buf: Vec::with_capacity(256),
+        }
+    }
+}
+
+impl Observer for Fingerprint {
+    fn event(&mut self, e: &Event) {
+        self.buf.clear();
+        serde_json::to_writer(&mut self.buf, e).expect("events serialize");
+        for &b in &self.buf {
+            self.hash = (self.hash ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        if let Some(t) = &mut self.trail {
+            t.push(self.hash);
+        }
+        if self.first_difference.is_none() {
+            if let Some(c) = &self.compare {
+                if c.get(self.events as usize) != Some(&self.hash) {
+                    self.first_difference = Some((self.events, *e));
+                }
+            }
+        }
+        self.events += 1;
+    }
+}
