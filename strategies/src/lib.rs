@@ -6,6 +6,7 @@
 //! parameter checks and [`run_named`] (the engine monomorphized per strategy).
 
 pub mod competing;
+pub mod resequencer;
 pub mod single;
 
 use serde::de::DeserializeOwned;
@@ -15,6 +16,7 @@ use sim::strategy::Strategy;
 use sim::{FaultPlan, RunError, RunOptions, Status, StrategySummary};
 
 pub use competing::Competing;
+pub use resequencer::Resequencer;
 pub use single::Single;
 
 /// A strategy the registry knows: its name, what it models, its `[strategy.NAME]` parameters, and
@@ -117,7 +119,7 @@ macro_rules! registry {
     };
 }
 
-registry!(Competing, Single,);
+registry!(Competing, Single, Resequencer,);
 
 /// Whether `name` is a known strategy.
 pub fn is_known(name: &str) -> bool {
