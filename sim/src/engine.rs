@@ -20,6 +20,7 @@ use crate::world::consumer::ConsumerState;
 use crate::world::producer::{KeyPicker, ProducerState};
 use crate::world::{Delivery, Loc, Msg, Slab};
 use rand_chacha::ChaCha8Rng;
+use std::collections::HashMap;
 
 /// Engine events. Small and `Copy`: the queue moves them by value.
 #[derive(Clone, Copy, Debug)]
@@ -94,6 +95,22 @@ pub(crate) struct Engine<'a, S: Strategy, O: Observer> {
     pub phase_open: u64,
     pub draining: bool,
     pub poison_boost: Vec<f64>,
+    /// Messages the strategy took over ([`crate::strategy::Outcome::Buffered`], acked upstream)
+    /// and has neither applied nor lost yet, by id: the run is not settled while it holds any,
+    /// and what it still holds at the end is pending. Looked up only, never iterated in hash
+    /// order.
+    pub held: HashMap<u64, Held>,
+}
+
+/// A message the strategy took over.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Held {
+    pub msg: MsgRef,
+    /// Its slot when it was taken over (valid while the slot still holds that message id).
+    pub slot: u32,
+    /// The strategy dropped it while the broker still had it unacked (the ack may yet be lost
+    /// and the message redelivered): lost only if that ack settles it.
+    pub dropped: bool,
 }
 
 impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
@@ -171,6 +188,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             phase_open,
             draining: false,
             poison_boost: Vec::new(),
+            held: HashMap::new(),
         }
     }
 
@@ -254,6 +272,9 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
                 key: msg.key,
                 seq: msg.seq,
             };
+            if let Some(h) = self.held.remove(&msg.id) {
+                self.mark_applied(h.slot, msg.id);
+            }
             self.write_row(msg.key, state_seq, msg.timestamp);
             self.emit(Event::Apply {
                 t: self.now,
@@ -263,6 +284,19 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             });
         }
         for &msg in &ctl.discards {
+            // Only a message the strategy still held (neither applied nor discarded before) is
+            // lost by this: a discarded copy of an applied message is no loss. One whose delivery
+            // the broker has not settled yet may still come back (if the ack is lost): it is
+            // lost when the ack settles it.
+            let Some(h) = self.held.get_mut(&msg.id) else {
+                continue;
+            };
+            let m = self.slab.get(h.slot);
+            if m.r.id == msg.id && m.loc != Loc::Free {
+                h.dropped = true;
+                continue;
+            }
+            self.held.remove(&msg.id);
             let r = MsgRef {
                 id: msg.id,
                 key: msg.key,
@@ -291,6 +325,32 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
                 self.dispatch(b);
             }
         }
+    }
+
+    /// Notes that a copy of message `id` (in `slot`, if it is still there) has been applied.
+    pub fn mark_applied(&mut self, slot: u32, id: u64) {
+        let m = self.slab.get_mut(slot);
+        if m.r.id == id && m.loc != Loc::Free {
+            m.applied = true;
+        }
+    }
+
+    /// The strategy took message `msg` (delivered in `slot`) over: it holds it until it applies
+    /// or discards it. A redelivered copy of a message already applied is not held (it can no
+    /// longer be pending, only duplicated).
+    pub fn take_over(&mut self, slot: u32, msg: MsgRef) {
+        let m = self.slab.get(slot);
+        if m.r.id == msg.id && m.loc != Loc::Free && m.applied {
+            return;
+        }
+        self.held.insert(
+            msg.id,
+            Held {
+                msg,
+                slot,
+                dropped: false,
+            },
+        );
     }
 
     /// Writes the target row of `key` with the state of `state_seq`.
@@ -378,7 +438,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             }
             self.events += 1;
             self.handle(ev);
-            if self.draining && self.slab.live == 0 {
+            if self.draining && self.slab.live == 0 && self.held.is_empty() {
                 ended_by = EndReason::Settled;
                 break;
             }
@@ -387,7 +447,11 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
                 break;
             }
         }
-        if self.q.is_empty() && self.slab.live == 0 && self.produced == self.sc.workload.messages {
+        if self.q.is_empty()
+            && self.slab.live == 0
+            && self.held.is_empty()
+            && self.produced == self.sc.workload.messages
+        {
             ended_by = EndReason::Settled;
         }
         let mut metrics = self.finish()?;
@@ -403,7 +467,10 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             .filter(|m| m.loc != Loc::Free)
             .map(|m| m.r)
             .collect();
+        // And every message the strategy still holds (taken over, acked upstream).
+        pending.extend(self.held.values().filter(|h| !h.dropped).map(|h| h.msg));
         pending.sort_by_key(|m| m.id);
+        pending.dedup_by_key(|m| m.id);
         // Every message the engine still holds is listed; the checker fails the run if one of them
         // was already final in the history, or if a message neither final nor listed is left.
         for msg in pending {

@@ -127,7 +127,10 @@ pub enum Outcome {
     /// Deliberately not written (stale); the message will be acked.
     Rejected,
     /// Taken over by the strategy (e.g. into an aggregation repository); acked now, applied later
-    /// (or lost) through [`Control::apply`] / [`Control::discard`].
+    /// (or lost) through [`Control::apply`] / [`Control::discard`]. The engine keeps the run open
+    /// while the strategy holds such messages, and reports those it still holds at the end as
+    /// pending; a discard while the broker has not settled the delivery yet counts as a loss only
+    /// if the ack does settle it (a lost ack means a redelivery).
     Buffered,
     /// Processing failed; the transaction rolls back and the message is redelivered.
     Failed(FailReason),
@@ -181,6 +184,17 @@ impl HandlerCtx<'_> {
         if !self.db_up {
             Err(FailReason::Outage)
         } else if self.poison {
+            Err(FailReason::Poison)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The part of processing that needs no resource (parsing, validating the message): fails
+    /// only for a poison message. For handlers that take a message over (e.g. into an
+    /// aggregation repository) before anything touches the target.
+    pub fn validate(&self) -> Result<(), FailReason> {
+        if self.poison {
             Err(FailReason::Poison)
         } else {
             Ok(())

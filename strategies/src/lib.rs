@@ -10,6 +10,7 @@ pub mod competing;
 pub mod db_optimistic;
 pub mod message_groups;
 pub mod notifier;
+pub mod resequencer;
 pub mod single;
 pub mod unit_of_order;
 
@@ -24,6 +25,7 @@ pub use competing::Competing;
 pub use db_optimistic::DbOptimistic;
 pub use message_groups::MessageGroups;
 pub use notifier::Notifier;
+pub use resequencer::Resequencer;
 pub use single::Single;
 pub use unit_of_order::UnitOfOrder;
 
@@ -136,6 +138,7 @@ registry! {
     CachePessimistic,
     MessageGroups,
     UnitOfOrder,
+    Resequencer,
 }
 
 /// Whether `name` is a known strategy.

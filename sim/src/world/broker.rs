@@ -190,13 +190,28 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     /// The message leaves the broker for good: acked or dead-lettered.
     pub(crate) fn settle(&mut self, slot: u32) {
         let view = self.view(slot);
+        self.drop_held(view.id);
         self.slab.release(slot);
         self.strategy.on_settled(self.now, &view, &mut self.ctl);
+    }
+
+    /// The broker's copy of message `id` is gone for good: if the strategy had taken it over and
+    /// then dropped it, it is lost now.
+    fn drop_held(&mut self, id: u64) {
+        if self.held.get(&id).is_some_and(|h| h.dropped) {
+            let h = self.held.remove(&id).expect("present");
+            self.emit(Event::Discard {
+                t: self.now,
+                msg: h.msg,
+                reason: DiscardReason::BufferLost,
+            });
+        }
     }
 
     /// Moves a message to the dead-letter queue of broker `b`.
     pub(crate) fn dead_letter(&mut self, b: u16, slot: u32) {
         let msg = self.msg_ref(slot);
+        self.held.remove(&msg.id);
         self.emit(Event::DeadLetter {
             t: self.now,
             msg,
@@ -238,11 +253,17 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 };
                 if at_b {
                     let msg = self.msg_ref(slot);
-                    self.emit(Event::Discard {
-                        t: self.now,
-                        msg,
-                        reason: DiscardReason::BrokerCrash,
-                    });
+                    // A copy the strategy took over (and still holds), or one already applied, is
+                    // not lost with the broker's.
+                    let kept = self.held.get(&msg.id).is_some_and(|h| !h.dropped);
+                    if !kept && !self.slab.get(slot).applied {
+                        self.held.remove(&msg.id);
+                        self.emit(Event::Discard {
+                            t: self.now,
+                            msg,
+                            reason: DiscardReason::BrokerCrash,
+                        });
+                    }
                     self.slab.release(slot);
                 }
             }

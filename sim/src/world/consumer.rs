@@ -295,6 +295,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         };
         match outcome {
             Outcome::Applied { state_seq } => {
+                self.held.remove(&msg.id);
+                self.mark_applied(job.d.slot, msg.id);
                 self.write_row(msg.key, state_seq, job.view.timestamp);
                 self.emit(Event::Apply {
                     t: self.now,
@@ -305,6 +307,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 self.succeeded(c, job.d);
             }
             Outcome::Rejected => {
+                self.held.remove(&msg.id);
                 self.emit(Event::Reject {
                     t: self.now,
                     msg,
@@ -312,7 +315,10 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 });
                 self.succeeded(c, job.d);
             }
-            Outcome::Buffered => self.succeeded(c, job.d),
+            Outcome::Buffered => {
+                self.take_over(job.d.slot, msg);
+                self.succeeded(c, job.d)
+            }
             Outcome::Failed(reason) => self.failed(c, job, reason),
             Outcome::After { delay, step } => {
                 self.consumers[c as usize].phase = Phase::Serving { job, step };

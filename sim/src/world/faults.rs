@@ -21,6 +21,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                         t: self.now,
                         node: Node::TargetDb,
                     });
+                    self.world_change(WorldChange::Target { up: false });
                 }
             }
             (FaultKind::SlowConsumer, Target::Consumer(c)) => {
@@ -73,6 +74,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                         t: self.now,
                         node: Node::TargetDb,
                     });
+                    self.world_change(WorldChange::Target { up: true });
                 }
             }
             (FaultKind::SlowConsumer, Target::Consumer(c)) => {

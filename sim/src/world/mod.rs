@@ -40,6 +40,9 @@ pub(crate) struct Msg {
     pub group: bool,
     pub deliveries: u32,
     pub loc: Loc,
+    /// Some copy of it has been applied (so a strategy still holding another copy at the end of
+    /// the run does not make it pending).
+    pub applied: bool,
 }
 
 /// A reference to one delivery of a message, held by a consumer. It is valid only while the

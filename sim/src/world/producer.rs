@@ -166,6 +166,7 @@ impl<S: Strategy, O: crate::history::Observer> Engine<'_, S, O> {
             group,
             deliveries: 0,
             loc: Loc::Producer(producer),
+            applied: false,
         });
         // The source database commits the new state before the message is sent.
         let src = &mut self.source[key as usize];
