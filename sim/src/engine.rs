@@ -20,7 +20,7 @@ use crate::world::consumer::ConsumerState;
 use crate::world::producer::{KeyPicker, ProducerState};
 use crate::world::{Delivery, Loc, Msg, Slab};
 use rand_chacha::ChaCha8Rng;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 /// Engine events. Small and `Copy`: the queue moves them by value.
 #[derive(Clone, Copy, Debug)]
@@ -99,7 +99,7 @@ pub(crate) struct Engine<'a, S: Strategy, O: Observer> {
     /// and has neither applied nor lost yet, by id: the run is not settled while it holds any,
     /// and what it still holds at the end is pending. Looked up only, never iterated in hash
     /// order.
-    pub held: HashMap<u64, Held>,
+    pub held: BTreeMap<u64, Held>,
 }
 
 /// A message the strategy took over.
@@ -188,7 +188,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             phase_open,
             draining: false,
             poison_boost: Vec::new(),
-            held: HashMap::new(),
+            held: BTreeMap::new(),
         }
     }
 
