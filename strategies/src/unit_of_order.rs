@@ -72,11 +72,9 @@
 //! crashes, so a non-persistent member losing a message during its redelivery delay leaves that
 //! unit blocked on it (WebLogic would lose the unit's in-memory state with the server).
 //!
-//! Caveat (engine): sends a producer makes while it has no connection are buffered by its failover
-//! transport and flushed to the broker it reconnects to without asking `route`, so with routing
-//! they can land on a member other than their unit's. Scenarios that test routing should connect
-//! the producers to a server that stays up (as the tests do); the connected server does not
-//! otherwise matter to routed sends.
+//! Sends a producer makes while it has no connection are buffered by its failover transport and,
+//! when it reconnects, routed like any send (in order); the connected server does not otherwise
+//! matter to routed sends.
 //!
 //! Parameters (`[strategy.unit_of_order]`): `routing` ("hash" | "path_service" | "none", default
 //! "hash"), `on_send_failure` ("retry" | "buffer", default "retry"), `path_service_broker`
@@ -193,10 +191,20 @@ fn fnv1a(parts: &[&[u8]]) -> u64 {
 
 /// Rendezvous hashing: the member with the highest `fnv1a(unit ++ name)`; ties go to the earlier.
 pub fn hash_member(unit: u32, members: &[&str]) -> u16 {
+    fn fmix64(mut h: u64) -> u64 {
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    }
     let key = unit.to_le_bytes();
     let mut best = (0u64, 0u16);
     for (i, name) in members.iter().enumerate() {
-        let score = fnv1a(&[&key, name.as_bytes()]);
+        // FNV-1a alone mixes its last input byte poorly: names that differ only in their last
+        // byte ("a", "b", "c") would split units 50/25/25. A 64-bit finaliser (MurmurHash3's
+        // fmix64) spreads every input bit over the score.
+        let score = fmix64(fnv1a(&[&key, name.as_bytes()]));
         if i == 0 || score > best.0 {
             best = (score, i as u16);
         }
@@ -424,6 +432,34 @@ impl Strategy for UnitOfOrder {
                 if self.units[i].inflight == msg.id {
                     self.complete(now, i, ctl);
                 }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod balance_tests {
+    use super::hash_member;
+
+    /// Hash routing spreads units evenly whatever the member names.
+    #[test]
+    fn hash_routing_is_balanced() {
+        for names in [
+            vec!["a", "b", "c"],
+            vec!["ms1", "ms2", "ms3"],
+            vec!["a", "b", "c", "d"],
+        ] {
+            let n = names.len();
+            let mut counts = vec![0u32; n];
+            for unit in 0..30_000 {
+                counts[hash_member(unit, &names) as usize] += 1;
+            }
+            let expected = 30_000.0 / n as f64;
+            for c in &counts {
+                assert!(
+                    (*c as f64 - expected).abs() < 0.05 * expected,
+                    "{names:?}: {counts:?}"
+                );
             }
         }
     }

@@ -389,7 +389,10 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         let cs = &mut self.consumers[c as usize];
         cs.failures_in_row += 1;
         cs.phase = Phase::Idle;
-        let failures = cs.failures_in_row;
+        let n = self.sc.consumers.suspend_after_failures;
+        // The endpoint stops after this failure (WebSphere's "sequential delivery failures"): it
+        // must not start another message first, so nothing is dispatched to it below.
+        let suspend = n > 0 && cs.failures_in_row >= n && !cs.suspended;
         // A consumer whose connection is gone cannot roll back at the broker: the broker already
         // took the message back when the connection dropped.
         if self.slab.valid(&d, c) && self.brokers[d.broker as usize].up {
@@ -398,7 +401,9 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             let redelivered_so_far = deliveries.saturating_sub(1) as i64;
             if r.max_redeliveries >= 0 && redelivered_so_far >= r.max_redeliveries {
                 self.dead_letter(d.broker, d.slot);
-                self.dispatch(d.broker);
+                if !suspend {
+                    self.dispatch(d.broker);
+                }
             } else {
                 let delay = r.delay(deliveries).0;
                 let blocking = r.mode == RedeliveryMode::Blocking;
@@ -423,12 +428,13 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                             id: d.id,
                         },
                     );
-                    self.dispatch(d.broker);
+                    if !suspend {
+                        self.dispatch(d.broker);
+                    }
                 }
             }
         }
-        let n = self.sc.consumers.suspend_after_failures;
-        if n > 0 && failures >= n && !self.consumers[c as usize].suspended {
+        if suspend {
             self.suspend(c);
         }
     }
@@ -484,8 +490,14 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         let cs = &mut self.consumers[c as usize];
         let mut back: Vec<Delivery> = cs.buffer.drain(..).collect();
         back.append(&mut cs.ack_pending);
+        let mut abandoned = None;
         match cs.phase {
-            Phase::Serving { job, .. } | Phase::Parked { job, .. } => back.push(job.d),
+            Phase::Serving { job, .. } | Phase::Parked { job, .. } => {
+                back.push(job.d);
+                if !keep_current {
+                    abandoned = Some(job.view);
+                }
+            }
             Phase::Waiting { d } => {
                 back.push(d);
                 cs.phase = Phase::Idle;
@@ -494,6 +506,10 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         }
         if !keep_current {
             cs.phase = Phase::Idle;
+        }
+        // The message in hand is dropped: the strategy releases what `begin` took for it (locks).
+        if let Some(view) = abandoned {
+            self.strategy.abandon(self.now, c, &view, &mut self.ctl);
         }
         self.return_deliveries(back);
         self.strategy.on_detach(self.now, b, c, &mut self.ctl);
@@ -569,17 +585,11 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         cs.epoch += 1;
         cs.job_running = false;
         cs.lost_connection = true;
-        let in_hand = match cs.phase {
-            Phase::Serving { job, .. } | Phase::Parked { job, .. } => Some(job.view),
-            _ => None,
-        };
         self.emit(Event::Crash {
             t: self.now,
             node: Node::Consumer(c),
         });
-        if let Some(view) = in_hand {
-            self.strategy.abandon(self.now, c, &view, &mut self.ctl);
-        }
+        // Detaching abandons the message in hand (the strategy releases its locks).
         self.detach(c, false);
         self.world_change(WorldChange::ConsumerCrashed(c));
         let cs = &mut self.consumers[c as usize];
