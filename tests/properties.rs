@@ -45,7 +45,16 @@ fn gen() -> impl Strategy<Value = Gen> {
             any::<bool>(),
         ),
         prop::collection::vec((0u8..6, 1u32..=60, 10u32..=3000), 0..4),
-        prop::sample::select(vec!["competing", "single", "message_groups"]),
+        prop::sample::select(vec![
+            "competing",
+            "single",
+            "message_groups",
+            "notifier",
+            "db_optimistic",
+            "cache_pessimistic",
+            "unit_of_order",
+            "resequencer",
+        ]),
     )
         .prop_map(
             |(
