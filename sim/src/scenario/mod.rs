@@ -95,6 +95,9 @@ pub mod defaults {
     pub(crate) fn max_events() -> u64 {
         2_000_000_000
     }
+    pub(crate) fn memory_budget_mb() -> u64 {
+        4096
+    }
     pub(crate) fn page_size() -> u32 {
         200
     }
@@ -410,6 +413,10 @@ pub struct RunLimits {
     /// Hard bound on engine events.
     #[serde(default = "defaults::max_events")]
     pub max_events: u64,
+    /// Memory the run may use, in MiB: a scenario whose per-key and per-node state would need more
+    /// is refused up front (not killed by the operating system halfway).
+    #[serde(default = "defaults::memory_budget_mb")]
+    pub memory_budget_mb: u64,
 }
 
 impl Default for RunLimits {
@@ -418,6 +425,7 @@ impl Default for RunLimits {
             fault_window: None,
             drain_timeout: defaults::drain_timeout(),
             max_events: defaults::max_events(),
+            memory_budget_mb: defaults::memory_budget_mb(),
         }
     }
 }
@@ -550,6 +558,17 @@ impl Scenario {
     /// Serializes back to TOML (loads to the same run).
     pub fn to_toml(&self) -> String {
         toml::to_string(self).expect("a scenario always serializes")
+    }
+
+    /// Bytes of state kept per key whatever the strategy (checker window head, target and source
+    /// rows, seq counter, strategy tables): a generous estimate.
+    pub const BYTES_PER_KEY: u64 = 320;
+
+    /// An estimate of the memory a run needs before any message is in flight, in bytes.
+    pub fn estimated_memory_bytes(&self) -> u64 {
+        let nodes =
+            self.consumers.count as u64 + self.producers.count as u64 + self.brokers.len() as u64;
+        (self.workload.keys as u64) * Self::BYTES_PER_KEY + nodes * 4096 + 16 * 1024 * 1024
     }
 
     /// Expected length of the production phase, in microseconds.

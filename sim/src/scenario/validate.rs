@@ -224,6 +224,20 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
     if s.run.max_events == 0 {
         err(p(&["run", "max_events"]), "must be at least 1".into());
     }
+    let need = s.estimated_memory_bytes();
+    let budget = s.run.memory_budget_mb.saturating_mul(1024 * 1024);
+    if need > budget {
+        err(
+            p(&["workload", "keys"]),
+            format!(
+                "{} keys need about {} MiB of per-key state ({} bytes each), more than the memory budget of {} MiB; lower the number of keys or raise [run] memory_budget_mb",
+                w.keys,
+                need / (1024 * 1024),
+                Scenario::BYTES_PER_KEY,
+                s.run.memory_budget_mb
+            ),
+        );
+    }
 
     for (i, f) in s.faults.iter().enumerate() {
         validate_fault(s, i, f, &names, &allowed, &mut err);
@@ -281,6 +295,23 @@ fn validate_fault(
     if let Some(d) = &f.duration {
         if let Err(m) = d.0.check() {
             err(fault_path(i, "for"), m);
+        }
+    }
+    if let Some(r) = f.rate {
+        let window = s
+            .run
+            .fault_window
+            .map_or_else(|| s.expected_production_micros(), |d| d.0);
+        let expected = r.as_per_sec() * window as f64 / 1e6;
+        if expected > crate::faults::MAX_OCCURRENCES as f64 {
+            err(
+                fault_path(i, "rate"),
+                format!(
+                    "about {expected:.0} occurrences over the {} fault window, more than the {} a fault entry may expand to; lower the rate or [run] fault_window",
+                    Dur(window),
+                    crate::faults::MAX_OCCURRENCES
+                ),
+            );
         }
     }
     let applies = |field: &str, ok: bool, err: &mut dyn FnMut(Vec<PathSeg>, String)| {
