@@ -124,8 +124,8 @@ struct Session {
 #[derive(Debug)]
 pub struct CachePessimistic {
     params: CachePessimisticParams,
-    /// Per broker: index (into the attached list) where the next search starts.
-    next: Vec<usize>,
+    /// Round-robin dispatch, as `competing`.
+    dispatch: crate::Competing,
     /// Per key: the lock holder, or NONE.
     holder: Vec<u32>,
     /// Per key: consumers waiting for the lock, in request order.
@@ -146,7 +146,7 @@ impl CachePessimistic {
     ) -> Self {
         CachePessimistic {
             params,
-            next: vec![0; brokers],
+            dispatch: crate::Competing::new(brokers),
             holder: vec![NONE; keys],
             waiters: (0..keys).map(|_| VecDeque::new()).collect(),
             cache: vec![None; keys],
@@ -287,16 +287,9 @@ impl crate::Named for CachePessimistic {
 impl Strategy for CachePessimistic {
     #[inline]
     fn select(&mut self, ctx: &DispatchCtx, _msg: &MsgView, _ctl: &mut Control) -> Select {
-        let n = ctx.consumers.len();
-        let start = self.next[ctx.broker as usize];
-        for k in 0..n {
-            let i = (start + k) % n;
-            if ctx.consumers[i].free > 0 {
-                self.next[ctx.broker as usize] = (i + 1) % n;
-                return Select::Consumer(i);
-            }
-        }
-        Select::Stop
+        self.dispatch
+            .pick(ctx)
+            .map_or(Select::Stop, Select::Consumer)
     }
 
     fn on_world(&mut self, now: Time, change: WorldChange, ctl: &mut Control) {

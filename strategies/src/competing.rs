@@ -34,19 +34,28 @@ impl crate::Named for Competing {
     }
 }
 
-impl Strategy for Competing {
+impl Competing {
+    /// The next consumer with free prefetch after the last one chosen at this broker (ActiveMQ's
+    /// round-robin dispatch); the other round-robin strategies use this too.
     #[inline]
-    fn select(&mut self, ctx: &DispatchCtx, _msg: &MsgView, _ctl: &mut Control) -> Select {
+    pub fn pick(&mut self, ctx: &DispatchCtx) -> Option<usize> {
         let n = ctx.consumers.len();
         let start = self.next[ctx.broker as usize];
         for k in 0..n {
             let i = (start + k) % n;
             if ctx.consumers[i].free > 0 {
                 self.next[ctx.broker as usize] = (i + 1) % n;
-                return Select::Consumer(i);
+                return Some(i);
             }
         }
-        Select::Stop
+        None
+    }
+}
+
+impl Strategy for Competing {
+    #[inline]
+    fn select(&mut self, ctx: &DispatchCtx, _msg: &MsgView, _ctl: &mut Control) -> Select {
+        self.pick(ctx).map_or(Select::Stop, Select::Consumer)
     }
 }
 

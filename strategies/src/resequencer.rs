@@ -316,7 +316,8 @@ struct Conflict;
 pub struct Resequencer {
     p: ResequencerParams,
     keys: usize,
-    next: Vec<usize>,
+    /// Round-robin dispatch, as `competing`.
+    dispatch: crate::Competing,
     /// Repository rows: by key (persistent) or by consumer * keys + key (in memory).
     rows: Vec<AggRow>,
     snap: Vec<Snap>,
@@ -346,7 +347,7 @@ impl Resequencer {
         };
         Resequencer {
             keys,
-            next: vec![0; brokers],
+            dispatch: crate::Competing::new(brokers),
             rows: (0..rows).map(|_| AggRow::default()).collect(),
             snap: (0..consumers).map(|_| Snap::default()).collect(),
             agg_fire: vec![NONE; consumers * keys],
@@ -1002,16 +1003,9 @@ impl crate::Named for Resequencer {
 
 impl Strategy for Resequencer {
     fn select(&mut self, ctx: &DispatchCtx, _msg: &MsgView, _ctl: &mut Control) -> Select {
-        let n = ctx.consumers.len();
-        let start = self.next[ctx.broker as usize];
-        for k in 0..n {
-            let i = (start + k) % n;
-            if ctx.consumers[i].free > 0 {
-                self.next[ctx.broker as usize] = (i + 1) % n;
-                return Select::Consumer(i);
-            }
-        }
-        Select::Stop
+        self.dispatch
+            .pick(ctx)
+            .map_or(Select::Stop, Select::Consumer)
     }
 
     fn on_wake(&mut self, now: Time, tok: u64, ctl: &mut Control) {

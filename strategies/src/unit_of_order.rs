@@ -163,8 +163,8 @@ pub struct UnitOfOrder {
     /// routing, one per unit: `units[unit]`.
     per_broker: bool,
     units: Vec<UnitState>,
-    /// Per broker: where the next round-robin search starts.
-    next: Vec<usize>,
+    /// Round-robin dispatch, as `competing`.
+    dispatch: crate::Competing,
     /// Hash routing: the member of each unit.
     hash_member: Vec<u16>,
     /// Path Service: the recorded member of each unit.
@@ -238,7 +238,7 @@ impl UnitOfOrder {
             path_next: 0,
             path_host,
             units: vec![FREE; scopes * keys],
-            next: vec![0; brokers],
+            dispatch: crate::Competing::new(brokers),
             keys,
             brokers,
             per_broker,
@@ -285,16 +285,7 @@ impl UnitOfOrder {
     /// The next consumer with free prefetch, round-robin.
     #[inline]
     fn round_robin(&mut self, ctx: &DispatchCtx) -> Option<usize> {
-        let n = ctx.consumers.len();
-        let start = self.next[ctx.broker as usize];
-        for k in 0..n {
-            let i = (start + k) % n;
-            if ctx.consumers[i].free > 0 {
-                self.next[ctx.broker as usize] = (i + 1) % n;
-                return Some(i);
-            }
-        }
-        None
+        self.dispatch.pick(ctx)
     }
 
     fn fail(&self) -> Route {
