@@ -99,7 +99,7 @@ use sim::strategy::{
     WorldChange,
 };
 use sim::time::{Dur, Time};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 const NONE: Time = Time::MAX;
 
@@ -332,7 +332,7 @@ pub struct Resequencer {
     hosts: Vec<Host>,
     target_up: bool,
     /// Copies of each message in our custody (a redelivered message can be aggregated twice).
-    copies: HashMap<u64, u32>,
+    copies: BTreeMap<u64, u32>,
     scratch: Vec<MsgView>,
     used: Vec<bool>,
 }
@@ -359,7 +359,7 @@ impl Resequencer {
             deferred: vec![Vec::new(); consumers],
             hosts: (0..hosts).map(|_| Host::new(keys)).collect(),
             target_up: true,
-            copies: HashMap::new(),
+            copies: BTreeMap::new(),
             scratch: Vec::new(),
             used: Vec::new(),
             p,

@@ -236,7 +236,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         });
         let attached = std::mem::take(&mut self.brokers[b as usize].attached);
         for &c in &attached {
-            self.consumer_lost_broker(c, b, true);
+            self.consumer_lost_broker(c, b);
         }
         for p in 0..self.producers.len() as u32 {
             if self.producers[p as usize].broker == Some(b) {

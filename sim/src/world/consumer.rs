@@ -129,14 +129,6 @@ impl ConsumerState {
         let busy = u32::from(!matches!(self.phase, Phase::Idle));
         prefetch.saturating_sub(self.buffer.len() as u32 + busy + self.ack_pending.len() as u32)
     }
-
-    fn current(&self) -> Option<Delivery> {
-        match self.phase {
-            Phase::Idle => None,
-            Phase::Serving { job, .. } | Phase::Parked { job, .. } => Some(job.d),
-            Phase::Waiting { d } => Some(d),
-        }
-    }
 }
 
 impl<S: Strategy, O: Observer> Engine<'_, S, O> {
@@ -535,7 +527,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     }
 
     /// The consumer's broker crashed: its connection is gone (the process goes on); it fails over.
-    pub(crate) fn consumer_lost_broker(&mut self, c: u32, b: u16, _broker_down: bool) {
+    pub(crate) fn consumer_lost_broker(&mut self, c: u32, b: u16) {
         debug_assert_eq!(self.consumers[c as usize].broker, Some(b));
         // The broker's attached list was already taken by the crash; detach does the rest.
         self.brokers[b as usize].attached.push(c);
@@ -771,12 +763,5 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             self.dispatch(d.broker);
             self.start_next(c);
         }
-    }
-
-    /// The consumer is working on an orphaned delivery when its buffer is empty and it is detached:
-    /// nothing to do; exposed for tests of the model's invariants.
-    #[allow(dead_code)]
-    pub(crate) fn in_hand(&self, c: u32) -> Option<Delivery> {
-        self.consumers[c as usize].current()
     }
 }
