@@ -88,6 +88,8 @@ pub(crate) struct Engine<'a, S: Strategy, O: Observer> {
     pub service: Sampler,
     pub ctl: Control,
     pub scratch: Vec<ConsumerSlot>,
+    /// Consumers that received messages in the current dispatch call (reused buffer).
+    pub started_scratch: Vec<u32>,
     /// Which brokers are up (mirrors `brokers[i].up`, for routing).
     pub broker_up: Vec<bool>,
     pub returned: Vec<Delivery>,
@@ -183,6 +185,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             service: sc.consumers.service.0.sampler(),
             ctl: Control::default(),
             scratch: Vec::with_capacity(sc.consumers.count as usize),
+            started_scratch: Vec::with_capacity(sc.consumers.count as usize),
             broker_up: vec![true; sc.brokers.len()],
             returned: Vec::new(),
             phase_open,
@@ -316,6 +319,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
         ctl.applies.clear();
         ctl.discards.clear();
         ctl.redispatch = false;
+        ctl.dirty = false;
         self.ctl = ctl;
         for &c in &unparks {
             self.unpark(c);
@@ -390,7 +394,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             Ev::FaultEnd(i) => self.fault_end(i),
             Ev::Wake(token) => {
                 self.strategy.on_wake(self.now, token, &mut self.ctl);
-                self.ctl.redispatch = true;
+                self.ctl.redispatch();
                 self.apply_control();
             }
             Ev::DrainDeadline => unreachable!("handled by the loop"),

@@ -248,37 +248,39 @@ pub struct Control {
     pub(crate) applies: Vec<(MsgView, u32, u32)>,
     pub(crate) discards: Vec<MsgView>,
     pub(crate) reads: Vec<(u32, u32, Option<u32>)>,
+    /// Something was requested since the engine last carried the requests out (one flag to test on
+    /// the hot path instead of seven lists).
+    pub(crate) dirty: bool,
 }
 
 impl Control {
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.wakes.is_empty()
-            && !self.redispatch
-            && self.reassigned.is_empty()
-            && self.unparks.is_empty()
-            && self.applies.is_empty()
-            && self.discards.is_empty()
-            && self.reads.is_empty()
+        !self.dirty
     }
 
     /// Calls [`Strategy::on_wake`] with `token` at `at`, then redispatches every broker.
     pub fn wake_at(&mut self, at: Time, token: u64) {
         self.wakes.push((at, token));
+        self.dirty = true;
     }
 
     /// Asks every broker to run dispatch again (e.g. a held message may now go).
     pub fn redispatch(&mut self) {
         self.redispatch = true;
+        self.dirty = true;
     }
 
     /// Records in the history that `broker` gave ownership to `consumer`.
     pub fn reassigned(&mut self, broker: u16, consumer: u32) {
         self.reassigned.push((broker, consumer));
+        self.dirty = true;
     }
 
     /// A consumer parked by [`Begin::Wait`] may proceed with its message now.
     pub fn unpark(&mut self, consumer: u32) {
         self.unparks.push(consumer);
+        self.dirty = true;
     }
 
     /// Writes `msg` to the target outside any consumer's transaction (e.g. a resequencer's apply
@@ -287,16 +289,19 @@ impl Control {
     /// [`Strategy::on_world`] said so).
     pub fn apply(&mut self, msg: MsgView, state_seq: u32, worker: u32) {
         self.applies.push((msg, state_seq, worker));
+        self.dirty = true;
     }
 
     /// A message the strategy had taken over (acked upstream) is gone for good.
     pub fn discard(&mut self, msg: MsgView) {
         self.discards.push(msg);
+        self.dirty = true;
     }
 
     /// Records a read of the source database by `consumer` (`seq`: the state read; None: no row).
     pub fn source_read(&mut self, key: u32, consumer: u32, seq: Option<u32>) {
         self.reads.push((key, consumer, seq));
+        self.dirty = true;
     }
 }
 

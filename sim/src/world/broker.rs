@@ -83,6 +83,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         }
         let mut cands = std::mem::take(&mut self.scratch);
         cands.clear();
+        let mut started = std::mem::take(&mut self.started_scratch);
+        started.clear();
         let mut total_free = 0u32;
         for &c in &self.brokers[bi].attached {
             let free = self.consumers[c as usize].free(self.sc.consumers.prefetch);
@@ -112,6 +114,9 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                     cand.free -= 1;
                     total_free -= 1;
                     let c = cand.id;
+                    if !started.contains(&c) {
+                        started.push(c);
+                    }
                     if i == 0 {
                         self.brokers[bi].queue.pop_front();
                     } else {
@@ -123,12 +128,14 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 Select::Stop => break,
             }
         }
-        // `start_next` may re-enter dispatch (a strategy hook, a batch job ending), which uses
-        // `self.scratch`: keep this call's list local until the loop is over.
-        for cand in &cands {
-            self.start_next(cand.id);
-        }
         self.scratch = cands;
+        // Only the consumers that received something may have work to start. `start_next` may
+        // re-enter dispatch (a strategy hook, a batch job ending): keep this call's list local.
+        for &c in &started {
+            self.start_next(c);
+        }
+        started.clear();
+        self.started_scratch = started;
         self.apply_control();
     }
 
