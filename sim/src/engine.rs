@@ -312,7 +312,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             });
         }
         let redispatch = ctl.redispatch;
-        let unparks = std::mem::take(&mut ctl.unparks);
+        let mut unparks = std::mem::take(&mut ctl.unparks);
         ctl.wakes.clear();
         ctl.reassigned.clear();
         ctl.reads.clear();
@@ -323,6 +323,11 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
         self.ctl = ctl;
         for &c in &unparks {
             self.unpark(c);
+        }
+        // Give the buffer back, so a lock hand-over does not allocate on every release.
+        unparks.clear();
+        if self.ctl.unparks.is_empty() {
+            self.ctl.unparks = unparks;
         }
         if redispatch {
             for b in 0..self.brokers.len() as u16 {
