@@ -1,8 +1,11 @@
 //! The `sim` command line as a library: every command is a function, so integration tests drive
 //! them without spawning a process.
 
+pub mod charts;
 pub mod check;
+pub mod library;
 pub mod report;
+pub mod sweep;
 
 use sim::history::{Fingerprint, JsonLines, NoObserver};
 use sim::scenario::{load_file, load_str, ScenarioError};
@@ -42,6 +45,16 @@ pub enum CliError {
         /// The repro line.
         repro: String,
     },
+    /// Ctrl-C stopped a sweep; the finished runs are kept for `--resume` (exit 130).
+    #[error("interrupted: {done} of {total} runs are saved; continue with:\n  {resume}")]
+    Interrupted {
+        /// Runs finished and journaled.
+        done: u64,
+        /// Runs in the sweep (or shard).
+        total: u64,
+        /// The command that resumes it.
+        resume: String,
+    },
     /// Results could not be written (exit 1).
     #[error("cannot write {path}: {reason}")]
     Output {
@@ -61,6 +74,7 @@ impl CliError {
             | CliError::Output { .. }
             | CliError::Failed
             | CliError::Nondeterministic { .. } => 1,
+            CliError::Interrupted { .. } => 130,
         }
     }
 }
@@ -86,6 +100,20 @@ pub struct RunRequest {
     pub max_events: Option<u64>,
     /// Stops every run at this simulated time.
     pub max_sim_time: Option<Time>,
+}
+
+/// Fails on a strategy name that is not in the registry, listing the known ones.
+pub fn check_strategy_names(names: &[String]) -> Result<(), CliError> {
+    for n in names {
+        if !strategies::is_known(n) {
+            let known: Vec<&str> = strategies::ALL.iter().map(|i| i.name).collect();
+            return Err(CliError::Usage(format!(
+                "unknown strategy {n:?} (known: {})",
+                known.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The one-line command that reproduces a run.
@@ -130,15 +158,7 @@ pub fn run_scenario(
     } else {
         req.strategies.clone()
     };
-    for n in &names {
-        if !strategies::is_known(n) {
-            let known: Vec<&str> = strategies::ALL.iter().map(|i| i.name).collect();
-            return Err(CliError::Usage(format!(
-                "unknown strategy {n:?} (known: {})",
-                known.join(", ")
-            )));
-        }
-    }
+    check_strategy_names(&names)?;
     if trace.is_some() && names.len() != 1 {
         return Err(CliError::Usage(
             "--trace writes one history: choose one strategy with --strategy".into(),
@@ -248,12 +268,34 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), CliError> {
     std::fs::rename(&tmp, path).map_err(err)
 }
 
-/// Writes `summary.csv` and `summary.json` under `dir`.
-pub fn write_outputs(r: &RunResult, dir: &Path) -> Result<(), CliError> {
+/// Creates `dir` (and its parents).
+pub fn create_dir(dir: &Path) -> Result<(), CliError> {
     std::fs::create_dir_all(dir).map_err(|e| CliError::Output {
         path: dir.display().to_string(),
         reason: e.to_string(),
-    })?;
+    })
+}
+
+/// Writes a chart as `NAME.svg` and `NAME.png` under `dir`.
+pub fn write_figure(dir: &Path, name: &str, fig: &charts::Figure) -> Result<(), CliError> {
+    write_atomic(&dir.join(format!("{name}.svg")), fig.svg.as_bytes())?;
+    write_atomic(&dir.join(format!("{name}.png")), &fig.png)
+}
+
+/// The files [`write_outputs`] writes, in order.
+pub const RUN_FILES: [&str; 5] = [
+    "summary.csv",
+    "summary.json",
+    "chart.svg",
+    "chart.png",
+    "report.md",
+];
+
+/// Writes `summary.csv`, `summary.json`, the chart (`chart.svg`, `chart.png`) and `report.md`
+/// (table, fault plan and chart on one page) under `dir`. `file` is the scenario's path as the
+/// report's repro line should show it.
+pub fn write_outputs(r: &RunResult, file: &Path, dir: &Path) -> Result<(), CliError> {
+    create_dir(dir)?;
     let csv = report::csv(&r.summary).map_err(|e| CliError::Output {
         path: dir.join("summary.csv").display().to_string(),
         reason: e.to_string(),
@@ -262,7 +304,40 @@ pub fn write_outputs(r: &RunResult, dir: &Path) -> Result<(), CliError> {
     write_atomic(
         &dir.join("summary.json"),
         report::json(&r.summary).as_bytes(),
-    )
+    )?;
+    let fig = charts::run_chart(&r.summary).map_err(|e| CliError::Output {
+        path: dir.join("chart.svg").display().to_string(),
+        reason: e.to_string(),
+    })?;
+    write_figure(dir, "chart", &fig)?;
+    write_atomic(&dir.join("report.md"), run_report(r, file).as_bytes())
+}
+
+/// The Markdown page of one run: what ran, against which faults, the table and the chart.
+pub fn run_report(r: &RunResult, file: &Path) -> String {
+    let mut s = format!("# {}: seed {}\n\n", r.summary.scenario, r.summary.seed);
+    if let Some(d) = &r.scenario.description {
+        s.push_str(&format!("{d}\n\n"));
+    }
+    s.push_str("```\n");
+    s.push_str(&header(r, file));
+    s.push_str("```\n\n");
+    s.push_str(&report::table_markdown(&r.summary));
+    s.push_str(&format!(
+        "\n![{} compared, seed {}](chart.svg)\n\n",
+        r.summary.scenario, r.summary.seed
+    ));
+    s.push_str(
+        "Columns: `violations` = messages applied after a newer message of the same key; `stale_rej` = \
+         messages a strategy refused as older than the state it holds; `lost` = neither applied, nor \
+         rejected, nor dead-lettered, nor pending; `dups` = extra applications of a message; `pending` = \
+         still in flight when the run ended; `mismatch` = keys whose final state is not their newest \
+         message; `thru/s` = applied per second; latencies from production to application; `block_ms` = \
+         the longest time a key's next message waited behind an earlier one.\n\n\
+         Data: [summary.csv](summary.csv), [summary.json](summary.json); chart also as \
+         [PNG](chart.png).\n",
+    );
+    s
 }
 
 /// Runs each strategy of the scenario twice with the same seed and compares a hash of the whole

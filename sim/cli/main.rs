@@ -31,7 +31,7 @@ enum Command {
         /// Print the JSON summary instead of the table.
         #[arg(long)]
         json: bool,
-        /// Also write summary.csv and summary.json into this directory.
+        /// Also write summary.csv, summary.json, the chart (SVG, PNG) and report.md into this directory.
         #[arg(long)]
         out: Option<PathBuf>,
         /// Write the history of the run (one strategy) as JSON lines.
@@ -70,6 +70,60 @@ enum Command {
     },
     /// List the strategies and fault kinds.
     List,
+    /// Run a grid of parameter values x seeds x strategies in parallel: runs.csv (one row per run),
+    /// aggregate.csv (mean, min, max, 95% interval across seeds), charts and report.md.
+    Sweep {
+        /// The scenario file.
+        file: PathBuf,
+        /// Seeds, both ends included: "1..20".
+        #[arg(long)]
+        seeds: String,
+        /// A parameter and its values, as a dotted path into the scenario file:
+        /// `--set consumers.count=1,2,4,8`, `--set fault.0.rate=1/h,10/h` (repeatable; the first is
+        /// the charts' x axis).
+        #[arg(long = "set")]
+        sets: Vec<String>,
+        /// Run only this strategy (repeatable; default: the scenario's list).
+        #[arg(long = "strategy")]
+        strategies: Vec<String>,
+        /// Runs in parallel (default: every core; the output does not depend on it).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+        /// Run only slice I of N (1-based, e.g. 2/8); combine the slices with `sim merge`.
+        #[arg(long)]
+        shard: Option<String>,
+        /// Continue an interrupted sweep in --out, skipping the runs already saved.
+        #[arg(long)]
+        resume: bool,
+        /// Stop each run after this many engine events.
+        #[arg(long)]
+        max_events: Option<u64>,
+    },
+    /// Regenerate the reports of a scenario library: each scenario at its seed (table, chart,
+    /// report.md), its [sweep] section, and an index (`sim report scenarios/ --out reports/`).
+    Report {
+        /// Scenario files or directories (searched recursively for *.toml).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+        /// Scenarios in parallel (the output does not depend on it; default: every core).
+        #[arg(long)]
+        jobs: Option<usize>,
+    },
+    /// Combine the --out directories of `sim sweep --shard` runs into the outputs of one sweep.
+    Merge {
+        /// The shards' output directories (every shard exactly once).
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -116,7 +170,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             }
             let r = ordsim::run_scenario(sc, &file, &req, trace.as_deref())?;
             if let Some(dir) = &out {
-                ordsim::write_outputs(&r, dir)?;
+                ordsim::write_outputs(&r, &file, dir)?;
             }
             if json {
                 print!("{}", ordsim::report::json(&r.summary));
@@ -127,7 +181,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
                     ordsim::report::table(&r.summary)
                 );
                 if let Some(dir) = &out {
-                    println!("\nwrote {}/summary.csv and summary.json", dir.display());
+                    println!(
+                        "\nwrote {}/{{{}}}",
+                        dir.display(),
+                        ordsim::RUN_FILES.join(",")
+                    );
                 }
             }
             Ok(())
@@ -155,6 +213,63 @@ fn run(cli: Cli) -> Result<(), CliError> {
             if report.failed() {
                 return Err(CliError::Failed);
             }
+            Ok(())
+        }
+        Command::Sweep {
+            file,
+            seeds,
+            sets,
+            strategies,
+            jobs,
+            out,
+            shard,
+            resume,
+            max_events,
+        } => {
+            use std::io::IsTerminal;
+            let req = ordsim::sweep::SweepRequest {
+                file,
+                seeds,
+                sets,
+                strategies,
+                jobs: jobs
+                    .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+                out,
+                shard,
+                resume,
+                max_events,
+                progress: std::io::stderr().is_terminal() && std::env::var_os("CI").is_none(),
+            };
+            let o = ordsim::sweep::sweep(&req)?;
+            println!(
+                "{} runs ({} run now, {} resumed); wrote {}/{{{}}}",
+                o.runs,
+                o.executed,
+                o.runs - o.executed,
+                req.out.display(),
+                o.files.join(",")
+            );
+            Ok(())
+        }
+        Command::Report { paths, out, jobs } => {
+            let jobs =
+                jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            let names = ordsim::library::report(&paths, &out, jobs)?;
+            println!(
+                "wrote the reports of {} scenario(s) under {}",
+                names.len(),
+                out.display()
+            );
+            Ok(())
+        }
+        Command::Merge { dirs, out } => {
+            let files = ordsim::sweep::merge(&dirs, &out)?;
+            println!(
+                "merged {} shard(s); wrote {}/{{{}}}",
+                dirs.len(),
+                out.display(),
+                files.join(",")
+            );
             Ok(())
         }
         Command::List => {

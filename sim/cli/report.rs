@@ -1,6 +1,6 @@
 //! Rendering a run summary: the terminal table, CSV and JSON.
 
-use sim::summary::{Metrics, RunSummary, Status};
+use sim::summary::{Metrics, RunSummary, Status, StrategySummary};
 
 /// A table column: its header and how to format its value.
 type Column = (&'static str, fn(&Metrics) -> String);
@@ -37,8 +37,9 @@ fn columns() -> Vec<Column> {
     ]
 }
 
-/// The comparison table, one row per strategy, right-aligned numbers.
-pub fn table(s: &RunSummary) -> String {
+/// The table's cells (a header row, then one row per strategy) and the notes about strategies
+/// that could not run.
+fn table_cells(s: &RunSummary) -> (Vec<Vec<String>>, Vec<String>) {
     let cols = columns();
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut header = vec!["strategy".to_string()];
@@ -60,6 +61,12 @@ pub fn table(s: &RunSummary) -> String {
         }
         rows.push(row);
     }
+    (rows, notes)
+}
+
+/// The comparison table, one row per strategy, right-aligned numbers.
+pub fn table(s: &RunSummary) -> String {
+    let (rows, notes) = table_cells(s);
     let widths: Vec<usize> = (0..rows[0].len())
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
@@ -90,6 +97,41 @@ pub fn table(s: &RunSummary) -> String {
     out
 }
 
+/// A Markdown table: a header row, an alignment row (the first `left` columns left-aligned, the
+/// numbers after them right-aligned), then `rows`.
+pub fn markdown_table(header: &[String], rows: &[Vec<String>], left: usize) -> String {
+    let esc = |v: &str| v.replace('|', "\\|");
+    let mut out = format!(
+        "| {} |\n",
+        header
+            .iter()
+            .map(|h| esc(h))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    let align: Vec<&str> = (0..header.len())
+        .map(|i| if i < left { "---" } else { "---:" })
+        .collect();
+    out.push_str(&format!("| {} |\n", align.join(" | ")));
+    for r in rows {
+        out.push_str(&format!(
+            "| {} |\n",
+            r.iter().map(|v| esc(v)).collect::<Vec<_>>().join(" | ")
+        ));
+    }
+    out
+}
+
+/// The comparison table in Markdown, with the notes under it.
+pub fn table_markdown(s: &RunSummary) -> String {
+    let (rows, notes) = table_cells(s);
+    let mut out = markdown_table(&rows[0], &rows[1..], 1);
+    for n in notes {
+        out.push_str(&format!("\n{n}\n"));
+    }
+    out
+}
+
 /// The metric columns, derived from [`Metrics`] itself so the CSV can never drift from the JSON.
 pub fn metric_columns() -> Vec<String> {
     Metrics::default()
@@ -108,34 +150,30 @@ pub fn csv_header() -> Vec<String> {
     h
 }
 
+/// A strategy's status, reason and every metric, as CSV cells (empty metrics when it did not run).
+pub fn strategy_cells(st: &StrategySummary) -> Vec<String> {
+    let status = match st.status {
+        Status::Ok => "ok",
+        Status::NotApplicable => "not_applicable",
+    };
+    let mut r = vec![status.to_string(), st.reason.clone().unwrap_or_default()];
+    match &st.metrics {
+        Some(m) => r.extend(m.fields().into_iter().map(|(_, v)| match v {
+            serde_json::Value::String(s) => s,
+            other => other.to_string(),
+        })),
+        None => r.extend(metric_columns().iter().map(|_| String::new())),
+    }
+    r
+}
+
 /// One CSV record per strategy, in [`csv_header`] order.
 pub fn csv_records(s: &RunSummary) -> Vec<Vec<String>> {
-    let cols = metric_columns();
     s.strategies
         .iter()
         .map(|st| {
-            let status = match st.status {
-                Status::Ok => "ok",
-                Status::NotApplicable => "not_applicable",
-            };
-            let mut r = vec![
-                s.scenario.clone(),
-                s.seed.to_string(),
-                st.strategy.clone(),
-                status.to_string(),
-                st.reason.clone().unwrap_or_default(),
-            ];
-            match &st.metrics {
-                Some(m) => {
-                    let vals = m.fields();
-                    debug_assert_eq!(vals.len(), cols.len());
-                    r.extend(vals.into_iter().map(|(_, v)| match v {
-                        serde_json::Value::String(s) => s,
-                        other => other.to_string(),
-                    }));
-                }
-                None => r.extend(cols.iter().map(|_| String::new())),
-            }
+            let mut r = vec![s.scenario.clone(), s.seed.to_string(), st.strategy.clone()];
+            r.extend(strategy_cells(st));
             r
         })
         .collect()

@@ -57,6 +57,23 @@ pub struct Scenario {
     /// Per-strategy parameters: `[strategy.single]` etc. Each strategy checks its own table.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub strategy: BTreeMap<String, toml::Table>,
+    /// The sweep `sim report` runs for the committed reports (`[sweep]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepSpec>,
+}
+
+/// `[sweep]`: what `sim report` sweeps for this scenario, the same as
+/// `sim sweep FILE --seeds SEEDS --set SET[0] --set SET[1] ...`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepSpec {
+    /// Seeds, both ends included: `"1..10"`.
+    pub seeds: crate::expect::SeedRange,
+    /// Parameters and their values: `["fault.0.for=15s,45s,90s"]` (the first is the x axis).
+    pub set: Vec<String>,
+    /// Strategies (default: the scenario's list).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub strategies: Vec<String>,
 }
 
 /// Defaults, named so that serde and the docs agree.

@@ -242,6 +242,27 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
     for (i, f) in s.faults.iter().enumerate() {
         validate_fault(s, i, f, &names, &allowed, &mut err);
     }
+    if let Some(sw) = &s.sweep {
+        for (i, set) in sw.set.iter().enumerate() {
+            let ok = set.split_once('=').is_some_and(|(path, values)| {
+                !path.trim().is_empty() && values.split(',').all(|v| !v.trim().is_empty())
+            });
+            if !ok {
+                err(
+                    vec!["sweep".into(), "set".into(), PathSeg::Index(i)],
+                    format!("{set:?}: write \"PATH=V1,V2,...\", e.g. \"consumers.count=1,2,4,8\""),
+                );
+            }
+        }
+        for (i, name) in sw.strategies.iter().enumerate() {
+            if !s.strategies.contains(name) {
+                err(
+                    vec!["sweep".into(), "strategies".into(), PathSeg::Index(i)],
+                    format!("{name:?} is not in the scenario's `strategies`"),
+                );
+            }
+        }
+    }
     if let Some(x) = &s.expect {
         for (path, msg) in crate::expect::validate(x, &s.strategies) {
             err(
