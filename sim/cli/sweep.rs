@@ -1134,3 +1134,92 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Vec<String>, CliError> {
     }
     finalize(out, &whole, &rows)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(text: &str) -> toml_edit::DocumentMut {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn set_path_reaches_tables_inline_tables_and_arrays() {
+        let mut d = doc(
+            "[consumers]\ncount = 2\nservice = { dist = \"exponential\", mean = \"5ms\" }\n\
+             [[broker]]\nname = \"a\"\n[[broker]]\nname = \"b\"\n\
+             [producers]\nbrokers = [\"a\", \"b\"]\n",
+        );
+        set_path(&mut d, "consumers.count", "8").unwrap();
+        set_path(&mut d, "consumers.service.mean", "20ms").unwrap();
+        set_path(&mut d, "broker.1.persistent", "false").unwrap();
+        set_path(&mut d, "producers.brokers.0", "b").unwrap();
+        set_path(&mut d, "run.drain_timeout", "1h").unwrap();
+        let t: toml::Table = d.to_string().parse().unwrap();
+        assert_eq!(t["consumers"]["count"].as_integer(), Some(8));
+        assert_eq!(t["consumers"]["service"]["mean"].as_str(), Some("20ms"));
+        assert_eq!(t["broker"][1]["persistent"].as_bool(), Some(false));
+        assert_eq!(t["producers"]["brokers"][0].as_str(), Some("b"));
+        assert_eq!(t["run"]["drain_timeout"].as_str(), Some("1h"));
+        // Quoted values stay strings; bare words that are not TOML become strings.
+        set_path(&mut d, "consumers.count", "\"8\"").unwrap();
+        let t: toml::Table = d.to_string().parse().unwrap();
+        assert_eq!(t["consumers"]["count"].as_str(), Some("8"));
+
+        for (path, needle) in [
+            ("broker.2.name", "index 2 does not exist"),
+            ("broker.x.name", "expected an index"),
+            ("broker.0", "whole table"),
+            ("consumers.count.x", "is a value"),
+            ("producers.brokers.0.x", "no fields"),
+        ] {
+            let e = set_path(&mut d, path, "1").unwrap_err();
+            assert!(e.contains(needle), "{path}: {e}");
+        }
+    }
+
+    #[test]
+    fn stats_give_the_student_t_interval() {
+        let s = Stats::of(&[1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!((s.runs, s.mean, s.min, s.max), (5, 3.0, 1.0, 5.0));
+        // t(0.975, 4) = 2.776445; sd = sqrt(2.5); half = 2.776445 * sqrt(2.5 / 5).
+        let (lo, hi) = s.ci95.unwrap();
+        assert!((hi - 3.0 - 2.776445 * 0.5f64.sqrt()).abs() < 1e-5, "{hi}");
+        assert!((3.0 - lo - (hi - 3.0)).abs() < 1e-12);
+        assert!(Stats::of(&[7.0]).ci95.is_none());
+        assert_eq!(Stats::of(&[]).runs, 0);
+    }
+
+    #[test]
+    fn units_are_numbered_point_major_then_seed_then_strategy() {
+        let m = Manifest {
+            scenario: "s".into(),
+            file: "s.toml".into(),
+            file_hash: String::new(),
+            seed_first: 10,
+            seed_last: 12,
+            params: vec![
+                Param::parse("a=1,2").unwrap(),
+                Param::parse("b=x,y,z").unwrap(),
+            ],
+            strategies: vec!["competing".into(), "single".into()],
+            strategies_chosen: false,
+            runs: 2 * 3 * 3 * 2,
+            max_events: None,
+            shard: None,
+        };
+        assert_eq!(m.unit(0), (0, 10, 0));
+        assert_eq!(m.unit(1), (0, 10, 1));
+        assert_eq!(m.unit(2), (0, 11, 0));
+        assert_eq!(m.unit(6), (1, 10, 0));
+        assert_eq!(m.point_values(1), vec![0, 1]);
+        assert_eq!(m.point_values(3), vec![1, 0]);
+        let shards: Vec<Shard> = (1..=4).map(|i| Shard { index: i, count: 4 }).collect();
+        for run in 0..m.runs {
+            assert_eq!(shards.iter().filter(|s| s.owns(run)).count(), 1);
+        }
+        assert_eq!(num(0.1 + 0.2), "0.3");
+        assert_eq!(num(-0.0000001), "0");
+        assert_eq!(num(2.0), "2");
+    }
+}
