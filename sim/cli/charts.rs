@@ -174,18 +174,24 @@ pub fn short_number(x: f64) -> String {
     }
 }
 
-/// A number for an axis tick: enough decimals to tell neighbouring ticks apart.
-pub fn tick_number(x: f64) -> String {
-    if x.abs() >= 1000.0 {
-        return format!("{x:.0}");
-    }
-    let s = format!("{x:.3}");
-    let s = s.trim_end_matches('0').trim_end_matches('.');
+/// `x` with at most `decimals` decimals, trailing zeros dropped, never "-0".
+pub fn trimmed(x: f64, decimals: usize) -> String {
+    let s = format!("{x:.decimals$}");
+    let s = if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        &s
+    };
     if s == "-0" {
         "0".into()
     } else {
         s.into()
     }
+}
+
+/// A number for an axis tick: enough decimals to tell neighbouring ticks apart.
+pub fn tick_number(x: f64) -> String {
+    trimmed(x, if x.abs() >= 1000.0 { 0 } else { 3 })
 }
 
 /// The run chart: six panels (violations, lost + duplicates, stale + dead-lettered, throughput,

@@ -802,16 +802,7 @@ pub fn num(x: f64) -> String {
     if !x.is_finite() {
         return String::new();
     }
-    if x.fract() == 0.0 && x.abs() < 1e15 {
-        return format!("{x:.0}");
-    }
-    let s = format!("{x:.6}");
-    let s = s.trim_end_matches('0').trim_end_matches('.');
-    if s == "-0" {
-        "0".to_string()
-    } else {
-        s.to_string()
-    }
+    charts::trimmed(x, 6)
 }
 
 fn agg_rows(m: &Manifest, agg: &Aggregate) -> Vec<Vec<String>> {
