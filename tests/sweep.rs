@@ -252,6 +252,32 @@ fn bad_requests_are_refused_before_anything_runs() {
         assert!(e.to_string().contains(needle), "{sets:?}: {e}");
         assert!(!out.join(RUNS).exists());
     }
+    // Grids too large to hold are refused up front.
+    let many: Vec<String> = (0..8)
+        .map(|i| {
+            format!(
+                "workload.keys={}",
+                (1..=20)
+                    .map(|v| (v + i).to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+        })
+        .enumerate()
+        .map(|(i, s)| {
+            if i == 0 {
+                s
+            } else {
+                s.replace("workload.keys", &format!("workload.x{i}"))
+            }
+        })
+        .collect();
+    let e = sweep(&SweepRequest {
+        sets: many,
+        ..request(&file, &out)
+    })
+    .unwrap_err();
+    assert!(e.to_string().contains("grid points"), "{e}");
     for shard in ["0/3", "4/3", "1/0", "a/b", "2"] {
         let e = sweep(&SweepRequest {
             shard: Some(shard.into()),

@@ -31,6 +31,8 @@ pub const AGGREGATE: &str = "aggregate.csv";
 pub const MANIFEST: &str = "sweep.json";
 /// Most runs one sweep may ask for.
 pub const MAX_RUNS: u64 = 10_000_000;
+/// Most grid points (each holds a loaded scenario while the sweep runs).
+pub const MAX_POINTS: u64 = 100_000;
 
 /// One swept parameter: a dotted path into the scenario file and its values as written.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -352,10 +354,18 @@ pub fn plan(req: &SweepRequest) -> Result<(Manifest, Vec<Scenario>), CliError> {
         req.strategies.clone()
     };
     crate::check_strategy_names(&strategies)?;
-    let points: u64 = params.iter().map(|p| p.values.len() as u64).product();
+    let points: u64 = params
+        .iter()
+        .try_fold(1u64, |acc, p| acc.checked_mul(p.values.len() as u64))
+        .unwrap_or(u64::MAX);
     let runs = points
         .saturating_mul(seeds.last - seeds.first + 1)
         .saturating_mul(strategies.len() as u64);
+    if points > MAX_POINTS {
+        return Err(CliError::Usage(format!(
+            "the --set values make {points} grid points; at most {MAX_POINTS} are allowed: split the sweep"
+        )));
+    }
     if runs > MAX_RUNS {
         return Err(CliError::Usage(format!(
             "the sweep has {runs} runs (points x seeds x strategies); at most {MAX_RUNS} are allowed: split it"
