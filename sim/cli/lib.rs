@@ -1,6 +1,7 @@
 //! The `sim` command line as a library: every command is a function, so integration tests drive
 //! them without spawning a process.
 
+pub mod bench;
 pub mod charts;
 pub mod check;
 pub mod library;

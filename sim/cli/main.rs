@@ -124,6 +124,25 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Time the engine on the M/M/c reference model: messages/s, wall time, the mean queue wait
+    /// against Erlang C (batch-means z-test) and the ordering inversions.
+    Bench {
+        /// The scenario file.
+        #[arg(default_value = ordsim::bench::DEFAULT_FILE)]
+        file: PathBuf,
+        /// Override `[workload] messages`.
+        #[arg(long)]
+        messages: Option<u64>,
+        /// Timed runs (the median is reported).
+        #[arg(long, default_value_t = 3)]
+        repeat: u32,
+        /// Strategy (default: the scenario's first).
+        #[arg(long)]
+        strategy: Option<String>,
+        /// Seed (default: the scenario's).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -274,6 +293,26 @@ fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::List => {
             print!("{}", ordsim::list_text());
+            Ok(())
+        }
+        Command::Bench {
+            file,
+            messages,
+            repeat,
+            strategy,
+            seed,
+        } => {
+            let r = ordsim::bench::bench(&ordsim::bench::BenchOptions {
+                file,
+                messages,
+                repeat,
+                strategy,
+                seed,
+            })?;
+            print!("{}", r.text());
+            if r.failed() {
+                return Err(CliError::Failed);
+            }
             Ok(())
         }
     }

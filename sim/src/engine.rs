@@ -22,26 +22,55 @@ use crate::world::{Delivery, Loc, Msg, Slab};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 
-/// Engine events. Small and `Copy`: the queue moves them by value.
+/// Engine events. Small and `Copy`: the queue moves them by value, so they are kept to 16 bytes
+/// (checked below); a larger payload lives in an engine table and the event carries its index.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Ev {
     Arrival,
     ProducerReconnect(u32),
-    ServiceDone { c: u32, epoch: u32 },
-    BlockingRetry { c: u32, epoch: u32 },
-    AckArrive { c: u32, d: Delivery },
-    RedeliveryDue { slot: u32, id: u64 },
-    ForwardArrive { slot: u32, id: u64 },
-    ConsumerReconnect { c: u32, epoch: u32 },
-    ParkTimeout { c: u32, epoch: u32, serial: u32 },
+    ServiceDone {
+        c: u32,
+        epoch: u32,
+    },
+    BlockingRetry {
+        c: u32,
+        epoch: u32,
+    },
+    /// `ack`: index into [`Engine::acks`].
+    AckArrive {
+        c: u32,
+        ack: u32,
+    },
+    RedeliveryDue {
+        slot: u32,
+        id: u64,
+    },
+    ForwardArrive {
+        slot: u32,
+        id: u64,
+    },
+    ConsumerReconnect {
+        c: u32,
+        epoch: u32,
+    },
+    ParkTimeout {
+        c: u32,
+        epoch: u32,
+        serial: u32,
+    },
     JobStart(u32),
     ProducerRetry(u32),
-    Resume { c: u32, epoch: u32 },
+    Resume {
+        c: u32,
+        epoch: u32,
+    },
     FaultStart(u32),
     FaultEnd(u32),
     Wake(u64),
     DrainDeadline,
 }
+
+const _: () = assert!(std::mem::size_of::<Ev>() <= 16);
 
 /// Why a run could not produce a trustworthy summary.
 #[derive(Debug, thiserror::Error)]
@@ -76,6 +105,9 @@ pub(crate) struct Engine<'a, S: Strategy, O: Observer> {
     pub producers: Vec<ProducerState>,
     pub brokers: Vec<BrokerState>,
     pub consumers: Vec<ConsumerState>,
+    /// Per consumer, its [`ConsumerState::load`] (unacked deliveries held), kept dense so that
+    /// dispatch reads one `u32` per candidate instead of three fields of a large struct.
+    pub load: Vec<u32>,
     /// The target database, per key.
     pub rows: Vec<Row>,
     pub db_down: u32,
@@ -93,6 +125,10 @@ pub(crate) struct Engine<'a, S: Strategy, O: Observer> {
     /// Which brokers are up (mirrors `brokers[i].up`, for routing).
     pub broker_up: Vec<bool>,
     pub returned: Vec<Delivery>,
+    /// Deliveries whose ack is travelling to the broker (`Ev::AckArrive` carries the index);
+    /// slots are reused through `acks_free`.
+    pub acks: Vec<Delivery>,
+    pub acks_free: Vec<u32>,
     /// Things that keep the fault phase open: messages still to produce + faults not yet over.
     pub phase_open: u64,
     pub draining: bool,
@@ -175,6 +211,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             producers,
             brokers: sc.brokers.iter().map(BrokerState::new).collect(),
             consumers,
+            load: vec![0; sc.consumers.count as usize],
             rows: vec![Row::default(); sc.workload.keys as usize],
             db_down: 0,
             source: vec![Row::default(); sc.workload.keys as usize],
@@ -188,6 +225,8 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             started_scratch: Vec::with_capacity(sc.consumers.count as usize),
             broker_up: vec![true; sc.brokers.len()],
             returned: Vec::new(),
+            acks: Vec::new(),
+            acks_free: Vec::new(),
             phase_open,
             draining: false,
             poison_boost: Vec::new(),
@@ -246,10 +285,16 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
     }
 
     /// Carries out what a strategy hook asked for.
+    #[inline]
     pub fn apply_control(&mut self) {
-        if self.ctl.is_empty() {
-            return;
+        // Called after every hook; most hooks ask for nothing, so only the flag test is inlined.
+        if !self.ctl.is_empty() {
+            self.apply_control_slow();
         }
+    }
+
+    #[inline(never)]
+    fn apply_control_slow(&mut self) {
         let mut ctl = std::mem::take(&mut self.ctl);
         for &(at, token) in &ctl.wakes {
             self.q.push(at.max(self.now), Ev::Wake(token));
@@ -336,6 +381,15 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
         }
     }
 
+    /// Forgets that the strategy holds message `id` (it was applied, rejected or dead-lettered).
+    /// Most strategies never take messages over: skip the map lookup when it is empty.
+    #[inline]
+    pub fn unhold(&mut self, id: u64) {
+        if !self.held.is_empty() {
+            self.held.remove(&id);
+        }
+    }
+
     /// Notes that a copy of message `id` (in `slot`, if it is still there) has been applied.
     pub fn mark_applied(&mut self, slot: u32, id: u64) {
         let m = self.slab.get_mut(slot);
@@ -382,7 +436,11 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             Ev::ProducerReconnect(p) => self.producer_reconnect(p),
             Ev::ServiceDone { c, epoch } => self.service_done(c, epoch),
             Ev::BlockingRetry { c, epoch } => self.blocking_retry(c, epoch),
-            Ev::AckArrive { c, d } => self.ack_arrive(c, d),
+            Ev::AckArrive { c, ack } => {
+                let d = self.acks[ack as usize];
+                self.acks_free.push(ack);
+                self.ack_arrive(c, d)
+            }
             Ev::RedeliveryDue { slot, id } => self.redelivery_due(slot, id),
             Ev::ForwardArrive { slot, id } => self.forward_arrive(slot, id),
             Ev::ConsumerReconnect { c, epoch } => self.consumer_reconnect(c, epoch),

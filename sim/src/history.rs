@@ -295,6 +295,7 @@ pub enum Event {
 
 impl Event {
     /// The event's time.
+    #[inline]
     pub fn time(&self) -> Time {
         match *self {
             Event::Produce { t, .. }

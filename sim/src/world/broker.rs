@@ -81,16 +81,47 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             self.forward_all(b);
             return;
         }
+        let prefetch = self.sc.consumers.prefetch;
+        debug_assert!(
+            self.brokers[bi]
+                .attached
+                .iter()
+                .all(|&c| self.load[c as usize] == self.consumers[c as usize].load()),
+            "stale consumer load"
+        );
+        // Most arrivals under load find every consumer full: a short-circuiting scan of the dense
+        // load table answers that without building the candidate list.
+        let any_free = {
+            let load = &self.load;
+            self.brokers[bi]
+                .attached
+                .iter()
+                .any(|&c| load[c as usize] < prefetch)
+        };
+        if !any_free {
+            self.apply_control();
+            return;
+        }
         let mut cands = std::mem::take(&mut self.scratch);
         cands.clear();
+        let mut total_free = 0u32;
+        {
+            // One pass, no per-item capacity check (the iterator's length is known).
+            let (load, consumers) = (&self.load, &self.consumers);
+            cands.extend(self.brokers[bi].attached.iter().map(|&c| {
+                let l = load[c as usize];
+                debug_assert_eq!(
+                    l,
+                    consumers[c as usize].load(),
+                    "stale load of consumer {c}"
+                );
+                let free = prefetch.saturating_sub(l);
+                total_free += free;
+                ConsumerSlot { id: c, free }
+            }));
+        }
         let mut started = std::mem::take(&mut self.started_scratch);
         started.clear();
-        let mut total_free = 0u32;
-        for &c in &self.brokers[bi].attached {
-            let free = self.consumers[c as usize].free(self.sc.consumers.prefetch);
-            total_free += free;
-            cands.push(ConsumerSlot { id: c, free });
-        }
         let page = self.brokers[bi].page_size;
         let mut i = 0;
         while total_free > 0 && i < page {
@@ -205,7 +236,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     /// The broker's copy of message `id` is gone for good: if the strategy had taken it over and
     /// then dropped it, it is lost now.
     fn drop_held(&mut self, id: u64) {
-        if self.held.get(&id).is_some_and(|h| h.dropped) {
+        if !self.held.is_empty() && self.held.get(&id).is_some_and(|h| h.dropped) {
             let h = self.held.remove(&id).expect("present");
             self.emit(Event::Discard {
                 t: self.now,

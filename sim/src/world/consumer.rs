@@ -123,15 +123,24 @@ impl ConsumerState {
         }
     }
 
-    /// Free prefetch capacity: prefetch minus every unacknowledged delivery it holds.
+    /// Every unacknowledged delivery it holds: prefetched, in hand, or acked but not yet settled.
+    /// Free prefetch capacity is `prefetch` minus this.
     #[inline]
-    pub fn free(&self, prefetch: u32) -> u32 {
+    pub fn load(&self) -> u32 {
         let busy = u32::from(!matches!(self.phase, Phase::Idle));
-        prefetch.saturating_sub(self.buffer.len() as u32 + busy + self.ack_pending.len() as u32)
+        self.buffer.len() as u32 + busy + self.ack_pending.len() as u32
     }
 }
 
 impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+    /// Copies consumer `c`'s [`ConsumerState::load`] into the dense `Engine::load` table that
+    /// dispatch reads. Called after every change of its buffer, phase or pending acks, before
+    /// anything that may dispatch; dispatch checks the copy in debug builds.
+    #[inline]
+    pub(crate) fn sync_load(&mut self, c: u32) {
+        self.load[c as usize] = self.consumers[c as usize].load();
+    }
+
     /// Broker `b` pushes a message to consumer `c`.
     pub(crate) fn deliver(&mut self, b: u16, c: u32, slot: u32) {
         let m = self.slab.get_mut(slot);
@@ -157,6 +166,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             delivery,
             broker: b,
         });
+        self.sync_load(c);
     }
 
     /// An idle, connected consumer takes the next message from its buffer; the strategy's `begin`
@@ -175,7 +185,11 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         };
         let view = self.view(d.slot);
         let poison = self.slab.get(d.slot).poison;
-        let msg = self.msg_ref(d.slot);
+        let msg = MsgRef {
+            id: view.id,
+            key: view.key,
+            seq: view.seq,
+        };
         self.emit(Event::Start {
             t: self.now,
             msg,
@@ -207,9 +221,11 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                     self.q
                         .push(self.now + t, Ev::ParkTimeout { c, epoch, serial });
                 }
+                self.sync_load(c);
             }
             Begin::Fail(reason) => {
                 self.consumers[c as usize].phase = Phase::Serving { job, step: 0 };
+                self.sync_load(c);
                 self.failed(c, job, reason);
             }
         }
@@ -231,6 +247,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         };
         let epoch = cs.epoch;
         self.q.push(self.now + svc, Ev::ServiceDone { c, epoch });
+        self.sync_load(c);
     }
 
     /// A parked consumer may go on (the strategy released what it waited for).
@@ -287,7 +304,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         };
         match outcome {
             Outcome::Applied { state_seq } => {
-                self.held.remove(&msg.id);
+                self.unhold(msg.id);
                 self.mark_applied(job.d.slot, msg.id);
                 self.write_row(msg.key, state_seq, job.view.timestamp);
                 self.emit(Event::Apply {
@@ -299,7 +316,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 self.succeeded(c, job.d);
             }
             Outcome::Rejected => {
-                self.held.remove(&msg.id);
+                self.unhold(msg.id);
                 self.emit(Event::Reject {
                     t: self.now,
                     msg,
@@ -330,10 +347,22 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         cs.phase = Phase::Idle;
         let latency = self.sc.consumers.ack_latency.0;
         if latency == 0 {
+            self.sync_load(c);
             self.ack_arrive(c, d);
         } else {
             cs.ack_pending.push(d);
-            self.q.push(self.now + latency, Ev::AckArrive { c, d });
+            self.sync_load(c);
+            let ack = match self.acks_free.pop() {
+                Some(i) => {
+                    self.acks[i as usize] = d;
+                    i
+                }
+                None => {
+                    self.acks.push(d);
+                    (self.acks.len() - 1) as u32
+                }
+            };
+            self.q.push(self.now + latency, Ev::AckArrive { c, ack });
         }
     }
 
@@ -343,6 +372,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         let cs = &mut self.consumers[c as usize];
         if let Some(i) = cs.ack_pending.iter().position(|x| *x == d) {
             cs.ack_pending.swap_remove(i);
+            self.sync_load(c);
         }
         if !self.slab.valid(&d, c) || !self.brokers[d.broker as usize].up {
             return;
@@ -385,6 +415,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         // The endpoint stops after this failure (WebSphere's "sequential delivery failures"): it
         // must not start another message first, so nothing is dispatched to it below.
         let suspend = n > 0 && cs.failures_in_row >= n && !cs.suspended;
+        self.sync_load(c);
         // A consumer whose connection is gone cannot roll back at the broker: the broker already
         // took the message back when the connection dropped.
         if self.slab.valid(&d, c) && self.brokers[d.broker as usize].up {
@@ -411,6 +442,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                     let epoch = cs.epoch;
                     self.q
                         .push(self.now + delay, Ev::BlockingRetry { c, epoch });
+                    self.sync_load(c);
                 } else {
                     self.slab.get_mut(d.slot).loc = Loc::Held(d.broker);
                     self.q.push(
@@ -441,6 +473,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             return;
         };
         self.consumers[c as usize].phase = Phase::Idle;
+        self.sync_load(c);
         if !self.slab.valid(&d, c) {
             self.start_next(c);
             return;
@@ -465,6 +498,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         });
         let nd = Delivery { delivery, ..d };
         self.consumers[c as usize].buffer.push_front(nd);
+        self.sync_load(c);
         self.start_next(c);
     }
 
@@ -499,6 +533,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         if !keep_current {
             cs.phase = Phase::Idle;
         }
+        self.sync_load(c);
         // The message in hand is dropped: the strategy releases what `begin` took for it (locks).
         if let Some(view) = abandoned {
             self.strategy.abandon(self.now, c, &view, &mut self.ctl);
@@ -589,6 +624,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         cs.buffer.clear();
         cs.ack_pending.clear();
         cs.failures_in_row = 0;
+        self.sync_load(c);
     }
 
     /// The process restarts and connects.
@@ -712,6 +748,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     /// rollback counts toward that threshold, so a long outage can back out innocent messages.
     fn batch_failed(&mut self, c: u32, d: Delivery, msg: MsgRef, reason: FailReason) {
         self.consumers[c as usize].phase = Phase::Idle;
+        self.sync_load(c);
         if !self.slab.valid(&d, c) || !self.brokers[d.broker as usize].up {
             self.start_next(c);
             return;
@@ -738,6 +775,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 .min(3.2e15) as u64;
             cs.phase = Phase::Waiting { d };
             let epoch = cs.epoch;
+            self.sync_load(c);
             self.emit(Event::Redelivery {
                 t: self.now,
                 msg,

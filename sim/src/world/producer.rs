@@ -83,7 +83,7 @@ impl Arrivals {
     #[inline]
     pub fn next_gap(&mut self) -> Time {
         match &self.exp {
-            Some(e) => (e.sample(&mut self.rng).round() as Time).max(1),
+            Some(e) => crate::dist::round_u64(e.sample(&mut self.rng)).max(1),
             None => self.constant.max(1),
         }
     }
