@@ -174,6 +174,19 @@ pub fn short_number(x: f64) -> String {
     }
 }
 
+/// The unit to show durations given in milliseconds whose largest is `max_ms`, and its size in ms.
+pub fn duration_scale(max_ms: f64) -> (&'static str, f64) {
+    if max_ms >= 2.0 * 3_600_000.0 {
+        ("h", 3_600_000.0)
+    } else if max_ms >= 10.0 * 60_000.0 {
+        ("min", 60_000.0)
+    } else if max_ms >= 10_000.0 {
+        ("s", 1_000.0)
+    } else {
+        ("ms", 1.0)
+    }
+}
+
 /// `x` with at most `decimals` decimals, trailing zeros dropped, never "-0".
 pub fn trimmed(x: f64, decimals: usize) -> String {
     let s = format!("{x:.decimals$}");
@@ -239,7 +252,7 @@ fn draw_bar_panel<DB: DrawingBackend>(
     panel: &Panel,
 ) -> Drawn<DB> {
     let n = s.strategies.len();
-    let rows: Vec<(String, Option<Vec<f64>>)> = s
+    let mut rows: Vec<(String, Option<Vec<f64>>)> = s
         .strategies
         .iter()
         .map(|st| {
@@ -250,10 +263,22 @@ fn draw_bar_panel<DB: DrawingBackend>(
             (st.strategy.clone(), vals)
         })
         .collect();
-    let max = rows
+    let mut max = rows
         .iter()
         .filter_map(|(_, v)| v.as_ref().map(|v| v.iter().sum::<f64>()))
         .fold(0.0f64, f64::max);
+    let mut unit = panel.unit;
+    if unit == "ms" {
+        // Hours of outage read better in minutes than as seven-digit milliseconds.
+        let (u, div) = duration_scale(max);
+        unit = u;
+        max /= div;
+        for (_, vals) in rows.iter_mut() {
+            for v in vals.iter_mut().flatten() {
+                *v /= div;
+            }
+        }
+    }
     // Room on the right for the value labels.
     let x_max = if max > 0.0 { max * 1.25 } else { 1.0 };
     // Row 0 at the top.
@@ -287,7 +312,7 @@ fn draw_bar_panel<DB: DrawingBackend>(
         })
         .x_label_formatter(&|x| tick_number(*x))
         .x_labels(6)
-        .x_desc(panel.unit)
+        .x_desc(unit)
         .light_line_style(LIGHT)
         .label_style((FAMILY, 14))
         .axis_desc_style((FAMILY, 14))
@@ -478,6 +503,29 @@ fn draw_sweep_panel<DB: DrawingBackend>(
         .flat_map(|l| l.points.iter())
         .map(|p| p.ci95.map_or(p.mean, |(_, hi)| hi).max(p.mean))
         .fold(0.0f64, f64::max);
+    // Durations in ms are shown in the unit that suits their size.
+    let (unit, div) = if panel.unit == "ms" {
+        duration_scale(y_max)
+    } else {
+        (panel.unit.as_str(), 1.0)
+    };
+    let scaled: Vec<Line> = panel
+        .lines
+        .iter()
+        .map(|l| Line {
+            strategy: l.strategy.clone(),
+            points: l
+                .points
+                .iter()
+                .map(|p| Point {
+                    x: p.x,
+                    mean: p.mean / div,
+                    ci95: p.ci95.map(|(lo, hi)| (lo / div, hi / div)),
+                })
+                .collect(),
+        })
+        .collect();
+    let y_max = y_max / div;
     let y_max = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
     let mut chart: ChartContext<DB, Cartesian2d<RangedCoordf64, RangedCoordf64>> =
         ChartBuilder::on(area)
@@ -499,7 +547,7 @@ fn draw_sweep_panel<DB: DrawingBackend>(
     let mut mesh = chart.configure_mesh();
     mesh.x_desc(&x.name)
         .light_line_style(LIGHT)
-        .y_desc(&panel.unit)
+        .y_desc(unit)
         .label_style((FAMILY, 14))
         .axis_desc_style((FAMILY, 14))
         .y_label_formatter(&|y| tick_number(*y));
@@ -511,7 +559,7 @@ fn draw_sweep_panel<DB: DrawingBackend>(
             .disable_x_mesh();
     }
     mesh.draw()?;
-    for (li, line) in panel.lines.iter().enumerate() {
+    for (li, line) in scaled.iter().enumerate() {
         let c = strategy_color(&line.strategy);
         let pts: Vec<(f64, f64)> = line
             .points
