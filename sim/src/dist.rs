@@ -125,7 +125,7 @@ pub enum Sampler {
 
 impl Sampler {
     /// One draw, in microseconds, rounded to the nearest microsecond.
-    #[inline]
+    #[inline(always)]
     pub fn sample<R: Rng>(&self, rng: &mut R) -> Time {
         match self {
             Sampler::Constant(v) => *v,

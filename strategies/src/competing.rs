@@ -40,12 +40,21 @@ impl Competing {
     #[inline]
     pub fn pick(&mut self, ctx: &DispatchCtx) -> Option<usize> {
         let n = ctx.consumers.len();
+        if n == 0 {
+            return None;
+        }
         let start = self.next[ctx.broker as usize];
-        for k in 0..n {
-            let i = (start + k) % n;
+        // `(start + k) % n` for k in 0..n, without a division per step (the attached list may
+        // have shrunk since `start` was stored, hence the one reduction).
+        let mut i = if start < n { start } else { start % n };
+        for _ in 0..n {
             if ctx.consumers[i].free > 0 {
-                self.next[ctx.broker as usize] = (i + 1) % n;
+                self.next[ctx.broker as usize] = if i + 1 == n { 0 } else { i + 1 };
                 return Some(i);
+            }
+            i += 1;
+            if i == n {
+                i = 0;
             }
         }
         None

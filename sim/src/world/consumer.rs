@@ -173,7 +173,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     /// may let it proceed, park it (waiting for a lock), or fail it.
     pub(crate) fn start_next(&mut self, c: u32) {
         let cs = &mut self.consumers[c as usize];
-        if !cs.up || cs.suspended || cs.phase != Phase::Idle {
+        if !cs.up || cs.suspended || !matches!(cs.phase, Phase::Idle) {
             return;
         }
         let Some(d) = cs.buffer.pop_front() else {
@@ -230,7 +230,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             }
         }
         self.apply_control();
-        if self.consumers[c as usize].phase == Phase::Idle {
+        if matches!(self.consumers[c as usize].phase, Phase::Idle) {
             self.start_next(c);
         }
     }
