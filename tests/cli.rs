@@ -271,3 +271,14 @@ fn list_names_strategies_and_fault_kinds() {
         assert!(out.contains(w), "{w}");
     }
 }
+
+#[test]
+fn an_unknown_strategy_on_the_command_line_is_refused_by_run_and_check_determinism() {
+    for extra in [&[][..], &["--check-determinism"][..]] {
+        let mut args = vec!["run", "scenarios/redelivery.toml", "--strategy", "nope"];
+        args.extend_from_slice(extra);
+        let (code, _, err) = sim(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("unknown strategy \"nope\""), "{args:?}: {err}");
+    }
+}

@@ -337,11 +337,7 @@ fn ctrl_c_keeps_finished_runs_and_resume_completes_them() {
     assert!(killed.success());
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    if output.status.code() == Some(0) {
-        // The machine was fast enough to finish first: nothing to resume, nothing torn.
-        assert!(out.join(RUNS).exists());
-        return;
-    }
+    // 600 runs take seconds; the signal comes after the first dozen: the sweep must not finish.
     assert_eq!(output.status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("--resume"), "{stderr}");
     assert!(!out.join(RUNS).exists(), "no partial runs.csv");

@@ -145,6 +145,35 @@ pub fn scenario_name(sc: &Scenario, file: &Path) -> String {
     sc.display_name(&stem).to_string()
 }
 
+/// What every command that runs a scenario resolves first from a [`RunRequest`].
+struct Prepared {
+    seed: u64,
+    /// The strategies to run, checked against the registry.
+    names: Vec<String>,
+    plan: FaultPlan,
+    opts: RunOptions,
+}
+
+fn prepare(sc: &Scenario, req: &RunRequest) -> Result<Prepared, CliError> {
+    let seed = req.seed.unwrap_or(sc.seed);
+    let names = if req.strategies.is_empty() {
+        sc.strategies.clone()
+    } else {
+        req.strategies.clone()
+    };
+    check_strategy_names(&names)?;
+    Ok(Prepared {
+        seed,
+        names,
+        plan: FaultPlan::resolve(sc, seed),
+        opts: RunOptions {
+            seed,
+            max_events: req.max_events,
+            max_sim_time: req.max_sim_time,
+        },
+    })
+}
+
 /// Runs every requested strategy of a loaded scenario against the same seeded fault plan.
 /// `trace`: write the history of the (single) strategy as JSON lines.
 pub fn run_scenario(
@@ -153,24 +182,17 @@ pub fn run_scenario(
     req: &RunRequest,
     trace: Option<&Path>,
 ) -> Result<RunResult, CliError> {
-    let seed = req.seed.unwrap_or(sc.seed);
-    let names: Vec<String> = if req.strategies.is_empty() {
-        sc.strategies.clone()
-    } else {
-        req.strategies.clone()
-    };
-    check_strategy_names(&names)?;
+    let Prepared {
+        seed,
+        names,
+        plan,
+        opts,
+    } = prepare(&sc, req)?;
     if trace.is_some() && names.len() != 1 {
         return Err(CliError::Usage(
             "--trace writes one history: choose one strategy with --strategy".into(),
         ));
     }
-    let plan = FaultPlan::resolve(&sc, seed);
-    let opts = RunOptions {
-        seed,
-        max_events: req.max_events,
-        max_sim_time: req.max_sim_time,
-    };
     let file_str = file.display().to_string();
     let mut entries = Vec::new();
     for name in &names {
@@ -348,18 +370,12 @@ pub fn check_determinism(
     file: &Path,
     req: &RunRequest,
 ) -> Result<Vec<(String, u64, u64)>, CliError> {
-    let seed = req.seed.unwrap_or(sc.seed);
-    let names: Vec<String> = if req.strategies.is_empty() {
-        sc.strategies.clone()
-    } else {
-        req.strategies.clone()
-    };
-    let plan = FaultPlan::resolve(sc, seed);
-    let opts = RunOptions {
+    let Prepared {
         seed,
-        max_events: req.max_events,
-        max_sim_time: req.max_sim_time,
-    };
+        names,
+        plan,
+        opts,
+    } = prepare(sc, req)?;
     let file_str = file.display().to_string();
     let mut out = Vec::new();
     for name in &names {
