@@ -317,7 +317,7 @@ impl Strategy for CachePessimistic {
 
 #[cfg(test)]
 mod tests {
-    use crate::test_util::{run, scenario};
+    use crate::test_util::{run, scenario, simple_with};
     use sim::Metrics;
 
     const NAME: &str = "cache_pessimistic";
@@ -325,24 +325,15 @@ mod tests {
     /// 3000 messages at 400/s (7.5s) over 50 keys, 8 consumers (exponential 10ms, prefetch 1),
     /// `workload` and `producers` lines added to their tables, plus `extra` TOML.
     fn sc(workload: &str, producers: &str, extra: &str) -> sim::Scenario {
-        scenario(&format!(
-            r#"
-strategies = ["competing", "cache_pessimistic"]
-[workload]
-messages = 3000
-rate = "400/s"
-keys = 50
-{workload}
-[producers]
-{producers}
-[[broker]]
-name = "a"
-[consumers]
-count = 8
-service = {{ dist = "exponential", mean = "10ms" }}
-{extra}
-"#
-        ))
+        let extra = format!("[producers]\n{producers}\n{extra}");
+        simple_with(
+            r#""competing", "cache_pessimistic""#,
+            8,
+            400,
+            50,
+            workload,
+            &extra,
+        )
     }
 
     /// Timestamps fine enough to be unique per key (the seed's assumption).

@@ -179,7 +179,7 @@ impl Strategy for DbOptimistic {
 
 #[cfg(test)]
 mod tests {
-    use crate::test_util::{run, scenario};
+    use crate::test_util::{run, simple_with};
     use sim::history::Event;
     use sim::{FaultPlan, Metrics, RunOptions, Scenario};
 
@@ -193,22 +193,14 @@ mod tests {
     /// 3000 messages at 400/s over 50 keys (`workload`: extra `[workload]` lines), one broker,
     /// 8 consumers with exponential service of mean 10ms, prefetch 1, plus `extra` TOML.
     fn sc(workload: &str, extra: &str) -> Scenario {
-        scenario(&format!(
-            r#"
-strategies = ["db_optimistic", "competing"]
-[workload]
-messages = 3000
-rate = "400/s"
-keys = 50
-{workload}
-[[broker]]
-name = "a"
-[consumers]
-count = 8
-service = {{ dist = "exponential", mean = "10ms" }}
-{extra}
-"#
-        ))
+        simple_with(
+            r#""db_optimistic", "competing""#,
+            8,
+            400,
+            50,
+            workload,
+            extra,
+        )
     }
 
     /// Runs db_optimistic and counts, from the history, rejections of a message newer than every

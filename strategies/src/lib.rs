@@ -198,13 +198,26 @@ pub(crate) mod test_util {
     /// One broker, `consumers` consumers with exponential service of mean 10ms, prefetch 1,
     /// `rate` per second, 50 keys, 3000 messages, plus `extra` TOML.
     pub fn simple(strategies: &str, consumers: u32, rate: u32, extra: &str) -> Scenario {
+        simple_with(strategies, consumers, rate, 50, "", extra)
+    }
+
+    /// [`simple`] with `keys` keys and `workload` lines added to the `[workload]` table.
+    pub fn simple_with(
+        strategies: &str,
+        consumers: u32,
+        rate: u32,
+        keys: u32,
+        workload: &str,
+        extra: &str,
+    ) -> Scenario {
         scenario(&format!(
             r#"
 strategies = [{strategies}]
 [workload]
 messages = 3000
 rate = "{rate}/s"
-keys = 50
+keys = {keys}
+{workload}
 [[broker]]
 name = "a"
 [consumers]

@@ -186,27 +186,13 @@ impl Strategy for Notifier {
 
 #[cfg(test)]
 mod tests {
-    use crate::test_util::scenario;
+    use crate::test_util::simple_with;
     use sim::history::Event;
     use sim::{FaultPlan, Metrics, RunOptions, Scenario};
 
     /// 8 consumers (exponential service, mean 10ms), prefetch 1, `keys` keys, `rate`/s, plus `extra`.
     fn sc(keys: u32, rate: u32, extra: &str) -> Scenario {
-        scenario(&format!(
-            r#"
-strategies = ["notifier"]
-[workload]
-messages = 3000
-rate = "{rate}/s"
-keys = {keys}
-[[broker]]
-name = "a"
-[consumers]
-count = 8
-service = {{ dist = "exponential", mean = "10ms" }}
-{extra}
-"#
-        ))
+        simple_with(r#""notifier""#, 8, rate, keys, "", extra)
     }
 
     /// Counts from the history: deliveries started, and stale writes (an apply whose state is

@@ -459,28 +459,13 @@ mod balance_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{run, scenario, simple};
+    use crate::test_util::{run, scenario, simple, simple_with};
     use sim::Scenario;
 
     /// `simple`'s world (one broker, 8 consumers, exponential 10ms service, 200/s, 50 keys, 3000
     /// messages) with extra `[workload]` lines.
     fn one_broker(strategies: &str, workload: &str, extra: &str) -> Scenario {
-        scenario(&format!(
-            r#"
-strategies = [{strategies}]
-[workload]
-messages = 3000
-rate = "200/s"
-keys = 50
-{workload}
-[[broker]]
-name = "a"
-[consumers]
-count = 8
-service = {{ dist = "exponential", mean = "10ms" }}
-{extra}
-"#
-        ))
+        simple_with(strategies, 8, 200, 50, workload, extra)
     }
 
     const NON_BLOCKING_OUTAGE: &str = r#"
