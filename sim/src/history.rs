@@ -405,7 +405,7 @@ impl Fingerprint {
     /// A fingerprint that records the trail (first run) or compares with one (second run).
     pub fn new(record: bool, compare: Option<Vec<u64>>) -> Self {
         Fingerprint {
-            hash: 0xcbf2_9ce4_8422_2325,
+            hash: crate::hash::FNV1A_OFFSET,
             events: 0,
             trail: record.then(Vec::new),
             compare,
@@ -419,9 +419,7 @@ impl Observer for Fingerprint {
     fn event(&mut self, e: &Event) {
         self.buf.clear();
         serde_json::to_writer(&mut self.buf, e).expect("events serialize");
-        for &b in &self.buf {
-            self.hash = (self.hash ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
-        }
+        self.hash = crate::hash::fnv1a_update(self.hash, &self.buf);
         if let Some(t) = &mut self.trail {
             t.push(self.hash);
         }

@@ -13,6 +13,7 @@ pub mod engine;
 pub mod event_queue;
 pub mod expect;
 pub mod faults;
+pub mod hash;
 pub mod history;
 pub mod rng;
 pub mod scenario;

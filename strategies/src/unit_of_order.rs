@@ -177,16 +177,11 @@ pub struct UnitOfOrder {
     non_blocking: bool,
 }
 
-/// 64-bit FNV-1a.
+/// 64-bit FNV-1a of the parts, concatenated.
 fn fnv1a(parts: &[&[u8]]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for p in parts {
-        for &b in *p {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    h
+    parts.iter().fold(sim::hash::FNV1A_OFFSET, |h, p| {
+        sim::hash::fnv1a_update(h, p)
+    })
 }
 
 /// Rendezvous hashing: the member with the highest `fnv1a(unit ++ name)`; ties go to the earlier.

@@ -205,15 +205,6 @@ impl Manifest {
     }
 }
 
-fn fnv1a(bytes: &[u8]) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= *b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{h:016x}")
-}
-
 /// A sweep request from the command line.
 #[derive(Clone, Debug)]
 pub struct SweepRequest {
@@ -305,7 +296,7 @@ pub fn plan(req: &SweepRequest) -> Result<(Manifest, Vec<Scenario>), CliError> {
     let manifest = Manifest {
         scenario: crate::scenario_name(&base, &req.file),
         file: req.file.display().to_string(),
-        file_hash: fnv1a(text.as_bytes()),
+        file_hash: format!("{:016x}", sim::hash::fnv1a(text.as_bytes())),
         seed_first: seeds.first,
         seed_last: seeds.last,
         params,
