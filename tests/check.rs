@@ -7,6 +7,7 @@ use std::process::Command;
 /// The regression suite: every bundled scenario's expectations hold.
 #[test]
 fn bundled_scenarios_meet_their_expectations() {
+    crate::common::at_root();
     let report = ordsim::check::check(&[PathBuf::from("scenarios")], 2).unwrap();
     let text = report.text();
     eprintln!("{text}");
@@ -44,6 +45,7 @@ service = {{ dist = "exponential", mean = "30ms" }}
 
 #[test]
 fn a_broken_expectation_fails_with_a_repro_line_and_exit_code_1() {
+    crate::common::at_root();
     let p = temp_scenario(
         "broken.toml",
         "[expect]\nseeds = \"1..3\"\n[expect.competing]\nordering_violations = 0\n[expect.single]\nordering_violations = 0\n",
@@ -88,6 +90,7 @@ fn a_broken_expectation_fails_with_a_repro_line_and_exit_code_1() {
 
 #[test]
 fn invalid_expectations_exit_2() {
+    crate::common::at_root();
     let p = temp_scenario("bad.toml", "[expect.single]\nviolations = 0\n");
     let out = Command::new(env!("CARGO_BIN_EXE_sim"))
         .args(["check", p.to_str().unwrap()])
@@ -103,6 +106,7 @@ fn invalid_expectations_exit_2() {
 
 #[test]
 fn results_do_not_depend_on_jobs() {
+    crate::common::at_root();
     let p = temp_scenario(
         "jobs.toml",
         "[expect]\nseeds = \"1..8\"\n[expect.all]\nlost = 0\nordering_violations = \">= 0\"\n",

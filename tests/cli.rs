@@ -1,7 +1,7 @@
 //! The command line: malformed scenarios give a clear error (file, line, column, field, what is
 //! allowed) and exit code 2; `run` prints the repro line, the fault plan and the table.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -35,6 +35,7 @@ fn load_error(text: &str) -> String {
 
 #[test]
 fn unknown_field_is_located() {
+    crate::common::at_root();
     let text = common::base("\"competing\"", 2, "").replace("keys = 20", "keys = 20\nkeyz = 3");
     let e = load_error(&text);
     assert!(e.starts_with("bad.toml:8:1"), "{e}");
@@ -43,6 +44,7 @@ fn unknown_field_is_located() {
 
 #[test]
 fn bad_duration_is_located_and_says_what_is_allowed() {
+    crate::common::at_root();
     let text = common::base("\"competing\"", 2, "").replace("mean = \"5ms\"", "mean = \"soon\"");
     let e = load_error(&text);
     assert!(e.contains("bad.toml:13:11"), "{e}");
@@ -52,6 +54,7 @@ fn bad_duration_is_located_and_says_what_is_allowed() {
 
 #[test]
 fn zero_consumers_is_rejected() {
+    crate::common::at_root();
     let e = load_error(&common::base("\"competing\"", 0, ""));
     assert!(
         e.contains("bad.toml:11:9: field `consumers.count`: must be between 1"),
@@ -61,6 +64,7 @@ fn zero_consumers_is_rejected() {
 
 #[test]
 fn fault_naming_an_absent_broker_is_rejected() {
+    crate::common::at_root();
     let text = common::base(
         "\"competing\"",
         2,
@@ -76,6 +80,7 @@ fn fault_naming_an_absent_broker_is_rejected() {
 
 #[test]
 fn unknown_strategy_and_bad_strategy_parameters_are_rejected() {
+    crate::common::at_root();
     let e = load_error(&common::base("\"competing\", \"magic\"", 2, ""));
     assert!(
         e.contains("field `strategies[1]`: unknown strategy \"magic\""),
@@ -94,6 +99,7 @@ fn unknown_strategy_and_bad_strategy_parameters_are_rejected() {
 
 #[test]
 fn overlapping_scripted_faults_are_rejected() {
+    crate::common::at_root();
     let f = "[[fault]]\nkind = \"db_outage\"\nat = \"1s\"\nfor = \"5s\"\n[[fault]]\nkind = \"db_outage\"\nat = \"3s\"\nfor = \"1s\"\n";
     let e = load_error(&common::base("\"competing\"", 2, f));
     assert!(
@@ -104,6 +110,7 @@ fn overlapping_scripted_faults_are_rejected() {
 
 #[test]
 fn nonsense_values_are_rejected_with_every_problem_listed() {
+    crate::common::at_root();
     let text = common::base(
         "\"competing\"",
         2,
@@ -125,6 +132,7 @@ fn nonsense_values_are_rejected_with_every_problem_listed() {
 
 #[test]
 fn malformed_inputs_never_panic() {
+    crate::common::at_root();
     for text in [
         "",
         "\u{0}",
@@ -140,6 +148,7 @@ fn malformed_inputs_never_panic() {
 
 #[test]
 fn binary_exits_2_on_invalid_input_and_names_the_file() {
+    crate::common::at_root();
     let p = temp_file("zero.toml", &common::base("\"competing\"", 0, ""));
     let (code, _, err) = sim(&["run", p.to_str().unwrap()]);
     assert_eq!(code, 2);
@@ -159,6 +168,7 @@ fn binary_exits_2_on_invalid_input_and_names_the_file() {
 
 #[test]
 fn run_prints_repro_plan_and_table_and_writes_outputs() {
+    crate::common::at_root();
     let out = std::env::temp_dir().join(format!("ordsim-out-{}", std::process::id()));
     let (code, stdout, err) = sim(&[
         "run",
@@ -196,6 +206,7 @@ fn run_prints_repro_plan_and_table_and_writes_outputs() {
 
 #[test]
 fn json_summary_has_the_contract_fields() {
+    crate::common::at_root();
     let (code, stdout, _) = sim(&[
         "run",
         "scenarios/failover.toml",
@@ -233,6 +244,7 @@ fn json_summary_has_the_contract_fields() {
 
 #[test]
 fn trace_writes_one_history_per_run() {
+    crate::common::at_root();
     let p = std::env::temp_dir().join(format!("ordsim-trace-{}.jsonl", std::process::id()));
     let (code, _, err) = sim(&[
         "run",
@@ -258,6 +270,7 @@ fn trace_writes_one_history_per_run() {
 
 #[test]
 fn list_names_strategies_and_fault_kinds() {
+    crate::common::at_root();
     let (code, out, _) = sim(&["list"]);
     assert_eq!(code, 0);
     for w in [
@@ -274,6 +287,7 @@ fn list_names_strategies_and_fault_kinds() {
 
 #[test]
 fn an_unknown_strategy_on_the_command_line_is_refused_by_run_and_check_determinism() {
+    crate::common::at_root();
     for extra in [&[][..], &["--check-determinism"][..]] {
         let mut args = vec!["run", "scenarios/redelivery.toml", "--strategy", "nope"];
         args.extend_from_slice(extra);

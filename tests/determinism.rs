@@ -1,6 +1,6 @@
 //! Same scenario + seed => the same bytes; different seeds => different histories.
 
-mod common;
+use crate::common;
 
 use ordsim::{report, run_scenario, RunRequest};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -19,6 +19,7 @@ fn json_of(file: &str, seed: Option<u64>, strategies: &[&str]) -> String {
 
 #[test]
 fn same_seed_gives_byte_identical_json() {
+    crate::common::at_root();
     let a = json_of("scenarios/failover.toml", Some(3), &[]);
     let b = json_of("scenarios/failover.toml", Some(3), &[]);
     assert_eq!(a, b);
@@ -27,6 +28,7 @@ fn same_seed_gives_byte_identical_json() {
 
 #[test]
 fn a_strategy_alone_matches_its_entry_among_others() {
+    crate::common::at_root();
     let all: serde_json::Value =
         serde_json::from_str(&json_of("scenarios/failover.toml", Some(5), &[])).unwrap();
     for (i, name) in ["competing", "single"].iter().enumerate() {
@@ -47,12 +49,14 @@ fn history_hash(seed: u64) -> u64 {
 
 #[test]
 fn different_seeds_give_different_histories() {
+    crate::common::at_root();
     assert_eq!(history_hash(1), history_hash(1));
     assert_ne!(history_hash(1), history_hash(2));
 }
 
 #[test]
 fn fault_plan_is_the_same_for_every_strategy_and_run() {
+    crate::common::at_root();
     let text = common::base(
         "\"competing\", \"single\"",
         3,

@@ -4,7 +4,7 @@
 //! Waits are autocorrelated, so a fixed percentage band is wrong one seed in four at high load; the
 //! comparison is a z-test on batch means (50 batches, |z| <= 4), as ../shared/bench/ does.
 
-mod common;
+use crate::common;
 
 use sim::history::Event;
 

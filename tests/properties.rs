@@ -1,7 +1,7 @@
 //! Property tests: for arbitrary small scenarios (random faults, rates, counts, strategies) every
 //! message is accounted for, and a run is a pure function of (scenario, seed).
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use std::fmt::Write;

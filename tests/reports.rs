@@ -26,6 +26,7 @@ fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
 
 #[test]
 fn committed_reports_are_regenerated_byte_for_byte() {
+    crate::common::at_root();
     let tmp = tempfile::tempdir().unwrap();
     // Relative paths, as the README's command uses them: they appear in the reports' repro lines.
     let names = ordsim::library::report(&[PathBuf::from("scenarios")], tmp.path(), 2).unwrap();

@@ -1,6 +1,6 @@
 //! The seeds' claims about the baselines, reproduced by the model (not special-cased).
 
-mod common;
+use crate::common;
 
 fn outage_scenario(mode: &str) -> String {
     common::base(
@@ -25,6 +25,7 @@ for = "2500ms"
 /// transient DB failure: the failed message is retried before anything behind it.
 #[test]
 fn single_blocking_keeps_order_through_a_db_outage() {
+    crate::common::at_root();
     let m = common::run(&common::scenario(&outage_scenario("blocking")), "single", 7);
     assert!(
         m.coverage.rollbacks > 0,
@@ -40,6 +41,7 @@ fn single_blocking_keeps_order_through_a_db_outage() {
 /// in the gap; m2 then overwrites it.
 #[test]
 fn single_non_blocking_reorders_after_a_db_outage() {
+    crate::common::at_root();
     let m = common::run(
         &common::scenario(&outage_scenario("non_blocking")),
         "single",
@@ -51,6 +53,7 @@ fn single_non_blocking_reorders_after_a_db_outage() {
 
 #[test]
 fn single_without_faults_keeps_order() {
+    crate::common::at_root();
     for seed in 1..=5 {
         let m = common::run(
             &common::scenario(&common::base("\"single\"", 3, "")),
@@ -65,6 +68,7 @@ fn single_without_faults_keeps_order() {
 
 #[test]
 fn competing_with_8_consumers_reorders() {
+    crate::common::at_root();
     let text =
         common::base("\"competing\"", 8, "").replace("rate = \"100/s\"", "rate = \"1000/s\"");
     let m = common::run(&common::scenario(&text), "competing", 7);
@@ -75,6 +79,7 @@ fn competing_with_8_consumers_reorders() {
 /// Seed 002: a broker crash in a network of brokers strands messages; they arrive after newer ones.
 #[test]
 fn failover_scenario_strands_messages_and_breaks_single_consumer_order() {
+    crate::common::at_root();
     let sc = ordsim::load(std::path::Path::new("scenarios/failover.toml")).unwrap();
     let mut worst = 0;
     for seed in 1..=5 {
@@ -98,6 +103,7 @@ fn failover_scenario_strands_messages_and_breaks_single_consumer_order() {
 /// the run still ends, at its drain bound, and reports it pending.
 #[test]
 fn poison_without_backout_threshold_ends_pending() {
+    crate::common::at_root();
     let text = common::base(
         "\"single\"",
         1,
@@ -116,6 +122,7 @@ fn poison_without_backout_threshold_ends_pending() {
 
 #[test]
 fn poison_with_backout_threshold_is_dead_lettered() {
+    crate::common::at_root();
     let text = common::base(
         "\"competing\"",
         2,
@@ -133,6 +140,7 @@ fn poison_with_backout_threshold_is_dead_lettered() {
 /// redelivers it: a duplicate.
 #[test]
 fn network_blip_makes_duplicates() {
+    crate::common::at_root();
     let text = common::base(
         "\"competing\"",
         2,
@@ -148,6 +156,7 @@ fn network_blip_makes_duplicates() {
 /// A non-persistent broker loses what it held when it crashes.
 #[test]
 fn non_persistent_broker_crash_loses_messages() {
+    crate::common::at_root();
     let text = common::base(
         "\"competing\"",
         2,
@@ -162,6 +171,7 @@ fn non_persistent_broker_crash_loses_messages() {
 /// Endpoint suspension after repeated failures, then resume (seed 004).
 #[test]
 fn endpoint_suspends_and_resumes() {
+    crate::common::at_root();
     let text = common::base(
         "\"competing\"",
         1,
@@ -209,6 +219,7 @@ service = "200ms"
 
 #[test]
 fn batch_job_backs_out_fewer_innocent_messages_than_a_listener() {
+    crate::common::at_root();
     let listener = hosting("listener");
     let suspend = hosting("listener_suspend");
     let batch = hosting("batch");

@@ -1,7 +1,7 @@
 //! `sim sweep` and `sim merge`: the outputs do not depend on --jobs, shards merge into the bytes of
 //! one run, an interrupted sweep resumes to the same bytes, and bad requests are refused.
 
-mod common;
+use crate::common;
 
 use ordsim::sweep::{merge, sweep, SweepRequest, JOURNAL, MANIFEST, RUNS};
 use ordsim::CliError;
@@ -72,6 +72,7 @@ fn assert_same_files(a: &Path, b: &Path) {
 
 #[test]
 fn a_sweep_writes_runs_aggregate_charts_and_report() {
+    crate::common::at_root();
     let tmp = tempfile::tempdir().unwrap();
     let file = scenario_file(tmp.path());
     let out = tmp.path().join("out");
@@ -121,6 +122,7 @@ fn a_sweep_writes_runs_aggregate_charts_and_report() {
 
 #[test]
 fn output_does_not_depend_on_jobs() {
+    crate::common::at_root();
     let tmp = tempfile::tempdir().unwrap();
     let file = scenario_file(tmp.path());
     let one = tmp.path().join("one");
@@ -136,6 +138,7 @@ fn output_does_not_depend_on_jobs() {
 
 #[test]
 fn shards_merge_into_the_bytes_of_one_sweep() {
+    crate::common::at_root();
     let tmp = tempfile::tempdir().unwrap();
     let file = scenario_file(tmp.path());
     let whole = tmp.path().join("whole");
@@ -169,6 +172,7 @@ fn shards_merge_into_the_bytes_of_one_sweep() {
 
 #[test]
 fn an_interrupted_sweep_resumes_to_the_same_bytes() {
+    crate::common::at_root();
     let tmp = tempfile::tempdir().unwrap();
     let file = scenario_file(tmp.path());
     let whole = tmp.path().join("whole");
@@ -226,6 +230,7 @@ fn an_interrupted_sweep_resumes_to_the_same_bytes() {
 
 #[test]
 fn bad_requests_are_refused_before_anything_runs() {
+    crate::common::at_root();
     let tmp = tempfile::tempdir().unwrap();
     let file = scenario_file(tmp.path());
     let out = tmp.path().join("out");
@@ -290,6 +295,7 @@ fn bad_requests_are_refused_before_anything_runs() {
 
 #[test]
 fn ctrl_c_keeps_finished_runs_and_resume_completes_them() {
+    crate::common::at_root();
     let tmp = tempfile::tempdir().unwrap();
     let file = scenario_file(tmp.path());
     let out = tmp.path().join("out");

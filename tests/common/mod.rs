@@ -1,5 +1,4 @@
 //! Helpers shared by the integration tests.
-#![allow(dead_code)]
 
 use sim::history::Event;
 use sim::{FaultPlan, Metrics, RunOptions, Scenario};
@@ -56,4 +55,17 @@ service = {{ dist = "exponential", mean = "5ms" }}
 {extra}
 "#
     )
+}
+
+/// The repository's root (where `scenarios/` and `reports/` are).
+pub fn root() -> &'static std::path::Path {
+    std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+/// Makes the repository's root the working directory of the test process, once, so that paths
+/// such as `scenarios/failover.toml` (and the repro lines printed with them) read as a user types
+/// them. Every test that uses such a path, or starts the `sim` binary, calls this first.
+pub fn at_root() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| std::env::set_current_dir(root()).expect("the repository root exists"));
 }

@@ -10,8 +10,8 @@ use plotters::style::{register_font, FontStyle};
 use sim::summary::{Metrics, RunSummary, Status};
 use std::sync::Once;
 
-/// The embedded font (DejaVu Sans, Bitstream Vera licence: sim/cli/assets/DejaVu-LICENSE.txt).
-static FONT: &[u8] = include_bytes!("assets/DejaVuSans.ttf");
+/// The embedded font (DejaVu Sans, Bitstream Vera licence: cli/assets/DejaVu-LICENSE.txt).
+static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 /// The family name every chart text uses; it resolves only to the embedded font.
 const FAMILY: &str = "sans-serif";
 

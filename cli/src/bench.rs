@@ -376,7 +376,12 @@ mod tests {
     #[test]
     fn runs_the_bundled_model() {
         let r = bench(&BenchOptions {
-            file: DEFAULT_FILE.into(),
+            file: concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../",
+                "scenarios/bench/mmc.toml"
+            )
+            .into(),
             messages: Some(20_000),
             repeat: 1,
             strategy: None,

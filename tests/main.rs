@@ -1,0 +1,17 @@
+//! ordsim's integration tests, linked as one binary (one link and one instantiation of the engine
+//! per strategy, instead of one per file). Each module is one subject.
+//!
+//! The binary belongs to the cli package (for `CARGO_BIN_EXE_sim`), so cargo starts it in `cli/`;
+//! tests that name files of the repository call [`common::at_root`] first.
+
+mod common;
+
+mod check;
+mod cli;
+mod determinism;
+mod hostile;
+mod physics;
+mod properties;
+mod reports;
+mod seed_claims;
+mod sweep;
