@@ -20,7 +20,6 @@ pub mod scenario;
 pub mod strategy;
 pub mod summary;
 pub mod time;
-mod world;
 
 pub use engine::{run, RunError, RunOptions};
 pub use faults::FaultPlan;

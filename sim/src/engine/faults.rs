@@ -1,13 +1,14 @@
-//! Applying the fault plan to the world: each planned fault starts, and (if it has a duration) ends.
+//! The fault plan acting on the world: each planned fault starts and, if it has a duration, ends.
 
-use crate::engine::{Engine, Ev};
+use super::events::Ev;
+use super::Engine;
 use crate::faults::Target;
 use crate::history::{Event, Node, Observer};
 use crate::scenario::FaultKind;
 use crate::strategy::{Strategy, WorldChange};
 
 impl<S: Strategy, O: Observer> Engine<'_, S, O> {
-    pub(crate) fn fault_start(&mut self, i: u32) {
+    pub(super) fn fault_start(&mut self, i: u32) {
         let f = &self.plan.faults[i as usize];
         let (kind, target, duration) = (f.kind, f.target, f.duration);
         match (kind, target) {
@@ -15,8 +16,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             (FaultKind::ConsumerCrash, Target::Consumer(c)) => self.consumer_crash(c),
             (FaultKind::NetworkBlip, Target::Consumer(c)) => self.blip_start(c),
             (FaultKind::DbOutage, _) => {
-                self.db_down += 1;
-                if self.db_down == 1 {
+                self.w.db_down += 1;
+                if self.w.db_down == 1 {
                     self.emit(Event::Crash {
                         t: self.now,
                         node: Node::TargetDb,
@@ -25,16 +26,16 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 }
             }
             (FaultKind::SlowConsumer, Target::Consumer(c)) => {
-                self.consumers[c as usize].slow *= f.factor
+                self.w.consumers[c as usize].slow *= f.factor
             }
             (FaultKind::ClockSkew, Target::Producer(p)) => {
-                let ps = &mut self.producers[p as usize];
+                let ps = &mut self.w.producers[p as usize];
                 ps.clock_offset = ps.clock_offset.saturating_add(f.skew);
             }
-            (FaultKind::Poison, _) => self.poison_boost.push(f.fraction),
+            (FaultKind::Poison, _) => self.w.poison_boost.push(f.fraction),
             (FaultKind::SourceOutage, _) => {
-                self.source_down += 1;
-                if self.source_down == 1 {
+                self.w.source_down += 1;
+                if self.w.source_down == 1 {
                     self.emit(Event::Crash {
                         t: self.now,
                         node: Node::SourceDb,
@@ -60,7 +61,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         self.phase_step();
     }
 
-    pub(crate) fn fault_end(&mut self, i: u32) {
+    pub(super) fn fault_end(&mut self, i: u32) {
         let f = &self.plan.faults[i as usize];
         let (kind, target) = (f.kind, f.target);
         match (kind, target) {
@@ -68,8 +69,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             (FaultKind::ConsumerCrash, Target::Consumer(c)) => self.consumer_restart(c),
             (FaultKind::NetworkBlip, Target::Consumer(c)) => self.blip_end(c),
             (FaultKind::DbOutage, _) => {
-                self.db_down -= 1;
-                if self.db_down == 0 {
+                self.w.db_down -= 1;
+                if self.w.db_down == 0 {
                     self.emit(Event::Recover {
                         t: self.now,
                         node: Node::TargetDb,
@@ -78,15 +79,15 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 }
             }
             (FaultKind::SlowConsumer, Target::Consumer(c)) => {
-                self.consumers[c as usize].slow /= f.factor
+                self.w.consumers[c as usize].slow /= f.factor
             }
             (FaultKind::ClockSkew, Target::Producer(p)) => {
-                let ps = &mut self.producers[p as usize];
+                let ps = &mut self.w.producers[p as usize];
                 ps.clock_offset = ps.clock_offset.saturating_sub(f.skew);
             }
             (FaultKind::SourceOutage, _) => {
-                self.source_down -= 1;
-                if self.source_down == 0 {
+                self.w.source_down -= 1;
+                if self.w.source_down == 0 {
                     self.emit(Event::Recover {
                         t: self.now,
                         node: Node::SourceDb,
@@ -94,8 +95,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 }
             }
             (FaultKind::Poison, _) => {
-                if let Some(j) = self.poison_boost.iter().position(|&x| x == f.fraction) {
-                    self.poison_boost.swap_remove(j);
+                if let Some(j) = self.w.poison_boost.iter().position(|&x| x == f.fraction) {
+                    self.w.poison_boost.swap_remove(j);
                 }
             }
             _ => unreachable!("fault plan targets are built to match their kinds"),

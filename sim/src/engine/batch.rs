@@ -1,0 +1,114 @@
+//! Batch-job hosting: a job started every interval that drains the queue and stops; in-job
+//! retries on a resource outage; a poison message rolled back to the head until its backout
+//! threshold.
+
+use super::events::Ev;
+use super::state::{Delivery, Loc, Phase};
+use super::Engine;
+use crate::history::{Event, FailReason, MsgRef, Observer};
+use crate::strategy::Strategy;
+
+impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+    /// A scheduled batch run starts: the job connects and drains the queue.
+    pub(super) fn job_start(&mut self, c: u32) {
+        let interval = self
+            .sc
+            .consumers
+            .batch
+            .as_ref()
+            .map_or(1, |b| b.interval.0.max(1));
+        self.q.push(self.now + interval, Ev::JobStart(c));
+        let cs = &mut self.w.consumers[c as usize];
+        if !cs.up || cs.job_running {
+            return;
+        }
+        cs.job_running = true;
+        cs.job_retries = 0;
+        let epoch = cs.epoch;
+        self.emit(Event::JobStart {
+            t: self.now,
+            consumer: c,
+        });
+        self.consumer_reconnect(c, epoch);
+        // Nothing delivered on connect: the queue is empty (or the broker unreachable) this run.
+        self.start_next(c);
+        if self.w.consumers[c as usize].broker.is_none() && self.w.consumers[c as usize].job_running
+        {
+            self.end_job(c, true);
+        }
+    }
+
+    /// The run is over: drained, or given up on a resource outage (the rest waits for the next).
+    pub(super) fn end_job(&mut self, c: u32, gave_up: bool) {
+        let cs = &mut self.w.consumers[c as usize];
+        cs.job_running = false;
+        cs.job_retries = 0;
+        self.emit(Event::JobEnd {
+            t: self.now,
+            consumer: c,
+            gave_up,
+        });
+        self.detach(c, false);
+    }
+
+    /// A batch job's error handling (seed 004): retry a resource outage in the job with a growing
+    /// delay, then stop the run; roll a poison message back to the head of the queue, where the
+    /// next read finds it again until the backout threshold moves it to the backout queue. Every
+    /// rollback counts toward that threshold, so a long outage can back out innocent messages.
+    pub(super) fn batch_failed(&mut self, c: u32, d: Delivery, msg: MsgRef, reason: FailReason) {
+        self.w.consumers[c as usize].phase = Phase::Idle;
+        self.sync_load(c);
+        if !self.w.slab.valid(&d, c) || !self.w.brokers[d.broker as usize].up {
+            self.start_next(c);
+            return;
+        }
+        let job = self
+            .sc
+            .consumers
+            .batch
+            .as_ref()
+            .expect("batch mode has a batch table");
+        let deliveries = self.w.slab.get(d.slot).deliveries;
+        let max = self.sc.redelivery.max_redeliveries;
+        if max >= 0 && deliveries.saturating_sub(1) as i64 >= max {
+            self.dead_letter(d.broker, d.slot);
+            self.dispatch(d.broker);
+            self.start_next(c);
+            return;
+        }
+        let cs = &mut self.w.consumers[c as usize];
+        if reason == FailReason::Outage && cs.job_retries < job.retries {
+            cs.job_retries += 1;
+            let n = cs.job_retries;
+            let delay = (job.retry_delay.0 as f64 * job.retry_multiplier.powi(n as i32 - 1))
+                .min(3.2e15) as u64;
+            cs.phase = Phase::Waiting { d };
+            let epoch = cs.epoch;
+            self.sync_load(c);
+            self.emit(Event::Redelivery {
+                t: self.now,
+                msg,
+                delay_us: delay,
+                blocking: true,
+            });
+            self.q
+                .push(self.now + delay, Ev::BlockingRetry { c, epoch });
+            return;
+        }
+        // Roll back: the message returns to the head of the queue at once.
+        self.emit(Event::Redelivery {
+            t: self.now,
+            msg,
+            delay_us: 0,
+            blocking: false,
+        });
+        self.w.slab.get_mut(d.slot).loc = Loc::Queued(d.broker);
+        self.w.brokers[d.broker as usize].queue.push_front(d.slot);
+        if reason == FailReason::Outage {
+            self.end_job(c, true);
+        } else {
+            self.dispatch(d.broker);
+            self.start_next(c);
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! Brokers: the store (a FIFO queue per broker; returned deliveries go back to its head),
+//! dispatch with prefetch through the strategy's policy, and a message's settlement (ack or
+//! dead-letter queue).
+
+use super::state::{Delivery, Loc};
+use super::Engine;
+use crate::history::{DiscardReason, Event, Observer};
+use crate::strategy::{ConsumerSlot, DispatchCtx, Select, Strategy};
+
+impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+    /// Stores a message at the tail of broker `b`'s queue (a send or a forward arriving).
+    pub(super) fn enqueue_back(&mut self, b: u16, slot: u32) {
+        self.w.slab.get_mut(slot).loc = Loc::Queued(b);
+        self.w.brokers[b as usize].queue.push_back(slot);
+        let msg = self.msg_ref(slot);
+        self.emit(Event::Enqueue {
+            t: self.now,
+            msg,
+            broker: b,
+        });
+    }
+
+    /// Puts the deliveries in `self.w.returned` back at the front of their brokers' queues, in
+    /// message-id order (as a broker redispatches unacked messages first, in their original order).
+    /// Invalid (stale) deliveries are skipped.
+    pub(super) fn requeue_returned(&mut self) {
+        if self.w.returned.is_empty() {
+            return;
+        }
+        let mut returned = std::mem::take(&mut self.w.returned);
+        returned.sort_unstable_by_key(|d| std::cmp::Reverse(d.id));
+        for d in &returned {
+            let m = self.w.slab.get_mut(d.slot);
+            if m.r.id == d.id
+                && matches!(m.loc, Loc::Delivered { delivery, .. } if delivery == d.delivery)
+            {
+                m.loc = Loc::Queued(d.broker);
+                self.w.brokers[d.broker as usize].queue.push_front(d.slot);
+            }
+        }
+        returned.clear();
+        self.w.returned = returned;
+    }
+
+    /// The broker side of a consumer leaving: its unacked deliveries go back to the queue.
+    pub(super) fn return_deliveries(&mut self, deliveries: impl IntoIterator<Item = Delivery>) {
+        self.w.returned.extend(deliveries);
+        self.requeue_returned();
+    }
+
+    /// Hands queued messages to consumers with free prefetch, as the strategy's policy decides, or
+    /// forwards them to a peer broker that has consumers when this one has none.
+    pub(super) fn dispatch(&mut self, b: u16) {
+        let bi = b as usize;
+        if !self.w.brokers[bi].up || self.w.brokers[bi].queue.is_empty() {
+            return;
+        }
+        if self.w.brokers[bi].attached.is_empty() {
+            self.forward_all(b);
+            return;
+        }
+        let prefetch = self.sc.consumers.prefetch;
+        debug_assert!(
+            self.w.brokers[bi]
+                .attached
+                .iter()
+                .all(|&c| self.w.load[c as usize] == self.w.consumers[c as usize].load()),
+            "stale consumer load"
+        );
+        // Most arrivals under load find every consumer full: a short-circuiting scan of the dense
+        // load table answers that without building the candidate list.
+        let any_free = {
+            let load = &self.w.load;
+            self.w.brokers[bi]
+                .attached
+                .iter()
+                .any(|&c| load[c as usize] < prefetch)
+        };
+        if !any_free {
+            self.apply_control();
+            return;
+        }
+        let mut cands = std::mem::take(&mut self.scratch);
+        cands.clear();
+        let mut total_free = 0u32;
+        {
+            // One pass, no per-item capacity check (the iterator's length is known).
+            let (load, consumers) = (&self.w.load, &self.w.consumers);
+            cands.extend(self.w.brokers[bi].attached.iter().map(|&c| {
+                let l = load[c as usize];
+                debug_assert_eq!(
+                    l,
+                    consumers[c as usize].load(),
+                    "stale load of consumer {c}"
+                );
+                let free = prefetch.saturating_sub(l);
+                total_free += free;
+                ConsumerSlot { id: c, free }
+            }));
+        }
+        let mut started = std::mem::take(&mut self.started_scratch);
+        started.clear();
+        let page = self.w.brokers[bi].page_size;
+        let mut i = 0;
+        while total_free > 0 && i < page {
+            let Some(&slot) = self.w.brokers[bi].queue.get(i) else {
+                break;
+            };
+            let view = self.view(slot);
+            let ctx = DispatchCtx {
+                now: self.now,
+                broker: b,
+                consumers: &cands,
+            };
+            match self.strategy.select(&ctx, &view, &mut self.ctl) {
+                Select::Consumer(ci) => {
+                    let Some(cand) = cands.get_mut(ci).filter(|c| c.free > 0) else {
+                        // A policy bug must not corrupt the world: hold the message instead.
+                        debug_assert!(false, "strategy selected a full or absent consumer");
+                        i += 1;
+                        continue;
+                    };
+                    cand.free -= 1;
+                    total_free -= 1;
+                    let c = cand.id;
+                    if !started.contains(&c) {
+                        started.push(c);
+                    }
+                    if i == 0 {
+                        self.w.brokers[bi].queue.pop_front();
+                    } else {
+                        self.w.brokers[bi].queue.remove(i);
+                    }
+                    self.deliver(b, c, slot);
+                }
+                Select::Hold => i += 1,
+                Select::Stop => break,
+            }
+        }
+        self.scratch = cands;
+        // Only the consumers that received something may have work to start. `start_next` may
+        // re-enter dispatch (a strategy hook, a batch job ending): keep this call's list local.
+        for &c in &started {
+            self.start_next(c);
+        }
+        started.clear();
+        self.started_scratch = started;
+        self.apply_control();
+    }
+
+    /// The message leaves the broker for good: acked or dead-lettered.
+    pub(super) fn settle(&mut self, slot: u32) {
+        let view = self.view(slot);
+        self.drop_held(view.id);
+        self.w.slab.release(slot);
+        self.strategy.on_settled(self.now, &view, &mut self.ctl);
+    }
+
+    /// The broker's copy of message `id` is gone for good: if the strategy had taken it over and
+    /// then dropped it, it is lost now.
+    pub(super) fn drop_held(&mut self, id: u64) {
+        if !self.w.held.is_empty() && self.w.held.get(&id).is_some_and(|h| h.dropped) {
+            let h = self.w.held.remove(&id).expect("present");
+            self.emit(Event::Discard {
+                t: self.now,
+                msg: h.msg,
+                reason: DiscardReason::BufferLost,
+            });
+        }
+    }
+
+    /// Moves a message to the dead-letter queue of broker `b`.
+    pub(super) fn dead_letter(&mut self, b: u16, slot: u32) {
+        let msg = self.msg_ref(slot);
+        self.w.held.remove(&msg.id);
+        self.emit(Event::DeadLetter {
+            t: self.now,
+            msg,
+            broker: b,
+        });
+        self.settle(slot);
+    }
+}

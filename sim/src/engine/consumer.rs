@@ -1,0 +1,453 @@
+//! Consumer sessions: delivery into the prefetch buffer, processing one message at a time through
+//! the strategy's `begin` and `handle`, the ack (after the apply: a crash in between makes a
+//! duplicate), attach/detach at a broker, crashes, network blips and endpoint suspension.
+
+use super::events::Ev;
+use super::state::{Delivery, Job, Loc, Phase};
+use super::Engine;
+use crate::history::{Event, FailReason, MsgRef, Node, Observer};
+use crate::strategy::{Begin, HandlerCtx, Outcome, Row, Strategy, WorldChange};
+
+/// The handler's view of the world.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn handler_ctx<'a>(
+    now: u64,
+    consumer: u32,
+    step: u32,
+    poison: bool,
+    db_down: u32,
+    source_down: u32,
+    rows: &'a [Row],
+    source: &'a [Row],
+) -> HandlerCtx<'a> {
+    HandlerCtx {
+        now,
+        consumer,
+        step,
+        db_up: db_down == 0,
+        source_up: source_down == 0,
+        poison,
+        rows,
+        source,
+    }
+}
+
+impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+    /// Copies consumer `c`'s [`ConsumerState::load`] into the dense `Engine::load` table that
+    /// dispatch reads. Called after every change of its buffer, phase or pending acks, before
+    /// anything that may dispatch; dispatch checks the copy in debug builds.
+    #[inline]
+    pub(super) fn sync_load(&mut self, c: u32) {
+        self.w.load[c as usize] = self.w.consumers[c as usize].load();
+    }
+
+    /// Broker `b` pushes a message to consumer `c`.
+    pub(super) fn deliver(&mut self, b: u16, c: u32, slot: u32) {
+        let m = self.w.slab.get_mut(slot);
+        m.deliveries += 1;
+        let delivery = m.deliveries;
+        m.loc = Loc::Delivered {
+            broker: b,
+            consumer: c,
+            delivery,
+        };
+        let (msg, id) = (m.r, m.r.id);
+        self.emit(Event::Dispatch {
+            t: self.now,
+            msg,
+            broker: b,
+            consumer: c,
+            delivery,
+            redelivered: delivery > 1,
+        });
+        self.w.consumers[c as usize].buffer.push_back(Delivery {
+            slot,
+            id,
+            delivery,
+            broker: b,
+        });
+        self.sync_load(c);
+    }
+
+    /// An idle, connected consumer takes the next message from its buffer; the strategy's `begin`
+    /// may let it proceed, park it (waiting for a lock), or fail it.
+    pub(super) fn start_next(&mut self, c: u32) {
+        let cs = &mut self.w.consumers[c as usize];
+        if !cs.up || cs.suspended || !matches!(cs.phase, Phase::Idle) {
+            return;
+        }
+        let Some(d) = cs.buffer.pop_front() else {
+            if cs.job_running && cs.ack_pending.is_empty() && cs.broker.is_some() {
+                // receiveNoWait() returned nothing: the queue is drained for this run.
+                self.end_job(c, false);
+            }
+            return;
+        };
+        let view = self.view(d.slot);
+        let poison = self.w.slab.get(d.slot).poison;
+        let msg = MsgRef {
+            id: view.id,
+            key: view.key,
+            seq: view.seq,
+        };
+        self.emit(Event::Start {
+            t: self.now,
+            msg,
+            consumer: c,
+        });
+        let job = Job { d, view, poison };
+        let begin = {
+            let ctx = handler_ctx(
+                self.now,
+                c,
+                0,
+                poison,
+                self.w.db_down,
+                self.w.source_down,
+                &self.w.rows,
+                &self.w.source,
+            );
+            self.strategy.begin(&ctx, &view, &mut self.ctl)
+        };
+        match begin {
+            Begin::Proceed => self.serve(c, job),
+            Begin::Wait { timeout } => {
+                let cs = &mut self.w.consumers[c as usize];
+                cs.park_serial += 1;
+                let serial = cs.park_serial;
+                cs.phase = Phase::Parked { job, serial };
+                if let Some(t) = timeout {
+                    let epoch = cs.epoch;
+                    self.q
+                        .push(self.now + t, Ev::ParkTimeout { c, epoch, serial });
+                }
+                self.sync_load(c);
+            }
+            Begin::Fail(reason) => {
+                self.w.consumers[c as usize].phase = Phase::Serving { job, step: 0 };
+                self.sync_load(c);
+                self.failed(c, job, reason);
+            }
+        }
+        self.apply_control();
+        if matches!(self.w.consumers[c as usize].phase, Phase::Idle) {
+            self.start_next(c);
+        }
+    }
+
+    /// Service starts: the processing time is drawn now.
+    pub(super) fn serve(&mut self, c: u32, job: Job) {
+        let cs = &mut self.w.consumers[c as usize];
+        cs.phase = Phase::Serving { job, step: 0 };
+        let svc = self.service.sample(&mut cs.rng);
+        let svc = if cs.slow == 1.0 {
+            svc
+        } else {
+            (svc as f64 * cs.slow).round() as u64
+        };
+        let epoch = cs.epoch;
+        self.q.push(self.now + svc, Ev::ServiceDone { c, epoch });
+        self.sync_load(c);
+    }
+
+    /// A parked consumer may go on (the strategy released what it waited for).
+    pub(super) fn unpark(&mut self, c: u32) {
+        if let Phase::Parked { job, .. } = self.w.consumers[c as usize].phase {
+            if self.w.consumers[c as usize].up {
+                self.serve(c, job);
+            }
+        }
+    }
+
+    /// A parked consumer waited too long: the strategy releases its claim, and the delivery fails.
+    pub(super) fn park_timeout(&mut self, c: u32, epoch: u32, serial: u32) {
+        let cs = &self.w.consumers[c as usize];
+        let Phase::Parked { job, serial: s } = cs.phase else {
+            return;
+        };
+        if cs.epoch != epoch || s != serial {
+            return;
+        }
+        self.strategy.abandon(self.now, c, &job.view, &mut self.ctl);
+        self.failed(c, job, FailReason::Strategy);
+        self.apply_control();
+        self.start_next(c);
+    }
+
+    /// Processing is over: run the handler, then ack, or roll back. A consumer that lost its
+    /// connection meanwhile still runs the handler (the side effect happens); its ack will be lost.
+    pub(super) fn service_done(&mut self, c: u32, epoch: u32) {
+        let cs = &self.w.consumers[c as usize];
+        if cs.epoch != epoch || !cs.up {
+            return;
+        }
+        let Phase::Serving { job, step } = cs.phase else {
+            return;
+        };
+        let outcome = {
+            let ctx = handler_ctx(
+                self.now,
+                c,
+                step,
+                job.poison,
+                self.w.db_down,
+                self.w.source_down,
+                &self.w.rows,
+                &self.w.source,
+            );
+            self.strategy.handle(&ctx, &job.view, &mut self.ctl)
+        };
+        let msg = MsgRef {
+            id: job.view.id,
+            key: job.view.key,
+            seq: job.view.seq,
+        };
+        match outcome {
+            Outcome::Applied { state_seq } => {
+                self.unhold(msg.id);
+                self.mark_applied(job.d.slot, msg.id);
+                self.write_row(msg.key, state_seq, job.view.timestamp);
+                self.emit(Event::Apply {
+                    t: self.now,
+                    msg,
+                    consumer: c,
+                    state_seq,
+                });
+                self.succeeded(c, job.d);
+            }
+            Outcome::Rejected => {
+                self.unhold(msg.id);
+                self.emit(Event::Reject {
+                    t: self.now,
+                    msg,
+                    consumer: c,
+                });
+                self.succeeded(c, job.d);
+            }
+            Outcome::Buffered => {
+                self.take_over(job.d.slot, msg);
+                self.succeeded(c, job.d)
+            }
+            Outcome::Failed(reason) => self.failed(c, job, reason),
+            Outcome::After { delay, step } => {
+                self.w.consumers[c as usize].phase = Phase::Serving { job, step };
+                self.q.push(self.now + delay, Ev::ServiceDone { c, epoch });
+                self.apply_control();
+                return;
+            }
+        }
+        self.apply_control();
+        self.start_next(c);
+    }
+
+    pub(super) fn succeeded(&mut self, c: u32, d: Delivery) {
+        let cs = &mut self.w.consumers[c as usize];
+        cs.failures_in_row = 0;
+        cs.job_retries = 0;
+        cs.phase = Phase::Idle;
+        let latency = self.sc.consumers.ack_latency.0;
+        if latency == 0 {
+            self.sync_load(c);
+            self.ack_arrive(c, d);
+        } else {
+            cs.ack_pending.push(d);
+            self.sync_load(c);
+            let ack = match self.w.acks_free.pop() {
+                Some(i) => {
+                    self.w.acks[i as usize] = d;
+                    i
+                }
+                None => {
+                    self.w.acks.push(d);
+                    (self.w.acks.len() - 1) as u32
+                }
+            };
+            self.q.push(self.now + latency, Ev::AckArrive { c, ack });
+        }
+    }
+
+    /// The ack reaches the broker: settled if the delivery is still current (else it was already
+    /// given back for redelivery, and this ack is lost).
+    pub(super) fn ack_arrive(&mut self, c: u32, d: Delivery) {
+        let cs = &mut self.w.consumers[c as usize];
+        if let Some(i) = cs.ack_pending.iter().position(|x| *x == d) {
+            cs.ack_pending.swap_remove(i);
+            self.sync_load(c);
+        }
+        if !self.w.slab.valid(&d, c) || !self.w.brokers[d.broker as usize].up {
+            return;
+        }
+        let msg = self.msg_ref(d.slot);
+        self.emit(Event::Ack {
+            t: self.now,
+            msg,
+            consumer: c,
+        });
+        self.settle(d.slot);
+        self.apply_control();
+        self.dispatch(d.broker);
+        if self.w.consumers[c as usize].job_running {
+            self.start_next(c);
+        }
+    }
+
+    /// Consumer `c` leaves its broker (crash, blip, broker down, suspension): the broker takes back
+    /// every unacknowledged delivery. `keep_current`: the process is alive and goes on with the
+    /// message in hand (it will apply it, but its ack will be lost).
+    pub(super) fn detach(&mut self, c: u32, keep_current: bool) {
+        let Some(b) = self.w.consumers[c as usize].broker.take() else {
+            return;
+        };
+        let att = &mut self.w.brokers[b as usize].attached;
+        if let Some(i) = att.iter().position(|&x| x == c) {
+            att.remove(i);
+        }
+        let cs = &mut self.w.consumers[c as usize];
+        let mut back: Vec<Delivery> = cs.buffer.drain(..).collect();
+        back.append(&mut cs.ack_pending);
+        let mut abandoned = None;
+        match cs.phase {
+            Phase::Serving { job, .. } | Phase::Parked { job, .. } => {
+                back.push(job.d);
+                if !keep_current {
+                    abandoned = Some(job.view);
+                }
+            }
+            Phase::Waiting { d } => {
+                back.push(d);
+                cs.phase = Phase::Idle;
+            }
+            Phase::Idle => {}
+        }
+        if !keep_current {
+            cs.phase = Phase::Idle;
+        }
+        self.sync_load(c);
+        // The message in hand is dropped: the strategy releases what `begin` took for it (locks).
+        if let Some(view) = abandoned {
+            self.strategy.abandon(self.now, c, &view, &mut self.ctl);
+        }
+        self.return_deliveries(back);
+        self.strategy.on_detach(self.now, b, c, &mut self.ctl);
+        self.apply_control();
+        self.dispatch(b);
+    }
+
+    pub(super) fn attach(&mut self, c: u32, b: u16) {
+        let cs = &mut self.w.consumers[c as usize];
+        cs.broker = Some(b);
+        let failover = cs.lost_connection;
+        cs.lost_connection = false;
+        self.w.brokers[b as usize].attached.push(c);
+        self.emit(Event::Connect {
+            t: self.now,
+            node: Node::Consumer(c),
+            broker: b,
+            failover,
+        });
+        self.strategy.on_attach(self.now, b, c, &mut self.ctl);
+        self.apply_control();
+        self.dispatch(b);
+    }
+
+    /// The process dies: everything unacked goes back; the message in hand is abandoned.
+    pub(super) fn consumer_crash(&mut self, c: u32) {
+        let cs = &mut self.w.consumers[c as usize];
+        cs.crash_depth += 1;
+        if cs.crash_depth > 1 {
+            return;
+        }
+        cs.up = false;
+        cs.epoch += 1;
+        cs.job_running = false;
+        cs.lost_connection = true;
+        self.emit(Event::Crash {
+            t: self.now,
+            node: Node::Consumer(c),
+        });
+        // Detaching abandons the message in hand (the strategy releases its locks).
+        self.detach(c, false);
+        self.world_change(WorldChange::ConsumerCrashed(c));
+        let cs = &mut self.w.consumers[c as usize];
+        cs.phase = Phase::Idle;
+        cs.buffer.clear();
+        cs.ack_pending.clear();
+        cs.failures_in_row = 0;
+        self.sync_load(c);
+    }
+
+    /// The process restarts and connects.
+    pub(super) fn consumer_restart(&mut self, c: u32) {
+        let cs = &mut self.w.consumers[c as usize];
+        cs.crash_depth = cs.crash_depth.saturating_sub(1);
+        if cs.crash_depth > 0 || cs.up {
+            return;
+        }
+        cs.up = true;
+        cs.epoch += 1;
+        let epoch = cs.epoch;
+        self.emit(Event::Recover {
+            t: self.now,
+            node: Node::Consumer(c),
+        });
+        self.world_change(WorldChange::ConsumerRestarted(c));
+        self.consumer_reconnect(c, epoch);
+    }
+
+    /// The connection drops; the process goes on with the message in hand.
+    pub(super) fn blip_start(&mut self, c: u32) {
+        let cs = &mut self.w.consumers[c as usize];
+        cs.blip_depth += 1;
+        if cs.blip_depth > 1 || !cs.up {
+            return;
+        }
+        cs.lost_connection = true;
+        self.emit(Event::Disconnect {
+            t: self.now,
+            node: Node::Consumer(c),
+        });
+        self.detach(c, true);
+    }
+
+    /// The network is back: reconnect.
+    pub(super) fn blip_end(&mut self, c: u32) {
+        let cs = &mut self.w.consumers[c as usize];
+        cs.blip_depth = cs.blip_depth.saturating_sub(1);
+        if cs.blip_depth == 0 {
+            let epoch = cs.epoch;
+            self.consumer_reconnect(c, epoch);
+        }
+    }
+
+    /// Endpoint stopped after too many failures in a row (seed 004's activation spec).
+    pub(super) fn suspend(&mut self, c: u32) {
+        self.emit(Event::Suspend {
+            t: self.now,
+            consumer: c,
+        });
+        self.detach(c, false);
+        let cs = &mut self.w.consumers[c as usize];
+        cs.suspended = true;
+        // A new session incarnation: timers of the old one (blocking retries) must not fire into it.
+        cs.epoch += 1;
+        cs.suspend_epoch += 1;
+        let epoch = cs.suspend_epoch;
+        if let Some(after) = self.sc.consumers.resume_after {
+            self.q.push(self.now + after.0, Ev::Resume { c, epoch });
+        }
+    }
+
+    /// A suspended endpoint starts again.
+    pub(super) fn resume(&mut self, c: u32) {
+        let cs = &mut self.w.consumers[c as usize];
+        cs.suspended = false;
+        cs.failures_in_row = 0;
+        let epoch = cs.epoch;
+        self.emit(Event::Resume {
+            t: self.now,
+            consumer: c,
+        });
+        self.consumer_reconnect(c, epoch);
+    }
+}

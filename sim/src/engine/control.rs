@@ -1,0 +1,157 @@
+//! Carrying out what strategies request (`Control`): wake-ups, redispatch, reassignments, unparks,
+//! applies and discards outside a consumer's transaction, source reads; and the bookkeeping of
+//! messages a strategy took over.
+
+use super::events::Ev;
+use super::state::{Held, Loc};
+use super::Engine;
+use crate::history::{DiscardReason, Event, MsgRef, Observer};
+use crate::strategy::{Strategy, WorldChange};
+
+impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+    /// Carries out what a strategy hook asked for.
+    #[inline]
+    pub(super) fn apply_control(&mut self) {
+        // Called after every hook; most hooks ask for nothing, so only the flag test is inlined.
+        if !self.ctl.is_empty() {
+            self.apply_control_slow();
+        }
+    }
+
+    #[inline(never)]
+    pub(super) fn apply_control_slow(&mut self) {
+        let mut ctl = std::mem::take(&mut self.ctl);
+        for &(at, token) in &ctl.wakes {
+            self.q.push(at.max(self.now), Ev::Wake(token));
+        }
+        for &(broker, consumer) in &ctl.reassigned {
+            self.emit(Event::Reassign {
+                t: self.now,
+                broker,
+                consumer,
+            });
+        }
+        for &(key, consumer, seq) in &ctl.reads {
+            self.emit(Event::SourceRead {
+                t: self.now,
+                key,
+                consumer,
+                seq,
+            });
+        }
+        for &(msg, state_seq, worker) in &ctl.applies {
+            let r = MsgRef {
+                id: msg.id,
+                key: msg.key,
+                seq: msg.seq,
+            };
+            if let Some(h) = self.w.held.remove(&msg.id) {
+                self.mark_applied(h.slot, msg.id);
+            }
+            self.write_row(msg.key, state_seq, msg.timestamp);
+            self.emit(Event::Apply {
+                t: self.now,
+                msg: r,
+                consumer: worker,
+                state_seq,
+            });
+        }
+        for &msg in &ctl.discards {
+            // Only a message the strategy still held (neither applied nor discarded before) is
+            // lost by this: a discarded copy of an applied message is no loss. One whose delivery
+            // the broker has not settled yet may still come back (if the ack is lost): it is
+            // lost when the ack settles it.
+            let Some(h) = self.w.held.get_mut(&msg.id) else {
+                continue;
+            };
+            let m = self.w.slab.get(h.slot);
+            if m.r.id == msg.id && m.loc != Loc::Free {
+                h.dropped = true;
+                continue;
+            }
+            self.w.held.remove(&msg.id);
+            let r = MsgRef {
+                id: msg.id,
+                key: msg.key,
+                seq: msg.seq,
+            };
+            self.emit(Event::Discard {
+                t: self.now,
+                msg: r,
+                reason: DiscardReason::BufferLost,
+            });
+        }
+        let redispatch = ctl.redispatch;
+        let mut unparks = std::mem::take(&mut ctl.unparks);
+        ctl.wakes.clear();
+        ctl.reassigned.clear();
+        ctl.reads.clear();
+        ctl.applies.clear();
+        ctl.discards.clear();
+        ctl.redispatch = false;
+        ctl.dirty = false;
+        self.ctl = ctl;
+        for &c in &unparks {
+            self.unpark(c);
+        }
+        // Give the buffer back, so a lock hand-over does not allocate on every release.
+        unparks.clear();
+        if self.ctl.unparks.is_empty() {
+            self.ctl.unparks = unparks;
+        }
+        if redispatch {
+            for b in 0..self.w.brokers.len() as u16 {
+                self.dispatch(b);
+            }
+        }
+    }
+
+    /// Forgets that the strategy holds message `id` (it was applied, rejected or dead-lettered).
+    /// Most strategies never take messages over: skip the map lookup when it is empty.
+    #[inline]
+    pub(super) fn unhold(&mut self, id: u64) {
+        if !self.w.held.is_empty() {
+            self.w.held.remove(&id);
+        }
+    }
+
+    /// Notes that a copy of message `id` (in `slot`, if it is still there) has been applied.
+    pub(super) fn mark_applied(&mut self, slot: u32, id: u64) {
+        let m = self.w.slab.get_mut(slot);
+        if m.r.id == id && m.loc != Loc::Free {
+            m.applied = true;
+        }
+    }
+
+    /// The strategy took message `msg` (delivered in `slot`) over: it holds it until it applies
+    /// or discards it. A redelivered copy of a message already applied is not held (it can no
+    /// longer be pending, only duplicated).
+    pub(super) fn take_over(&mut self, slot: u32, msg: MsgRef) {
+        let m = self.w.slab.get(slot);
+        if m.r.id == msg.id && m.loc != Loc::Free && m.applied {
+            return;
+        }
+        self.w.held.insert(
+            msg.id,
+            Held {
+                msg,
+                slot,
+                dropped: false,
+            },
+        );
+    }
+
+    /// Writes the target row of `key` with the state of `state_seq`.
+    pub(super) fn write_row(&mut self, key: u32, state_seq: u32, timestamp: u64) {
+        let row = &mut self.w.rows[key as usize];
+        row.state = state_seq + 1;
+        row.timestamp = timestamp;
+        row.version += 1;
+    }
+
+    /// Tells the strategy about a change in the world, and carries out what it asks.
+    pub(super) fn world_change(&mut self, change: WorldChange) {
+        self.strategy.on_world(self.now, change, &mut self.ctl);
+        self.apply_control();
+    }
+}

@@ -1,0 +1,52 @@
+//! Engine events: what the event queue carries. Small and `Copy`: the queue moves them by value,
+//! so they are kept to 16 bytes (checked below); a larger payload lives in an engine table and
+//! the event carries its index.
+
+/// One engine event. Each is handled in the file of the node kind it concerns.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Ev {
+    Arrival,
+    ProducerReconnect(u32),
+    ServiceDone {
+        c: u32,
+        epoch: u32,
+    },
+    BlockingRetry {
+        c: u32,
+        epoch: u32,
+    },
+    /// `ack`: index into `World::acks`.
+    AckArrive {
+        c: u32,
+        ack: u32,
+    },
+    RedeliveryDue {
+        slot: u32,
+        id: u64,
+    },
+    ForwardArrive {
+        slot: u32,
+        id: u64,
+    },
+    ConsumerReconnect {
+        c: u32,
+        epoch: u32,
+    },
+    ParkTimeout {
+        c: u32,
+        epoch: u32,
+        serial: u32,
+    },
+    JobStart(u32),
+    ProducerRetry(u32),
+    Resume {
+        c: u32,
+        epoch: u32,
+    },
+    FaultStart(u32),
+    FaultEnd(u32),
+    Wake(u64),
+    DrainDeadline,
+}
+
+const _: () = assert!(std::mem::size_of::<Ev>() <= 16);

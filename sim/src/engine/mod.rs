@@ -1,0 +1,375 @@
+//! The engine: one run of one strategy against one scenario and seed.
+//!
+//! A single-threaded discrete-event loop over integer microseconds. Two phases, as in TigerBeetle's
+//! simulator and Jepsen: the fault phase (the workload and its fault plan), then the drain phase (no
+//! new messages; faults end as planned; suspended endpoints resume) until every message is settled
+//! or the drain bound passes. What is still unsettled is reported `pending_at_end`.
+//!
+//! # Map
+//!
+//! Plain state lives in [`state`] (messages and where they are, every node's state, the target
+//! and source databases) and [`workload`] (arrivals and key draws); the events the queue carries
+//! in [`events`]. Each kind of node is handled in its own file, and a message's life reads
+//! top to bottom through them:
+//!
+//! | file | what happens there |
+//! |---|---|
+//! | `producer.rs` | a message is produced, routed by the strategy, stored at a broker; failed sends are retried |
+//! | `broker.rs` | the queue, dispatch with prefetch through the strategy's `select`, settlement (ack, dead-letter) |
+//! | `network.rs` | the network of brokers: store-and-forward to a peer with consumers |
+//! | `consumer.rs` | delivery, processing (`begin`, `handle`), the ack; attach/detach, crash, blip, suspension |
+//! | `redelivery.rs` | a rollback: redelivery after the policy's delay (blocking or not), or the dead-letter queue |
+//! | `batch.rs` | consumers hosted as a scheduled batch job |
+//! | `failover.rs` | **broker failover**: a broker crashes and restarts; producers and consumers reconnect through their lists |
+//! | `faults.rs` | the fault plan acting on the world |
+//! | `control.rs` | strategy requests ([`crate::strategy::Control`]) carried out, in the order issued |
+//!
+//! Where is a redelivery scheduled? `redelivery.rs`. Where does broker failover live?
+//! `failover.rs`. Every handler is a method of [`Engine`]; the files depend on `state`, `events`
+//! and this module, never on each other.
+
+mod batch;
+mod broker;
+mod consumer;
+mod control;
+mod events;
+mod failover;
+mod faults;
+mod network;
+mod producer;
+mod redelivery;
+mod state;
+mod workload;
+
+use crate::checkers::{Checkers, SelfCheckError};
+use crate::dist::Sampler;
+use crate::event_queue::EventQueue;
+use crate::faults::FaultPlan;
+use crate::history::{Event, MsgRef, Observer};
+use crate::rng::{stream, Component};
+use crate::scenario::{Connect, ConsumerMode, Scenario};
+use crate::strategy::{ConsumerSlot, Control, MsgView, Row, Strategy};
+use crate::summary::{EndReason, Metrics};
+use crate::time::Time;
+use events::Ev;
+use rand_chacha::ChaCha8Rng;
+use state::{BrokerState, ConsumerState, Loc, Msg, ProducerState, Slab, World};
+use std::collections::BTreeMap;
+use workload::{Arrivals, KeyPicker};
+
+/// Why a run could not produce a trustworthy summary.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The engine broke one of its own invariants: a bug, reported with the repro line.
+    #[error("self-check failed: {0}")]
+    SelfCheck(#[from] SelfCheckError),
+}
+
+/// Options of one run beyond the scenario.
+#[derive(Clone, Copy, Debug)]
+pub struct RunOptions {
+    /// The seed.
+    pub seed: u64,
+    /// Overrides `[run] max_events`.
+    pub max_events: Option<u64>,
+    /// Stops the run at this simulated time, whatever the phase.
+    pub max_sim_time: Option<Time>,
+}
+
+/// The world plus the loop: the strategy, the history's consumers (checkers, observer), the
+/// event queue and the clock.
+struct Engine<'a, S: Strategy, O: Observer> {
+    sc: &'a Scenario,
+    plan: &'a FaultPlan,
+    strategy: S,
+    observer: &'a mut O,
+    checkers: Checkers,
+    q: EventQueue<Ev>,
+    now: Time,
+    events: u64,
+    w: World,
+    keys: KeyPicker,
+    arrivals: Arrivals,
+    service: Sampler,
+    ctl: Control,
+    /// Dispatch's candidate list (reused buffer).
+    scratch: Vec<ConsumerSlot>,
+    /// Consumers that received messages in the current dispatch call (reused buffer).
+    started_scratch: Vec<u32>,
+    /// Things that keep the fault phase open: messages still to produce + faults not yet over.
+    phase_open: u64,
+    draining: bool,
+}
+
+impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
+    fn new(
+        sc: &'a Scenario,
+        plan: &'a FaultPlan,
+        seed: u64,
+        strategy: S,
+        observer: &'a mut O,
+    ) -> Self {
+        let nb = sc.brokers.len();
+        let order = |list: &Option<Vec<String>>, i: usize, connect: Connect| -> Vec<u16> {
+            let mut l: Vec<u16> = match list {
+                Some(names) => names
+                    .iter()
+                    .map(|n| sc.broker_index(n).expect("validated") as u16)
+                    .collect(),
+                None => (0..nb as u16).collect(),
+            };
+            if connect == Connect::Spread && !l.is_empty() {
+                let n = l.len();
+                l.rotate_left(i % n);
+            }
+            l
+        };
+        let producers = (0..sc.producers.count as usize)
+            .map(|i| {
+                let mut rng: ChaCha8Rng = stream(seed, Component::Producer, i as u32, 0);
+                ProducerState::new(
+                    order(&sc.producers.brokers, i, sc.producers.connect),
+                    &sc.producers,
+                    &mut rng,
+                )
+            })
+            .collect();
+        let consumers = (0..sc.consumers.count as usize)
+            .map(|i| {
+                ConsumerState::new(
+                    order(&sc.consumers.brokers, i, sc.consumers.connect),
+                    stream(seed, Component::Consumer, i as u32, 0),
+                )
+            })
+            .collect();
+        let phase_open = sc.workload.messages
+            + plan
+                .faults
+                .iter()
+                .map(|f| if f.duration.is_some() { 2 } else { 1 })
+                .sum::<u64>();
+        let w = World {
+            slab: Slab::default(),
+            producers,
+            brokers: sc.brokers.iter().map(BrokerState::new).collect(),
+            consumers,
+            load: vec![0; sc.consumers.count as usize],
+            broker_up: vec![true; sc.brokers.len()],
+            rows: vec![Row::default(); sc.workload.keys as usize],
+            db_down: 0,
+            source: vec![Row::default(); sc.workload.keys as usize],
+            source_down: 0,
+            poison_boost: Vec::new(),
+            produced: 0,
+            returned: Vec::new(),
+            acks: Vec::new(),
+            acks_free: Vec::new(),
+            held: BTreeMap::new(),
+        };
+        Engine {
+            sc,
+            plan,
+            strategy,
+            observer,
+            checkers: Checkers::new(sc.workload.keys, sc.workload.kind),
+            q: EventQueue::new(),
+            now: 0,
+            events: 0,
+            w,
+            keys: KeyPicker::new(sc, seed),
+            arrivals: Arrivals::new(sc, seed),
+            service: sc.consumers.service.0.sampler(),
+            ctl: Control::default(),
+            scratch: Vec::with_capacity(sc.consumers.count as usize),
+            started_scratch: Vec::with_capacity(sc.consumers.count as usize),
+            phase_open,
+            draining: false,
+        }
+    }
+
+    /// Records a history event: checkers first, then the observer (trace file, tests).
+    #[inline]
+    fn emit(&mut self, e: Event) {
+        self.checkers.observe(&e);
+        self.observer.event(&e);
+    }
+
+    /// A view of a message for the strategy.
+    #[inline]
+    fn view(&self, slot: u32) -> MsgView {
+        let m = self.w.slab.get(slot);
+        MsgView {
+            id: m.r.id,
+            key: m.r.key,
+            seq: m.r.seq,
+            timestamp: m.timestamp,
+            producer: m.producer,
+            redeliveries: m.deliveries.saturating_sub(1),
+            group: m.group.then_some(m.r.key),
+        }
+    }
+
+    #[inline]
+    fn msg_ref(&self, slot: u32) -> MsgRef {
+        self.w.slab.get(slot).r
+    }
+
+    /// Allocates a new message slot.
+    fn alloc(&mut self, m: Msg) -> u32 {
+        self.w.slab.alloc(m)
+    }
+
+    /// One thing keeping the fault phase open is done; when none remain, the drain phase begins.
+    fn phase_step(&mut self) {
+        self.phase_open -= 1;
+        if self.phase_open == 0 && !self.draining {
+            self.start_drain();
+        }
+    }
+
+    fn start_drain(&mut self) {
+        self.draining = true;
+        self.emit(Event::DrainStart { t: self.now });
+        self.q.push(
+            self.now.saturating_add(self.sc.run.drain_timeout.0),
+            Ev::DrainDeadline,
+        );
+        // Endpoints suspended "forever" come back so the drain can settle their messages.
+        for c in 0..self.w.consumers.len() as u32 {
+            if self.w.consumers[c as usize].suspended {
+                self.resume(c);
+            }
+        }
+    }
+
+    // One call site (the loop): inlined, so the loop does not pay a call frame per event.
+    #[inline(always)]
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Arrival => self.arrival(),
+            Ev::ProducerReconnect(p) => self.producer_reconnect(p),
+            Ev::ServiceDone { c, epoch } => self.service_done(c, epoch),
+            Ev::BlockingRetry { c, epoch } => self.blocking_retry(c, epoch),
+            Ev::AckArrive { c, ack } => {
+                let d = self.w.acks[ack as usize];
+                self.w.acks_free.push(ack);
+                self.ack_arrive(c, d)
+            }
+            Ev::RedeliveryDue { slot, id } => self.redelivery_due(slot, id),
+            Ev::ForwardArrive { slot, id } => self.forward_arrive(slot, id),
+            Ev::ConsumerReconnect { c, epoch } => self.consumer_reconnect(c, epoch),
+            Ev::ParkTimeout { c, epoch, serial } => self.park_timeout(c, epoch, serial),
+            Ev::ProducerRetry(p) => self.producer_retry(p),
+            Ev::JobStart(c) => self.job_start(c),
+            Ev::Resume { c, epoch } => {
+                let cs = &self.w.consumers[c as usize];
+                if cs.suspended && cs.suspend_epoch == epoch {
+                    self.resume(c);
+                }
+            }
+            Ev::FaultStart(i) => self.fault_start(i),
+            Ev::FaultEnd(i) => self.fault_end(i),
+            Ev::Wake(token) => {
+                self.strategy.on_wake(self.now, token, &mut self.ctl);
+                self.ctl.redispatch();
+                self.apply_control();
+            }
+            // The loop ends the run on it before handing events here.
+            Ev::DrainDeadline => {}
+        }
+    }
+
+    fn run(mut self, opts: &RunOptions) -> Result<Metrics, RunError> {
+        if self.sc.workload.messages > 0 {
+            let first = self.arrivals.next_gap();
+            self.q.push(first, Ev::Arrival);
+        }
+        for (i, f) in self.plan.faults.iter().enumerate() {
+            self.q.push(f.at, Ev::FaultStart(i as u32));
+        }
+        // Producers and consumers connect at time 0, in index order.
+        for p in 0..self.w.producers.len() as u32 {
+            self.producer_reconnect(p);
+        }
+        for c in 0..self.w.consumers.len() as u32 {
+            match &self.sc.consumers.batch {
+                // A batch job connects only when its run starts.
+                Some(b) if self.sc.consumers.mode == ConsumerMode::Batch => {
+                    self.q.push(b.interval.0, Ev::JobStart(c));
+                }
+                _ => self.consumer_reconnect(c, 0),
+            }
+        }
+        if self.phase_open == 0 {
+            self.start_drain();
+        }
+        let max_events = opts.max_events.unwrap_or(self.sc.run.max_events);
+        let max_time = opts.max_sim_time.unwrap_or(Time::MAX);
+        let mut ended_by = EndReason::Stuck;
+        while let Some((t, ev)) = self.q.pop() {
+            if t > max_time {
+                self.now = max_time;
+                ended_by = EndReason::MaxSimTime;
+                break;
+            }
+            debug_assert!(t >= self.now, "time went backwards");
+            self.now = t;
+            if let Ev::DrainDeadline = ev {
+                ended_by = EndReason::DrainTimeout;
+                break;
+            }
+            self.events += 1;
+            self.handle(ev);
+            if self.draining && self.w.slab.live == 0 && self.w.held.is_empty() {
+                ended_by = EndReason::Settled;
+                break;
+            }
+            if self.events >= max_events {
+                ended_by = EndReason::MaxEvents;
+                break;
+            }
+        }
+        if self.q.is_empty()
+            && self.w.slab.live == 0
+            && self.w.held.is_empty()
+            && self.w.produced == self.sc.workload.messages
+        {
+            ended_by = EndReason::Settled;
+        }
+        let mut metrics = self.finish()?;
+        metrics.ended_by = ended_by;
+        Ok(metrics)
+    }
+
+    fn finish(mut self) -> Result<Metrics, RunError> {
+        let mut pending: Vec<MsgRef> = self
+            .w
+            .slab
+            .msgs
+            .iter()
+            .filter(|m| m.loc != Loc::Free)
+            .map(|m| m.r)
+            .collect();
+        // And every message the strategy still holds (taken over, acked upstream).
+        pending.extend(self.w.held.values().filter(|h| !h.dropped).map(|h| h.msg));
+        pending.sort_by_key(|m| m.id);
+        pending.dedup_by_key(|m| m.id);
+        // Every message the engine still holds is listed; the checker fails the run if one of them
+        // was already final in the history, or if a message neither final nor listed is left.
+        for msg in pending {
+            self.emit(Event::Pending { t: self.now, msg });
+        }
+        Ok(self.checkers.finish(self.events, self.now)?)
+    }
+}
+
+/// Runs `strategy` on `sc` with its resolved `plan`, feeding every history event to `observer`.
+pub fn run<S: Strategy, O: Observer>(
+    sc: &Scenario,
+    plan: &FaultPlan,
+    strategy: S,
+    opts: &RunOptions,
+    observer: &mut O,
+) -> Result<Metrics, RunError> {
+    Engine::new(sc, plan, opts.seed, strategy, observer).run(opts)
+}

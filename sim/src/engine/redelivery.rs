@@ -1,0 +1,135 @@
+//! Rollback and redelivery: a failed delivery is dead-lettered once the redelivery limit is reached,
+//! else redelivered after the policy's delay, held by the consumer (blocking: its session waits)
+//! or by the broker (non-blocking: later messages go on).
+
+use super::events::Ev;
+use super::state::{Delivery, Job, Loc, Phase};
+use super::Engine;
+use crate::history::{Event, FailReason, MsgRef, Observer};
+use crate::scenario::RedeliveryMode;
+use crate::strategy::Strategy;
+
+impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+    pub(super) fn failed(&mut self, c: u32, job: Job, reason: FailReason) {
+        let d = job.d;
+        let msg = MsgRef {
+            id: job.view.id,
+            key: job.view.key,
+            seq: job.view.seq,
+        };
+        self.emit(Event::Rollback {
+            t: self.now,
+            msg,
+            consumer: c,
+            reason,
+        });
+        if self.w.consumers[c as usize].job_running {
+            self.batch_failed(c, d, msg, reason);
+            return;
+        }
+        let cs = &mut self.w.consumers[c as usize];
+        cs.failures_in_row += 1;
+        cs.phase = Phase::Idle;
+        let n = self.sc.consumers.suspend_after_failures;
+        // The endpoint stops after this failure (WebSphere's "sequential delivery failures"): it
+        // must not start another message first, so nothing is dispatched to it below.
+        let suspend = n > 0 && cs.failures_in_row >= n && !cs.suspended;
+        self.sync_load(c);
+        // A consumer whose connection is gone cannot roll back at the broker: the broker already
+        // took the message back when the connection dropped.
+        if self.w.slab.valid(&d, c) && self.w.brokers[d.broker as usize].up {
+            let r = &self.sc.redelivery;
+            let deliveries = self.w.slab.get(d.slot).deliveries;
+            let redelivered_so_far = deliveries.saturating_sub(1) as i64;
+            if r.max_redeliveries >= 0 && redelivered_so_far >= r.max_redeliveries {
+                self.dead_letter(d.broker, d.slot);
+                if !suspend {
+                    self.dispatch(d.broker);
+                }
+            } else {
+                let delay = r.delay(deliveries).0;
+                let blocking = r.mode == RedeliveryMode::Blocking;
+                self.emit(Event::Redelivery {
+                    t: self.now,
+                    msg,
+                    delay_us: delay,
+                    blocking,
+                });
+                if blocking {
+                    let cs = &mut self.w.consumers[c as usize];
+                    cs.phase = Phase::Waiting { d };
+                    let epoch = cs.epoch;
+                    self.q
+                        .push(self.now + delay, Ev::BlockingRetry { c, epoch });
+                    self.sync_load(c);
+                } else {
+                    self.w.slab.get_mut(d.slot).loc = Loc::Held(d.broker);
+                    self.q.push(
+                        self.now + delay,
+                        Ev::RedeliveryDue {
+                            slot: d.slot,
+                            id: d.id,
+                        },
+                    );
+                    if !suspend {
+                        self.dispatch(d.broker);
+                    }
+                }
+            }
+        }
+        if suspend {
+            self.suspend(c);
+        }
+    }
+
+    /// Blocking redelivery: the consumer redelivers the held message to itself.
+    pub(super) fn blocking_retry(&mut self, c: u32, epoch: u32) {
+        let cs = &self.w.consumers[c as usize];
+        if cs.epoch != epoch || !cs.up {
+            return;
+        }
+        let Phase::Waiting { d } = cs.phase else {
+            return;
+        };
+        self.w.consumers[c as usize].phase = Phase::Idle;
+        self.sync_load(c);
+        if !self.w.slab.valid(&d, c) {
+            self.start_next(c);
+            return;
+        }
+        // Redelivered to the same consumer, ahead of everything it has prefetched.
+        let m = self.w.slab.get_mut(d.slot);
+        m.deliveries += 1;
+        let delivery = m.deliveries;
+        m.loc = Loc::Delivered {
+            broker: d.broker,
+            consumer: c,
+            delivery,
+        };
+        let msg = m.r;
+        self.emit(Event::Dispatch {
+            t: self.now,
+            msg,
+            broker: d.broker,
+            consumer: c,
+            delivery,
+            redelivered: true,
+        });
+        let nd = Delivery { delivery, ..d };
+        self.w.consumers[c as usize].buffer.push_front(nd);
+        self.sync_load(c);
+        self.start_next(c);
+    }
+
+    /// A non-blocking redelivery delay is over: the message goes back to the head of its queue.
+    pub(super) fn redelivery_due(&mut self, slot: u32, id: u64) {
+        let m = self.w.slab.get(slot);
+        let Loc::Held(b) = m.loc else { return };
+        if m.r.id != id {
+            return;
+        }
+        self.w.slab.get_mut(slot).loc = Loc::Queued(b);
+        self.w.brokers[b as usize].queue.push_front(slot);
+        self.dispatch(b);
+    }
+}

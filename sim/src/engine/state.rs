@@ -1,0 +1,324 @@
+//! The engine's plain state: messages and where they are, and the state of every node (producers,
+//! brokers, consumers, the target and source databases). No behaviour lives here beyond keeping
+//! this state's own invariants; each node kind's handling is in its own file.
+
+use crate::history::MsgRef;
+use crate::scenario::{Broker, Producers};
+use crate::strategy::{MsgView, Row};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, VecDeque};
+
+/// The world a run acts on.
+pub(super) struct World {
+    /// Messages in flight.
+    pub slab: Slab,
+    pub producers: Vec<ProducerState>,
+    pub brokers: Vec<BrokerState>,
+    pub consumers: Vec<ConsumerState>,
+    /// Per consumer, its [`ConsumerState::load`] (unacked deliveries held), kept dense so that
+    /// dispatch reads one `u32` per candidate instead of three fields of a large struct.
+    pub load: Vec<u32>,
+    /// Which brokers are up (mirrors `brokers[i].up`, for routing).
+    pub broker_up: Vec<bool>,
+    /// The target database, per key.
+    pub rows: Vec<Row>,
+    /// Overlapping target outages in force.
+    pub db_down: u32,
+    /// The source database (newest produced state per key), for strategies that read it.
+    pub source: Vec<Row>,
+    /// Overlapping source outages in force.
+    pub source_down: u32,
+    /// Poison fractions of the `poison` faults in force.
+    pub poison_boost: Vec<f64>,
+    /// Messages produced so far.
+    pub produced: u64,
+    /// Deliveries going back to their brokers' queues (reused buffer).
+    pub returned: Vec<Delivery>,
+    /// Deliveries whose ack is travelling to the broker (`Ev::AckArrive` carries the index);
+    /// slots are reused through `acks_free`.
+    pub acks: Vec<Delivery>,
+    pub acks_free: Vec<u32>,
+    /// Messages the strategy took over ([`crate::strategy::Outcome::Buffered`], acked upstream)
+    /// and has neither applied nor lost yet, by id: the run is not settled while it holds any,
+    /// and what it still holds at the end is pending. Looked up only, never iterated in hash
+    /// order.
+    pub held: BTreeMap<u64, Held>,
+}
+
+/// A message the strategy took over.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Held {
+    pub msg: MsgRef,
+    /// Its slot when it was taken over (valid while the slot still holds that message id).
+    pub slot: u32,
+    /// The strategy dropped it while the broker still had it unacked (the ack may yet be lost
+    /// and the message redelivered): lost only if that ack settles it.
+    pub dropped: bool,
+}
+
+/// Where a message is now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Loc {
+    /// Slot is free.
+    Free,
+    /// Buffered in a producer that has no broker connection.
+    Producer(u32),
+    /// In a broker's queue (its store).
+    Queued(u16),
+    /// Pushed to a consumer, unacknowledged; `delivery` identifies this delivery.
+    Delivered {
+        broker: u16,
+        consumer: u32,
+        delivery: u32,
+    },
+    /// Waiting at the broker for a non-blocking redelivery delay.
+    Held(u16),
+    /// Travelling between brokers.
+    Forwarding { from: u16, to: u16 },
+}
+
+/// A message and where it is.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Msg {
+    pub r: MsgRef,
+    pub timestamp: u64,
+    pub producer: u32,
+    pub poison: bool,
+    /// The producer set the group header.
+    pub group: bool,
+    pub deliveries: u32,
+    pub loc: Loc,
+    /// Some copy of it has been applied (so a strategy still holding another copy at the end of
+    /// the run does not make it pending).
+    pub applied: bool,
+}
+
+/// A reference to one delivery of a message, held by a consumer. It is valid only while the
+/// message is still `Delivered` to that consumer with that delivery number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Delivery {
+    pub slot: u32,
+    pub id: u64,
+    pub delivery: u32,
+    pub broker: u16,
+}
+
+/// Messages in flight, in reusable slots: memory follows messages in flight, not produced.
+#[derive(Default)]
+pub(super) struct Slab {
+    pub msgs: Vec<Msg>,
+    free: Vec<u32>,
+    pub live: u64,
+}
+
+impl Slab {
+    pub fn alloc(&mut self, m: Msg) -> u32 {
+        self.live += 1;
+        match self.free.pop() {
+            Some(s) => {
+                self.msgs[s as usize] = m;
+                s
+            }
+            None => {
+                self.msgs.push(m);
+                (self.msgs.len() - 1) as u32
+            }
+        }
+    }
+
+    pub fn release(&mut self, slot: u32) {
+        debug_assert!(self.msgs[slot as usize].loc != Loc::Free);
+        self.msgs[slot as usize].loc = Loc::Free;
+        self.free.push(slot);
+        self.live -= 1;
+    }
+
+    #[inline]
+    pub fn get(&self, slot: u32) -> &Msg {
+        &self.msgs[slot as usize]
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, slot: u32) -> &mut Msg {
+        &mut self.msgs[slot as usize]
+    }
+
+    /// Whether `d` still names the current delivery of its message to `consumer`.
+    #[inline]
+    pub fn valid(&self, d: &Delivery, consumer: u32) -> bool {
+        let m = &self.msgs[d.slot as usize];
+        m.r.id == d.id
+            && m.loc
+                == Loc::Delivered {
+                    broker: d.broker,
+                    consumer,
+                    delivery: d.delivery,
+                }
+    }
+}
+
+/// One producer's connection and clock.
+pub(super) struct ProducerState {
+    /// Failover list (broker indices, in the order tried).
+    pub list: Vec<u16>,
+    /// Connected broker.
+    pub broker: Option<u16>,
+    /// Whether it has connected before (a later connect is a failover).
+    pub connected_once: bool,
+    /// A reconnect attempt is scheduled.
+    pub reconnecting: bool,
+    /// Messages sent while disconnected, in send order.
+    pub buffer: VecDeque<u32>,
+    /// Sends the strategy's routing refused (e.g. a Unit-of-Order member down), to retry.
+    pub failed: VecDeque<u32>,
+    /// Later sends wait behind the failed ones (a blocking retry loop in the application).
+    pub failed_block: bool,
+    /// A retry of the failed sends is scheduled.
+    pub retrying: bool,
+    /// Clock offset in microseconds (fixed skew + clock_skew faults).
+    pub clock_offset: i64,
+}
+
+impl ProducerState {
+    pub fn new(list: Vec<u16>, cfg: &Producers, rng: &mut ChaCha8Rng) -> Self {
+        let skew = cfg.clock_skew.0 as i64;
+        let clock_offset = if skew > 0 {
+            rng.random_range(-skew..=skew)
+        } else {
+            0
+        };
+        ProducerState {
+            list,
+            broker: None,
+            connected_once: false,
+            reconnecting: false,
+            buffer: VecDeque::new(),
+            failed: VecDeque::new(),
+            failed_block: false,
+            retrying: false,
+            clock_offset,
+        }
+    }
+}
+
+/// One broker.
+pub(super) struct BrokerState {
+    pub up: bool,
+    pub persistent: bool,
+    pub page_size: usize,
+    /// The store, in dispatch order (redelivered messages go back to the front).
+    pub queue: VecDeque<u32>,
+    /// Consumers attached, in attach order.
+    pub attached: Vec<u32>,
+    /// Crash nesting (overlapping random crashes): up again when it returns to 0.
+    pub down_depth: u32,
+}
+
+impl BrokerState {
+    pub fn new(cfg: &Broker) -> Self {
+        BrokerState {
+            up: true,
+            persistent: cfg.persistent,
+            page_size: cfg.page_size as usize,
+            queue: VecDeque::new(),
+            attached: Vec::new(),
+            down_depth: 0,
+        }
+    }
+}
+
+/// The message in hand: its delivery, and the consumer's own copy of the message (a consumer
+/// that lost its connection goes on with it even after the broker gave it to someone else).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Job {
+    pub d: Delivery,
+    pub view: MsgView,
+    pub poison: bool,
+}
+
+/// What the session is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Phase {
+    Idle,
+    /// Processing; `step` is the handler's continuation step.
+    Serving {
+        job: Job,
+        step: u32,
+    },
+    /// Waiting in `begin` (e.g. for a lock) until the strategy unparks it or `serial`'s timeout.
+    Parked {
+        job: Job,
+        serial: u32,
+    },
+    /// Blocking redelivery: holding the delivery until the delay is over.
+    Waiting {
+        d: Delivery,
+    },
+}
+
+/// One consumer.
+pub(super) struct ConsumerState {
+    /// Failover list.
+    pub list: Vec<u16>,
+    /// Process alive.
+    pub up: bool,
+    /// Process incarnation: events of an earlier life are ignored.
+    pub epoch: u32,
+    /// Connected broker.
+    pub broker: Option<u16>,
+    /// The last disconnect was involuntary (crash, blip, broker loss): the next connect is a
+    /// failover.
+    pub lost_connection: bool,
+    /// Network blip nesting: reconnects when it returns to 0.
+    pub blip_depth: u32,
+    pub crash_depth: u32,
+    pub phase: Phase,
+    /// Delivered, not yet started.
+    pub buffer: VecDeque<Delivery>,
+    /// Applied (or rejected), ack not yet at the broker.
+    pub ack_pending: Vec<Delivery>,
+    pub failures_in_row: u32,
+    pub suspended: bool,
+    pub suspend_epoch: u32,
+    pub park_serial: u32,
+    /// Batch mode: a job run is in progress.
+    pub job_running: bool,
+    /// Batch mode: in-job retries used on the message in hand.
+    pub job_retries: u32,
+    pub slow: f64,
+    pub rng: ChaCha8Rng,
+}
+
+impl ConsumerState {
+    pub fn new(list: Vec<u16>, rng: ChaCha8Rng) -> Self {
+        ConsumerState {
+            list,
+            up: true,
+            epoch: 0,
+            broker: None,
+            lost_connection: false,
+            blip_depth: 0,
+            crash_depth: 0,
+            phase: Phase::Idle,
+            buffer: VecDeque::new(),
+            ack_pending: Vec::new(),
+            failures_in_row: 0,
+            suspended: false,
+            suspend_epoch: 0,
+            park_serial: 0,
+            job_running: false,
+            job_retries: 0,
+            slow: 1.0,
+            rng,
+        }
+    }
+
+    /// Every unacknowledged delivery it holds: prefetched, in hand, or acked but not yet settled.
+    /// Free prefetch capacity is `prefetch` minus this.
+    #[inline]
+    pub fn load(&self) -> u32 {
+        let busy = u32::from(!matches!(self.phase, Phase::Idle));
+        self.buffer.len() as u32 + busy + self.ack_pending.len() as u32
+    }
+}

@@ -1,0 +1,94 @@
+//! The workload: arrival times, and each message's key, seq, producer, poison flag and group
+//! header, drawn from their own random streams.
+
+use crate::rng::{stream, Component};
+use crate::scenario::{Arrival, KeyDistribution, KeyOwnership, Scenario};
+use crate::time::Time;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Exp, Zipf};
+
+/// Inter-arrival times of the whole workload.
+pub(super) struct Arrivals {
+    rng: ChaCha8Rng,
+    exp: Option<Exp<f64>>,
+    constant: Time,
+}
+
+impl Arrivals {
+    pub fn new(sc: &Scenario, seed: u64) -> Self {
+        let per_us = sc.workload.rate.as_per_sec() / 1e6;
+        let (exp, constant) = match sc.workload.arrival {
+            Arrival::Poisson if per_us > 0.0 => (Some(Exp::new(per_us).expect("positive rate")), 0),
+            _ if per_us > 0.0 => (None, (1.0 / per_us).round().max(1.0) as Time),
+            _ => (None, 0),
+        };
+        Arrivals {
+            rng: stream(seed, Component::Arrivals, 0, 0),
+            exp,
+            constant,
+        }
+    }
+
+    /// Time to the next arrival (at least 1us, so arrivals are strictly ordered).
+    #[inline]
+    pub fn next_gap(&mut self) -> Time {
+        match &self.exp {
+            Some(e) => crate::dist::round_u64(e.sample(&mut self.rng)).max(1),
+            None => self.constant.max(1),
+        }
+    }
+}
+
+/// Key choice, poison draws, producer choice and per-key seqs.
+pub(super) struct KeyPicker {
+    rng: ChaCha8Rng,
+    zipf: Option<Zipf<f64>>,
+    keys: u32,
+    next_seq: Vec<u32>,
+    poison: f64,
+    group_missing: f64,
+    ownership: KeyOwnership,
+    producers: u32,
+}
+
+impl KeyPicker {
+    pub fn new(sc: &Scenario, seed: u64) -> Self {
+        let w = &sc.workload;
+        let zipf = (w.key_distribution == KeyDistribution::Zipf).then(|| {
+            Zipf::new(w.keys as f64, w.zipf_exponent.unwrap_or(1.0)).expect("validated zipf")
+        });
+        KeyPicker {
+            rng: stream(seed, Component::Keys, 0, 0),
+            zipf,
+            keys: w.keys,
+            next_seq: vec![0; w.keys as usize],
+            poison: w.poison_fraction,
+            group_missing: w.group_header_missing,
+            ownership: sc.producers.key_ownership,
+            producers: sc.producers.count,
+        }
+    }
+
+    /// (key, seq, producer, poison, group header set) of the next message. Draw order: key,
+    /// poison, producer, group header.
+    #[inline]
+    pub fn next(&mut self, poison_boost: f64) -> (u32, u32, u32, bool, bool) {
+        let key = match &self.zipf {
+            Some(z) => (z.sample(&mut self.rng) as u32).clamp(1, self.keys) - 1,
+            None => self.rng.random_range(0..self.keys),
+        };
+        let p = self.poison.max(poison_boost);
+        let poison = p > 0.0 && self.rng.random_bool(p);
+        let producer = match self.ownership {
+            KeyOwnership::Owned => key % self.producers,
+            KeyOwnership::Shared if self.producers > 1 => self.rng.random_range(0..self.producers),
+            KeyOwnership::Shared => 0,
+        };
+        let group = !(self.group_missing > 0.0 && self.rng.random_bool(self.group_missing));
+        let s = &mut self.next_seq[key as usize];
+        let seq = *s;
+        *s += 1;
+        (key, seq, producer, poison, group)
+    }
+}
