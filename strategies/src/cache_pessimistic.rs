@@ -1,6 +1,7 @@
 //! `cache_pessimistic`: competing consumers that serialise each record through a lock in a
-//! distributed cache and reject messages older than the timestamp cached for the record (seed 000's
-//! "Cache based Pessimistic Lock based Versioning", with Oracle Coherence; research/brokers.md §4).
+//! distributed cache and reject messages older than the timestamp cached for the record (the
+//! [Coherence+Hibernate] post's "Cache based Pessimistic Lock based Versioning", with Oracle
+//! Coherence; sources and facts in docs/sources.md).
 //!
 //! Dispatch is round-robin, as [`crate::competing`]. The strategy also *is* the cache cluster: per
 //! key a lock (its holder, or free, with a FIFO of waiting consumers) and a cached timestamp with
@@ -46,11 +47,11 @@
 //!   `lock` requests are re-issued to the restarted cluster, where the key now looks free: the first
 //!   waiter of each key gets the lock and goes on (it reads the *empty* cache), the others wait
 //!   behind it. A rolled-back older message redelivered after the collapse then finds no cached
-//!   timestamp and is accepted: seed 000's "if all the node's in the cache collapse, and there were
-//!   message's that were rolled back to be delivered later, unless the cache is primed or restored
-//!   in some fashion, the solution could fail". A `ttl` shorter than the redelivery window does the
-//!   same without any fault ("one would need to be careful regarding how often the cache is
-//!   expired").
+//!   timestamp and is accepted: the [Coherence+Hibernate] post's "if all the node's in the cache
+//!   collapse, and there were message's that were rolled back to be delivered later, unless the
+//!   cache is primed or restored in some fashion, the solution could fail". A `ttl` shorter than
+//!   the redelivery window does the same without any fault ("one would need to be careful regarding
+//!   how often the cache is expired").
 //!
 //! Known weak spots that emerge: stale writes after a collapse or an expiry; stale *rejections*
 //! drop commands ("in cases where incremental updates and their order needs to be preserved ...
@@ -272,7 +273,7 @@ impl Handler for CachePessimistic {
 impl crate::Named for CachePessimistic {
     const NAME: &'static str = "cache_pessimistic";
     const SUMMARY: &'static str =
-        "round-robin; Coherence-style per-key lock + cached timestamp compare (seed 000); stale after cache collapse/expiry, drops commands, ties rejected";
+        "round-robin; Coherence-style per-key lock + cached timestamp compare ([Coherence+Hibernate]); stale after cache collapse/expiry, drops commands, ties rejected";
     type Params = CachePessimisticParams;
     fn build(sc: &sim::Scenario, p: CachePessimisticParams) -> Result<Self, String> {
         Ok(CachePessimistic::new(
@@ -427,11 +428,11 @@ for = "200ms"
         }
     }
 
-    /// Weakness (seed 000): "if all the node's in the cache collapse, and there were message's that
-    /// were rolled back to be delivered later, unless the cache is primed or restored ... the
-    /// solution could fail". The rolled-back older messages find an empty cache and are applied
-    /// over newer ones; with nothing newer after them, the keys end stale. Without the collapse the
-    /// same run is clean.
+    /// Weakness ([Coherence+Hibernate]): "if all the node's in the cache collapse, and there were
+    /// message's that were rolled back to be delivered later, unless the cache is primed or
+    /// restored ... the solution could fail". The rolled-back older messages find an empty cache
+    /// and are applied over newer ones; with nothing newer after them, the keys end stale. Without
+    /// the collapse the same run is clean.
     #[test]
     fn cache_collapse_accepts_rolled_back_older_messages() {
         let clean = sc("", FINE, LATE_OUTAGE);
@@ -450,9 +451,9 @@ for = "200ms"
         }
     }
 
-    /// Weakness (seed 000): "one would need to be careful regarding how often the cache is expired":
-    /// a `ttl` shorter than the redelivery window forgets the newer timestamps before the older
-    /// messages come back, with no fault at all in the cache.
+    /// Weakness ([Coherence+Hibernate]): "one would need to be careful regarding how often the
+    /// cache is expired": a `ttl` shorter than the redelivery window forgets the newer timestamps
+    /// before the older messages come back, with no fault at all in the cache.
     #[test]
     fn ttl_shorter_than_the_redelivery_window_accepts_stale_messages() {
         let short = sc(
@@ -476,8 +477,8 @@ for = "200ms"
         }
     }
 
-    /// Weakness (seed 000): "in cases where incremental updates and their order needs to be
-    /// preserved ..., the above mentioned locking strategies will not work": every overtaken
+    /// Weakness ([Coherence+Hibernate]): "in cases where incremental updates and their order needs
+    /// to be preserved ..., the above mentioned locking strategies will not work": every overtaken
     /// command is rejected as stale, i.e. dropped, and the keys' final states are wrong.
     #[test]
     fn drops_overtaken_commands() {

@@ -1,7 +1,7 @@
 //! `db_optimistic`: competing consumers that keep order with the target database itself: a
 //! `LAST_UPDATE` (JMS timestamp) column to reject stale messages, and a Hibernate `@Version`
-//! column to catch concurrent writers (seed 000, "Database Optimistic Lock based Versioning";
-//! research/brokers.md section 3).
+//! column to catch concurrent writers ([Coherence+Hibernate], "Database Optimistic Lock based
+//! Versioning"; see docs/sources.md).
 //!
 //! The real mechanism, from the seed's sample (`PersonDaoImpl.saveOrUpdate`, a Person entity with
 //! a `JMS_TIMESTAMP` column and `@Version OPT_VER`):
@@ -58,7 +58,8 @@ use sim::time::Time;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Compare {
-    /// The message's producer (JMS) timestamp against the stored LAST_UPDATE (seed 000).
+    /// The message's producer (JMS) timestamp against the stored LAST_UPDATE
+    /// ([Coherence+Hibernate]).
     #[default]
     Timestamp,
     /// A producer-assigned per-key version (the message seq) against the stored one.
@@ -159,7 +160,7 @@ impl Handler for DbOptimistic {
 impl crate::Named for DbOptimistic {
     const NAME: &'static str = "db_optimistic";
     const SUMMARY: &'static str =
-        "round-robin; reject messages older than the stored timestamp/version, @Version-guarded write (seed 000)";
+        "round-robin; reject messages older than the stored timestamp/version, @Version-guarded write ([Coherence+Hibernate])";
     type Params = DbOptimisticParams;
     fn build(sc: &sim::Scenario, p: DbOptimisticParams) -> Result<Self, String> {
         Ok(DbOptimistic::new(
@@ -231,10 +232,11 @@ mod tests {
         (m, wrongly_rejected)
     }
 
-    /// Strength (seed 000): with 8 competing consumers processing out of order, without faults
-    /// and through a DB outage with non-blocking redelivery (rolled-back messages come back after
-    /// newer ones), every key ends in its newest state: late messages are rejected as stale instead
-    /// of overwriting. The baseline on the same scenarios ends keys in stale states.
+    /// Strength ([Coherence+Hibernate]): with 8 competing consumers processing out of order,
+    /// without faults and through a DB outage with non-blocking redelivery (rolled-back messages
+    /// come back after newer ones), every key ends in its newest state: late messages are rejected
+    /// as stale instead of overwriting. The baseline on the same scenarios ends keys in stale
+    /// states.
     #[test]
     fn newest_state_wins_despite_out_of_order_processing() {
         let mut baseline_mismatches = 0;
@@ -309,9 +311,10 @@ mod tests {
         assert!(at_end.stale_rejected > 0);
     }
 
-    /// Weakness 1 (seed 000): "in cases where incremental updates and their order needs to be
-    /// preserved ... the above mentioned locking strategies will not work". A delta that arrives
-    /// after a newer one is rejected: the command is lost, and the key's state is wrong.
+    /// Weakness 1 ([Coherence+Hibernate]): "in cases where incremental updates and their order
+    /// needs to be preserved ... the above mentioned locking strategies will not work". A delta
+    /// that arrives after a newer one is rejected: the command is lost, and the key's state is
+    /// wrong.
     #[test]
     fn rejected_deltas_are_lost_commands() {
         for seed in 1..4 {
@@ -330,9 +333,9 @@ mod tests {
         }
     }
 
-    /// Weakness 2 (seed 000: the JMS timestamp ordering "assumption can be wrong"): producers
-    /// sharing keys with clocks 50ms apart. A newer message from a producer whose clock is behind
-    /// looks older than the stored one and is rejected; keys end in an older state. A
+    /// Weakness 2 ([Coherence+Hibernate]: the JMS timestamp ordering "assumption can be wrong"):
+    /// producers sharing keys with clocks 50ms apart. A newer message from a producer whose clock
+    /// is behind looks older than the stored one and is rejected; keys end in an older state. A
     /// producer-assigned version (`compare = "version"`) does not depend on clocks.
     #[test]
     fn clock_skew_rejects_newer_messages_unless_versions_are_compared() {
