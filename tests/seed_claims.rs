@@ -1,4 +1,5 @@
-//! The seeds' claims about the baselines, reproduced by the model (not special-cased).
+//! The write-ups' claims (docs/sources.md) about the baselines, reproduced by the model (not
+//! special-cased).
 
 use crate::common;
 

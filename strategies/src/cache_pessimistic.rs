@@ -5,7 +5,7 @@
 //!
 //! Dispatch is round-robin, as [`crate::competing`]. The strategy also *is* the cache cluster: per
 //! key a lock (its holder, or free, with a FIFO of waiting consumers) and a cached timestamp with
-//! an expiry time. The handler follows the seed's `doCacheAction` line by line:
+//! an expiry time. The handler follows the post's `doCacheAction` line by line:
 //!
 //! ```text
 //! idCache.lock(cacheKey, -1);                       // begin: wait for the lock (forever)
@@ -23,18 +23,18 @@
 //!   the consumer ([`Begin::Wait`]) in the key's FIFO. `unlock` hands the lock to the next waiter
 //!   and unparks it. Coherence's `lock(key, -1)` waits forever, which is the default
 //!   (`lock_wait = "forever"`). A finite `lock_wait` models a caller that checks `lock`'s boolean
-//!   result and rolls the message back when it times out (the seed ignores that result; with -1 it
+//!   result and rolls the message back when it times out (the post ignores that result; with -1 it
 //!   never matters).
 //! - **Get and compare** happen when the lock is granted (at `begin`, or when a waiter is handed the
-//!   lock), i.e. before the DB work, as in the seed; an entry older than its expiry counts as absent
-//!   (a `get` of an expired entry returns null).
+//!   lock), i.e. before the DB work, as in the post; an entry older than its expiry counts as
+//!   absent (a `get` of an expired entry returns null).
 //! - **DB work, put, unlock** ([`Handler::handle`], at the end of the service time): an accepted
 //!   message runs [`HandlerCtx::process`]; if it fails (target outage, poison) nothing is put, the
 //!   lock is released and the message rolls back (redelivered by the broker's policy). If it
 //!   succeeds, the timestamp is put with expiry `now + ttl` and the message is applied. The put is
 //!   not part of the JMS transaction: if the ack is later lost (crash, blip), the redelivered copy
 //!   meets its own timestamp in the cache and is rejected (a tie), which is how the cache filters
-//!   duplicates. A rejected message is acked (the seed's listener catches `StaleObjectException`
+//!   duplicates. A rejected message is acked (the post's listener catches `StaleObjectException`
 //!   and logs "Rejecting the Stale Record").
 //! - **Leases**: Coherence releases the locks of a cluster member that leaves. A consumer crash
 //!   ([`Handler::abandon`] and [`WorldChange::ConsumerCrashed`]) releases its lock (handing it to
@@ -64,8 +64,8 @@
 //!
 //! Parameters (`[strategy.cache_pessimistic]`):
 //! - `lock_wait`: how long `begin` waits for a held lock before the delivery rolls back; default
-//!   `"forever"` (the seed's `lock(key, -1)`).
-//! - `ttl`: expiry of a cached timestamp after its put; default `"never"` (the seed's `put` without
+//!   `"forever"` (the post's `lock(key, -1)`).
+//! - `ttl`: expiry of a cached timestamp after its put; default `"never"` (the post's `put` without
 //!   expiry uses the cache scheme's `expiry-delay`, whose Coherence default 0 means never).
 
 use serde::{Deserialize, Deserializer};
@@ -163,7 +163,7 @@ impl CachePessimistic {
         }
     }
 
-    /// `get(key)` under the lock, then the seed's compare: accept iff nothing is cached (or it
+    /// `get(key)` under the lock, then the post's compare: accept iff nothing is cached (or it
     /// expired) or the message is strictly newer.
     fn compare(&self, now: Time, key: u32, ts: u64) -> bool {
         match self.cache[key as usize] {
@@ -172,7 +172,7 @@ impl CachePessimistic {
         }
     }
 
-    /// Consumer `c` now holds the lock of `key` and reads the cache (the seed's `get` right after
+    /// Consumer `c` now holds the lock of `key` and reads the cache (the post's `get` right after
     /// `lock` returns).
     fn grant(&mut self, now: Time, c: u32, key: u32) {
         self.holder[key as usize] = c;
@@ -337,7 +337,7 @@ mod tests {
         )
     }
 
-    /// Timestamps fine enough to be unique per key (the seed's assumption).
+    /// Timestamps fine enough to be unique per key (the post's assumption).
     const FINE: &str = "timestamp_resolution = \"1us\"";
 
     /// A DB outage at 3s for 1s with non-blocking redelivery after 1s: messages that fail are

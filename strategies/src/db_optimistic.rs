@@ -3,7 +3,7 @@
 //! column to catch concurrent writers ([Coherence+Hibernate], "Database Optimistic Lock based
 //! Versioning"; see docs/sources.md).
 //!
-//! The real mechanism, from the seed's sample (`PersonDaoImpl.saveOrUpdate`, a Person entity with
+//! The real mechanism, from the post's sample (`PersonDaoImpl.saveOrUpdate`, a Person entity with
 //! a `JMS_TIMESTAMP` column and `@Version OPT_VER`):
 //! 1. read the row (`session.get`); no row: create it;
 //! 2. `if (row.jmsTimestamp.compareTo(msg.jmsTimestamp) > 0) throw StaleObjectException`: the
@@ -14,9 +14,9 @@
 //!    :read` fails with an optimistic-lock exception if another transaction wrote the row since the
 //!    read; a new row whose key another transaction inserted meanwhile hits the primary key. Either
 //!    way the transaction rolls back and the message is redelivered (a transacted listener; the
-//!    seed's test listener happens to swallow every `RuntimeException`, which would ack and lose the
-//!    message instead: we model the transacted container, which is what the seed argues for).
-//!    A stale message is acked without writing ([`Outcome::Rejected`]): the seed logs "Rejecting
+//!    post's test listener happens to swallow every `RuntimeException`, which would ack and lose the
+//!    message instead: we model the transacted container, which is what the post argues for).
+//!    A stale message is acked without writing ([`Outcome::Rejected`]): the post logs "Rejecting
 //!    the Stale Record" and returns normally.
 //!
 //! The model: round-robin dispatch (as `competing`). `begin` reads the target row (with
@@ -25,13 +25,13 @@
 //! ([`HandlerCtx::process`]: a DB outage or a poison message fails and rolls back), then compares
 //! the message with the row *as read*, then writes guarded by the version read. A target outage
 //! when `begin` reads fails the delivery at once (the SELECT fails). With `read_at = "end"` the
-//! read, the comparison and the write happen at the same instant (the seed's sample reads just
+//! read, the comparison and the write happen at the same instant (the post's sample reads just
 //! before the flush, after its processing): no optimistic-lock failures can occur.
 //!
 //! What is compared (`compare`):
-//! - `"timestamp"` (default, the seed): the message's producer timestamp (JMS timestamp, truncated
+//! - `"timestamp"` (default, the post): the message's producer timestamp (JMS timestamp, truncated
 //!   to `[producers] timestamp_resolution`, skewed by the producer's clock) against the stored
-//!   `LAST_UPDATE`. The seed's own caveat, "this assumption can be wrong", is what the model
+//!   `LAST_UPDATE`. The post's own caveat, "this assumption can be wrong", is what the model
 //!   exposes: producers sharing keys with skewed clocks make newer messages look older (rejected:
 //!   the newest state is lost), and coarse timestamps make ties that let older messages win.
 //! - `"version"`: a producer-assigned per-key version carried in the message (its `seq`), stored
@@ -39,7 +39,7 @@
 //!   to clocks; needs a producer that numbers its updates.
 //!
 //! Either way a rejected message is not applied: fine for full-state messages (last writer wins),
-//! fatal for commands/deltas (`kind = "command"`: a rejected delta is a lost update, the seed's "in
+//! fatal for commands/deltas (`kind = "command"`: a rejected delta is a lost update, the post's "in
 //! cases where incremental updates and their order needs to be preserved ... the above mentioned
 //! locking strategies will not work").
 //!
@@ -276,7 +276,7 @@ mod tests {
     /// (`UPDATE .. WHERE OPT_VER = v` matches nothing, or the duplicate INSERT hits the key) and
     /// rolls back. Each conflict costs a redelivery delay: with ActiveMQ Classic's default blocking
     /// redelivery (1s, the session holds the message) consumers stall and latency soars. Reading
-    /// just before the flush (`read_at = "end"`, the seed's sample) leaves no window.
+    /// just before the flush (`read_at = "end"`, the post's sample) leaves no window.
     #[test]
     fn optimistic_lock_conflicts_roll_back_and_cost_a_redelivery_delay() {
         let blocking = run(&sc("", ""), "db_optimistic", 1);
@@ -351,7 +351,7 @@ mod tests {
         }
     }
 
-    /// Weakness 2b: coarse timestamps (1s) make ties. The seed compares `stored.compareTo(msg) >
+    /// Weakness 2b: coarse timestamps (1s) make ties. The post compares `stored.compareTo(msg) >
     /// 0`: an equal timestamp is accepted, so an older message of the same second processed after a
     /// newer one overwrites it (never the other way round: with one clock, no newer message is
     /// ever rejected). Ordering violations and stale final states follow; versions fix it.

@@ -451,11 +451,11 @@ service = {{ dist = "exponential", mean = "10ms" }}
     /// forwards the stranded messages over the bridge and `b` hands them to the groups' current
     /// owners: applied after newer messages of their keys. Two kinds are stranded: the message each
     /// of `a`'s consumers had in hand (applied at the crash, its ack lost: applied again 45s later,
-    /// a duplicate and a violation), and messages prefetched but not started (the seed's m1: first
-    /// applied 45s late). The load is light (45% per consumer), so few messages are in flight at
-    /// the crash: a few violations per seed, and none for some seeds (7 and 8: nothing was in
-    /// flight at `a`'s consumers at that instant) -- "most of the time, things works fine", as the
-    /// seed says. Nothing is lost: the store is persistent.
+    /// a duplicate and a violation), and messages prefetched but not started (the [ActiveMQ+Camel]
+    /// post's m1: first applied 45s late). The load is light (45% per consumer), so few messages
+    /// are in flight at the crash: a few violations per seed, and none for some seeds (7 and 8:
+    /// nothing was in flight at `a`'s consumers at that instant) -- "most of the time, things works
+    /// fine", as the post says. Nothing is lost: the store is persistent.
     #[test]
     fn broker_failover_in_a_network_of_brokers_breaks_order() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/failover.toml");

@@ -15,7 +15,7 @@
 //! ([`Outcome::Rejected`]).
 //!
 //! Order and duplicates of notifications do not matter (every read returns the newest state), but
-//! the seed's "regardless of the messaging order, the most recent payload for a record is selected"
+//! the post's "regardless of the messaging order, the most recent payload for a record is selected"
 //! is only true of the read, not of the write: two consumers that read at t1 < t2 may write in the
 //! opposite order, leaving the older state in the target (a read-then-write race; research section
 //! 2, "(inferred)"). `conditional_write = true` closes it: the write is `UPDATE .. WHERE
@@ -40,9 +40,9 @@
 //! this strategy.
 //!
 //! Parameters (`[strategy.notifier]`): `read_latency` (default "2ms", a SELECT by primary key over
-//! a LAN), `conditional_write` (default false: a plain UPDATE, as in the seed), `source_access`
+//! a LAN), `conditional_write` (default false: a plain UPDATE, as in the post), `source_access`
 //! (default true; false: the consumers cannot reach the source system, and the strategy is not
-//! applicable, the seed's "it however crumbles when the consuming end ... does not have access to
+//! applicable, the post's "it however crumbles when the consuming end ... does not have access to
 //! the source system").
 
 use crate::competing::Competing;

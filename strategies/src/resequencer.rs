@@ -49,7 +49,7 @@
 //!   an entry for every group of a persistent repository.
 //! - **Resequencer**: the completed aggregate is split, in aggregation order, into the
 //!   resequencer of the instance that completed it (`resequencer_scope = "route"`, default: what
-//!   deploying the seed's route on every consumer gives), or into one shared resequencer
+//!   deploying the post's route on every consumer gives), or into one shared resequencer
 //!   (`"single"`: an idealised singleton that never fails, e.g. a dedicated instance behind a
 //!   queue). `resequencer = "stream"` (default) follows `ResequencerEngine`: an element is ready
 //!   when it is the immediate successor of the last delivered seq of its key, or its immediate
