@@ -2,7 +2,8 @@
 //! service and no faults, the mean queue wait must match Erlang C (M/M/c), and M/M/1 for `single`.
 //!
 //! Waits are autocorrelated, so a fixed percentage band is wrong one seed in four at high load; the
-//! comparison is a z-test on batch means (50 batches, |z| <= 4), as ../shared/bench/ does.
+//! comparison is a z-test on batch means (50 batches, |z| <= 4), as the reference loop `mmc-limit`
+//! does (docs/performance.md).
 
 use crate::common;
 

@@ -1,4 +1,5 @@
-//! The seeds' claims about the baselines, reproduced by the model (not special-cased).
+//! The write-ups' claims (docs/sources.md) about the baselines, reproduced by the model (not
+//! special-cased).
 
 use crate::common;
 
@@ -21,8 +22,8 @@ for = "2500ms"
     )
 }
 
-/// Seed 000: a single consumer with (ActiveMQ Classic's) blocking redelivery keeps order through a
-/// transient DB failure: the failed message is retried before anything behind it.
+/// [Coherence+Hibernate]: a single consumer with (ActiveMQ Classic's) blocking redelivery keeps
+/// order through a transient DB failure: the failed message is retried before anything behind it.
 #[test]
 fn single_blocking_keeps_order_through_a_db_outage() {
     crate::common::at_root();
@@ -37,8 +38,8 @@ fn single_blocking_keeps_order_through_a_db_outage() {
     assert_eq!(m.applied, m.produced);
 }
 
-/// Seed 000: with non-blocking redelivery, m2 waits out its delay while m3 (same record) is applied
-/// in the gap; m2 then overwrites it.
+/// [Coherence+Hibernate]: with non-blocking redelivery, m2 waits out its delay while m3 (same
+/// record) is applied in the gap; m2 then overwrites it.
 #[test]
 fn single_non_blocking_reorders_after_a_db_outage() {
     crate::common::at_root();
@@ -76,7 +77,8 @@ fn competing_with_8_consumers_reorders() {
     assert_eq!(m.applied, m.produced);
 }
 
-/// Seed 002: a broker crash in a network of brokers strands messages; they arrive after newer ones.
+/// [ActiveMQ+Camel]: a broker crash in a network of brokers strands messages; they arrive after
+/// newer ones.
 #[test]
 fn failover_scenario_strands_messages_and_breaks_single_consumer_order() {
     crate::common::at_root();
@@ -168,7 +170,7 @@ fn non_persistent_broker_crash_loses_messages() {
     assert!(m.lost > 0, "{m:?}");
 }
 
-/// Endpoint suspension after repeated failures, then resume (seed 004).
+/// Endpoint suspension after repeated failures, then resume ([MDB-or-batch]).
 #[test]
 fn endpoint_suspends_and_resumes() {
     crate::common::at_root();
@@ -183,7 +185,7 @@ fn endpoint_suspends_and_resumes() {
     assert_eq!(m.pending_at_end, 0);
 }
 
-/// Seed 004: an MDB (listener) vs a scheduled batch job under a two-hour database outage.
+/// [MDB-or-batch]: an MDB (listener) vs a scheduled batch job under a two-hour database outage.
 fn hosting(mode: &str) -> sim::Metrics {
     let consumers = match mode {
         "listener" => "",

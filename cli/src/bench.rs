@@ -1,5 +1,5 @@
 //! `sim bench`: times the engine on the M/M/c reference model (`scenarios/bench/mmc.toml`, the
-//! model of `../shared/bench`), and checks the run's queueing physics the way the reference loop
+//! model of docs/performance.md), and checks the run's queueing physics the way the reference loop
 //! does: the mean queue wait against Erlang C by a z-test on batch means, and the ordering
 //! inversions, to compare with what `mmc-limit` prints for the same parameters.
 //!
@@ -366,7 +366,8 @@ mod tests {
 
     #[test]
     fn erlang_c_matches_the_reference_value() {
-        // ../shared/bench/python/erlang_c.py 8 1.0 0.9 prints Wq = 0.876916.
+        // Erlang C for c = 8, mu = 1, rho = 0.9 (the reference model's erlang_c.py) gives Wq =
+        // 0.876916.
         let wq = erlang_c_wq(8, 7.2, 1.0);
         assert!((wq - 0.876916).abs() < 5e-7, "{wq}");
     }

@@ -190,7 +190,7 @@ pub fn csv(s: &RunSummary) -> Result<String, csv::Error> {
     Ok(String::from_utf8(bytes).expect("csv of utf-8 strings is utf-8"))
 }
 
-/// The summary as pretty JSON (the DESIGN.md contract), newline-terminated.
+/// The summary as pretty JSON (the contract of docs/metrics.md), newline-terminated.
 pub fn json(s: &RunSummary) -> String {
     let mut j = serde_json::to_string_pretty(s).expect("summary serializes");
     j.push('\n');

@@ -2,7 +2,7 @@
 //! and optionally a routing rule on the producer side.
 //!
 //! The engine is generic over [`Strategy`], so every call is static (no dynamic dispatch per event).
-//! The hooks carry every mechanism in DESIGN.md:
+//! The hooks carry every mechanism in docs/design.md:
 //! - sticky ownership (message groups, exclusive consumer, Kafka partitions, Pulsar Key_Shared):
 //!   [`Strategy::select`] picks a consumer, holds the message, or stops the scan;
 //!   [`Strategy::on_attach`] / [`Strategy::on_detach`] see membership change;

@@ -1,4 +1,5 @@
-//! The run summary: the JSON contract of DESIGN.md (field names exactly as written there).
+//! The run summary: the JSON contract documented in docs/metrics.md (field names exactly as written
+//! there).
 
 use serde::{Deserialize, Serialize};
 

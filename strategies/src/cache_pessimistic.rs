@@ -1,10 +1,11 @@
 //! `cache_pessimistic`: competing consumers that serialise each record through a lock in a
-//! distributed cache and reject messages older than the timestamp cached for the record (seed 000's
-//! "Cache based Pessimistic Lock based Versioning", with Oracle Coherence; research/brokers.md §4).
+//! distributed cache and reject messages older than the timestamp cached for the record (the
+//! [Coherence+Hibernate] post's "Cache based Pessimistic Lock based Versioning", with Oracle
+//! Coherence; sources and facts in docs/sources.md).
 //!
 //! Dispatch is round-robin, as [`crate::competing`]. The strategy also *is* the cache cluster: per
 //! key a lock (its holder, or free, with a FIFO of waiting consumers) and a cached timestamp with
-//! an expiry time. The handler follows the seed's `doCacheAction` line by line:
+//! an expiry time. The handler follows the post's `doCacheAction` line by line:
 //!
 //! ```text
 //! idCache.lock(cacheKey, -1);                       // begin: wait for the lock (forever)
@@ -22,18 +23,18 @@
 //!   the consumer ([`Begin::Wait`]) in the key's FIFO. `unlock` hands the lock to the next waiter
 //!   and unparks it. Coherence's `lock(key, -1)` waits forever, which is the default
 //!   (`lock_wait = "forever"`). A finite `lock_wait` models a caller that checks `lock`'s boolean
-//!   result and rolls the message back when it times out (the seed ignores that result; with -1 it
+//!   result and rolls the message back when it times out (the post ignores that result; with -1 it
 //!   never matters).
 //! - **Get and compare** happen when the lock is granted (at `begin`, or when a waiter is handed the
-//!   lock), i.e. before the DB work, as in the seed; an entry older than its expiry counts as absent
-//!   (a `get` of an expired entry returns null).
+//!   lock), i.e. before the DB work, as in the post; an entry older than its expiry counts as
+//!   absent (a `get` of an expired entry returns null).
 //! - **DB work, put, unlock** ([`Handler::handle`], at the end of the service time): an accepted
 //!   message runs [`HandlerCtx::process`]; if it fails (target outage, poison) nothing is put, the
 //!   lock is released and the message rolls back (redelivered by the broker's policy). If it
 //!   succeeds, the timestamp is put with expiry `now + ttl` and the message is applied. The put is
 //!   not part of the JMS transaction: if the ack is later lost (crash, blip), the redelivered copy
 //!   meets its own timestamp in the cache and is rejected (a tie), which is how the cache filters
-//!   duplicates. A rejected message is acked (the seed's listener catches `StaleObjectException`
+//!   duplicates. A rejected message is acked (the post's listener catches `StaleObjectException`
 //!   and logs "Rejecting the Stale Record").
 //! - **Leases**: Coherence releases the locks of a cluster member that leaves. A consumer crash
 //!   ([`Handler::abandon`] and [`WorldChange::ConsumerCrashed`]) releases its lock (handing it to
@@ -46,11 +47,11 @@
 //!   `lock` requests are re-issued to the restarted cluster, where the key now looks free: the first
 //!   waiter of each key gets the lock and goes on (it reads the *empty* cache), the others wait
 //!   behind it. A rolled-back older message redelivered after the collapse then finds no cached
-//!   timestamp and is accepted: seed 000's "if all the node's in the cache collapse, and there were
-//!   message's that were rolled back to be delivered later, unless the cache is primed or restored
-//!   in some fashion, the solution could fail". A `ttl` shorter than the redelivery window does the
-//!   same without any fault ("one would need to be careful regarding how often the cache is
-//!   expired").
+//!   timestamp and is accepted: the [Coherence+Hibernate] post's "if all the node's in the cache
+//!   collapse, and there were message's that were rolled back to be delivered later, unless the
+//!   cache is primed or restored in some fashion, the solution could fail". A `ttl` shorter than
+//!   the redelivery window does the same without any fault ("one would need to be careful regarding
+//!   how often the cache is expired").
 //!
 //! Known weak spots that emerge: stale writes after a collapse or an expiry; stale *rejections*
 //! drop commands ("in cases where incremental updates and their order needs to be preserved ...
@@ -63,8 +64,8 @@
 //!
 //! Parameters (`[strategy.cache_pessimistic]`):
 //! - `lock_wait`: how long `begin` waits for a held lock before the delivery rolls back; default
-//!   `"forever"` (the seed's `lock(key, -1)`).
-//! - `ttl`: expiry of a cached timestamp after its put; default `"never"` (the seed's `put` without
+//!   `"forever"` (the post's `lock(key, -1)`).
+//! - `ttl`: expiry of a cached timestamp after its put; default `"never"` (the post's `put` without
 //!   expiry uses the cache scheme's `expiry-delay`, whose Coherence default 0 means never).
 
 use serde::{Deserialize, Deserializer};
@@ -162,7 +163,7 @@ impl CachePessimistic {
         }
     }
 
-    /// `get(key)` under the lock, then the seed's compare: accept iff nothing is cached (or it
+    /// `get(key)` under the lock, then the post's compare: accept iff nothing is cached (or it
     /// expired) or the message is strictly newer.
     fn compare(&self, now: Time, key: u32, ts: u64) -> bool {
         match self.cache[key as usize] {
@@ -171,7 +172,7 @@ impl CachePessimistic {
         }
     }
 
-    /// Consumer `c` now holds the lock of `key` and reads the cache (the seed's `get` right after
+    /// Consumer `c` now holds the lock of `key` and reads the cache (the post's `get` right after
     /// `lock` returns).
     fn grant(&mut self, now: Time, c: u32, key: u32) {
         self.holder[key as usize] = c;
@@ -272,7 +273,7 @@ impl Handler for CachePessimistic {
 impl crate::Named for CachePessimistic {
     const NAME: &'static str = "cache_pessimistic";
     const SUMMARY: &'static str =
-        "round-robin; Coherence-style per-key lock + cached timestamp compare (seed 000); stale after cache collapse/expiry, drops commands, ties rejected";
+        "round-robin; Coherence-style per-key lock + cached timestamp compare ([Coherence+Hibernate]); stale after cache collapse/expiry, drops commands, ties rejected";
     type Params = CachePessimisticParams;
     fn build(sc: &sim::Scenario, p: CachePessimisticParams) -> Result<Self, String> {
         Ok(CachePessimistic::new(
@@ -336,7 +337,7 @@ mod tests {
         )
     }
 
-    /// Timestamps fine enough to be unique per key (the seed's assumption).
+    /// Timestamps fine enough to be unique per key (the post's assumption).
     const FINE: &str = "timestamp_resolution = \"1us\"";
 
     /// A DB outage at 3s for 1s with non-blocking redelivery after 1s: messages that fail are
@@ -427,11 +428,11 @@ for = "200ms"
         }
     }
 
-    /// Weakness (seed 000): "if all the node's in the cache collapse, and there were message's that
-    /// were rolled back to be delivered later, unless the cache is primed or restored ... the
-    /// solution could fail". The rolled-back older messages find an empty cache and are applied
-    /// over newer ones; with nothing newer after them, the keys end stale. Without the collapse the
-    /// same run is clean.
+    /// Weakness ([Coherence+Hibernate]): "if all the node's in the cache collapse, and there were
+    /// message's that were rolled back to be delivered later, unless the cache is primed or
+    /// restored ... the solution could fail". The rolled-back older messages find an empty cache
+    /// and are applied over newer ones; with nothing newer after them, the keys end stale. Without
+    /// the collapse the same run is clean.
     #[test]
     fn cache_collapse_accepts_rolled_back_older_messages() {
         let clean = sc("", FINE, LATE_OUTAGE);
@@ -450,9 +451,9 @@ for = "200ms"
         }
     }
 
-    /// Weakness (seed 000): "one would need to be careful regarding how often the cache is expired":
-    /// a `ttl` shorter than the redelivery window forgets the newer timestamps before the older
-    /// messages come back, with no fault at all in the cache.
+    /// Weakness ([Coherence+Hibernate]): "one would need to be careful regarding how often the
+    /// cache is expired": a `ttl` shorter than the redelivery window forgets the newer timestamps
+    /// before the older messages come back, with no fault at all in the cache.
     #[test]
     fn ttl_shorter_than_the_redelivery_window_accepts_stale_messages() {
         let short = sc(
@@ -476,8 +477,8 @@ for = "200ms"
         }
     }
 
-    /// Weakness (seed 000): "in cases where incremental updates and their order needs to be
-    /// preserved ..., the above mentioned locking strategies will not work": every overtaken
+    /// Weakness ([Coherence+Hibernate]): "in cases where incremental updates and their order needs
+    /// to be preserved ..., the above mentioned locking strategies will not work": every overtaken
     /// command is rejected as stale, i.e. dropped, and the keys' final states are wrong.
     #[test]
     fn drops_overtaken_commands() {

@@ -1,9 +1,9 @@
 //! `db_optimistic`: competing consumers that keep order with the target database itself: a
 //! `LAST_UPDATE` (JMS timestamp) column to reject stale messages, and a Hibernate `@Version`
-//! column to catch concurrent writers (seed 000, "Database Optimistic Lock based Versioning";
-//! research/brokers.md section 3).
+//! column to catch concurrent writers ([Coherence+Hibernate], "Database Optimistic Lock based
+//! Versioning"; see docs/sources.md).
 //!
-//! The real mechanism, from the seed's sample (`PersonDaoImpl.saveOrUpdate`, a Person entity with
+//! The real mechanism, from the post's sample (`PersonDaoImpl.saveOrUpdate`, a Person entity with
 //! a `JMS_TIMESTAMP` column and `@Version OPT_VER`):
 //! 1. read the row (`session.get`); no row: create it;
 //! 2. `if (row.jmsTimestamp.compareTo(msg.jmsTimestamp) > 0) throw StaleObjectException`: the
@@ -14,9 +14,9 @@
 //!    :read` fails with an optimistic-lock exception if another transaction wrote the row since the
 //!    read; a new row whose key another transaction inserted meanwhile hits the primary key. Either
 //!    way the transaction rolls back and the message is redelivered (a transacted listener; the
-//!    seed's test listener happens to swallow every `RuntimeException`, which would ack and lose the
-//!    message instead: we model the transacted container, which is what the seed argues for).
-//!    A stale message is acked without writing ([`Outcome::Rejected`]): the seed logs "Rejecting
+//!    post's test listener happens to swallow every `RuntimeException`, which would ack and lose the
+//!    message instead: we model the transacted container, which is what the post argues for).
+//!    A stale message is acked without writing ([`Outcome::Rejected`]): the post logs "Rejecting
 //!    the Stale Record" and returns normally.
 //!
 //! The model: round-robin dispatch (as `competing`). `begin` reads the target row (with
@@ -25,13 +25,13 @@
 //! ([`HandlerCtx::process`]: a DB outage or a poison message fails and rolls back), then compares
 //! the message with the row *as read*, then writes guarded by the version read. A target outage
 //! when `begin` reads fails the delivery at once (the SELECT fails). With `read_at = "end"` the
-//! read, the comparison and the write happen at the same instant (the seed's sample reads just
+//! read, the comparison and the write happen at the same instant (the post's sample reads just
 //! before the flush, after its processing): no optimistic-lock failures can occur.
 //!
 //! What is compared (`compare`):
-//! - `"timestamp"` (default, the seed): the message's producer timestamp (JMS timestamp, truncated
+//! - `"timestamp"` (default, the post): the message's producer timestamp (JMS timestamp, truncated
 //!   to `[producers] timestamp_resolution`, skewed by the producer's clock) against the stored
-//!   `LAST_UPDATE`. The seed's own caveat, "this assumption can be wrong", is what the model
+//!   `LAST_UPDATE`. The post's own caveat, "this assumption can be wrong", is what the model
 //!   exposes: producers sharing keys with skewed clocks make newer messages look older (rejected:
 //!   the newest state is lost), and coarse timestamps make ties that let older messages win.
 //! - `"version"`: a producer-assigned per-key version carried in the message (its `seq`), stored
@@ -39,7 +39,7 @@
 //!   to clocks; needs a producer that numbers its updates.
 //!
 //! Either way a rejected message is not applied: fine for full-state messages (last writer wins),
-//! fatal for commands/deltas (`kind = "command"`: a rejected delta is a lost update, the seed's "in
+//! fatal for commands/deltas (`kind = "command"`: a rejected delta is a lost update, the post's "in
 //! cases where incremental updates and their order needs to be preserved ... the above mentioned
 //! locking strategies will not work").
 //!
@@ -58,7 +58,8 @@ use sim::time::Time;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Compare {
-    /// The message's producer (JMS) timestamp against the stored LAST_UPDATE (seed 000).
+    /// The message's producer (JMS) timestamp against the stored LAST_UPDATE
+    /// ([Coherence+Hibernate]).
     #[default]
     Timestamp,
     /// A producer-assigned per-key version (the message seq) against the stored one.
@@ -159,7 +160,7 @@ impl Handler for DbOptimistic {
 impl crate::Named for DbOptimistic {
     const NAME: &'static str = "db_optimistic";
     const SUMMARY: &'static str =
-        "round-robin; reject messages older than the stored timestamp/version, @Version-guarded write (seed 000)";
+        "round-robin; reject messages older than the stored timestamp/version, @Version-guarded write ([Coherence+Hibernate])";
     type Params = DbOptimisticParams;
     fn build(sc: &sim::Scenario, p: DbOptimisticParams) -> Result<Self, String> {
         Ok(DbOptimistic::new(
@@ -231,10 +232,11 @@ mod tests {
         (m, wrongly_rejected)
     }
 
-    /// Strength (seed 000): with 8 competing consumers processing out of order, without faults
-    /// and through a DB outage with non-blocking redelivery (rolled-back messages come back after
-    /// newer ones), every key ends in its newest state: late messages are rejected as stale instead
-    /// of overwriting. The baseline on the same scenarios ends keys in stale states.
+    /// Strength ([Coherence+Hibernate]): with 8 competing consumers processing out of order,
+    /// without faults and through a DB outage with non-blocking redelivery (rolled-back messages
+    /// come back after newer ones), every key ends in its newest state: late messages are rejected
+    /// as stale instead of overwriting. The baseline on the same scenarios ends keys in stale
+    /// states.
     #[test]
     fn newest_state_wins_despite_out_of_order_processing() {
         let mut baseline_mismatches = 0;
@@ -274,7 +276,7 @@ mod tests {
     /// (`UPDATE .. WHERE OPT_VER = v` matches nothing, or the duplicate INSERT hits the key) and
     /// rolls back. Each conflict costs a redelivery delay: with ActiveMQ Classic's default blocking
     /// redelivery (1s, the session holds the message) consumers stall and latency soars. Reading
-    /// just before the flush (`read_at = "end"`, the seed's sample) leaves no window.
+    /// just before the flush (`read_at = "end"`, the post's sample) leaves no window.
     #[test]
     fn optimistic_lock_conflicts_roll_back_and_cost_a_redelivery_delay() {
         let blocking = run(&sc("", ""), "db_optimistic", 1);
@@ -309,9 +311,10 @@ mod tests {
         assert!(at_end.stale_rejected > 0);
     }
 
-    /// Weakness 1 (seed 000): "in cases where incremental updates and their order needs to be
-    /// preserved ... the above mentioned locking strategies will not work". A delta that arrives
-    /// after a newer one is rejected: the command is lost, and the key's state is wrong.
+    /// Weakness 1 ([Coherence+Hibernate]): "in cases where incremental updates and their order
+    /// needs to be preserved ... the above mentioned locking strategies will not work". A delta
+    /// that arrives after a newer one is rejected: the command is lost, and the key's state is
+    /// wrong.
     #[test]
     fn rejected_deltas_are_lost_commands() {
         for seed in 1..4 {
@@ -330,9 +333,9 @@ mod tests {
         }
     }
 
-    /// Weakness 2 (seed 000: the JMS timestamp ordering "assumption can be wrong"): producers
-    /// sharing keys with clocks 50ms apart. A newer message from a producer whose clock is behind
-    /// looks older than the stored one and is rejected; keys end in an older state. A
+    /// Weakness 2 ([Coherence+Hibernate]: the JMS timestamp ordering "assumption can be wrong"):
+    /// producers sharing keys with clocks 50ms apart. A newer message from a producer whose clock
+    /// is behind looks older than the stored one and is rejected; keys end in an older state. A
     /// producer-assigned version (`compare = "version"`) does not depend on clocks.
     #[test]
     fn clock_skew_rejects_newer_messages_unless_versions_are_compared() {
@@ -348,7 +351,7 @@ mod tests {
         }
     }
 
-    /// Weakness 2b: coarse timestamps (1s) make ties. The seed compares `stored.compareTo(msg) >
+    /// Weakness 2b: coarse timestamps (1s) make ties. The post compares `stored.compareTo(msg) >
     /// 0`: an equal timestamp is accepted, so an older message of the same second processed after a
     /// newer one overwrites it (never the other way round: with one clock, no newer message is
     /// ever rejected). Ordering violations and stale final states follow; versions fix it.

@@ -1,8 +1,9 @@
 //! `message_groups`: ActiveMQ Classic message groups (`JMSXGroupID`).
 //!
-//! What it models, and where the semantics come from (`shared/research/brokers.md` section 5;
-//! ActiveMQ's `Queue.doActualDispatch`, `Queue.assignMessageGroup`, `Queue.orderedCompare`,
-//! `Queue.addSubscription`/`removeSubscription`, `CachedMessageGroupMap`; seed 002):
+//! What it models, and where the semantics come from (the ActiveMQ sources A1 and A6 in
+//! docs/sources.md; ActiveMQ's `Queue.doActualDispatch`, `Queue.assignMessageGroup`,
+//! `Queue.orderedCompare`, `Queue.addSubscription`/`removeSubscription`, `CachedMessageGroupMap`;
+//! [ActiveMQ+Camel]):
 //!
 //! - **Sticky ownership, per broker.** Each broker keeps its own map from group (the header; here
 //!   the key) to owning consumer. A message of an owner-less group is given, at dispatch, to the
@@ -49,9 +50,9 @@
 //! reconnected, is a new JMS consumer), or after an LRU eviction when the new owner differs from
 //! the evicted one. A group's first assignment on a broker is not recorded: it changes nobody's
 //! ownership, and recording it would make `coverage.reassignments` count groups rather than
-//! ownership changes. (In a network of brokers, the seed 002 failure is a *first* assignment on
-//! the surviving broker while the crashed one still holds the group's older messages: the history
-//! shows it as failovers and forwards, not as reassignments.)
+//! ownership changes. (In a network of brokers, the [ActiveMQ+Camel] failure is a *first*
+//! assignment on the surviving broker while the crashed one still holds the group's older messages:
+//! the history shows it as failovers and forwards, not as reassignments.)
 //!
 //! The handler is the plain one: process, write, ack. Redelivery is the engine's: blocking
 //! redelivery keeps a failed message at its owner's session, ahead of the rest of its group;
@@ -443,18 +444,18 @@ service = {{ dist = "exponential", mean = "10ms" }}
         }
     }
 
-    /// Weakness (seed 002): group ownership is per broker. In `scenarios/failover.toml` broker `a`
-    /// dies at 30s holding persisted messages its consumers had not acked; producers fail over to
-    /// `b`, which has never seen the groups and assigns them to its own consumers, which apply
-    /// the newer messages. When `a` returns 45s later its consumers are on `b`, so it forwards
-    /// the stranded messages over the bridge and `b` hands them to the groups' current owners:
-    /// applied after newer messages of their keys. Two kinds are stranded: the message each of
-    /// `a`'s consumers had in hand (applied at the crash, its ack lost: applied again 45s later,
-    /// a duplicate and a violation), and messages prefetched but not started (the seed's m1:
-    /// first applied 45s late). The load is light (45% per consumer), so few messages are in
-    /// flight at the crash: a few violations per seed, and none for some seeds (7 and 8: nothing
-    /// was in flight at `a`'s consumers at that instant) -- "most of the time, things works
-    /// fine", as the seed says. Nothing is lost: the store is persistent.
+    /// Weakness ([ActiveMQ+Camel]): group ownership is per broker. In `scenarios/failover.toml`
+    /// broker `a` dies at 30s holding persisted messages its consumers had not acked; producers
+    /// fail over to `b`, which has never seen the groups and assigns them to its own consumers,
+    /// which apply the newer messages. When `a` returns 45s later its consumers are on `b`, so it
+    /// forwards the stranded messages over the bridge and `b` hands them to the groups' current
+    /// owners: applied after newer messages of their keys. Two kinds are stranded: the message each
+    /// of `a`'s consumers had in hand (applied at the crash, its ack lost: applied again 45s later,
+    /// a duplicate and a violation), and messages prefetched but not started (the [ActiveMQ+Camel]
+    /// post's m1: first applied 45s late). The load is light (45% per consumer), so few messages
+    /// are in flight at the crash: a few violations per seed, and none for some seeds (7 and 8:
+    /// nothing was in flight at `a`'s consumers at that instant) -- "most of the time, things works
+    /// fine", as the post says. Nothing is lost: the store is persistent.
     #[test]
     fn broker_failover_in_a_network_of_brokers_breaks_order() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/failover.toml");

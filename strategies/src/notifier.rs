@@ -1,7 +1,7 @@
 //! `notifier`: the message is only a notification ("RECORD_ID changed"); the consumer goes back to
-//! the source database for the current record and writes that (seed 000, "use the message queue
-//! simply as a notifier with the consumers going back to the source system to get the most current
-//! record"; research/brokers.md section 2).
+//! the source database for the current record and writes that ([Coherence+Hibernate], "use the
+//! message queue simply as a notifier with the consumers going back to the source system to get the
+//! most current record"; see docs/sources.md).
 //!
 //! The model: round-robin dispatch (as `competing`). `begin` reads the key's current row from the
 //! source database ([`HandlerCtx::source`], recorded in the history with [`Control::source_read`]);
@@ -15,7 +15,7 @@
 //! ([`Outcome::Rejected`]).
 //!
 //! Order and duplicates of notifications do not matter (every read returns the newest state), but
-//! the seed's "regardless of the messaging order, the most recent payload for a record is selected"
+//! the post's "regardless of the messaging order, the most recent payload for a record is selected"
 //! is only true of the read, not of the write: two consumers that read at t1 < t2 may write in the
 //! opposite order, leaving the older state in the target (a read-then-write race; research section
 //! 2, "(inferred)"). `conditional_write = true` closes it: the write is `UPDATE .. WHERE
@@ -40,9 +40,9 @@
 //! this strategy.
 //!
 //! Parameters (`[strategy.notifier]`): `read_latency` (default "2ms", a SELECT by primary key over
-//! a LAN), `conditional_write` (default false: a plain UPDATE, as in the seed), `source_access`
+//! a LAN), `conditional_write` (default false: a plain UPDATE, as in the post), `source_access`
 //! (default true; false: the consumers cannot reach the source system, and the strategy is not
-//! applicable, the seed's "it however crumbles when the consuming end ... does not have access to
+//! applicable, the post's "it however crumbles when the consuming end ... does not have access to
 //! the source system").
 
 use crate::competing::Competing;
@@ -160,7 +160,7 @@ impl Handler for Notifier {
 impl crate::Named for Notifier {
     const NAME: &'static str = "notifier";
     const SUMMARY: &'static str =
-        "round-robin; message = key only, read the current state from the source and write it (seed 000)";
+        "round-robin; message = key only, read the current state from the source and write it ([Coherence+Hibernate])";
     type Params = NotifierParams;
     fn build(sc: &sim::Scenario, p: NotifierParams) -> Result<Self, String> {
         if !p.source_access {
@@ -266,8 +266,8 @@ mod tests {
         }
     }
 
-    /// Weakness 1 (seed 000): "it however crumbles when the consuming end ... does not have
-    /// access to the source system": not applicable, with the reason.
+    /// Weakness 1 ([Coherence+Hibernate]): "it however crumbles when the consuming end ... does not
+    /// have access to the source system": not applicable, with the reason.
     #[test]
     fn not_applicable_without_source_access() {
         let s = sc(50, 400, "[strategy.notifier]\nsource_access = false\n");

@@ -1,11 +1,11 @@
-//! `resequencer`: competing consumers, each running the Apache Camel route of seed 002
+//! `resequencer`: competing consumers, each running the Apache Camel route of [ActiveMQ+Camel]
 //! (joshdreagan, "Ordered Messaging With ActiveMQ & Camel", and its sample
 //! `ordered-activemq-consumer`): JMS consumer -> aggregator (correlation = the group header, an
 //! `ArrayList` aggregation strategy, a JDBC or in-memory aggregation repository) -> splitter ->
-//! resequencer -> the business apply. Semantics from `shared/research/brokers.md` section 7 and
-//! the Camel sources it cites: `AggregateProcessor` (locking, completion, timeout map, optimistic
-//! retry), `OptimisticLockRetryPolicy`, `JdbcAggregationRepository` before and after CAMEL-7810,
-//! `ResequencerEngine` / `StreamResequencer`, `Resequencer` (batch, `BatchSender`).
+//! resequencer -> the business apply. Semantics from the Camel sources listed in docs/sources.md
+//! (C1-C6) and the Camel sources it cites: `AggregateProcessor` (locking, completion, timeout map,
+//! optimistic retry), `OptimisticLockRetryPolicy`, `JdbcAggregationRepository` before and after
+//! CAMEL-7810, `ResequencerEngine` / `StreamResequencer`, `Resequencer` (batch, `BatchSender`).
 //!
 //! # The model
 //!
@@ -49,7 +49,7 @@
 //!   an entry for every group of a persistent repository.
 //! - **Resequencer**: the completed aggregate is split, in aggregation order, into the
 //!   resequencer of the instance that completed it (`resequencer_scope = "route"`, default: what
-//!   deploying the seed's route on every consumer gives), or into one shared resequencer
+//!   deploying the post's route on every consumer gives), or into one shared resequencer
 //!   (`"single"`: an idealised singleton that never fails, e.g. a dedicated instance behind a
 //!   queue). `resequencer = "stream"` (default) follows `ResequencerEngine`: an element is ready
 //!   when it is the immediate successor of the last delivered seq of its key, or its immediate
@@ -1114,8 +1114,8 @@ service = {{ dist = "exponential", mean = "10ms" }}
         }
     }
 
-    /// Weakness (seed 002, CAMEL-7810): a JDBC aggregation repository without a version column
-    /// lets concurrent consumers overwrite each other's additions to a group: acked messages
+    /// Weakness ([ActiveMQ+Camel], CAMEL-7810): a JDBC aggregation repository without a version
+    /// column lets concurrent consumers overwrite each other's additions to a group: acked messages
     /// vanish. The versioned repository retries in the route and loses nothing; without
     /// `optimisticLocking()` the stale write rolls back to the broker instead.
     #[test]
@@ -1161,8 +1161,8 @@ service = {{ dist = "exponential", mean = "10ms" }}
         }
     }
 
-    /// Broker `a` crashes for 10s holding messages prefetched by its consumers (seed 002's
-    /// network of brokers); producers fail over to `b`.
+    /// Broker `a` crashes for 10s holding messages prefetched by its consumers (the
+    /// [ActiveMQ+Camel] post's network of brokers); producers fail over to `b`.
     fn broker_crash(params: &str) -> sim::Scenario {
         scenario(&format!(
             r#"
@@ -1196,10 +1196,10 @@ for = "10s"
     }
 
     /// Weakness: a gap timeout shorter than the real disorder. The messages stuck in the crashed
-    /// broker do not "sit patiently in the aggregation repository" (seed 002): the completion
-    /// timeout completes their groups without them, the resequencer skips the gap after 1s, and
-    /// they are applied out of order when the broker returns (or, with `reject_old`, lost). A
-    /// timeout longer than the outage keeps order at the price of ~30s latency. (A target outage
+    /// broker do not "sit patiently in the aggregation repository" ([ActiveMQ+Camel]): the
+    /// completion timeout completes their groups without them, the resequencer skips the gap after
+    /// 1s, and they are applied out of order when the broker returns (or, with `reject_old`, lost).
+    /// A timeout longer than the outage keeps order at the price of ~30s latency. (A target outage
     /// cannot make this disorder: the aggregation does not touch the target.)
     #[test]
     fn a_gap_timeout_shorter_than_the_disorder_reorders() {

@@ -9,7 +9,8 @@
 //!
 //! Order then depends on redelivery: blocking redelivery (ActiveMQ Classic's default, consumer
 //! side) holds the session, so a later message of the key cannot overtake a failed one;
-//! non-blocking redelivery lets it (seed 000: "m3 processed in the gap, m2 later overwrites").
+//! non-blocking redelivery lets it ([Coherence+Hibernate]: "m3 processed in the gap, m2 later
+//! overwrites").
 //!
 //! Parameters (`[strategy.single]`): `takeover_delay` (default "0s").
 

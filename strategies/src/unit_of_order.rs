@@ -2,7 +2,7 @@
 //! queue (hash or Path Service routing).
 //!
 //! Models the mechanism documented in Oracle's "Using Message Unit-of-Order" (WebLogic JMS
-//! programmer's guide, seed 003; research/brokers.md section 6, [R3], [W2], [W3]):
+//! programmer's guide, [WebLogic UoO], with [W2] and [W3]; all in docs/sources.md):
 //!
 //! - **Dispatch** (broker side): a unit's messages are "processed one at a time. The processing
 //!   completion of one message allows the next message in the Unit-of-Order to be delivered";
@@ -14,7 +14,7 @@
 //!   consumer"). A rolled-back message is not complete for ordering purposes: "messages that ...
 //!   have a Redelivery Delay ... will delay messages that arrive after them", so while it waits out
 //!   its redelivery delay (non-blocking: at the broker; blocking: in its consumer's session) the
-//!   rest of its unit waits too. That is the head-of-line blocking of seed 003, on a poison
+//!   rest of its unit waits too. That is the head-of-line blocking of [WebLogic UoO], on a poison
 //!   message for the whole of its redeliveries. The redelivered message itself may go to any
 //!   consumer. A message without the UoO name (`[workload] group_header_missing`) has no unit and
 //!   is dispatched freely, round-robin over consumers with free prefetch (as are unit messages
@@ -25,14 +25,14 @@
 //!   routing (`routing = "none"`) every broker is its own destination: the state is kept per
 //!   (broker, unit), and two servers holding messages of one name serve them independently, which
 //!   is exactly why UoO "does not work" for a clustered HA setup whose producers fail over between
-//!   servers (seed 000). On a distributed queue (hash or Path Service routing) a unit's messages
-//!   "reside on only one physical member", so the unit has one state for the whole queue. This
-//!   matters only when the engine moves messages between brokers itself: its store-and-forward
-//!   (ActiveMQ's network of brokers) sends a member's messages to a member with consumers, which a
-//!   WebLogic distributed queue does not do by default (Forward Delay -1). Per-member state would
-//!   then let the origin member, once it has consumers again, serve a unit's newer messages while
-//!   its older ones wait at the other member; a queue-wide state keeps them in one line, as the
-//!   documented invariant implies.
+//!   servers ([Coherence+Hibernate]). On a distributed queue (hash or Path Service routing) a
+//!   unit's messages "reside on only one physical member", so the unit has one state for the whole
+//!   queue. This matters only when the engine moves messages between brokers itself: its
+//!   store-and-forward (ActiveMQ's network of brokers) sends a member's messages to a member with
+//!   consumers, which a WebLogic distributed queue does not do by default (Forward Delay -1).
+//!   Per-member state would then let the origin member, once it has consumers again, serve a unit's
+//!   newer messages while its older ones wait at the other member; a queue-wide state keeps them in
+//!   one line, as the documented invariant implies.
 //!
 //! - **Routing** (producer side) on a distributed queue, all `[[broker]]`s being its members, in
 //!   file order. The producer's connected server is irrelevant to where a unit's message goes
@@ -474,10 +474,10 @@ at = "5s"
 for = "3s"
 "#;
 
-    /// Strength (seed 003): eight consumers, a 3s DB outage, non-blocking redelivery. A failed
-    /// message waits out its delay at the broker and its unit waits with it, so no later message
-    /// of the key overtakes it: no violation, while competing consumers and even a single
-    /// consumer (seed 000's m2/m3 story) reorder in the very same run.
+    /// Strength ([WebLogic UoO]): eight consumers, a 3s DB outage, non-blocking redelivery. A
+    /// failed message waits out its delay at the broker and its unit waits with it, so no later
+    /// message of the key overtakes it: no violation, while competing consumers and even a single
+    /// consumer (the [Coherence+Hibernate] post's m2/m3 story) reorder in the very same run.
     #[test]
     fn serialising_units_keeps_order_through_non_blocking_redelivery() {
         let sc = simple(
@@ -504,9 +504,10 @@ for = "3s"
         }
     }
 
-    /// Weakness (seed 003): a poison message blocks the rest of its unit for its whole redelivery
-    /// chain (5 redeliveries 1s apart, then the DLQ), head-of-line. Other units flow: the median
-    /// latency stays at the service time, nothing innocent is dead-lettered, order is kept.
+    /// Weakness ([WebLogic UoO]): a poison message blocks the rest of its unit for its whole
+    /// redelivery chain (5 redeliveries 1s apart, then the DLQ), head-of-line. Other units flow:
+    /// the median latency stays at the service time, nothing innocent is dead-lettered, order is
+    /// kept.
     #[test]
     fn poison_blocks_its_unit_for_the_whole_redelivery_chain() {
         let extra = r#"
@@ -580,12 +581,12 @@ service = {{ dist = "exponential", mean = "10ms" }}
         ))
     }
 
-    /// Weakness (seed 000: UoO "for a clustered highly available environment ... does not
-    /// work"): with hash routing, the units hashed to a member that is down cannot be sent at all
-    /// (`JMSOrderException`, never rerouted). With the default `retry` the application retries
-    /// that send before anything else: order holds, but every producer stalls for the whole
-    /// outage, even for units whose member is up. (The producers are connected to `b`, which
-    /// stays up: where they are connected does not matter to routed sends.)
+    /// Weakness ([Coherence+Hibernate]: UoO "for a clustered highly available environment ... does
+    /// not work"): with hash routing, the units hashed to a member that is down cannot be sent at
+    /// all (`JMSOrderException`, never rerouted). With the default `retry` the application retries
+    /// that send before anything else: order holds, but every producer stalls for the whole outage,
+    /// even for units whose member is up. (The producers are connected to `b`, which stays up:
+    /// where they are connected does not matter to routed sends.)
     #[test]
     fn hash_routing_fails_sends_while_a_member_is_down() {
         let calm = run(&cluster("", "", "\"b\", \"a\"", None), "unit_of_order", 1);
@@ -683,10 +684,10 @@ service = {{ dist = "exponential", mean = "10ms" }}
         }
     }
 
-    /// Seed 000's HA failure without a distributed destination (`routing = "none"`): a unit is
-    /// scoped to one server's destination. The producers fail over from `a` to `b`; the
-    /// messages `a` held when it crashed come back later and are applied after newer ones of
-    /// their units, which `b` (another destination, another unit of the same name) delivered.
+    /// The [Coherence+Hibernate] post's HA failure without a distributed destination (`routing =
+    /// "none"`): a unit is scoped to one server's destination. The producers fail over from `a` to
+    /// `b`; the messages `a` held when it crashed come back later and are applied after newer ones
+    /// of their units, which `b` (another destination, another unit of the same name) delivered.
     #[test]
     fn without_routing_failover_splits_units_across_servers() {
         let sc = cluster("routing = \"none\"", "", "\"a\", \"b\"", Some("5050ms"));

@@ -51,10 +51,11 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         self.detach(c, false);
     }
 
-    /// A batch job's error handling (seed 004): retry a resource outage in the job with a growing
-    /// delay, then stop the run; roll a poison message back to the head of the queue, where the
-    /// next read finds it again until the backout threshold moves it to the backout queue. Every
-    /// rollback counts toward that threshold, so a long outage can back out innocent messages.
+    /// A batch job's error handling ([MDB-or-batch]): retry a resource outage in the job with a
+    /// growing delay, then stop the run; roll a poison message back to the head of the queue, where
+    /// the next read finds it again until the backout threshold moves it to the backout queue.
+    /// Every rollback counts toward that threshold, so a long outage can back out innocent
+    /// messages.
     pub(super) fn batch_failed(&mut self, c: u32, d: Delivery, msg: MsgRef, reason: FailReason) {
         self.w.consumers[c as usize].phase = Phase::Idle;
         self.sync_load(c);

@@ -420,7 +420,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         }
     }
 
-    /// Endpoint stopped after too many failures in a row (seed 004's activation spec).
+    /// Endpoint stopped after too many failures in a row (the [MDB-or-batch] post's activation
+    /// spec).
     pub(super) fn suspend(&mut self, c: u32) {
         self.emit(Event::Suspend {
             t: self.now,

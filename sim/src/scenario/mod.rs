@@ -330,7 +330,7 @@ pub struct Consumers {
     pub batch: Option<BatchJob>,
 }
 
-/// How consumers are hosted (seed 004).
+/// How consumers are hosted ([MDB-or-batch]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ConsumerMode {
