@@ -1,47 +1,190 @@
-//! The resolved fault plan: random faults expanded, from the seed, into an explicit schedule before
-//! the run. Every strategy of a run faces the same plan; `sim run` prints it; each entry
-//! serializes as a scripted `[[fault]]` so a plan can be written back as a standalone scenario.
+//! Faults, in one place: the catalogue of kinds (what each does, which `[[fault]]` fields it
+//! takes), their validation, and the resolved plan.
+//!
+//! The scenario file keeps a flat `[[fault]]` table ([`crate::scenario::Fault`]); random faults are
+//! expanded, from the seed, into an explicit schedule before the run: the plan, a list of
+//! [`PlannedFault`]s whose [`FaultAction`] carries exactly the fields its kind needs. Every
+//! strategy of a run faces the same plan; `sim run` prints it; each entry serializes back as a
+//! scripted `[[fault]]` so a plan can be written as a standalone scenario. The engine's side (what
+//! each action does to the world) is `engine/faults.rs`.
+//!
+//! Adding a kind: a [`FaultKind`] variant with its line in [`FaultKind::ALL`], its name and the
+//! fields it takes ([`FaultKind::takes`]), a [`FaultAction`] variant built in `instance`, and its
+//! effect in `engine/faults.rs`.
 
 use crate::dist::{DurDist, DurSpec};
 use crate::rng::{stream, Component};
-use crate::scenario::{Fault, FaultKind, Scenario};
+#[cfg(test)]
+use crate::scenario::FieldError;
+use crate::scenario::{Fault, PathSeg, Scenario};
 use crate::time::{Dur, Time};
 use rand::Rng;
 use rand_distr::{Distribution, Exp};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// What a planned fault acts on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// The kinds of fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Target {
-    /// A broker, by index.
-    Broker(u16),
-    /// A consumer.
-    Consumer(u32),
-    /// A producer.
-    Producer(u32),
-    /// The target database / the workload (no node).
-    World,
+pub enum FaultKind {
+    /// A broker goes down; a persistent store keeps its messages stuck until it returns.
+    BrokerCrash,
+    /// A consumer process dies; its unacked and prefetched messages are redelivered.
+    ConsumerCrash,
+    /// A consumer loses its connection; it finishes (applies) what it was doing but cannot ack.
+    NetworkBlip,
+    /// The target database is unreachable: processing fails and rolls back.
+    DbOutage,
+    /// A consumer's service time is multiplied by `factor`.
+    SlowConsumer,
+    /// A producer's clock jumps by `skew` (signed, e.g. "-200ms" written as skew = "200ms", ahead = false).
+    ClockSkew,
+    /// Messages produced in the window are poison with probability `fraction`.
+    Poison,
+    /// The source database (read by the notifier) is unreachable.
+    SourceOutage,
+    /// The cache cluster loses every entry and lock at once (no `for`).
+    CacheCollapse,
+}
+
+/// The optional `[[fault]]` fields whose meaning depends on the kind (`kind`, `at` and `rate`
+/// apply to every kind).
+pub const KIND_FIELDS: [&str; 8] = [
+    "for", "broker", "consumer", "producer", "factor", "skew", "ahead", "fraction",
+];
+
+impl FaultKind {
+    /// Every kind, with one line of explanation (for `sim list`).
+    pub const ALL: [(FaultKind, &'static str); 9] = [
+        (FaultKind::BrokerCrash, "a broker goes down; a persistent store keeps its messages stuck until it returns, producers and consumers fail over"),
+        (FaultKind::ConsumerCrash, "a consumer process dies; its unacked and prefetched messages are redelivered (marked redelivered)"),
+        (FaultKind::NetworkBlip, "a consumer loses its connection: it still applies the message in hand but its ack is lost (duplicate)"),
+        (FaultKind::DbOutage, "the target database is down: processing fails, rolls back, and is redelivered"),
+        (FaultKind::SlowConsumer, "a consumer's service time is multiplied by `factor`"),
+        (FaultKind::ClockSkew, "a producer's clock steps by `skew` (`ahead = false` steps it back)"),
+        (FaultKind::Poison, "messages produced in the window are poison with probability `fraction` (processing always fails)"),
+        (FaultKind::SourceOutage, "the source database (read by the notifier) is unreachable: reads fail and roll back"),
+        (FaultKind::CacheCollapse, "the cache cluster loses every entry and lock at once (an instant: no `for`)"),
+    ];
+
+    /// Its name as written in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::BrokerCrash => "broker_crash",
+            FaultKind::ConsumerCrash => "consumer_crash",
+            FaultKind::NetworkBlip => "network_blip",
+            FaultKind::DbOutage => "db_outage",
+            FaultKind::SlowConsumer => "slow_consumer",
+            FaultKind::ClockSkew => "clock_skew",
+            FaultKind::Poison => "poison",
+            FaultKind::SourceOutage => "source_outage",
+            FaultKind::CacheCollapse => "cache_collapse",
+        }
+    }
+
+    /// Whether this kind takes the `[[fault]]` field `field` (one of [`KIND_FIELDS`]).
+    pub fn takes(self, field: &str) -> bool {
+        use FaultKind::*;
+        match field {
+            "for" => self != CacheCollapse,
+            "broker" => self == BrokerCrash,
+            "consumer" => matches!(self, ConsumerCrash | NetworkBlip | SlowConsumer),
+            "producer" | "skew" | "ahead" => self == ClockSkew,
+            "factor" => self == SlowConsumer,
+            "fraction" => self == Poison,
+            _ => false,
+        }
+    }
+
+    /// The field this kind cannot do without, with an example.
+    fn required(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            FaultKind::SlowConsumer => Some(("factor", "e.g. 10.0")),
+            FaultKind::ClockSkew => Some(("skew", "e.g. \"200ms\"")),
+            FaultKind::Poison => Some(("fraction", "in [0, 1]")),
+            _ => None,
+        }
+    }
+
+    /// Random occurrences of this kind need a duration (`for`): without one the first occurrence
+    /// would never heal and the later ones would pile onto it. A clock step may stay for good.
+    fn random_needs_duration(self) -> bool {
+        !matches!(self, FaultKind::ClockSkew | FaultKind::CacheCollapse)
+    }
+}
+
+/// What one planned fault does, with exactly the fields its kind needs.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FaultAction {
+    /// Broker `broker` (an index) goes down.
+    BrokerCrash {
+        /// Broker index.
+        broker: u16,
+    },
+    /// Consumer process `consumer` dies.
+    ConsumerCrash {
+        /// Consumer index.
+        consumer: u32,
+    },
+    /// Consumer `consumer` loses its connection.
+    NetworkBlip {
+        /// Consumer index.
+        consumer: u32,
+    },
+    /// The target database is unreachable.
+    DbOutage,
+    /// Consumer `consumer` works `factor` times slower.
+    SlowConsumer {
+        /// Consumer index.
+        consumer: u32,
+        /// Service-time multiplier, > 0.
+        factor: f64,
+    },
+    /// Producer `producer`'s clock steps by `skew` microseconds (signed).
+    ClockSkew {
+        /// Producer index.
+        producer: u32,
+        /// Signed step, microseconds.
+        skew: i64,
+    },
+    /// Messages produced meanwhile are poison with probability `fraction`.
+    Poison {
+        /// Probability in [0, 1].
+        fraction: f64,
+    },
+    /// The source database is unreachable.
+    SourceOutage,
+    /// The cache cluster loses everything (an instant).
+    CacheCollapse,
+}
+
+impl FaultAction {
+    /// Its kind.
+    pub fn kind(&self) -> FaultKind {
+        match self {
+            FaultAction::BrokerCrash { .. } => FaultKind::BrokerCrash,
+            FaultAction::ConsumerCrash { .. } => FaultKind::ConsumerCrash,
+            FaultAction::NetworkBlip { .. } => FaultKind::NetworkBlip,
+            FaultAction::DbOutage => FaultKind::DbOutage,
+            FaultAction::SlowConsumer { .. } => FaultKind::SlowConsumer,
+            FaultAction::ClockSkew { .. } => FaultKind::ClockSkew,
+            FaultAction::Poison { .. } => FaultKind::Poison,
+            FaultAction::SourceOutage => FaultKind::SourceOutage,
+            FaultAction::CacheCollapse => FaultKind::CacheCollapse,
+        }
+    }
 }
 
 /// One fault occurrence.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PlannedFault {
-    /// Kind.
-    pub kind: FaultKind,
     /// Start, microseconds.
     pub at: Time,
-    /// Length (None: never heals by itself).
+    /// Length (None: an instant, or never heals by itself).
     pub duration: Option<Time>,
-    /// What it acts on.
-    pub target: Target,
-    /// slow_consumer factor.
-    pub factor: f64,
-    /// clock_skew step, signed microseconds.
-    pub skew: i64,
-    /// poison fraction.
-    pub fraction: f64,
+    /// What it does.
+    pub action: FaultAction,
     /// Index of the `[[fault]]` entry it came from.
     pub source: usize,
 }
@@ -89,29 +232,43 @@ impl FaultPlan {
     pub fn as_scripted(&self, s: &Scenario) -> Vec<Fault> {
         self.faults
             .iter()
-            .map(|p| Fault {
-                kind: p.kind,
-                at: Some(Dur(p.at)),
-                rate: None,
-                duration: p
-                    .duration
-                    .map(|d| DurSpec(DurDist::Constant { value: Dur(d) })),
-                broker: match p.target {
-                    Target::Broker(b) => Some(s.brokers[b as usize].name.clone()),
-                    _ => None,
-                },
-                consumer: match p.target {
-                    Target::Consumer(c) => Some(c),
-                    _ => None,
-                },
-                producer: match p.target {
-                    Target::Producer(x) => Some(x),
-                    _ => None,
-                },
-                factor: (p.kind == FaultKind::SlowConsumer).then_some(p.factor),
-                skew: (p.kind == FaultKind::ClockSkew).then_some(Dur(p.skew.unsigned_abs())),
-                ahead: (p.kind == FaultKind::ClockSkew).then_some(p.skew >= 0),
-                fraction: (p.kind == FaultKind::Poison).then_some(p.fraction),
+            .map(|p| {
+                let mut f = Fault {
+                    kind: p.action.kind(),
+                    at: Some(Dur(p.at)),
+                    rate: None,
+                    duration: p
+                        .duration
+                        .map(|d| DurSpec(DurDist::Constant { value: Dur(d) })),
+                    broker: None,
+                    consumer: None,
+                    producer: None,
+                    factor: None,
+                    skew: None,
+                    ahead: None,
+                    fraction: None,
+                };
+                match p.action {
+                    FaultAction::BrokerCrash { broker } => {
+                        f.broker = Some(s.brokers[broker as usize].name.clone())
+                    }
+                    FaultAction::ConsumerCrash { consumer }
+                    | FaultAction::NetworkBlip { consumer } => f.consumer = Some(consumer),
+                    FaultAction::SlowConsumer { consumer, factor } => {
+                        f.consumer = Some(consumer);
+                        f.factor = Some(factor);
+                    }
+                    FaultAction::ClockSkew { producer, skew } => {
+                        f.producer = Some(producer);
+                        f.skew = Some(Dur(skew.unsigned_abs()));
+                        f.ahead = Some(skew >= 0);
+                    }
+                    FaultAction::Poison { fraction } => f.fraction = Some(fraction),
+                    FaultAction::DbOutage
+                    | FaultAction::SourceOutage
+                    | FaultAction::CacheCollapse => {}
+                }
+                f
             })
             .collect()
     }
@@ -125,35 +282,48 @@ impl FaultPlan {
 fn instance<R: Rng>(s: &Scenario, f: &Fault, source: usize, at: Time, rng: &mut R) -> PlannedFault {
     // Draw order is fixed: duration, then target.
     let duration = f.duration.as_ref().map(|d| d.0.sampler().sample(rng));
-    let target = match f.kind {
-        FaultKind::BrokerCrash => Target::Broker(match &f.broker {
-            Some(n) => s.broker_index(n).expect("validated broker name") as u16,
-            None => rng.random_range(0..s.brokers.len()) as u16,
-        }),
-        FaultKind::ConsumerCrash | FaultKind::NetworkBlip | FaultKind::SlowConsumer => {
-            Target::Consumer(
-                f.consumer
-                    .unwrap_or_else(|| rng.random_range(0..s.consumers.count)),
-            )
-        }
-        FaultKind::ClockSkew => Target::Producer(
-            f.producer
-                .unwrap_or_else(|| rng.random_range(0..s.producers.count)),
-        ),
-        FaultKind::DbOutage
-        | FaultKind::Poison
-        | FaultKind::SourceOutage
-        | FaultKind::CacheCollapse => Target::World,
+    let consumer = |rng: &mut R| {
+        f.consumer
+            .unwrap_or_else(|| rng.random_range(0..s.consumers.count))
     };
-    let skew = f.skew.map_or(0, |d| d.0.min(i64::MAX as u64) as i64);
+    let action = match f.kind {
+        FaultKind::BrokerCrash => FaultAction::BrokerCrash {
+            broker: match &f.broker {
+                Some(n) => s.broker_index(n).expect("validated broker name") as u16,
+                None => rng.random_range(0..s.brokers.len()) as u16,
+            },
+        },
+        FaultKind::ConsumerCrash => FaultAction::ConsumerCrash {
+            consumer: consumer(rng),
+        },
+        FaultKind::NetworkBlip => FaultAction::NetworkBlip {
+            consumer: consumer(rng),
+        },
+        FaultKind::SlowConsumer => FaultAction::SlowConsumer {
+            consumer: consumer(rng),
+            factor: f.factor.expect("validated: slow_consumer has a factor"),
+        },
+        FaultKind::ClockSkew => {
+            let producer = f
+                .producer
+                .unwrap_or_else(|| rng.random_range(0..s.producers.count));
+            let skew = f.skew.map_or(0, |d| d.0.min(i64::MAX as u64) as i64);
+            FaultAction::ClockSkew {
+                producer,
+                skew: if f.ahead.unwrap_or(true) { skew } else { -skew },
+            }
+        }
+        FaultKind::Poison => FaultAction::Poison {
+            fraction: f.fraction.expect("validated: poison has a fraction"),
+        },
+        FaultKind::DbOutage => FaultAction::DbOutage,
+        FaultKind::SourceOutage => FaultAction::SourceOutage,
+        FaultKind::CacheCollapse => FaultAction::CacheCollapse,
+    };
     PlannedFault {
-        kind: f.kind,
         at,
         duration,
-        target,
-        factor: f.factor.unwrap_or(1.0),
-        skew: if f.ahead.unwrap_or(true) { skew } else { -skew },
-        fraction: f.fraction.unwrap_or(0.0),
+        action,
         source,
     }
 }
@@ -161,26 +331,28 @@ fn instance<R: Rng>(s: &Scenario, f: &Fault, source: usize, at: Time, rng: &mut 
 impl PlannedFault {
     /// One line: `t=10s broker_crash broker a for 30s`.
     pub fn describe(&self, s: &Scenario) -> String {
-        let mut line = format!("t={} {}", Dur(self.at), self.kind.name());
-        match self.target {
-            Target::Broker(b) => line.push_str(&format!(" broker {}", s.brokers[b as usize].name)),
-            Target::Consumer(c) => line.push_str(&format!(" consumer {c}")),
-            Target::Producer(p) => line.push_str(&format!(" producer {p}")),
-            Target::World => {}
-        }
-        match self.kind {
-            FaultKind::SlowConsumer => line.push_str(&format!(" x{}", self.factor)),
-            FaultKind::ClockSkew => line.push_str(&format!(
-                " {}{}",
-                if self.skew < 0 { "-" } else { "+" },
-                Dur(self.skew.unsigned_abs())
+        let mut line = format!("t={} {}", Dur(self.at), self.action.kind().name());
+        match self.action {
+            FaultAction::BrokerCrash { broker } => {
+                line.push_str(&format!(" broker {}", s.brokers[broker as usize].name))
+            }
+            FaultAction::ConsumerCrash { consumer } | FaultAction::NetworkBlip { consumer } => {
+                line.push_str(&format!(" consumer {consumer}"))
+            }
+            FaultAction::SlowConsumer { consumer, factor } => {
+                line.push_str(&format!(" consumer {consumer} x{factor}"))
+            }
+            FaultAction::ClockSkew { producer, skew } => line.push_str(&format!(
+                " producer {producer} {}{}",
+                if skew < 0 { "-" } else { "+" },
+                Dur(skew.unsigned_abs())
             )),
-            FaultKind::Poison => line.push_str(&format!(" fraction {}", self.fraction)),
-            _ => {}
+            FaultAction::Poison { fraction } => line.push_str(&format!(" fraction {fraction}")),
+            FaultAction::DbOutage | FaultAction::SourceOutage | FaultAction::CacheCollapse => {}
         }
         match self.duration {
             Some(d) => line.push_str(&format!(" for {}", Dur(d))),
-            None if self.kind == FaultKind::CacheCollapse => {}
+            None if self.action == FaultAction::CacheCollapse => {}
             None => line.push_str(" (never heals)"),
         }
         line
@@ -190,5 +362,372 @@ impl PlannedFault {
 impl fmt::Display for FaultPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} fault(s)", self.faults.len())
+    }
+}
+
+fn fault_path(i: usize, field: &str) -> Vec<PathSeg> {
+    vec![
+        PathSeg::from("fault"),
+        PathSeg::Index(i),
+        PathSeg::from(field),
+    ]
+}
+
+/// Every problem of meaning in the scenario's `[[fault]]` entries: timing, fields that do not
+/// apply to their kind, missing or out-of-range parameters, absent targets, and overlapping
+/// scripted faults.
+pub(crate) fn validate(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
+    let names: Vec<&str> = s.brokers.iter().map(|b| b.name.as_str()).collect();
+    let allowed = names
+        .iter()
+        .map(|n| format!("{n:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    for (i, f) in s.faults.iter().enumerate() {
+        validate_one(s, i, f, &names, &allowed, err);
+    }
+    check_overlaps(s, err);
+}
+
+fn validate_one(
+    s: &Scenario,
+    i: usize,
+    f: &Fault,
+    names: &[&str],
+    allowed: &str,
+    err: &mut impl FnMut(Vec<PathSeg>, String),
+) {
+    let kind = f.kind;
+    match (f.at, f.rate) {
+        (None, None) => err(
+            fault_path(i, "kind"),
+            "give either `at` (scripted) or `rate` (random)".into(),
+        ),
+        (Some(_), Some(_)) => err(
+            fault_path(i, "rate"),
+            "give either `at` or `rate`, not both".into(),
+        ),
+        (None, Some(r)) if r.as_per_sec() <= 0.0 => {
+            err(fault_path(i, "rate"), "must be greater than 0".into())
+        }
+        (None, Some(r)) if r.as_per_sec() > 1000.0 => {
+            err(fault_path(i, "rate"), "must be at most 1000/s".into())
+        }
+        _ => {}
+    }
+    // Fields that mean nothing for this kind are refused, each with the kinds that take it.
+    let present = [
+        ("for", f.duration.is_some()),
+        ("broker", f.broker.is_some()),
+        ("consumer", f.consumer.is_some()),
+        ("producer", f.producer.is_some()),
+        ("factor", f.factor.is_some()),
+        ("skew", f.skew.is_some()),
+        ("ahead", f.ahead.is_some()),
+        ("fraction", f.fraction.is_some()),
+    ];
+    debug_assert_eq!(present.map(|(n, _)| n), KIND_FIELDS);
+    for (field, given) in present {
+        if given && !kind.takes(field) {
+            let takers: Vec<&str> = FaultKind::ALL
+                .iter()
+                .map(|(k, _)| *k)
+                .filter(|k| k.takes(field))
+                .map(FaultKind::name)
+                .collect();
+            let what = if field == "for" {
+                format!(
+                    "kind = \"{}\" is an instant and takes no `for`",
+                    kind.name()
+                )
+            } else {
+                format!(
+                    "does not apply to kind = \"{}\" (only to {})",
+                    kind.name(),
+                    takers.join(", ")
+                )
+            };
+            err(fault_path(i, field), what);
+        }
+    }
+    if let Some((field, example)) = kind.required() {
+        let given = present.iter().any(|(n, g)| *n == field && *g);
+        if !given {
+            err(
+                fault_path(i, field),
+                format!("{} needs `{field}` ({example})", kind.name()),
+            );
+        }
+    }
+    if f.rate.is_some() && f.duration.is_none() && kind.random_needs_duration() {
+        err(
+            fault_path(i, "for"),
+            "a random fault needs a duration `for`".into(),
+        );
+    }
+    if let Some(d) = &f.duration {
+        if let Err(m) = d.0.check() {
+            err(fault_path(i, "for"), m);
+        }
+    }
+    if let Some(r) = f.rate {
+        let window = s
+            .run
+            .fault_window
+            .map_or_else(|| s.expected_production_micros(), |d| d.0);
+        let expected = r.as_per_sec() * window as f64 / 1e6;
+        if expected > MAX_OCCURRENCES as f64 {
+            err(
+                fault_path(i, "rate"),
+                format!(
+                    "about {expected:.0} occurrences over the {} fault window, more than the {} a fault entry may expand to; lower the rate or [run] fault_window",
+                    Dur(window),
+                    MAX_OCCURRENCES
+                ),
+            );
+        }
+    }
+    if let Some(b) = &f.broker {
+        if !names.contains(&b.as_str()) {
+            err(
+                fault_path(i, "broker"),
+                format!("no broker named {b:?} (brokers: {allowed})"),
+            );
+        }
+    }
+    if let Some(c) = f.consumer {
+        if c >= s.consumers.count {
+            err(
+                fault_path(i, "consumer"),
+                format!(
+                    "no consumer {c}: consumers are numbered 0 to {}",
+                    s.consumers.count.saturating_sub(1)
+                ),
+            );
+        }
+    }
+    if let Some(pr) = f.producer {
+        if pr >= s.producers.count {
+            err(
+                fault_path(i, "producer"),
+                format!(
+                    "no producer {pr}: producers are numbered 0 to {}",
+                    s.producers.count.saturating_sub(1)
+                ),
+            );
+        }
+    }
+    if let Some(x) = f.factor {
+        if !(x.is_finite() && x > 0.0 && x <= 1e6) {
+            err(
+                fault_path(i, "factor"),
+                format!("must be in (0, 1e6], got {x}"),
+            );
+        }
+    }
+    if let Some(x) = f.fraction {
+        if !(x.is_finite() && (0.0..=1.0).contains(&x)) {
+            err(
+                fault_path(i, "fraction"),
+                format!("must be a probability in [0, 1], got {x}"),
+            );
+        }
+    }
+}
+
+/// Two scripted faults of the same kind on the same target must not overlap: the second would act
+/// on a node that is already down, and the user surely meant something else.
+fn check_overlaps(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
+    let scripted: Vec<(usize, &Fault, u64, u64)> = s
+        .faults
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| {
+            let at = f.at?.0;
+            let end = match f.duration.as_ref().map(|d| &d.0) {
+                Some(DurDist::Constant { value }) => at.saturating_add(value.0),
+                _ => u64::MAX,
+            };
+            Some((i, f, at, end))
+        })
+        .collect();
+    for (a, (i, fa, sa, ea)) in scripted.iter().enumerate() {
+        for (j, fb, sb, eb) in &scripted[..a] {
+            let same_target = fa.kind == fb.kind
+                && fa.broker == fb.broker
+                && fa.consumer == fb.consumer
+                && fa.producer == fb.producer
+                && !matches!(
+                    fa.kind,
+                    FaultKind::ClockSkew | FaultKind::Poison | FaultKind::CacheCollapse
+                );
+            if same_target && sa < eb && sb < ea {
+                err(
+                    fault_path(*i, "at"),
+                    format!(
+                        "overlaps fault[{j}] ({} on the same target); make them follow each other",
+                        fb.kind.name()
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// Collects [`validate`]'s problems as field errors (for tests).
+#[cfg(test)]
+fn problems(s: &Scenario) -> Vec<FieldError> {
+    let mut e = Vec::new();
+    validate(s, &mut |path, msg| e.push(FieldError::new(path, msg)));
+    e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario(fault: &str) -> Scenario {
+        let text = format!(
+            r#"
+strategies = ["competing"]
+[workload]
+messages = 10
+rate = "10/s"
+keys = 2
+[producers]
+count = 2
+[[broker]]
+name = "a"
+[consumers]
+count = 2
+service = "1ms"
+[[fault]]
+{fault}
+"#
+        );
+        crate::scenario::load_str("t.toml", &text, &|_| Vec::new())
+            .or_else(|e| match e {
+                // Keep the scenario to look at the problems ourselves.
+                crate::scenario::ScenarioError::Invalid { .. } => {
+                    Ok(toml::from_str(&text).expect("types are right"))
+                }
+                other => Err(other),
+            })
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A value for each kind-dependent field that is valid wherever the field applies.
+    fn value(field: &str) -> &'static str {
+        match field {
+            "for" => "\"1s\"",
+            "broker" => "\"a\"",
+            "consumer" | "producer" => "1",
+            "factor" => "2.0",
+            "skew" => "\"5ms\"",
+            "ahead" => "false",
+            "fraction" => "0.5",
+            other => panic!("no value for {other}"),
+        }
+    }
+
+    /// Every field on every kind: accepted exactly where [`FaultKind::takes`] says, refused
+    /// elsewhere with the field named; and a valid scripted fault of each kind, with every field
+    /// it takes, plans and describes itself without a panic.
+    #[test]
+    fn every_field_is_checked_against_every_kind() {
+        for (kind, _) in FaultKind::ALL {
+            let required = kind
+                .required()
+                .map(|(f, _)| format!("{f} = {}\n", value(f)))
+                .unwrap_or_default();
+            for field in KIND_FIELDS {
+                if kind.required().is_some_and(|(f, _)| f == field) {
+                    continue;
+                }
+                let text = format!(
+                    "kind = \"{}\"\nat = \"1s\"\n{required}{field} = {}\n",
+                    kind.name(),
+                    value(field)
+                );
+                let errs = problems(&scenario(&text));
+                let on_field: Vec<_> = errs
+                    .iter()
+                    .filter(|e| e.path_string() == format!("fault[0].{field}"))
+                    .collect();
+                if kind.takes(field) {
+                    assert!(errs.is_empty(), "{} {field}: {errs:?}", kind.name());
+                } else {
+                    assert_eq!(on_field.len(), 1, "{} {field}: {errs:?}", kind.name());
+                }
+            }
+            // Everything it takes at once: valid, and the plan carries it.
+            let mut text = format!("kind = \"{}\"\nat = \"1s\"\n", kind.name());
+            for field in KIND_FIELDS.iter().filter(|f| kind.takes(f)) {
+                text.push_str(&format!("{field} = {}\n", value(field)));
+            }
+            let sc = scenario(&text);
+            assert!(problems(&sc).is_empty(), "{text}: {:?}", problems(&sc));
+            let plan = FaultPlan::resolve(&sc, 1);
+            assert_eq!(plan.faults.len(), 1);
+            assert_eq!(plan.faults[0].action.kind(), kind);
+            assert_eq!(plan.faults[0].duration.is_some(), kind.takes("for"));
+            // Written back as a scripted entry, it plans the same.
+            let back = plan.as_scripted(&sc);
+            let mut sc2 = sc.clone();
+            sc2.faults = back;
+            assert_eq!(FaultPlan::resolve(&sc2, 7), plan, "{}", kind.name());
+            assert!(plan.describe(&sc)[0].contains(kind.name()));
+        }
+    }
+
+    /// The instant kind refuses a duration (it used to reach an `unreachable!` in the engine).
+    #[test]
+    fn cache_collapse_takes_no_duration() {
+        let sc = scenario("kind = \"cache_collapse\"\nat = \"1s\"\nfor = \"5s\"");
+        let errs = problems(&sc);
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].path_string(), "fault[0].for");
+        assert!(errs[0].message.contains("instant"), "{}", errs[0].message);
+    }
+
+    /// A required parameter that is missing is named; one out of range is refused.
+    #[test]
+    fn required_parameters_are_named() {
+        for (kind, field) in [
+            ("slow_consumer", "factor"),
+            ("clock_skew", "skew"),
+            ("poison", "fraction"),
+        ] {
+            let errs = problems(&scenario(&format!("kind = \"{kind}\"\nat = \"1s\"")));
+            assert_eq!(errs.len(), 1, "{kind}: {errs:?}");
+            assert_eq!(errs[0].path_string(), format!("fault[0].{field}"));
+        }
+        let errs = problems(&scenario(
+            "kind = \"poison\"\nat = \"1s\"\nfraction = 1.5\nfor = \"1s\"",
+        ));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        let errs = problems(&scenario(
+            "kind = \"slow_consumer\"\nat = \"1s\"\nfactor = 0.0\nfor = \"1s\"",
+        ));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+    }
+
+    /// Random faults of a kind that heals need `for`; a random clock step does not.
+    #[test]
+    fn random_faults_need_a_duration_except_clock_steps() {
+        for (kind, _) in FaultKind::ALL {
+            let mut text = format!("kind = \"{}\"\nrate = \"1/s\"\n", kind.name());
+            if let Some((f, _)) = kind.required() {
+                text.push_str(&format!("{f} = {}\n", value(f)));
+            }
+            let errs = problems(&scenario(&text));
+            let wants = kind.random_needs_duration();
+            assert_eq!(
+                errs.iter().any(|e| e.path_string() == "fault[0].for"),
+                wants,
+                "{}: {errs:?}",
+                kind.name()
+            );
+        }
     }
 }

@@ -1,21 +1,21 @@
 //! The fault plan acting on the world: each planned fault starts and, if it has a duration, ends.
+//! (The catalogue of kinds, their fields and the plan itself: `crate::faults`.)
 
 use super::events::Ev;
 use super::Engine;
-use crate::faults::Target;
+use crate::faults::FaultAction;
 use crate::history::{Event, Node, Observer};
-use crate::scenario::FaultKind;
 use crate::strategy::{Strategy, WorldChange};
 
 impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     pub(super) fn fault_start(&mut self, i: u32) {
         let f = &self.plan.faults[i as usize];
-        let (kind, target, duration) = (f.kind, f.target, f.duration);
-        match (kind, target) {
-            (FaultKind::BrokerCrash, Target::Broker(b)) => self.broker_crash(b),
-            (FaultKind::ConsumerCrash, Target::Consumer(c)) => self.consumer_crash(c),
-            (FaultKind::NetworkBlip, Target::Consumer(c)) => self.blip_start(c),
-            (FaultKind::DbOutage, _) => {
+        let (action, duration) = (f.action, f.duration);
+        match action {
+            FaultAction::BrokerCrash { broker } => self.broker_crash(broker),
+            FaultAction::ConsumerCrash { consumer } => self.consumer_crash(consumer),
+            FaultAction::NetworkBlip { consumer } => self.blip_start(consumer),
+            FaultAction::DbOutage => {
                 self.w.db_down += 1;
                 if self.w.db_down == 1 {
                     self.emit(Event::Crash {
@@ -25,15 +25,15 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                     self.world_change(WorldChange::Target { up: false });
                 }
             }
-            (FaultKind::SlowConsumer, Target::Consumer(c)) => {
-                self.w.consumers[c as usize].slow *= f.factor
+            FaultAction::SlowConsumer { consumer, factor } => {
+                self.w.consumers[consumer as usize].slow *= factor
             }
-            (FaultKind::ClockSkew, Target::Producer(p)) => {
-                let ps = &mut self.w.producers[p as usize];
-                ps.clock_offset = ps.clock_offset.saturating_add(f.skew);
+            FaultAction::ClockSkew { producer, skew } => {
+                let ps = &mut self.w.producers[producer as usize];
+                ps.clock_offset = ps.clock_offset.saturating_add(skew);
             }
-            (FaultKind::Poison, _) => self.w.poison_boost.push(f.fraction),
-            (FaultKind::SourceOutage, _) => {
+            FaultAction::Poison { fraction } => self.w.poison_boost.push(fraction),
+            FaultAction::SourceOutage => {
                 self.w.source_down += 1;
                 if self.w.source_down == 1 {
                     self.emit(Event::Crash {
@@ -42,7 +42,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                     });
                 }
             }
-            (FaultKind::CacheCollapse, _) => {
+            FaultAction::CacheCollapse => {
                 self.emit(Event::Crash {
                     t: self.now,
                     node: Node::Cache,
@@ -53,7 +53,6 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 });
                 self.world_change(WorldChange::CacheCollapse);
             }
-            _ => unreachable!("fault plan targets are built to match their kinds"),
         }
         if let Some(d) = duration {
             self.q.push(self.now.saturating_add(d), Ev::FaultEnd(i));
@@ -62,13 +61,11 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     }
 
     pub(super) fn fault_end(&mut self, i: u32) {
-        let f = &self.plan.faults[i as usize];
-        let (kind, target) = (f.kind, f.target);
-        match (kind, target) {
-            (FaultKind::BrokerCrash, Target::Broker(b)) => self.broker_restart(b),
-            (FaultKind::ConsumerCrash, Target::Consumer(c)) => self.consumer_restart(c),
-            (FaultKind::NetworkBlip, Target::Consumer(c)) => self.blip_end(c),
-            (FaultKind::DbOutage, _) => {
+        match self.plan.faults[i as usize].action {
+            FaultAction::BrokerCrash { broker } => self.broker_restart(broker),
+            FaultAction::ConsumerCrash { consumer } => self.consumer_restart(consumer),
+            FaultAction::NetworkBlip { consumer } => self.blip_end(consumer),
+            FaultAction::DbOutage => {
                 self.w.db_down -= 1;
                 if self.w.db_down == 0 {
                     self.emit(Event::Recover {
@@ -78,14 +75,14 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                     self.world_change(WorldChange::Target { up: true });
                 }
             }
-            (FaultKind::SlowConsumer, Target::Consumer(c)) => {
-                self.w.consumers[c as usize].slow /= f.factor
+            FaultAction::SlowConsumer { consumer, factor } => {
+                self.w.consumers[consumer as usize].slow /= factor
             }
-            (FaultKind::ClockSkew, Target::Producer(p)) => {
-                let ps = &mut self.w.producers[p as usize];
-                ps.clock_offset = ps.clock_offset.saturating_sub(f.skew);
+            FaultAction::ClockSkew { producer, skew } => {
+                let ps = &mut self.w.producers[producer as usize];
+                ps.clock_offset = ps.clock_offset.saturating_sub(skew);
             }
-            (FaultKind::SourceOutage, _) => {
+            FaultAction::SourceOutage => {
                 self.w.source_down -= 1;
                 if self.w.source_down == 0 {
                     self.emit(Event::Recover {
@@ -94,12 +91,13 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                     });
                 }
             }
-            (FaultKind::Poison, _) => {
-                if let Some(j) = self.w.poison_boost.iter().position(|&x| x == f.fraction) {
+            FaultAction::Poison { fraction } => {
+                if let Some(j) = self.w.poison_boost.iter().position(|&x| x == fraction) {
                     self.w.poison_boost.swap_remove(j);
                 }
             }
-            _ => unreachable!("fault plan targets are built to match their kinds"),
+            // An instant: the plan never gives it a duration (validation refuses `for`).
+            FaultAction::CacheCollapse => {}
         }
         self.phase_step();
     }

@@ -9,6 +9,8 @@ mod validate;
 pub use load::{load_file, load_str, FieldError, Location, PathSeg, ScenarioError};
 pub use validate::validate;
 
+pub use crate::faults::FaultKind;
+
 use crate::dist::DurSpec;
 use crate::time::{Dur, Rate};
 use serde::{Deserialize, Serialize};
@@ -443,60 +445,6 @@ impl Default for RunLimits {
             drain_timeout: defaults::drain_timeout(),
             max_events: defaults::max_events(),
             memory_budget_mb: defaults::memory_budget_mb(),
-        }
-    }
-}
-
-/// The kinds of fault.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FaultKind {
-    /// A broker goes down; a persistent store keeps its messages stuck until it returns.
-    BrokerCrash,
-    /// A consumer process dies; its unacked and prefetched messages are redelivered.
-    ConsumerCrash,
-    /// A consumer loses its connection; it finishes (applies) what it was doing but cannot ack.
-    NetworkBlip,
-    /// The target database is unreachable: processing fails and rolls back.
-    DbOutage,
-    /// A consumer's service time is multiplied by `factor`.
-    SlowConsumer,
-    /// A producer's clock jumps by `skew` (signed, e.g. "-200ms" written as skew = "200ms", ahead = false).
-    ClockSkew,
-    /// Messages produced in the window are poison with probability `fraction`.
-    Poison,
-    /// The source database (read by the notifier) is unreachable.
-    SourceOutage,
-    /// The cache cluster loses every entry and lock at once (no `for`).
-    CacheCollapse,
-}
-
-impl FaultKind {
-    /// Every kind, with one line of explanation (for `sim list`).
-    pub const ALL: [(FaultKind, &'static str); 9] = [
-        (FaultKind::BrokerCrash, "a broker goes down; a persistent store keeps its messages stuck until it returns, producers and consumers fail over"),
-        (FaultKind::ConsumerCrash, "a consumer process dies; its unacked and prefetched messages are redelivered (marked redelivered)"),
-        (FaultKind::NetworkBlip, "a consumer loses its connection: it still applies the message in hand but its ack is lost (duplicate)"),
-        (FaultKind::DbOutage, "the target database is down: processing fails, rolls back, and is redelivered"),
-        (FaultKind::SlowConsumer, "a consumer's service time is multiplied by `factor`"),
-        (FaultKind::ClockSkew, "a producer's clock steps by `skew` (`ahead = false` steps it back)"),
-        (FaultKind::Poison, "messages produced in the window are poison with probability `fraction` (processing always fails)"),
-        (FaultKind::SourceOutage, "the source database (read by the notifier) is unreachable: reads fail and roll back"),
-        (FaultKind::CacheCollapse, "the cache cluster loses every entry and lock at once (an instant: no `for`)"),
-    ];
-
-    /// Its name as written in scenario files.
-    pub fn name(self) -> &'static str {
-        match self {
-            FaultKind::BrokerCrash => "broker_crash",
-            FaultKind::ConsumerCrash => "consumer_crash",
-            FaultKind::NetworkBlip => "network_blip",
-            FaultKind::DbOutage => "db_outage",
-            FaultKind::SlowConsumer => "slow_consumer",
-            FaultKind::ClockSkew => "clock_skew",
-            FaultKind::Poison => "poison",
-            FaultKind::SourceOutage => "source_outage",
-            FaultKind::CacheCollapse => "cache_collapse",
         }
     }
 }

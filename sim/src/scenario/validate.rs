@@ -1,7 +1,7 @@
 //! Checks of meaning that types cannot express: counts, probabilities, names that must exist,
 //! overlapping scripted faults. Every problem is reported, not just the first.
 
-use super::{FaultKind, FieldError, PathSeg, Scenario};
+use super::{FieldError, PathSeg, Scenario};
 use crate::time::Dur;
 
 /// Largest number of keys, consumers, producers or brokers accepted: beyond this the per-key and
@@ -12,14 +12,6 @@ pub const MAX_NODES: u32 = 10_000;
 
 fn p(segs: &[&str]) -> Vec<PathSeg> {
     segs.iter().map(|s| PathSeg::from(*s)).collect()
-}
-
-fn fault_path(i: usize, field: &str) -> Vec<PathSeg> {
-    vec![
-        PathSeg::from("fault"),
-        PathSeg::Index(i),
-        PathSeg::from(field),
-    ]
 }
 
 fn probability(v: f64) -> bool {
@@ -239,9 +231,7 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
         );
     }
 
-    for (i, f) in s.faults.iter().enumerate() {
-        validate_fault(s, i, f, &names, &allowed, &mut err);
-    }
+    crate::faults::validate(s, &mut err);
     if let Some(sw) = &s.sweep {
         for (i, set) in sw.set.iter().enumerate() {
             let ok = set.split_once('=').is_some_and(|(path, values)| {
@@ -271,185 +261,5 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
             );
         }
     }
-    check_overlaps(s, &mut err);
     e
-}
-
-fn validate_fault(
-    s: &Scenario,
-    i: usize,
-    f: &super::Fault,
-    names: &[&str],
-    allowed: &str,
-    err: &mut impl FnMut(Vec<PathSeg>, String),
-) {
-    use FaultKind::*;
-    match (f.at, f.rate) {
-        (None, None) => err(
-            fault_path(i, "kind"),
-            "give either `at` (scripted) or `rate` (random)".into(),
-        ),
-        (Some(_), Some(_)) => err(
-            fault_path(i, "rate"),
-            "give either `at` or `rate`, not both".into(),
-        ),
-        (None, Some(r)) if r.as_per_sec() <= 0.0 => {
-            err(fault_path(i, "rate"), "must be greater than 0".into())
-        }
-        (None, Some(r)) if r.as_per_sec() > 1000.0 => {
-            err(fault_path(i, "rate"), "must be at most 1000/s".into())
-        }
-        _ => {}
-    }
-    if f.rate.is_some()
-        && f.duration.is_none()
-        && matches!(
-            f.kind,
-            BrokerCrash | ConsumerCrash | NetworkBlip | DbOutage | SlowConsumer | Poison
-        )
-    {
-        err(
-            fault_path(i, "for"),
-            "a random fault needs a duration `for`".into(),
-        );
-    }
-    if let Some(d) = &f.duration {
-        if let Err(m) = d.0.check() {
-            err(fault_path(i, "for"), m);
-        }
-    }
-    if let Some(r) = f.rate {
-        let window = s
-            .run
-            .fault_window
-            .map_or_else(|| s.expected_production_micros(), |d| d.0);
-        let expected = r.as_per_sec() * window as f64 / 1e6;
-        if expected > crate::faults::MAX_OCCURRENCES as f64 {
-            err(
-                fault_path(i, "rate"),
-                format!(
-                    "about {expected:.0} occurrences over the {} fault window, more than the {} a fault entry may expand to; lower the rate or [run] fault_window",
-                    Dur(window),
-                    crate::faults::MAX_OCCURRENCES
-                ),
-            );
-        }
-    }
-    let applies = |field: &str, ok: bool, err: &mut dyn FnMut(Vec<PathSeg>, String)| {
-        if !ok {
-            err(
-                fault_path(i, field),
-                format!("does not apply to kind = \"{}\"", f.kind.name()),
-            );
-        }
-    };
-    applies("broker", f.broker.is_none() || f.kind == BrokerCrash, err);
-    applies(
-        "consumer",
-        f.consumer.is_none() || matches!(f.kind, ConsumerCrash | NetworkBlip | SlowConsumer),
-        err,
-    );
-    applies("producer", f.producer.is_none() || f.kind == ClockSkew, err);
-    applies("factor", f.factor.is_none() || f.kind == SlowConsumer, err);
-    applies("skew", f.skew.is_none() || f.kind == ClockSkew, err);
-    applies("ahead", f.ahead.is_none() || f.kind == ClockSkew, err);
-    applies("fraction", f.fraction.is_none() || f.kind == Poison, err);
-    if let Some(b) = &f.broker {
-        if !names.contains(&b.as_str()) {
-            err(
-                fault_path(i, "broker"),
-                format!("no broker named {b:?} (brokers: {allowed})"),
-            );
-        }
-    }
-    if let Some(c) = f.consumer {
-        if c >= s.consumers.count {
-            err(
-                fault_path(i, "consumer"),
-                format!(
-                    "no consumer {c}: consumers are numbered 0 to {}",
-                    s.consumers.count.saturating_sub(1)
-                ),
-            );
-        }
-    }
-    if let Some(pr) = f.producer {
-        if pr >= s.producers.count {
-            err(
-                fault_path(i, "producer"),
-                format!(
-                    "no producer {pr}: producers are numbered 0 to {}",
-                    s.producers.count.saturating_sub(1)
-                ),
-            );
-        }
-    }
-    match f.kind {
-        SlowConsumer => match f.factor {
-            None => err(
-                fault_path(i, "factor"),
-                "slow_consumer needs `factor` (e.g. 10.0)".into(),
-            ),
-            Some(x) if !(x.is_finite() && x > 0.0 && x <= 1e6) => err(
-                fault_path(i, "factor"),
-                format!("must be in (0, 1e6], got {x}"),
-            ),
-            _ => {}
-        },
-        ClockSkew if f.skew.is_none() => err(
-            fault_path(i, "skew"),
-            "clock_skew needs `skew` (e.g. \"200ms\")".into(),
-        ),
-        Poison => match f.fraction {
-            None => err(
-                fault_path(i, "fraction"),
-                "poison needs `fraction` in [0, 1]".into(),
-            ),
-            Some(x) if !probability(x) => err(
-                fault_path(i, "fraction"),
-                format!("must be a probability in [0, 1], got {x}"),
-            ),
-            _ => {}
-        },
-        _ => {}
-    }
-}
-
-/// Two scripted faults of the same kind on the same target must not overlap: the second would act
-/// on a node that is already down, and the user surely meant something else.
-fn check_overlaps(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
-    let scripted: Vec<(usize, &super::Fault, u64, u64)> = s
-        .faults
-        .iter()
-        .enumerate()
-        .filter_map(|(i, f)| {
-            let at = f.at?.0;
-            let end = match f.duration.as_ref().map(|d| &d.0) {
-                Some(crate::dist::DurDist::Constant { value }) => at.saturating_add(value.0),
-                _ => u64::MAX,
-            };
-            Some((i, f, at, end))
-        })
-        .collect();
-    for (a, (i, fa, sa, ea)) in scripted.iter().enumerate() {
-        for (j, fb, sb, eb) in &scripted[..a] {
-            let same_target = fa.kind == fb.kind
-                && fa.broker == fb.broker
-                && fa.consumer == fb.consumer
-                && fa.producer == fb.producer
-                && !matches!(
-                    fa.kind,
-                    FaultKind::ClockSkew | FaultKind::Poison | FaultKind::CacheCollapse
-                );
-            if same_target && sa < eb && sb < ea {
-                err(
-                    fault_path(*i, "at"),
-                    format!(
-                        "overlaps fault[{j}] ({} on the same target); make them follow each other",
-                        fb.kind.name()
-                    ),
-                );
-            }
-        }
-    }
 }
