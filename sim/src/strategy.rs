@@ -238,49 +238,83 @@ pub enum WorldChange {
     },
 }
 
-/// Requests a strategy makes of the engine from its hooks, carried out when the hook returns.
+/// One request of a strategy to the engine (see the [`Control`] methods that make them).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Request {
+    /// [`Control::wake_at`].
+    Wake {
+        /// When.
+        at: Time,
+        /// Handed back to [`Strategy::on_wake`].
+        token: u64,
+    },
+    /// [`Control::reassigned`].
+    Reassigned {
+        /// The broker.
+        broker: u16,
+        /// The new owner.
+        consumer: u32,
+    },
+    /// [`Control::unpark`].
+    Unpark(u32),
+    /// [`Control::apply`].
+    Apply {
+        /// The message.
+        msg: MsgView,
+        /// The state written.
+        state_seq: u32,
+        /// Who wrote.
+        worker: u32,
+    },
+    /// [`Control::discard`].
+    Discard(MsgView),
+    /// [`Control::source_read`].
+    SourceRead {
+        /// The key read.
+        key: u32,
+        /// Who read.
+        consumer: u32,
+        /// The state read.
+        seq: Option<u32>,
+    },
+}
+
+/// Requests a strategy makes of the engine from its hooks: one list, carried out in the order
+/// the strategy issued them when the hook returns (as stateright's `Out`). A redispatch is not an
+/// action but a hint ("something changed, look at the queues again"): asked once or many times
+/// in a hook, every broker dispatches once, after the hook's other requests.
 #[derive(Default)]
 pub struct Control {
-    pub(crate) wakes: Vec<(Time, u64)>,
+    pub(crate) requests: Vec<Request>,
     pub(crate) redispatch: bool,
-    pub(crate) reassigned: Vec<(u16, u32)>,
-    pub(crate) unparks: Vec<u32>,
-    pub(crate) applies: Vec<(MsgView, u32, u32)>,
-    pub(crate) discards: Vec<MsgView>,
-    pub(crate) reads: Vec<(u32, u32, Option<u32>)>,
-    /// Something was requested since the engine last carried the requests out (one flag to test on
-    /// the hot path instead of seven lists).
-    pub(crate) dirty: bool,
 }
 
 impl Control {
+    /// Whether nothing was requested since the engine last carried the requests out (the one
+    /// test on the hot path).
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        !self.dirty
+        self.requests.is_empty() && !self.redispatch
     }
 
     /// Calls [`Strategy::on_wake`] with `token` at `at`, then redispatches every broker.
     pub fn wake_at(&mut self, at: Time, token: u64) {
-        self.wakes.push((at, token));
-        self.dirty = true;
+        self.requests.push(Request::Wake { at, token });
     }
 
     /// Asks every broker to run dispatch again (e.g. a held message may now go).
     pub fn redispatch(&mut self) {
         self.redispatch = true;
-        self.dirty = true;
     }
 
     /// Records in the history that `broker` gave ownership to `consumer`.
     pub fn reassigned(&mut self, broker: u16, consumer: u32) {
-        self.reassigned.push((broker, consumer));
-        self.dirty = true;
+        self.requests.push(Request::Reassigned { broker, consumer });
     }
 
     /// A consumer parked by [`Begin::Wait`] may proceed with its message now.
     pub fn unpark(&mut self, consumer: u32) {
-        self.unparks.push(consumer);
-        self.dirty = true;
+        self.requests.push(Request::Unpark(consumer));
     }
 
     /// Writes `msg` to the target outside any consumer's transaction (e.g. a resequencer's apply
@@ -288,20 +322,22 @@ impl Control {
     /// is up first (it is, at the instant a hook runs, if `HandlerCtx::target_up` or
     /// [`Strategy::on_world`] said so).
     pub fn apply(&mut self, msg: MsgView, state_seq: u32, worker: u32) {
-        self.applies.push((msg, state_seq, worker));
-        self.dirty = true;
+        self.requests.push(Request::Apply {
+            msg,
+            state_seq,
+            worker,
+        });
     }
 
     /// A message the strategy had taken over (acked upstream) is gone for good.
     pub fn discard(&mut self, msg: MsgView) {
-        self.discards.push(msg);
-        self.dirty = true;
+        self.requests.push(Request::Discard(msg));
     }
 
     /// Records a read of the source database by `consumer` (`seq`: the state read; None: no row).
     pub fn source_read(&mut self, key: u32, consumer: u32, seq: Option<u32>) {
-        self.reads.push((key, consumer, seq));
-        self.dirty = true;
+        self.requests
+            .push(Request::SourceRead { key, consumer, seq });
     }
 }
 

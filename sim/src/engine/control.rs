@@ -6,7 +6,7 @@ use super::events::Ev;
 use super::state::{Held, Loc};
 use super::Engine;
 use crate::history::{DiscardReason, Event, MsgRef, Observer};
-use crate::strategy::{Strategy, WorldChange};
+use crate::strategy::{MsgView, Request, Strategy, WorldChange};
 
 impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     /// Carries out what a strategy hook asked for.
@@ -19,91 +19,87 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     }
 
     #[inline(never)]
-    pub(super) fn apply_control_slow(&mut self) {
-        let mut ctl = std::mem::take(&mut self.ctl);
-        for &(at, token) in &ctl.wakes {
-            self.q.push(at.max(self.now), Ev::Wake(token));
-        }
-        for &(broker, consumer) in &ctl.reassigned {
-            self.emit(Event::Reassign {
-                t: self.now,
-                broker,
-                consumer,
-            });
-        }
-        for &(key, consumer, seq) in &ctl.reads {
-            self.emit(Event::SourceRead {
-                t: self.now,
-                key,
-                consumer,
-                seq,
-            });
-        }
-        for &(msg, state_seq, worker) in &ctl.applies {
-            let r = MsgRef {
-                id: msg.id,
-                key: msg.key,
-                seq: msg.seq,
-            };
-            if let Some(h) = self.w.held.remove(&msg.id) {
-                self.mark_applied(h.slot, msg.id);
+    fn apply_control_slow(&mut self) {
+        let mut requests = std::mem::take(&mut self.ctl.requests);
+        let redispatch = std::mem::take(&mut self.ctl.redispatch);
+        for &r in &requests {
+            match r {
+                Request::Wake { at, token } => self.q.push(at.max(self.now), Ev::Wake(token)),
+                Request::Reassigned { broker, consumer } => self.emit(Event::Reassign {
+                    t: self.now,
+                    broker,
+                    consumer,
+                }),
+                Request::SourceRead { key, consumer, seq } => self.emit(Event::SourceRead {
+                    t: self.now,
+                    key,
+                    consumer,
+                    seq,
+                }),
+                Request::Apply {
+                    msg,
+                    state_seq,
+                    worker,
+                } => self.apply_for_strategy(msg, state_seq, worker),
+                Request::Discard(msg) => self.discard_for_strategy(msg),
+                Request::Unpark(c) => self.unpark(c),
             }
-            self.write_row(msg.key, state_seq, msg.timestamp);
-            self.emit(Event::Apply {
-                t: self.now,
-                msg: r,
-                consumer: worker,
-                state_seq,
-            });
         }
-        for &msg in &ctl.discards {
-            // Only a message the strategy still held (neither applied nor discarded before) is
-            // lost by this: a discarded copy of an applied message is no loss. One whose delivery
-            // the broker has not settled yet may still come back (if the ack is lost): it is
-            // lost when the ack settles it.
-            let Some(h) = self.w.held.get_mut(&msg.id) else {
-                continue;
-            };
-            let m = self.w.slab.get(h.slot);
-            if m.r.id == msg.id && m.loc != Loc::Free {
-                h.dropped = true;
-                continue;
-            }
-            self.w.held.remove(&msg.id);
-            let r = MsgRef {
-                id: msg.id,
-                key: msg.key,
-                seq: msg.seq,
-            };
-            self.emit(Event::Discard {
-                t: self.now,
-                msg: r,
-                reason: DiscardReason::BufferLost,
-            });
-        }
-        let redispatch = ctl.redispatch;
-        let mut unparks = std::mem::take(&mut ctl.unparks);
-        ctl.wakes.clear();
-        ctl.reassigned.clear();
-        ctl.reads.clear();
-        ctl.applies.clear();
-        ctl.discards.clear();
-        ctl.redispatch = false;
-        ctl.dirty = false;
-        self.ctl = ctl;
-        for &c in &unparks {
-            self.unpark(c);
-        }
-        // Give the buffer back, so a lock hand-over does not allocate on every release.
-        unparks.clear();
-        if self.ctl.unparks.is_empty() {
-            self.ctl.unparks = unparks;
-        }
+        // Give the buffer back (nothing above calls a strategy hook, so nothing new was asked
+        // meanwhile), so that a lock hand-over does not allocate on every release.
+        debug_assert!(self.ctl.requests.is_empty());
+        requests.clear();
+        self.ctl.requests = requests;
         if redispatch {
             for b in 0..self.w.brokers.len() as u16 {
                 self.dispatch(b);
             }
         }
+    }
+
+    /// [`Request::Apply`]: a write outside any consumer's transaction.
+    fn apply_for_strategy(&mut self, msg: MsgView, state_seq: u32, worker: u32) {
+        let r = MsgRef {
+            id: msg.id,
+            key: msg.key,
+            seq: msg.seq,
+        };
+        if let Some(h) = self.w.held.remove(&msg.id) {
+            self.mark_applied(h.slot, msg.id);
+        }
+        self.write_row(msg.key, state_seq, msg.timestamp);
+        self.emit(Event::Apply {
+            t: self.now,
+            msg: r,
+            consumer: worker,
+            state_seq,
+        });
+    }
+
+    /// [`Request::Discard`]: only a message the strategy still held (neither applied nor
+    /// discarded before) is lost by this: a discarded copy of an applied message is no loss. One
+    /// whose delivery the broker has not settled yet may still come back (if the ack is lost): it
+    /// is lost when the ack settles it.
+    fn discard_for_strategy(&mut self, msg: MsgView) {
+        let Some(h) = self.w.held.get_mut(&msg.id) else {
+            return;
+        };
+        let m = self.w.slab.get(h.slot);
+        if m.r.id == msg.id && m.loc != Loc::Free {
+            h.dropped = true;
+            return;
+        }
+        self.w.held.remove(&msg.id);
+        let r = MsgRef {
+            id: msg.id,
+            key: msg.key,
+            seq: msg.seq,
+        };
+        self.emit(Event::Discard {
+            t: self.now,
+            msg: r,
+            reason: DiscardReason::BufferLost,
+        });
     }
 
     /// Forgets that the strategy holds message `id` (it was applied, rejected or dead-lettered).
