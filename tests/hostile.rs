@@ -152,7 +152,7 @@ proptest! {
                 let plan = sim::FaultPlan::resolve(&sc, seed);
                 let opts = sim::RunOptions { seed, max_events: None, max_sim_time: Some(3_600_000_000) };
                 for name in sc.strategies.clone() {
-                    let r = strategies::run_named(&name, &sc, &plan, &opts, &mut sim::history::NoObserver);
+                    let r = strategies::run_named(&name, &sc, &plan, &opts, None);
                     prop_assert!(r.is_ok(), "{name}: {:?}\n{text}", r.err());
                 }
             }

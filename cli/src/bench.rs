@@ -9,7 +9,7 @@
 
 use crate::CliError;
 use sim::dist::DurDist;
-use sim::history::{Event, NoObserver, Observer};
+use sim::history::{Event, Observer};
 use sim::scenario::Arrival;
 use sim::time::Time;
 use sim::{FaultPlan, Metrics, RunOptions, Status};
@@ -326,8 +326,7 @@ pub fn bench(opts: &BenchOptions) -> Result<BenchReport, CliError> {
     let mut metrics = None;
     for _ in 0..opts.repeat.max(1) {
         let t0 = Instant::now();
-        let r = strategies::run_named(&strategy, &sc, &plan, &run_opts, &mut NoObserver)
-            .map_err(fail)?;
+        let r = strategies::run_named(&strategy, &sc, &plan, &run_opts, None).map_err(fail)?;
         walls_s.push(t0.elapsed().as_secs_f64());
         if r.status != Status::Ok {
             return Err(CliError::Usage(format!(
@@ -342,7 +341,8 @@ pub fn bench(opts: &BenchOptions) -> Result<BenchReport, CliError> {
         enqueued: VecDeque::new(),
         stats: WaitStats::new(sc.workload.messages),
     };
-    let r = strategies::run_named(&strategy, &sc, &plan, &run_opts, &mut obs).map_err(fail)?;
+    let r =
+        strategies::run_named(&strategy, &sc, &plan, &run_opts, Some(&mut obs)).map_err(fail)?;
     let metrics = metrics.expect("at least one run");
     debug_assert_eq!(
         r.metrics.as_ref().map(|m| m.events),

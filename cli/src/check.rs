@@ -4,7 +4,6 @@ use crate::{load, repro_line, scenario_name, CliError};
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use rayon::prelude::*;
 use sim::expect::{Evaluation, Verdict};
-use sim::history::NoObserver;
 use sim::{FaultPlan, Metrics, RunOptions, Scenario, Status, StrategySummary};
 use std::path::{Path, PathBuf};
 
@@ -205,7 +204,7 @@ pub fn check(paths: &[PathBuf], jobs: usize) -> Result<CheckReport, CliError> {
         sc.strategies
             .iter()
             .map(|name| {
-                strategies::run_named(name, sc, &plan, &opts, &mut NoObserver).map_err(|e| {
+                strategies::run_named(name, sc, &plan, &opts, None).map_err(|e| {
                     format!(
                         "{name} seed {seed}: {e}; repro: {}",
                         repro_line(&file.display().to_string(), seed, Some(name))

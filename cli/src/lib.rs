@@ -8,7 +8,7 @@ pub mod library;
 pub mod report;
 pub mod sweep;
 
-use sim::history::{Fingerprint, JsonLines, NoObserver};
+use sim::history::{Fingerprint, JsonLines};
 use sim::scenario::{load_file, load_str, ScenarioError};
 use sim::time::Time;
 use sim::{FaultPlan, RunError, RunOptions, RunSummary, Scenario};
@@ -207,16 +207,15 @@ pub fn run_scenario(
                     reason: e.to_string(),
                 })?;
                 let mut w = JsonLines::new(std::io::BufWriter::new(f));
-                let r = strategies::run_named(name, &sc, &plan, &opts, &mut w).map_err(fail)?;
+                let r =
+                    strategies::run_named(name, &sc, &plan, &opts, Some(&mut w)).map_err(fail)?;
                 w.finish().map_err(|e| CliError::Output {
                     path: path.display().to_string(),
                     reason: e.to_string(),
                 })?;
                 r
             }
-            None => {
-                strategies::run_named(name, &sc, &plan, &opts, &mut NoObserver).map_err(fail)?
-            }
+            None => strategies::run_named(name, &sc, &plan, &opts, None).map_err(fail)?,
         };
         entries.push(entry);
     }
@@ -385,9 +384,9 @@ pub fn check_determinism(
             repro: repro.clone(),
         };
         let mut first = Fingerprint::new(true, None);
-        strategies::run_named(name, sc, &plan, &opts, &mut first).map_err(fail)?;
+        strategies::run_named(name, sc, &plan, &opts, Some(&mut first)).map_err(fail)?;
         let mut second = Fingerprint::new(false, first.trail.take());
-        strategies::run_named(name, sc, &plan, &opts, &mut second).map_err(fail)?;
+        strategies::run_named(name, sc, &plan, &opts, Some(&mut second)).map_err(fail)?;
         let differs = second.first_difference.or_else(|| {
             // The second run may be a strict prefix or extension of the first.
             (second.events != first.events).then(|| {

@@ -342,6 +342,17 @@ impl Observer for NoObserver {
     fn event(&mut self, _: &Event) {}
 }
 
+/// An observer behind a trait object, so that the engine is compiled once for every observed run
+/// rather than once per observer type.
+pub struct DynObserver<'a>(pub &'a mut dyn Observer);
+
+impl Observer for DynObserver<'_> {
+    #[inline]
+    fn event(&mut self, e: &Event) {
+        self.0.event(e)
+    }
+}
+
 impl<F: FnMut(&Event)> Observer for F {
     #[inline]
     fn event(&mut self, e: &Event) {

@@ -225,7 +225,7 @@ mod tests {
             }
             _ => {}
         };
-        let m = crate::run_named("db_optimistic", sc, &plan, &opts, &mut obs)
+        let m = crate::run_named("db_optimistic", sc, &plan, &opts, Some(&mut obs))
             .unwrap_or_else(|e| panic!("{e}"))
             .metrics
             .expect("applicable");

@@ -15,7 +15,7 @@ pub mod single;
 pub mod unit_of_order;
 
 use serde::de::DeserializeOwned;
-use sim::history::Observer;
+use sim::history::{DynObserver, NoObserver, Observer};
 use sim::scenario::{FieldError, PathSeg, Scenario};
 use sim::strategy::Strategy;
 use sim::{FaultPlan, RunError, RunOptions, Status, StrategySummary};
@@ -68,11 +68,11 @@ fn params<N: Named>(sc: &Scenario) -> Result<N::Params, FieldError> {
     }
 }
 
-fn run_one<N: Named, O: Observer>(
+fn run_one<N: Named>(
     sc: &Scenario,
     plan: &FaultPlan,
     opts: &RunOptions,
-    observer: &mut O,
+    observer: Option<&mut dyn Observer>,
 ) -> Result<StrategySummary, RunError> {
     let built = params::<N>(sc)
         .map_err(|e| e.message)
@@ -82,7 +82,10 @@ fn run_one<N: Named, O: Observer>(
             strategy: N::NAME.to_string(),
             status: Status::Ok,
             reason: None,
-            metrics: Some(sim::run(sc, plan, strategy, opts, observer)?),
+            metrics: Some(match observer {
+                None => sim::run(sc, plan, strategy, opts, &mut NoObserver)?,
+                Some(o) => sim::run(sc, plan, strategy, opts, &mut DynObserver(o))?,
+            }),
         },
         Err(reason) => StrategySummary {
             strategy: N::NAME.to_string(),
@@ -106,18 +109,21 @@ macro_rules! registry {
             None
         }
 
-        /// Runs the named strategy on the scenario and its plan (monomorphized: no dynamic
-        /// dispatch in the event loop). A strategy that cannot run in the scenario reports
-        /// `not_applicable` with the reason.
-        pub fn run_named<O: Observer>(
+        /// Runs the named strategy on the scenario and its plan, handing every history event to
+        /// `observer` if there is one. The engine is monomorphized per strategy (no dynamic
+        /// dispatch in the event loop of an unobserved run; an observed run, which formats or
+        /// hashes every event anyway, pays one indirect call per event). Not generic itself, so
+        /// the engine is compiled once, here, whatever calls it. A strategy that cannot run in
+        /// the scenario reports `not_applicable` with the reason.
+        pub fn run_named(
             name: &str,
             sc: &Scenario,
             plan: &FaultPlan,
             opts: &RunOptions,
-            observer: &mut O,
+            observer: Option<&mut dyn Observer>,
         ) -> Result<StrategySummary, RunError> {
             $(if name == <$ty as Named>::NAME {
-                return run_one::<$ty, O>(sc, plan, opts, observer);
+                return run_one::<$ty>(sc, plan, opts, observer);
             })*
             Ok(StrategySummary {
                 strategy: name.to_string(),
@@ -189,7 +195,7 @@ pub(crate) mod test_util {
             max_events: None,
             max_sim_time: None,
         };
-        super::run_named(strategy, sc, &plan, &opts, &mut sim::history::NoObserver)
+        super::run_named(strategy, sc, &plan, &opts, None)
             .unwrap_or_else(|e| panic!("{e}"))
             .metrics
             .expect("applicable")

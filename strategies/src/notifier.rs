@@ -223,7 +223,7 @@ mod tests {
             }
             _ => {}
         };
-        let m = crate::run_named("notifier", sc, &plan, &opts, &mut obs)
+        let m = crate::run_named("notifier", sc, &plan, &opts, Some(&mut obs))
             .unwrap()
             .metrics
             .expect("applicable");
@@ -277,8 +277,7 @@ mod tests {
             max_events: None,
             max_sim_time: None,
         };
-        let r =
-            crate::run_named("notifier", &s, &plan, &opts, &mut sim::history::NoObserver).unwrap();
+        let r = crate::run_named("notifier", &s, &plan, &opts, None).unwrap();
         assert_eq!(r.status, sim::Status::NotApplicable);
         assert!(r.metrics.is_none());
         let reason = r.reason.expect("a reason");

@@ -1380,14 +1380,7 @@ for = "10s"
             max_events: None,
             max_sim_time: None,
         };
-        let r = crate::run_named(
-            "resequencer",
-            &s,
-            &plan,
-            &opts,
-            &mut sim::history::NoObserver,
-        )
-        .unwrap();
+        let r = crate::run_named("resequencer", &s, &plan, &opts, None).unwrap();
         assert_eq!(r.status, sim::Status::NotApplicable);
     }
 }

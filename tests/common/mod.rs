@@ -16,7 +16,7 @@ pub fn run(sc: &Scenario, strategy: &str, seed: u64) -> Metrics {
         max_events: None,
         max_sim_time: None,
     };
-    strategies::run_named(strategy, sc, &plan, &opts, &mut sim::history::NoObserver)
+    strategies::run_named(strategy, sc, &plan, &opts, None)
         .unwrap_or_else(|e| panic!("{strategy} seed {seed}: {e}"))
         .metrics
         .expect("applicable")
@@ -30,7 +30,7 @@ pub fn run_with(sc: &Scenario, strategy: &str, seed: u64, mut f: impl FnMut(&Eve
         max_events: None,
         max_sim_time: None,
     };
-    strategies::run_named(strategy, sc, &plan, &opts, &mut f)
+    strategies::run_named(strategy, sc, &plan, &opts, Some(&mut f))
         .unwrap_or_else(|e| panic!("{strategy} seed {seed}: {e}"))
         .metrics
         .expect("applicable")

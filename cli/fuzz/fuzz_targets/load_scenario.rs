@@ -12,6 +12,6 @@ fuzz_target!(|data: &[u8]| {
     let plan = sim::FaultPlan::resolve(&sc, 1);
     let opts = sim::RunOptions { seed: 1, max_events: None, max_sim_time: Some(3_600_000_000) };
     for name in sc.strategies.clone() {
-        let _ = strategies::run_named(&name, &sc, &plan, &opts, &mut sim::history::NoObserver);
+        let _ = strategies::run_named(&name, &sc, &plan, &opts, None);
     }
 });

@@ -19,7 +19,6 @@ use crate::{create_dir, load_text, write_atomic, CliError};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sim::expect::SeedRange;
-use sim::history::NoObserver;
 use sim::{FaultPlan, RunOptions, Scenario};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -340,7 +339,7 @@ fn run_unit(m: &Manifest, scenarios: &[Scenario], run: u64) -> Result<Vec<String
         max_sim_time: None,
     };
     let vals = m.point_values(point);
-    let st = strategies::run_named(name, sc, &plan, &opts, &mut NoObserver).map_err(|error| {
+    let st = strategies::run_named(name, sc, &plan, &opts, None).map_err(|error| {
         let mut one = m.clone();
         one.seed_first = seed;
         one.seed_last = seed;
