@@ -371,6 +371,108 @@ proptest! {
             );
         }
     }
+
+    /// Class 8: `--jobs`, `--max-events` and `--strategy` lists are judged as the file's values
+    /// are; any scenario name prints without a control character.
+    #[test]
+    fn class8_command_line_checks_agree(
+        jobs in prop_oneof![0usize..3, any::<usize>()],
+        max_events in prop::option::of(prop_oneof![Just(0u64), any::<u64>()]),
+        picks in prop::collection::vec(0usize..3, 0..5),
+        name in "\\PC*|[\\x00-\\x1f\\x7f]{0,5}",
+    ) {
+        prop_assert_eq!(ordsim::check_jobs(jobs).is_ok(), (1..=ordsim::MAX_JOBS).contains(&jobs));
+        prop_assert_eq!(ordsim::check_max_events(max_events).is_ok(), max_events != Some(0));
+        let names: Vec<String> = picks.iter().map(|&i| ["single", "competing", "resequencer"][i].to_string()).collect();
+        let dup = names.iter().enumerate().any(|(i, n)| names[..i].contains(n));
+        prop_assert_eq!(ordsim::check_strategy_names(&names).is_ok(), !dup);
+        let mut sc = ordsim::load_text("n.toml", BASE).unwrap();
+        sc.name = Some(name);
+        let shown = ordsim::scenario_name(&sc, std::path::Path::new("n.toml"));
+        prop_assert!(!shown.chars().any(char::is_control), "{shown:?}");
+    }
+}
+
+/// Class 6 generator: any single-cell edit of a shard's runs.csv is refused by `sim merge`, or
+/// leaves the cell's text as it was.
+#[test]
+fn class6_any_cell_edit_is_refused() {
+    use proptest::test_runner::{Config, TestRunner};
+    crate::common::at_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("s.toml");
+    std::fs::write(
+        &f,
+        BASE.replace(
+            "[[fault]]\nkind = \"broker_crash\"\nbroker = \"a\"\nat = \"100ms\"\nfor = \"200ms\"\n",
+            "",
+        ),
+    )
+    .unwrap();
+    let dirs: Vec<std::path::PathBuf> = (1..=2)
+        .map(|i| {
+            let d = tmp.path().join(format!("shard{i}"));
+            ordsim::sweep::sweep(&ordsim::sweep::SweepRequest {
+                file: f.clone(),
+                seeds: "1..2".into(),
+                sets: vec![],
+                strategies: vec![],
+                jobs: 1,
+                out: d.clone(),
+                shard: Some(format!("{i}/2")),
+                resume: false,
+                max_events: None,
+                progress: false,
+            })
+            .unwrap();
+            d
+        })
+        .collect();
+    let runs = dirs[1].join(ordsim::sweep::RUNS);
+    let pristine = std::fs::read_to_string(&runs).unwrap();
+    let rows: Vec<Vec<String>> = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .from_reader(pristine.as_bytes())
+        .records()
+        .map(|r| r.unwrap().iter().map(String::from).collect())
+        .collect();
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        ..Config::default()
+    });
+    let strategy = (
+        1..rows.len(),
+        0..rows[0].len(),
+        prop_oneof![
+            Just("NaN".to_string()),
+            Just("inf".to_string()),
+            Just("-1".to_string()),
+            Just("".to_string()),
+            Just("single".to_string()),
+            "[0-9]{1,4}",
+            "\\PC{0,8}",
+        ],
+    );
+    runner
+        .run(&strategy, |(row, col, value)| {
+            let mut edited = rows.clone();
+            let same = edited[row][col] == value;
+            edited[row][col] = value;
+            let mut w = csv::Writer::from_path(&runs).unwrap();
+            for r in &edited {
+                w.write_record(r).unwrap();
+            }
+            w.flush().unwrap();
+            let r = ordsim::sweep::merge(&dirs, &tmp.path().join("m"));
+            std::fs::write(&runs, &pristine).unwrap();
+            prop_assert_eq!(r.is_ok(), same, "{:?}", r.err().map(|e| e.to_string()));
+            Ok(())
+        })
+        .unwrap();
 }
 
 /// Class 3: a tiny file with a dozen fast random faults (each under the per-entry cap) is refused
