@@ -279,8 +279,16 @@ fn load_timed(name: &str, text: &str) -> (Result<sim::Scenario, String>, std::ti
     (r, t.elapsed())
 }
 
+/// Cases per property: `PROPTEST_CASES` when set, else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(200), ..ProptestConfig::default() })]
 
     /// Class 1: a field given to a kind it does not apply to is refused by validation, naming the
     /// field; a field that applies loads, and the run does not panic.
@@ -436,12 +444,8 @@ fn class6_any_cell_edit_is_refused() {
         .records()
         .map(|r| r.unwrap().iter().map(String::from).collect())
         .collect();
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
     let mut runner = TestRunner::new(Config {
-        cases,
+        cases: cases(100),
         ..Config::default()
     });
     let strategy = (
