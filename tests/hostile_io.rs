@@ -611,3 +611,73 @@ fn class8_file_numbers_line_endings_and_names() {
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(!md.contains('\u{1b}'), "{md:?}");
 }
+
+// ---- Class 2 (journals) with a deterministic failure point instead of a timed signal ----
+
+/// A sweep stopped right after its fifth journal row, or in the middle of writing its fifth (a
+/// torn line), resumes to the bytes of an uninterrupted sweep.
+#[test]
+fn class2_journal_cut_at_a_failure_point_resumes_to_the_same_bytes() {
+    crate::common::at_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let f = small(tmp.path(), "s.toml", "");
+    let args = |out: &Path, extra: &[&str]| {
+        let mut a: Vec<String> = [
+            "sweep",
+            f.to_str().unwrap(),
+            "--seeds",
+            "1..4",
+            "--set",
+            "consumers.count=1,2",
+            "--jobs",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ]
+        .map(String::from)
+        .to_vec();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let whole = tmp.path().join("whole");
+    let w = Command::new(SIM).args(args(&whole, &[])).output().unwrap();
+    assert!(w.status.success(), "{}", text(&w.stderr));
+    for point in ["sweep-journal:5", "sweep-journal-torn:5"] {
+        let out = tmp.path().join(point.replace(':', "-"));
+        let cut = Command::new(SIM)
+            .args(args(&out, &[]))
+            .env("ORDSIM_FAILPOINT", point)
+            .output()
+            .unwrap();
+        assert_eq!(cut.status.code(), Some(99), "{}", text(&cut.stderr));
+        let journal = std::fs::read_to_string(out.join(JOURNAL)).unwrap();
+        // Manifest, header, then five rows (the fifth torn in the second case).
+        assert_eq!(journal.lines().count(), 7, "{journal}");
+        assert_eq!(journal.ends_with('\n'), point == "sweep-journal:5");
+        assert!(!out.join(RUNS).exists());
+        let r = Command::new(SIM)
+            .args(args(&out, &["--resume"]))
+            .output()
+            .unwrap();
+        assert!(r.status.success(), "{}", text(&r.stderr));
+        let resumed = if point == "sweep-journal:5" { 5 } else { 4 };
+        assert!(
+            text(&r.stdout).contains(&format!("{resumed} resumed")),
+            "{}",
+            text(&r.stdout)
+        );
+        for name in [
+            "runs.csv",
+            "aggregate.csv",
+            "report.md",
+            "sweep.json",
+            "sweep.svg",
+        ] {
+            assert_eq!(
+                std::fs::read(whole.join(name)).unwrap(),
+                std::fs::read(out.join(name)).unwrap(),
+                "{point}: {name}"
+            );
+        }
+    }
+}

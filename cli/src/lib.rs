@@ -436,9 +436,21 @@ pub const RUN_LOCK: &str = ".sim-run.lock";
 /// builds ignore the variable.
 pub fn failpoint(point: &str) {
     if cfg!(debug_assertions) && std::env::var_os("ORDSIM_FAILPOINT").is_some_and(|v| v == point) {
-        let _ = writeln!(std::io::stderr(), "failpoint {point}: stopping");
-        std::process::exit(99);
+        failpoint_stop(point);
     }
+}
+
+/// Whether the test-only failure point `point:count` is set (`ORDSIM_FAILPOINT=sweep-journal:5`
+/// stops a sweep right after its fifth journal row), in debug builds only.
+pub fn failpoint_at(point: &str, count: u64) -> bool {
+    cfg!(debug_assertions)
+        && std::env::var("ORDSIM_FAILPOINT").is_ok_and(|v| v == format!("{point}:{count}"))
+}
+
+/// Stops the process at a failure point, as [`failpoint`] does.
+pub fn failpoint_stop(point: &str) -> ! {
+    let _ = writeln!(std::io::stderr(), "failpoint {point}: stopping");
+    std::process::exit(99);
 }
 
 /// `sim run --out DIR`, made ready before the run: DIR exists, its lock is held (a second writer

@@ -650,7 +650,7 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, CliError> {
             path: journal_path.display().to_string(),
             reason: e.to_string(),
         })?;
-    let journal = Mutex::new(journal);
+    let journal = Mutex::new((journal, 0u64));
 
     let todo: Vec<u64> = (0..manifest.runs)
         .filter(|r| shard.is_none_or(|s| s.owns(*r)) && !done.contains_key(r))
@@ -684,13 +684,23 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, CliError> {
             }
             let outcome = run_unit(&manifest, &scenarios, run).and_then(|row| {
                 let line = csv_line(&with_checksum(&row));
-                let mut f = journal.lock().expect("journal lock");
+                let mut guard = journal.lock().expect("journal lock");
+                let (f, appended) = &mut *guard;
+                *appended += 1;
+                if crate::failpoint_at("sweep-journal-torn", *appended) {
+                    // Half a line, as a kill in the middle of the write leaves it.
+                    let _ = f.write_all(&line[..line.len() / 2]).and_then(|_| f.flush());
+                    crate::failpoint_stop("sweep-journal-torn");
+                }
                 f.write_all(&line)
                     .and_then(|_| f.flush())
                     .map_err(|e| CliError::Output {
                         path: journal_path.display().to_string(),
                         reason: e.to_string(),
                     })?;
+                if crate::failpoint_at("sweep-journal", *appended) {
+                    crate::failpoint_stop("sweep-journal");
+                }
                 Ok(row)
             });
             match outcome {
