@@ -225,3 +225,379 @@ fn huge_files_are_refused() {
     assert!(e.contains("limit for scenario files"), "{e}");
     std::fs::remove_file(&p).ok();
 }
+
+// ---- Issue 20: generators for classes 1, 3, 4, 6 and 8 ----
+
+/// Fault fields and the kinds they apply to (`for` is left out: which kinds take a duration is the
+/// typed fault plan's business).
+const FAULT_FIELDS: &[(&str, &str, &[&str])] = &[
+    ("broker", "\"a\"", &["broker_crash"]),
+    (
+        "consumer",
+        "0",
+        &["consumer_crash", "network_blip", "slow_consumer"],
+    ),
+    ("producer", "0", &["clock_skew"]),
+    ("factor", "2.0", &["slow_consumer"]),
+    ("skew", "\"10ms\"", &["clock_skew"]),
+    ("ahead", "false", &["clock_skew"]),
+    ("fraction", "0.5", &["poison"]),
+];
+
+const KINDS: &[&str] = &[
+    "broker_crash",
+    "consumer_crash",
+    "network_blip",
+    "db_outage",
+    "slow_consumer",
+    "clock_skew",
+    "poison",
+    "source_outage",
+    "cache_collapse",
+];
+
+/// A scripted fault of `kind` with what it needs, plus `extra` (a field that may not apply).
+fn fault_entry(kind: &str, extra: &str) -> String {
+    let needs = match kind {
+        "slow_consumer" if !extra.starts_with("factor") => "factor = 3.0\n",
+        "clock_skew" if !extra.starts_with("skew") => "skew = \"5ms\"\n",
+        "poison" if !extra.starts_with("fraction") => "fraction = 0.1\n",
+        _ => "",
+    };
+    let dur = if kind == "cache_collapse" {
+        ""
+    } else {
+        "for = \"50ms\"\n"
+    };
+    format!("[[fault]]\nkind = \"{kind}\"\nat = \"1s\"\n{dur}{needs}{extra}\n")
+}
+
+/// Loads `text`, and how long that took.
+fn load_timed(name: &str, text: &str) -> (Result<sim::Scenario, String>, std::time::Duration) {
+    let t = std::time::Instant::now();
+    let r = ordsim::load_text(name, text).map_err(|e| e.to_string());
+    (r, t.elapsed())
+}
+
+/// Cases per property: `PROPTEST_CASES` when set, else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(200), ..ProptestConfig::default() })]
+
+    /// Class 1: a field given to a kind it does not apply to is refused by validation, naming the
+    /// field; a field that applies loads, and the run does not panic.
+    #[test]
+    fn class1_fields_of_other_kinds_are_refused(kind in 0..KINDS.len(), field in 0..FAULT_FIELDS.len(), seed in 0u64..50) {
+        let (name, value, kinds) = FAULT_FIELDS[field];
+        let kind = KINDS[kind];
+        let text = format!("{BASE}{}", fault_entry(kind, &format!("{name} = {value}")));
+        let r = ordsim::load_text("f.toml", &text);
+        if kinds.contains(&kind) {
+            let sc = r.map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let plan = sim::FaultPlan::resolve(&sc, seed);
+            let opts = sim::RunOptions { seed, max_events: None, max_sim_time: None };
+            for s in &sc.strategies {
+                prop_assert!(strategies::run_named(s, &sc, &plan, &opts, None).is_ok());
+            }
+        } else {
+            let e = r.unwrap_err().to_string();
+            prop_assert!(e.contains(&format!("fault[1].{name}")) && e.contains("does not apply"), "{e}");
+        }
+    }
+
+    /// Class 3: whatever the random faults, the message count, the memory budget and max_events,
+    /// a file is either refused with the reason or fits its limits: the whole plan, the messages
+    /// in flight and the events a run needs. Loading is fast either way (nothing is expanded).
+    #[test]
+    fn class3_whole_file_limits_hold(
+        rates in prop::collection::vec((1u32..1000, prop_oneof![Just("s"), Just("min"), Just("h")]), 0..16),
+        window_h in 1u64..20_000,
+        messages in prop_oneof![0u64..1000, any::<u64>(), Just(1u64 << 62)],
+        budget in prop_oneof![Just(4096u64), 1u64..1_000_000],
+        max_events in prop_oneof![Just(2_000_000_000u64), 1u64..u64::MAX],
+    ) {
+        let mut text = BASE
+            .replace("messages = 50", &format!("messages = {messages}"))
+            .replace("max_events = 200000", &format!("max_events = {max_events}\nmemory_budget_mb = {budget}\nfault_window = \"{window_h}h\""));
+        for (r, unit) in &rates {
+            text.push_str(&format!("[[fault]]\nkind = \"network_blip\"\nrate = \"{r}/{unit}\"\nfor = \"1ms\"\n"));
+        }
+        let (r, took) = load_timed("big.toml", &text);
+        prop_assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+        match r {
+            Err(e) => prop_assert!(e.starts_with("big.toml"), "{e}"),
+            Ok(sc) => {
+                let occ = sim::scenario::estimated_occurrences(&sc);
+                prop_assert!(occ <= sim::scenario::MAX_PLAN_OCCURRENCES);
+                prop_assert!(sim::scenario::estimated_events(&sc, occ) <= sc.run.max_events as f64);
+                prop_assert!(sc.workload.messages.saturating_mul(sim::scenario::BYTES_PER_MESSAGE) <= budget.saturating_mul(1 << 20));
+            }
+        }
+    }
+
+    /// Class 4: reconnect delays, batch intervals and rates that would spin or overflow the clock
+    /// are refused; what loads runs to an end (the only broker down for good) without a
+    /// self-check failure, within its event bound.
+    #[test]
+    fn class4_spinning_settings_are_refused_or_end(
+        reconnect_us in prop_oneof![Just(0u64), 1u64..5_000, Just(100_000)],
+        batch_us in prop::option::of(prop_oneof![Just(0u64), 1u64..5_000, Just(1_000_000)]),
+        rate_exp in 0i32..40,
+        seed in 0u64..20,
+    ) {
+        let rate = format!("{}/s", 10f64.powi(-rate_exp).max(1e-300));
+        let batch = match batch_us {
+            Some(us) => format!("mode = \"batch\"\n[consumers.batch]\ninterval = \"{us}us\"\n"),
+            None => String::new(),
+        };
+        let text = format!(
+            "strategies = [\"competing\"]\n[workload]\nmessages = 20\nrate = \"{rate}\"\nkeys = 2\n\
+             [producers]\nreconnect_delay = \"{reconnect_us}us\"\n[[broker]]\nname = \"a\"\n\
+             [consumers]\ncount = 1\nservice = \"1ms\"\nreconnect_delay = \"{reconnect_us}us\"\n{batch}\
+             [[fault]]\nkind = \"broker_crash\"\nbroker = \"a\"\nat = \"0s\"\n\
+             [run]\ndrain_timeout = \"10s\"\nmax_events = 1000000\n"
+        );
+        if let Ok(sc) = ordsim::load_text("spin.toml", &text) {
+            prop_assert!(sc.producers.reconnect_delay >= sim::scenario::MIN_RECONNECT_DELAY);
+            let plan = sim::FaultPlan::resolve(&sc, seed);
+            let opts = sim::RunOptions { seed, max_events: None, max_sim_time: None };
+            let r = strategies::run_named("competing", &sc, &plan, &opts, None);
+            prop_assert!(r.is_ok(), "{:?}\n{text}", r.err());
+            let m = r.unwrap().metrics.unwrap();
+            prop_assert!(m.events <= 1_000_000);
+        } else {
+            let e = ordsim::load_text("spin.toml", &text).unwrap_err().to_string();
+            prop_assert!(
+                e.contains("reconnect_delay") || e.contains("interval") || e.contains("workload.rate"),
+                "{e}"
+            );
+        }
+    }
+
+    /// Class 8: `--jobs`, `--max-events` and `--strategy` lists are judged as the file's values
+    /// are; any scenario name prints without a control character.
+    #[test]
+    fn class8_command_line_checks_agree(
+        jobs in prop_oneof![0usize..3, any::<usize>()],
+        max_events in prop::option::of(prop_oneof![Just(0u64), any::<u64>()]),
+        picks in prop::collection::vec(0usize..3, 0..5),
+        name in "\\PC*|[\\x00-\\x1f\\x7f]{0,5}",
+    ) {
+        prop_assert_eq!(ordsim::check_jobs(jobs).is_ok(), (1..=ordsim::MAX_JOBS).contains(&jobs));
+        prop_assert_eq!(ordsim::check_max_events(max_events).is_ok(), max_events != Some(0));
+        let names: Vec<String> = picks.iter().map(|&i| ["single", "competing", "resequencer"][i].to_string()).collect();
+        let dup = names.iter().enumerate().any(|(i, n)| names[..i].contains(n));
+        prop_assert_eq!(ordsim::check_strategy_names(&names).is_ok(), !dup);
+        let mut sc = ordsim::load_text("n.toml", BASE).unwrap();
+        sc.name = Some(name);
+        let shown = ordsim::scenario_name(&sc, std::path::Path::new("n.toml"));
+        prop_assert!(!shown.chars().any(char::is_control), "{shown:?}");
+    }
+}
+
+/// Class 6 generator: any single-cell edit of a shard's runs.csv is refused by `sim merge`, or
+/// leaves the cell's text as it was.
+#[test]
+fn class6_any_cell_edit_is_refused() {
+    use proptest::test_runner::{Config, TestRunner};
+    crate::common::at_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("s.toml");
+    std::fs::write(
+        &f,
+        BASE.replace(
+            "[[fault]]\nkind = \"broker_crash\"\nbroker = \"a\"\nat = \"100ms\"\nfor = \"200ms\"\n",
+            "",
+        ),
+    )
+    .unwrap();
+    let dirs: Vec<std::path::PathBuf> = (1..=2)
+        .map(|i| {
+            let d = tmp.path().join(format!("shard{i}"));
+            ordsim::sweep::sweep(&ordsim::sweep::SweepRequest {
+                file: f.clone(),
+                seeds: "1..2".into(),
+                sets: vec![],
+                strategies: vec![],
+                jobs: 1,
+                out: d.clone(),
+                shard: Some(format!("{i}/2")),
+                resume: false,
+                max_events: None,
+                progress: false,
+            })
+            .unwrap();
+            d
+        })
+        .collect();
+    let runs = dirs[1].join(ordsim::sweep::RUNS);
+    let pristine = std::fs::read_to_string(&runs).unwrap();
+    let rows: Vec<Vec<String>> = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .from_reader(pristine.as_bytes())
+        .records()
+        .map(|r| r.unwrap().iter().map(String::from).collect())
+        .collect();
+    let mut runner = TestRunner::new(Config {
+        cases: cases(100),
+        ..Config::default()
+    });
+    let strategy = (
+        1..rows.len(),
+        0..rows[0].len(),
+        prop_oneof![
+            Just("NaN".to_string()),
+            Just("inf".to_string()),
+            Just("-1".to_string()),
+            Just("".to_string()),
+            Just("single".to_string()),
+            "[0-9]{1,4}",
+            "\\PC{0,8}",
+        ],
+    );
+    runner
+        .run(&strategy, |(row, col, value)| {
+            let mut edited = rows.clone();
+            let same = edited[row][col] == value;
+            edited[row][col] = value;
+            let mut w = csv::Writer::from_path(&runs).unwrap();
+            for r in &edited {
+                w.write_record(r).unwrap();
+            }
+            w.flush().unwrap();
+            let r = ordsim::sweep::merge(&dirs, &tmp.path().join("m"));
+            std::fs::write(&runs, &pristine).unwrap();
+            prop_assert_eq!(r.is_ok(), same, "{:?}", r.err().map(|e| e.to_string()));
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// Class 3: a tiny file with a dozen fast random faults (each under the per-entry cap) is refused
+/// at once for the whole plan, without expanding it; 2^62 messages are refused for memory and
+/// events; raising the limits in the file lets a large count load.
+#[test]
+fn a_dozen_fast_random_faults_are_refused_at_once() {
+    let mut text = BASE.replace(
+        "max_events = 200000",
+        "max_events = 200000\nfault_window = \"900s\"",
+    );
+    for _ in 0..12 {
+        text.push_str("[[fault]]\nkind = \"network_blip\"\nrate = \"1000/s\"\nfor = \"1ms\"\n");
+    }
+    let t = std::time::Instant::now();
+    let e = ordsim::load_text("dozen.toml", &text)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(e.contains("field `fault`") && e.contains("in all"), "{e}");
+
+    let huge = BASE.replace("messages = 50", "messages = 4611686018427387904");
+    let e = ordsim::load_text("huge.toml", &huge)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("memory_budget_mb") && e.contains("max_events"),
+        "{e}"
+    );
+
+    let many = BASE
+        .replace("messages = 50", "messages = 100000000")
+        .replace("rate = \"100/s\"", "rate = \"1000000/s\"");
+    let e = ordsim::load_text("many.toml", &many)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("raise [run] memory_budget_mb"), "{e}");
+    let raised = many.replace(
+        "max_events = 200000",
+        "max_events = 1000000000\nmemory_budget_mb = 20000",
+    );
+    assert!(ordsim::load_text("many.toml", &raised).is_ok());
+}
+
+/// Class 3: reporting many problems stays linear: a file of 4 MiB with tens of thousands of bad
+/// and overlapping faults is answered in well under a second of work, listing the first 100
+/// problems with their location, then how many more.
+#[test]
+fn many_problems_are_capped_and_fast() {
+    let mut text = BASE.to_string();
+    let entry =
+        "[[fault]]\nkind = \"broker_crash\"\nbroker = \"nope\"\nat = \"1s\"\nfor = \"1h\"\n";
+    while text.len() + entry.len() < 4 * 1024 * 1024 - 1024 {
+        text.push_str(entry);
+    }
+    let t = std::time::Instant::now();
+    let e = ordsim::load_text("many.toml", &text)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        t.elapsed()
+    );
+    let lines: Vec<&str> = e.lines().collect();
+    assert_eq!(
+        lines.len(),
+        sim::scenario::MAX_PROBLEMS_SHOWN + 1,
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[0].starts_with("many.toml:") && lines[0].contains("fault["),
+        "{}",
+        lines[0]
+    );
+    assert!(lines.last().unwrap().contains("more problems"), "{e}");
+}
+
+/// Class 4: settings that make a run spin are refused with the reason: a 0 s reconnect delay, a
+/// batch interval of a microsecond, retries that would outnumber max_events; a rate so small that
+/// its first arrival overflows the clock is an input error (exit 2).
+#[test]
+fn spinning_settings_are_refused() {
+    for (edit, needle) in [
+        (
+            (
+                "service = \"5ms\"",
+                "service = \"5ms\"\nreconnect_delay = \"0s\"",
+            ),
+            "consumers.reconnect_delay",
+        ),
+        (
+            (
+                "service = \"5ms\"",
+                "service = \"5ms\"\nmode = \"batch\"\n[consumers.batch]\ninterval = \"1us\"",
+            ),
+            "consumers.batch.interval",
+        ),
+        (
+            (
+                "service = \"5ms\"",
+                "service = \"5ms\"\nreconnect_delay = \"1ms\"",
+            ),
+            "could take about",
+        ),
+        (
+            ("rate = \"100/s\"", "rate = \"0.000000000000001/s\""),
+            "workload.rate",
+        ),
+    ] {
+        let text = BASE
+            .replace(edit.0, edit.1)
+            .replace("drain_timeout = \"1m\"", "drain_timeout = \"10h\"");
+        let e = ordsim::load_text("spin.toml", &text)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(needle), "{needle}: {e}");
+    }
+}

@@ -10,6 +10,7 @@ mod check;
 mod cli;
 mod determinism;
 mod hostile;
+mod hostile_io;
 mod physics;
 mod properties;
 mod reports;

@@ -270,9 +270,18 @@ fn draw_bar_panel<DB: DrawingBackend>(
             (st.strategy.clone(), vals)
         })
         .collect();
+    // A value that is not a finite number has no bar (an infinite axis never finishes its ticks).
+    for (_, vals) in rows.iter_mut() {
+        for v in vals.iter_mut().flatten() {
+            if !v.is_finite() {
+                *v = 0.0;
+            }
+        }
+    }
     let mut max = rows
         .iter()
         .filter_map(|(_, v)| v.as_ref().map(|v| v.iter().sum::<f64>()))
+        .filter(|v| v.is_finite())
         .fold(0.0f64, f64::max);
     let mut unit = panel.unit;
     if unit == "ms" {
@@ -504,6 +513,38 @@ fn draw_sweep_panel<DB: DrawingBackend>(
     x: &XAxis,
     panel: &SweepPanel,
 ) -> Drawn<DB> {
+    // Only finite figures are drawn: an infinite one would make an axis whose ticks never end.
+    let finite_panel;
+    let panel = if panel.lines.iter().flat_map(|l| &l.points).all(|p| {
+        p.mean.is_finite()
+            && p.ci95
+                .is_none_or(|(lo, hi)| lo.is_finite() && hi.is_finite())
+    }) {
+        panel
+    } else {
+        finite_panel = SweepPanel {
+            title: panel.title.clone(),
+            unit: panel.unit.clone(),
+            lines: panel
+                .lines
+                .iter()
+                .map(|l| Line {
+                    strategy: l.strategy.clone(),
+                    points: l
+                        .points
+                        .iter()
+                        .filter(|p| p.mean.is_finite())
+                        .map(|p| Point {
+                            x: p.x,
+                            mean: p.mean,
+                            ci95: p.ci95.filter(|(lo, hi)| lo.is_finite() && hi.is_finite()),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        };
+        &finite_panel
+    };
     let y_max = panel
         .lines
         .iter()

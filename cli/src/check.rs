@@ -134,29 +134,56 @@ impl CheckReport {
 }
 
 /// The scenario files named by `paths` (directories are searched recursively for `*.toml`), sorted.
+/// Each real file is named once: a directory reached twice (a symlink loop, a link to a parent, two
+/// paths to one folder) is searched once, and a file reached by two paths is kept under the first
+/// (in sorted order).
 pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
     let mut files = Vec::new();
+    let mut seen_dirs = std::collections::BTreeSet::new();
     for p in paths {
         if p.is_dir() {
-            collect(p, &mut files)?;
+            collect(p, &mut files, &mut seen_dirs)?;
         } else {
             files.push(p.clone());
         }
     }
     files.sort();
     files.dedup();
+    // One entry per real file: the first path (in sorted order) that reaches it.
+    let mut seen_files = std::collections::BTreeSet::new();
+    files.retain(|f| match std::fs::canonicalize(f) {
+        Ok(real) => seen_files.insert(real),
+        // Unreadable: keep it, loading it will say why.
+        Err(_) => true,
+    });
     Ok(files)
 }
 
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), CliError> {
+fn collect(
+    dir: &Path,
+    out: &mut Vec<PathBuf>,
+    seen: &mut std::collections::BTreeSet<PathBuf>,
+) -> Result<(), CliError> {
+    let real = std::fs::canonicalize(dir)
+        .map_err(|e| CliError::Usage(format!("{}: {e}", dir.display())))?;
+    if !seen.insert(real) {
+        return Ok(());
+    }
     let entries =
         std::fs::read_dir(dir).map_err(|e| CliError::Usage(format!("{}: {e}", dir.display())))?;
+    let mut paths = Vec::new();
     for entry in entries {
-        let p = entry
-            .map_err(|e| CliError::Usage(format!("{}: {e}", dir.display())))?
-            .path();
+        paths.push(
+            entry
+                .map_err(|e| CliError::Usage(format!("{}: {e}", dir.display())))?
+                .path(),
+        );
+    }
+    // Sorted, so which of two paths to one folder is searched does not depend on the file system.
+    paths.sort();
+    for p in paths {
         if p.is_dir() {
-            collect(&p, out)?;
+            collect(&p, out, seen)?;
         } else if p.extension().is_some_and(|x| x == "toml") {
             out.push(p);
         }
@@ -167,6 +194,7 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), CliError> {
 /// Runs every scenario with expectations, over its seeds, on `jobs` threads (the results do not
 /// depend on `jobs`), and judges every expectation.
 pub fn check(paths: &[PathBuf], jobs: usize) -> Result<CheckReport, CliError> {
+    crate::check_jobs(jobs)?;
     let files = scenario_files(paths)?;
     if files.is_empty() {
         return Err(CliError::Usage("no scenario files found".into()));

@@ -12,6 +12,7 @@ use sim::history::{Fingerprint, JsonLines};
 use sim::scenario::{load_file, load_str, ScenarioError};
 use sim::time::Time;
 use sim::{FaultPlan, RunError, RunOptions, RunSummary, Scenario};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Why a command failed; [`CliError::exit_code`] maps it to the process exit code.
@@ -56,6 +57,10 @@ pub enum CliError {
         /// The command that resumes it.
         resume: String,
     },
+    /// Standard output was closed by its reader (`sim run F | head -1`): the process ends quietly
+    /// with 141 (128 + SIGPIPE, what a shell reports for a tool stopped by a closed pipe).
+    #[error("standard output was closed")]
+    BrokenPipe,
     /// Results could not be written (exit 1).
     #[error("cannot write {path}: {reason}")]
     Output {
@@ -76,8 +81,36 @@ impl CliError {
             | CliError::Failed
             | CliError::Nondeterministic { .. } => 1,
             CliError::Interrupted { .. } => 130,
+            CliError::BrokenPipe => 141,
         }
     }
+}
+
+fn stdout_error(e: std::io::Error) -> CliError {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        CliError::BrokenPipe
+    } else {
+        CliError::Output {
+            path: "standard output".into(),
+            reason: e.to_string(),
+        }
+    }
+}
+
+/// Writes to standard output; a closed pipe is [`CliError::BrokenPipe`], any other failure (a
+/// full disk: `> /dev/full`) an [`CliError::Output`] error (exit 1), never a panic.
+pub fn stdout_write(s: &str) -> Result<(), CliError> {
+    use std::io::Write;
+    std::io::stdout()
+        .lock()
+        .write_all(s.as_bytes())
+        .map_err(stdout_error)
+}
+
+/// Flushes standard output (the last buffered line reaches a full disk only here).
+pub fn stdout_flush() -> Result<(), CliError> {
+    use std::io::Write;
+    std::io::stdout().lock().flush().map_err(stdout_error)
 }
 
 /// Loads and fully validates a scenario file (engine checks + strategy names and parameters).
@@ -103,8 +136,47 @@ pub struct RunRequest {
     pub max_sim_time: Option<Time>,
 }
 
-/// Fails on a strategy name that is not in the registry, listing the known ones.
+/// Most parallel runs `--jobs` may ask for: far more threads than any machine has cores only
+/// costs memory (each holds a run).
+pub const MAX_JOBS: usize = 1024;
+
+/// `--jobs` when not given: every core (at most [`MAX_JOBS`]).
+pub fn default_jobs() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_JOBS)
+}
+
+/// Checks `--jobs`: 1 to [`MAX_JOBS`].
+pub fn check_jobs(jobs: usize) -> Result<usize, CliError> {
+    if jobs == 0 || jobs > MAX_JOBS {
+        return Err(CliError::Usage(format!(
+            "--jobs {jobs}: must be between 1 and {MAX_JOBS}"
+        )));
+    }
+    Ok(jobs)
+}
+
+/// Checks `--max-events` as `[run] max_events` is checked: at least 1.
+pub fn check_max_events(max_events: Option<u64>) -> Result<(), CliError> {
+    if max_events == Some(0) {
+        return Err(CliError::Usage(
+            "--max-events 0: must be at least 1 (as [run] max_events)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Fails on a strategy name that is not in the registry, listing the known ones, or one given
+/// twice (as a scenario's `strategies` list is checked).
 pub fn check_strategy_names(names: &[String]) -> Result<(), CliError> {
+    for (i, n) in names.iter().enumerate() {
+        if names[..i].contains(n) {
+            return Err(CliError::Usage(format!(
+                "--strategy {n:?} is given twice: each strategy runs once"
+            )));
+        }
+    }
     for n in names {
         if !strategies::is_known(n) {
             let known: Vec<&str> = strategies::ALL.iter().map(|i| i.name).collect();
@@ -136,13 +208,29 @@ pub struct RunResult {
     pub summary: RunSummary,
 }
 
-/// The scenario's display name: its `name`, else the file stem.
+/// The scenario's display name: its `name`, else the file stem, with control characters escaped
+/// (`\u{1b}`), so a name cannot move a terminal's cursor, clear its screen or break a Markdown
+/// heading.
 pub fn scenario_name(sc: &Scenario, file: &Path) -> String {
     let stem = file
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    sc.display_name(&stem).to_string()
+    escape_controls(sc.display_name(&stem), false)
+}
+
+/// `s` with every control character written as a Rust escape (`\u{1b}`, `\r`); with
+/// `keep_lines`, line feeds and tabs stay (multi-line text such as a description).
+pub fn escape_controls(s: &str, keep_lines: bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() && !(keep_lines && (c == '\n' || c == '\t')) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// What every command that runs a scenario resolves first from a [`RunRequest`].
@@ -162,6 +250,7 @@ fn prepare(sc: &Scenario, req: &RunRequest) -> Result<Prepared, CliError> {
         req.strategies.clone()
     };
     check_strategy_names(&names)?;
+    check_max_events(req.max_events)?;
     Ok(Prepared {
         seed,
         names,
@@ -335,11 +424,155 @@ pub fn write_outputs(r: &RunResult, file: &Path, dir: &Path) -> Result<(), CliEr
     write_atomic(&dir.join("report.md"), run_report(r, file).as_bytes())
 }
 
+/// The manifest `sim run --out` writes last: which run the files are of, and a hash of each.
+/// A folder without it (or whose files do not match it) holds no complete output set.
+pub const RUN_MANIFEST: &str = "run-manifest.json";
+/// The lock file `sim run --out DIR` holds while it writes into DIR.
+pub const RUN_LOCK: &str = ".sim-run.lock";
+
+/// A test-only failure point: in debug builds (the tests'), when `ORDSIM_FAILPOINT` names `point`,
+/// the process stops there at once, as an interrupt or a crash would stop it (no cleanup). Release
+/// builds ignore the variable.
+pub fn failpoint(point: &str) {
+    if cfg!(debug_assertions) && std::env::var_os("ORDSIM_FAILPOINT").is_some_and(|v| v == point) {
+        failpoint_stop(point);
+    }
+}
+
+/// Whether the test-only failure point `point:count` is set (`ORDSIM_FAILPOINT=sweep-journal:5`
+/// stops a sweep right after its fifth journal row), in debug builds only.
+pub fn failpoint_at(point: &str, count: u64) -> bool {
+    cfg!(debug_assertions)
+        && std::env::var("ORDSIM_FAILPOINT").is_ok_and(|v| v == format!("{point}:{count}"))
+}
+
+/// Stops the process at a failure point, as [`failpoint`] does.
+pub fn failpoint_stop(point: &str) -> ! {
+    let _ = writeln!(std::io::stderr(), "failpoint {point}: stopping");
+    std::process::exit(99);
+}
+
+/// `sim run --out DIR`, made ready before the run: DIR exists, its lock is held (a second writer
+/// is refused, not mixed in), and the staging folder (a sibling of DIR, on the same file system)
+/// is created, so an unwritable DIR fails before a long run, not after.
+pub struct OutputSet {
+    dir: PathBuf,
+    staging: PathBuf,
+    _lock: std::fs::File,
+}
+
+impl OutputSet {
+    /// Prepares `dir`.
+    pub fn prepare(dir: &Path) -> Result<OutputSet, CliError> {
+        let out_err = |p: &Path, reason: String| CliError::Output {
+            path: p.display().to_string(),
+            reason,
+        };
+        create_dir(dir)?;
+        let lock_path = dir.join(RUN_LOCK);
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| out_err(&lock_path, e.to_string()))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(out_err(
+                    dir,
+                    format!(
+                    "another `sim run` is writing into it (it holds {}); wait for it, or choose \
+                         another --out",
+                    lock_path.display()
+                ),
+                ))
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(out_err(&lock_path, e.to_string())),
+        }
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "out".into());
+        let parent = match dir.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let staging = parent.join(format!(".{name}.sim-partial"));
+        // Ours by name, and we hold DIR's lock: what is there is a crashed run's leftovers.
+        if staging.exists() {
+            std::fs::remove_dir_all(&staging).map_err(|e| out_err(&staging, e.to_string()))?;
+        }
+        std::fs::create_dir(&staging).map_err(|e| out_err(&staging, e.to_string()))?;
+        Ok(OutputSet {
+            dir: dir.to_path_buf(),
+            staging,
+            _lock: lock,
+        })
+    }
+
+    /// Writes the run's files into the staging folder, then moves them into DIR: first the old
+    /// manifest goes (so no manifest ever describes a mixed set), then each file, then the new
+    /// manifest. Files of DIR that are not the run's are left alone.
+    pub fn write(self, r: &RunResult, file: &Path) -> Result<(), CliError> {
+        write_outputs(r, file, &self.staging)?;
+        let mut files = serde_json::Map::new();
+        for name in RUN_FILES {
+            let bytes = std::fs::read(self.staging.join(name)).map_err(|e| CliError::Output {
+                path: self.staging.join(name).display().to_string(),
+                reason: e.to_string(),
+            })?;
+            files.insert(
+                name.to_string(),
+                format!("{:016x}", sim::hash::fnv1a(&bytes)).into(),
+            );
+        }
+        let manifest = serde_json::json!({
+            "scenario": r.summary.scenario,
+            "seed": r.summary.seed,
+            "strategies": r.summary.strategies.iter().map(|s| s.strategy.clone()).collect::<Vec<_>>(),
+            "files": files,
+        });
+        let mut text = serde_json::to_string_pretty(&manifest).expect("manifest serializes");
+        text.push('\n');
+        let old = self.dir.join(RUN_MANIFEST);
+        match std::fs::remove_file(&old) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(CliError::Output {
+                    path: old.display().to_string(),
+                    reason: e.to_string(),
+                })
+            }
+        }
+        for name in RUN_FILES {
+            failpoint(&format!("run-out-before-{name}"));
+            let to = self.dir.join(name);
+            std::fs::rename(self.staging.join(name), &to).map_err(|e| CliError::Output {
+                path: to.display().to_string(),
+                reason: e.to_string(),
+            })?;
+        }
+        failpoint("run-out-before-manifest");
+        write_atomic(&old, text.as_bytes())?;
+        let _ = std::fs::remove_dir(&self.staging);
+        Ok(())
+    }
+}
+
+impl Drop for OutputSet {
+    fn drop(&mut self) {
+        // A run that failed leaves no staging folder behind (the lock is released with the file).
+        let _ = std::fs::remove_dir_all(&self.staging);
+    }
+}
+
 /// The Markdown page of one run: what ran, against which faults, the table and the chart.
 pub fn run_report(r: &RunResult, file: &Path) -> String {
     let mut s = format!("# {}: seed {}\n\n", r.summary.scenario, r.summary.seed);
     if let Some(d) = &r.scenario.description {
-        s.push_str(&format!("{d}\n\n"));
+        s.push_str(&format!("{}\n\n", escape_controls(d, true)));
     }
     s.push_str("```\n");
     s.push_str(&header(r, file));

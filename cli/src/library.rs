@@ -26,6 +26,13 @@ pub fn report(paths: &[PathBuf], out: &Path, jobs: usize) -> Result<Vec<String>,
     for f in &files {
         let sc = load(f)?;
         let name = scenario_name(&sc, f);
+        // The name is a folder under OUT: it must not climb out of it or name OUT itself.
+        if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\']) {
+            return Err(CliError::Usage(format!(
+                "{}: the scenario name {name:?} cannot name a report folder (no '/', '\\', '.' or '..')",
+                f.display()
+            )));
+        }
         let clash: Option<&PathBuf> = loaded
             .iter()
             .find(|(n, _, _): &&(String, PathBuf, _)| *n == name)

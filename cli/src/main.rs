@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use ordsim::{CliError, RunRequest};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -123,6 +124,10 @@ enum Command {
         /// Output directory.
         #[arg(long)]
         out: PathBuf,
+        /// Re-run this many of the shards' rows (evenly spaced) and compare them byte for byte
+        /// with what the shards saved (runs are deterministic).
+        #[arg(long, default_value_t = 0)]
+        verify: u64,
     },
     /// Time the engine on the M/M/c reference model: messages/s, wall time, the mean queue wait
     /// against Erlang C (batch-means z-test) and the ordering inversions.
@@ -145,13 +150,33 @@ enum Command {
     },
 }
 
+/// `print!` that returns the write error instead of panicking (a closed pipe, a full disk).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        ordsim::stdout_write(&format!($($arg)*))?
+    };
+}
+
+/// `println!` likewise.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        let mut s = format!($($arg)*);
+        s.push('\n');
+        ordsim::stdout_write(&s)?
+    }};
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
+    let result = run(cli).and_then(|()| ordsim::stdout_flush());
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(CliError::Failed) => ExitCode::from(1),
+        // The reader went away (`sim run F | head -1`): nothing more to say, and no one to say it to.
+        Err(CliError::BrokenPipe) => ExitCode::from(CliError::BrokenPipe.exit_code() as u8),
         Err(e) => {
-            eprintln!("error: {e}");
+            // A closed standard error must not turn an error into a panic either.
+            let _ = writeln!(std::io::stderr(), "error: {e}");
             ExitCode::from(e.exit_code() as u8)
         }
     }
@@ -183,27 +208,34 @@ fn run(cli: Cli) -> Result<(), CliError> {
             };
             if check_determinism {
                 for (name, hash, events) in ordsim::check_determinism(&sc, &file, &req)? {
-                    println!("{name}: deterministic ({events} events, history hash {hash:016x})");
+                    outln!("{name}: deterministic ({events} events, history hash {hash:016x})");
                 }
                 return Ok(());
             }
+            // Before the run: an --out that cannot be written fails now, not after an hour.
+            let out_set = out.as_deref().map(ordsim::OutputSet::prepare).transpose()?;
             let r = ordsim::run_scenario(sc, &file, &req, trace.as_deref())?;
-            if let Some(dir) = &out {
-                ordsim::write_outputs(&r, &file, dir)?;
+            if let Some(set) = out_set {
+                set.write(&r, &file)?;
             }
             if json {
-                print!("{}", ordsim::report::json(&r.summary));
+                out!("{}", ordsim::report::json(&r.summary));
             } else {
-                print!(
+                out!(
                     "{}\n{}",
                     ordsim::header(&r, &file),
                     ordsim::report::table(&r.summary)
                 );
                 if let Some(dir) = &out {
-                    println!(
+                    outln!(
                         "\nwrote {}/{{{}}}",
                         dir.display(),
-                        ordsim::RUN_FILES.join(",")
+                        ordsim::RUN_FILES
+                            .iter()
+                            .chain([&ordsim::RUN_MANIFEST])
+                            .copied()
+                            .collect::<Vec<_>>()
+                            .join(",")
                     );
                 }
             }
@@ -212,20 +244,20 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Validate { file, seed } => {
             let sc = ordsim::load(&file)?;
             let plan = sim::FaultPlan::resolve(&sc, seed.unwrap_or(sc.seed));
-            println!(
+            outln!(
                 "{}: ok ({} strategies, {} fault occurrence(s))",
                 file.display(),
                 sc.strategies.len(),
                 plan.faults.len()
             );
             for l in plan.describe(&sc) {
-                println!("  {l}");
+                outln!("  {l}");
             }
             Ok(())
         }
         Command::Check { paths, junit, jobs } => {
             let report = ordsim::check::check(&paths, jobs)?;
-            print!("{}", report.text());
+            out!("{}", report.text());
             if let Some(path) = junit {
                 ordsim::write_atomic(&path, report.junit().as_bytes())?;
             }
@@ -251,8 +283,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 seeds,
                 sets,
                 strategies,
-                jobs: jobs
-                    .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+                jobs: jobs.unwrap_or_else(ordsim::default_jobs),
                 out,
                 shard,
                 resume,
@@ -260,7 +291,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 progress: std::io::stderr().is_terminal() && std::env::var_os("CI").is_none(),
             };
             let o = ordsim::sweep::sweep(&req)?;
-            println!(
+            outln!(
                 "{} runs ({} run now, {} resumed); wrote {}/{{{}}}",
                 o.runs,
                 o.executed,
@@ -271,19 +302,18 @@ fn run(cli: Cli) -> Result<(), CliError> {
             Ok(())
         }
         Command::Report { paths, out, jobs } => {
-            let jobs =
-                jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            let jobs = ordsim::check_jobs(jobs.unwrap_or_else(ordsim::default_jobs))?;
             let names = ordsim::library::report(&paths, &out, jobs)?;
-            println!(
+            outln!(
                 "wrote the reports of {} scenario(s) under {}",
                 names.len(),
                 out.display()
             );
             Ok(())
         }
-        Command::Merge { dirs, out } => {
-            let files = ordsim::sweep::merge(&dirs, &out)?;
-            println!(
+        Command::Merge { dirs, out, verify } => {
+            let files = ordsim::sweep::merge_verified(&dirs, &out, verify)?;
+            outln!(
                 "merged {} shard(s); wrote {}/{{{}}}",
                 dirs.len(),
                 out.display(),
@@ -292,7 +322,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             Ok(())
         }
         Command::List => {
-            print!("{}", ordsim::list_text());
+            out!("{}", ordsim::list_text());
             Ok(())
         }
         Command::Bench {
@@ -309,7 +339,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 strategy,
                 seed,
             })?;
-            print!("{}", r.text());
+            out!("{}", r.text());
             if r.failed() {
                 return Err(CliError::Failed);
             }

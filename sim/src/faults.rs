@@ -21,6 +21,7 @@ use crate::time::{Dur, Time};
 use rand::Rng;
 use rand_distr::{Distribution, Exp};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use std::fmt;
 
 /// The kinds of fault.
@@ -377,7 +378,8 @@ fn fault_path(i: usize, field: &str) -> Vec<PathSeg> {
 /// apply to their kind, missing or out-of-range parameters, absent targets, and overlapping
 /// scripted faults.
 pub(crate) fn validate(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
-    let names: Vec<&str> = s.brokers.iter().map(|b| b.name.as_str()).collect();
+    // A set: a file may hold many faults and brokers, and validation stays n log n.
+    let names: BTreeSet<&str> = s.brokers.iter().map(|b| b.name.as_str()).collect();
     let allowed = names
         .iter()
         .map(|n| format!("{n:?}"))
@@ -393,7 +395,7 @@ fn validate_one(
     s: &Scenario,
     i: usize,
     f: &Fault,
-    names: &[&str],
+    names: &BTreeSet<&str>,
     allowed: &str,
     err: &mut impl FnMut(Vec<PathSeg>, String),
 ) {
@@ -536,7 +538,9 @@ fn validate_one(
 }
 
 /// Two scripted faults of the same kind on the same target must not overlap: the second would act
-/// on a node that is already down, and the user surely meant something else.
+/// on a node that is already down, and the user surely meant something else. Sorted by target and
+/// start, so the check is n log n, and each fault is reported once (against the earlier-starting
+/// fault on its target that ends last).
 fn check_overlaps(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
     let scripted: Vec<(usize, &Fault, u64, u64)> = s
         .faults
@@ -551,25 +555,43 @@ fn check_overlaps(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
             Some((i, f, at, end))
         })
         .collect();
-    for (a, (i, fa, sa, ea)) in scripted.iter().enumerate() {
-        for (j, fb, sb, eb) in &scripted[..a] {
-            let same_target = fa.kind == fb.kind
-                && fa.broker == fb.broker
-                && fa.consumer == fb.consumer
-                && fa.producer == fb.producer
-                && !matches!(
-                    fa.kind,
-                    FaultKind::ClockSkew | FaultKind::Poison | FaultKind::CacheCollapse
-                );
-            if same_target && sa < eb && sb < ea {
+    let mut by_target: Vec<&(usize, &Fault, u64, u64)> = scripted
+        .iter()
+        .filter(|(_, f, _, _)| {
+            !matches!(
+                f.kind,
+                FaultKind::ClockSkew | FaultKind::Poison | FaultKind::CacheCollapse
+            )
+        })
+        .collect();
+    let target = |f: &Fault| (f.kind, f.broker.clone(), f.consumer, f.producer);
+    by_target.sort_by(|a, b| {
+        target(a.1)
+            .cmp(&target(b.1))
+            .then(a.2.cmp(&b.2))
+            .then(a.0.cmp(&b.0))
+    });
+    // (index, end) of the fault that ends last among those of this target started so far.
+    let mut reach: Option<(usize, u64)> = None;
+    for (k, &&(i, f, start, end)) in by_target.iter().enumerate() {
+        if k > 0 && target(by_target[k - 1].1) != target(f) {
+            reach = None;
+        }
+        if let Some((j, until)) = reach {
+            if start < until {
+                // Name the fault as the file orders them: the later entry overlaps the earlier.
+                let (at, other) = if i > j { (i, j) } else { (j, i) };
                 err(
-                    fault_path(*i, "at"),
+                    fault_path(at, "at"),
                     format!(
-                        "overlaps fault[{j}] ({} on the same target); make them follow each other",
-                        fb.kind.name()
+                        "overlaps fault[{other}] ({} on the same target); make them follow each other",
+                        f.kind.name()
                     ),
                 );
             }
+        }
+        if reach.is_none_or(|(_, until)| end > until) {
+            reach = Some((i, end));
         }
     }
 }

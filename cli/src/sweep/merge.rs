@@ -1,29 +1,46 @@
 //! `sim merge`: the shards of a sweep, combined into the bytes of one unsharded sweep.
 
-use super::{finalize, parse_rows, slice_len, Manifest, MANIFEST, RUNS};
+use super::{
+    csv_line, finalize, parse_rows, run_unit, runs_bytes_limit, slice_len, Manifest, SweepRequest,
+    MANIFEST, MAX_MANIFEST_BYTES, RUNS,
+};
 use crate::CliError;
+use sim::scenario::read_bounded;
 use std::path::{Path, PathBuf};
 
 /// `sim merge`: combines the shards' directories into the outputs one unsharded sweep writes.
 pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Vec<String>, CliError> {
+    merge_verified(dirs, out, 0)
+}
+
+/// [`merge`], after re-running `verify` of the rows (evenly spaced over the run indices: no
+/// randomness) and comparing each byte for byte with the row a shard saved. Runs are
+/// deterministic, so a difference means an edited row (or another scenario file).
+pub fn merge_verified(dirs: &[PathBuf], out: &Path, verify: u64) -> Result<Vec<String>, CliError> {
     let mut manifests = Vec::new();
     let mut rows = Vec::new();
     for d in dirs {
         let path = d.join(MANIFEST);
-        let text = std::fs::read_to_string(&path).map_err(|e| {
+        let bytes = read_bounded(&path, MAX_MANIFEST_BYTES).map_err(|e| {
             CliError::Usage(format!(
                 "{}: {e} (is {} the --out of a finished `sim sweep --shard`?)",
                 path.display(),
                 d.display()
             ))
         })?;
-        let m: Manifest = serde_json::from_str(&text).map_err(|e| {
+        let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| {
             CliError::Usage(format!("{}: not a sweep manifest: {e}", path.display()))
         })?;
+        if m.shard.is_none() {
+            return Err(CliError::Usage(format!(
+                "{}: not a shard (`sim merge` combines the --out directories of `sim sweep --shard I/N`)",
+                d.display()
+            )));
+        }
         let runs_path = d.join(RUNS);
-        let bytes = std::fs::read(&runs_path)
+        let bytes = read_bounded(&runs_path, runs_bytes_limit(&m))
             .map_err(|e| CliError::Usage(format!("{}: {e}", runs_path.display())))?;
-        let mine = parse_rows(&m, &bytes);
+        let mine = parse_rows(&m, &bytes, &runs_path.display().to_string(), 0)?;
         if mine.len() as u64 != slice_len(&m) {
             return Err(CliError::Usage(format!(
                 "{}: {} of the shard's {} runs are there",
@@ -74,5 +91,60 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Vec<String>, CliError> {
             whole.runs
         )));
     }
+    if verify > 0 {
+        verify_rows(&whole, &rows, verify)?;
+    }
     finalize(out, &whole, &rows)
+}
+
+/// The run indices `--verify n` re-runs: `n` evenly spaced over `0..runs` (all when n >= runs).
+pub fn verify_sample(runs: u64, n: u64) -> Vec<u64> {
+    let n = n.min(runs);
+    let mut v: Vec<u64> = (0..n)
+        .map(|i| ((i as u128 * runs as u128) / n as u128) as u64)
+        .collect();
+    v.dedup();
+    v
+}
+
+fn verify_rows(m: &Manifest, rows: &[Vec<String>], n: u64) -> Result<(), CliError> {
+    let req = SweepRequest {
+        file: PathBuf::from(&m.file),
+        seeds: format!("{}..{}", m.seed_first, m.seed_last),
+        sets: m
+            .params
+            .iter()
+            .map(|p| format!("{}={}", p.path, p.values.join(",")))
+            .collect(),
+        strategies: if m.strategies_chosen {
+            m.strategies.clone()
+        } else {
+            Vec::new()
+        },
+        jobs: 1,
+        out: PathBuf::new(),
+        shard: None,
+        resume: false,
+        max_events: m.max_events,
+        progress: false,
+    };
+    let (now, scenarios) = super::plan(&req)?;
+    if now.file_hash != m.file_hash {
+        return Err(CliError::Usage(format!(
+            "--verify: {} has changed since the sweep ran (its hash was {}, now {}): the rows cannot be re-run",
+            m.file, m.file_hash, now.file_hash
+        )));
+    }
+    for run in verify_sample(m.runs, n) {
+        let again = run_unit(m, &scenarios, run)?;
+        let saved = &rows[run as usize];
+        if csv_line(&again) != csv_line(saved) {
+            return Err(CliError::Usage(format!(
+                "--verify: run {run} does not reproduce: the shard saved\n  {}\nbut running it again gives\n  {}\n(runs are deterministic: the saved row was edited, or made by another version)",
+                String::from_utf8_lossy(&csv_line(saved)).trim_end(),
+                String::from_utf8_lossy(&csv_line(&again)).trim_end()
+            )));
+        }
+    }
+    Ok(())
 }

@@ -10,7 +10,7 @@ mod merge;
 mod outputs;
 mod toml_path;
 
-pub use merge::merge;
+pub use merge::{merge, merge_verified};
 pub use outputs::{finalize, num, Stats};
 pub use toml_path::set_path;
 
@@ -254,9 +254,9 @@ fn install_interrupt_handler() {
 /// Loads the scenario, parses the request and builds the scenario of every grid point, so a bad
 /// value fails before anything runs.
 pub fn plan(req: &SweepRequest) -> Result<(Manifest, Vec<Scenario>), CliError> {
-    let base = crate::load(&req.file)?;
-    let text = std::fs::read_to_string(&req.file)
-        .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", req.file.display())))?;
+    // Read once (standard input cannot be read twice), under the scenario-file bound.
+    let text = sim::scenario::read_scenario_text(&req.file)?;
+    let base = load_text(&sim::scenario::display_path(&req.file), &text)?;
     let seeds =
         SeedRange::parse(&req.seeds).map_err(|e| CliError::Usage(format!("--seeds: {e}")))?;
     let params = req
@@ -275,6 +275,8 @@ pub fn plan(req: &SweepRequest) -> Result<(Manifest, Vec<Scenario>), CliError> {
         req.strategies.clone()
     };
     crate::check_strategy_names(&strategies)?;
+    crate::check_max_events(req.max_events)?;
+    crate::check_jobs(req.jobs)?;
     let points: u64 = params
         .iter()
         .try_fold(1u64, |acc, p| acc.checked_mul(p.values.len() as u64))
@@ -384,19 +386,133 @@ fn csv_text(header: &[String], rows: &[Vec<String>]) -> Vec<u8> {
 
 const MANIFEST_LINE: &str = "#manifest ";
 
-/// Reads a journal: its manifest and the complete rows (a torn last line is dropped).
+/// The last column of the journal and of a shard's runs.csv: FNV-1a of the row's other cells as a
+/// CSV line, so an edited cell, or a row moved under another run index, is refused.
+pub const CHECKSUM: &str = "checksum";
+/// Largest sweep manifest read (`sweep.json`, the journal's first line).
+pub const MAX_MANIFEST_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The checksum of a row (without its checksum cell).
+pub fn row_checksum(row: &[String]) -> String {
+    format!("{:016x}", sim::hash::fnv1a(&csv_line(row)))
+}
+
+fn with_checksum(row: &[String]) -> Vec<String> {
+    let mut r = row.to_vec();
+    r.push(row_checksum(row));
+    r
+}
+
+/// Most bytes a runs CSV of `m`'s slice can hold: the header, then per run its index, its
+/// parameter values, seed, strategy, status, reason, every metric and a checksum (generously).
+fn runs_bytes_limit(m: &Manifest) -> u64 {
+    let per_row = 4096
+        + m.params
+            .iter()
+            .map(|p| {
+                p.values
+                    .iter()
+                    .map(|v| v.len() as u64 * 2 + 3)
+                    .max()
+                    .unwrap_or(0)
+            })
+            .sum::<u64>();
+    65536u64.saturating_add(slice_len(m).saturating_mul(per_row))
+}
+
+/// Checks that a row read back belongs where its index puts it: its parameter values, seed and
+/// strategy are the run index's, its status is known, and an `ok` row's metrics are finite
+/// numbers (a `not_applicable` row's are empty).
+fn check_row(m: &Manifest, row: &[String], header: &[String]) -> Result<u64, String> {
+    let run: u64 = row[0]
+        .parse()
+        .map_err(|_| format!("run index {:?} is not a number", row[0]))?;
+    if run >= m.runs || m.shard.is_some_and(|s| !s.owns(run)) {
+        return Err(format!("run {run} is not a run of this sweep or shard"));
+    }
+    let (point, seed, si) = m.unit(run);
+    let vals = m.point_values(point);
+    for (i, (p, &vi)) in m.params.iter().zip(&vals).enumerate() {
+        if row[1 + i] != p.values[vi] {
+            return Err(format!(
+                "run {run} is at {}={}, but the row says {:?}",
+                p.path,
+                p.values[vi],
+                row[1 + i]
+            ));
+        }
+    }
+    let k = 1 + m.params.len();
+    if row[k] != seed.to_string() {
+        return Err(format!(
+            "run {run} has seed {seed}, but the row says {:?}",
+            row[k]
+        ));
+    }
+    if row[k + 1] != m.strategies[si] {
+        return Err(format!(
+            "run {run} is strategy {}, but the row says {:?}",
+            m.strategies[si],
+            row[k + 1]
+        ));
+    }
+    let status = row[m.status_col()].as_str();
+    let numeric = Metric::numeric_names();
+    for (col, name) in header
+        .iter()
+        .enumerate()
+        .take(row.len())
+        .skip(m.status_col() + 2)
+    {
+        let cell = row[col].as_str();
+        let bad = match status {
+            "ok" if numeric.contains(name) => !cell.parse::<f64>().is_ok_and(f64::is_finite),
+            "ok" => false,
+            "not_applicable" => !cell.is_empty(),
+            other => return Err(format!("status {other:?} is neither ok nor not_applicable")),
+        };
+        if bad {
+            return Err(format!(
+                "{name} = {cell:?} is not {}",
+                if status == "ok" {
+                    "a finite number"
+                } else {
+                    "empty, as a strategy that did not run has no figures"
+                }
+            ));
+        }
+    }
+    Ok(run)
+}
+
+/// Numeric metric names, once.
+struct Metric;
+
+impl Metric {
+    fn numeric_names() -> &'static [String] {
+        static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+        NAMES.get_or_init(sim::summary::Metrics::numeric_field_names)
+    }
+}
+
 /// A journal's manifest and rows.
 type Journal = (Manifest, Vec<Vec<String>>);
 
-fn read_journal(path: &Path) -> Result<Option<Journal>, CliError> {
-    let bytes = match std::fs::read(path) {
+/// Reads a journal: its manifest and its complete rows (a torn last line, what an interrupt
+/// leaves, is dropped). `None` when there is none, or when it does not start with a manifest.
+/// `limit`: the most bytes a journal of this sweep can hold. A row that fails its checksum or its
+/// run index is an error naming the line.
+fn read_journal(path: &Path, limit: u64) -> Result<Option<Journal>, CliError> {
+    let bytes = match sim::scenario::read_bounded(path, limit) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(sim::scenario::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(None)
+        }
         Err(e) => {
-            return Err(CliError::Output {
-                path: path.display().to_string(),
-                reason: e.to_string(),
-            })
+            return Err(CliError::Usage(format!(
+                "{}: {e} (delete it to start the sweep over)",
+                path.display()
+            )))
         }
     };
     let end = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
@@ -412,30 +528,71 @@ fn read_journal(path: &Path) -> Result<Option<Journal>, CliError> {
     let Ok(manifest) = serde_json::from_str::<Manifest>(json) else {
         return Ok(None);
     };
-    let rows = parse_rows(&manifest, &complete[first_nl + 1..]);
+    let rows = parse_rows(
+        &manifest,
+        &complete[first_nl + 1..],
+        &path.display().to_string(),
+        1,
+    )?;
     Ok(Some((manifest, rows)))
 }
 
-/// Parses a runs CSV (header first), keeping well-formed rows of this manifest's runs.
-fn parse_rows(m: &Manifest, csv_bytes: &[u8]) -> Vec<Vec<String>> {
-    let header = m.header();
+/// Parses a checksummed runs CSV (header first) of `m`'s slice; every row must pass its checksum
+/// and [`check_row`]. Errors name `file` and the line (`skip`: lines before the CSV). The rows are
+/// returned without their checksum, in file order.
+fn parse_rows(
+    m: &Manifest,
+    csv_bytes: &[u8],
+    file: &str,
+    skip: u64,
+) -> Result<Vec<Vec<String>>, CliError> {
+    let mut header = m.header();
+    header.push(CHECKSUM.into());
     let mut r = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
         .from_reader(csv_bytes);
     let mut rows = Vec::new();
     for (i, rec) in r.records().enumerate() {
-        let Ok(rec) = rec else { continue };
+        let line = |rec: Option<&csv::StringRecord>| {
+            skip + rec
+                .and_then(|r| r.position())
+                .map_or(i as u64 + 1, |p| p.line())
+        };
+        let bad = |line: u64, why: String| {
+            CliError::Usage(format!(
+                "{file}:{line}: {why}; the saved runs are damaged or were edited (runs are \
+                 deterministic: delete the line, or the file, to run them again)"
+            ))
+        };
+        let rec = rec.map_err(|e| bad(line(None), format!("not CSV: {e}")))?;
         let row: Vec<String> = rec.iter().map(String::from).collect();
-        if i == 0 || row.len() != header.len() {
+        if i == 0 {
+            if row != header {
+                return Err(bad(
+                    line(Some(&rec)),
+                    "the header is not this sweep's (written by another version?)".into(),
+                ));
+            }
             continue;
         }
-        match row[0].parse::<u64>() {
-            Ok(run) if run < m.runs && m.shard.is_none_or(|s| s.owns(run)) => rows.push(row),
-            _ => {}
+        if row.len() != header.len() {
+            return Err(bad(
+                line(Some(&rec)),
+                format!("{} cells where the header has {}", row.len(), header.len()),
+            ));
         }
+        let (cells, sum) = row.split_at(row.len() - 1);
+        if row_checksum(cells) != sum[0] {
+            return Err(bad(
+                line(Some(&rec)),
+                "the checksum does not match the row".into(),
+            ));
+        }
+        check_row(m, cells, &header).map_err(|why| bad(line(Some(&rec)), why))?;
+        rows.push(cells.to_vec());
     }
-    rows
+    Ok(rows)
 }
 
 /// Runs (or resumes) a sweep; writes the outputs under `req.out`.
@@ -446,7 +603,8 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, CliError> {
     create_dir(&req.out)?;
     let journal_path = req.out.join(JOURNAL);
     let mut done: BTreeMap<u64, Vec<String>> = BTreeMap::new();
-    match read_journal(&journal_path)? {
+    let limit = MAX_MANIFEST_BYTES.saturating_add(runs_bytes_limit(&manifest));
+    match read_journal(&journal_path, limit)? {
         Some((old, rows)) if !rows.is_empty() && !req.resume => {
             let same = if old == manifest { "this" } else { "another" };
             return Err(CliError::Usage(format!(
@@ -467,7 +625,7 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, CliError> {
                 )));
             }
             for r in rows {
-                let run: u64 = r[0].parse().expect("checked by parse_rows");
+                let run: u64 = r[0].parse().expect("checked by check_row");
                 done.entry(run).or_insert(r);
             }
         }
@@ -479,8 +637,10 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, CliError> {
         serde_json::to_string(&manifest).expect("manifest serializes")
     )
     .into_bytes();
-    let rows_kept: Vec<Vec<String>> = done.values().cloned().collect();
-    head.extend(csv_text(&manifest.header(), &rows_kept));
+    let rows_kept: Vec<Vec<String>> = done.values().map(|r| with_checksum(r)).collect();
+    let mut journal_header = manifest.header();
+    journal_header.push(CHECKSUM.into());
+    head.extend(csv_text(&journal_header, &rows_kept));
     write_atomic(&journal_path, &head)?;
     let journal = std::fs::OpenOptions::new()
         .append(true)
@@ -489,7 +649,7 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, CliError> {
             path: journal_path.display().to_string(),
             reason: e.to_string(),
         })?;
-    let journal = Mutex::new(journal);
+    let journal = Mutex::new((journal, 0u64));
 
     let todo: Vec<u64> = (0..manifest.runs)
         .filter(|r| shard.is_none_or(|s| s.owns(*r)) && !done.contains_key(r))
@@ -522,14 +682,24 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, CliError> {
                 return;
             }
             let outcome = run_unit(&manifest, &scenarios, run).and_then(|row| {
-                let line = csv_line(&row);
-                let mut f = journal.lock().expect("journal lock");
+                let line = csv_line(&with_checksum(&row));
+                let mut guard = journal.lock().expect("journal lock");
+                let (f, appended) = &mut *guard;
+                *appended += 1;
+                if crate::failpoint_at("sweep-journal-torn", *appended) {
+                    // Half a line, as a kill in the middle of the write leaves it.
+                    let _ = f.write_all(&line[..line.len() / 2]).and_then(|_| f.flush());
+                    crate::failpoint_stop("sweep-journal-torn");
+                }
                 f.write_all(&line)
                     .and_then(|_| f.flush())
                     .map_err(|e| CliError::Output {
                         path: journal_path.display().to_string(),
                         reason: e.to_string(),
                     })?;
+                if crate::failpoint_at("sweep-journal", *appended) {
+                    crate::failpoint_stop("sweep-journal");
+                }
                 Ok(row)
             });
             match outcome {

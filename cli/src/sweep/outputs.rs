@@ -19,7 +19,15 @@ pub fn finalize(out: &Path, m: &Manifest, rows: &[Vec<String>]) -> Result<Vec<St
         Ok(())
     };
     let mut figure_files = Vec::new();
-    put(RUNS, &csv_text(&m.header(), rows))?;
+    if m.shard.is_some() {
+        // A shard's rows travel to `sim merge`: each carries its checksum.
+        let mut header = m.header();
+        header.push(super::CHECKSUM.into());
+        let rows: Vec<Vec<String>> = rows.iter().map(|r| super::with_checksum(r)).collect();
+        put(RUNS, &csv_text(&header, &rows))?;
+    } else {
+        put(RUNS, &csv_text(&m.header(), rows))?;
+    }
     if m.shard.is_none() {
         let agg = aggregate(m, rows);
         put(

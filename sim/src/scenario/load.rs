@@ -9,6 +9,10 @@ use std::path::Path;
 /// Largest scenario file accepted; anything bigger is surely not a hand-written scenario.
 pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
+/// Problems of meaning listed for one file, at most; the rest are counted ("... and N more"), so
+/// a file with a hundred thousand bad entries is answered as fast as one with a hundred.
+pub const MAX_PROBLEMS_SHOWN: usize = 100;
+
 /// One step of a path into the document: a table key or an array index.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PathSeg {
@@ -104,12 +108,15 @@ pub enum ScenarioError {
         message: String,
     },
     /// Well-formed but meaningless or contradictory values.
-    #[error("{}", fmt_many(file, problems))]
+    #[error("{}", fmt_many(file, problems, *more))]
     Invalid {
         /// The file.
         file: String,
-        /// Every problem found, with its location.
+        /// The problems found, with their location, in the order found; at most
+        /// [`MAX_PROBLEMS_SHOWN`].
         problems: Vec<(Option<Location>, FieldError)>,
+        /// How many more were found and not listed.
+        more: usize,
     },
 }
 
@@ -126,12 +133,18 @@ fn fmt_one(file: &str, loc: Option<Location>, field: Option<&str>, message: &str
     s
 }
 
-fn fmt_many(file: &str, problems: &[(Option<Location>, FieldError)]) -> String {
-    problems
+fn fmt_many(file: &str, problems: &[(Option<Location>, FieldError)], more: usize) -> String {
+    let mut lines: Vec<String> = problems
         .iter()
         .map(|(loc, e)| fmt_one(file, *loc, Some(&e.path_string()), &e.message))
-        .collect::<Vec<_>>()
-        .join("\n")
+        .collect();
+    if more > 0 {
+        lines.push(format!(
+            "{file}: ... and {more} more problem{} (the first {MAX_PROBLEMS_SHOWN} are listed)",
+            if more == 1 { "" } else { "s" }
+        ));
+    }
+    lines.join("\n")
 }
 
 impl fmt::Display for Location {
@@ -140,39 +153,121 @@ impl fmt::Display for Location {
     }
 }
 
-/// Reads and loads a scenario file. `extra` adds checks the engine cannot know (strategy names and
-/// their parameter tables).
-pub fn load_file(
-    path: &Path,
-    extra: &dyn Fn(&Scenario) -> Vec<FieldError>,
-) -> Result<Scenario, ScenarioError> {
-    let file = path.display().to_string();
-    let io = |reason: String| ScenarioError::Io {
+/// Why [`read_bounded`] refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// A FIFO, device, socket or directory: reading it could block forever or never end.
+    #[error("is {0}, not a regular file (give a file, or `-` for standard input)")]
+    NotRegular(&'static str),
+    /// More bytes than the limit (counted as read, not as the file system reports them).
+    #[error("is larger than the {0}-byte limit")]
+    TooLarge(u64),
+    /// The operating system's error.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What kind of non-regular file `t` is, for an error message.
+fn file_kind(t: &std::fs::FileType) -> Option<&'static str> {
+    if t.is_file() {
+        return None;
+    }
+    if t.is_dir() {
+        return Some("a directory");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return Some("a FIFO (named pipe)");
+        }
+        if t.is_char_device() {
+            return Some("a character device");
+        }
+        if t.is_block_device() {
+            return Some("a block device");
+        }
+        if t.is_socket() {
+            return Some("a socket");
+        }
+    }
+    Some("not a regular file")
+}
+
+/// Reads a regular file (a symlink is followed to what it names) or, for `-`, standard input, and
+/// never more than `limit` bytes: the bound counts the bytes actually read, so a file whose
+/// reported size lies (`/proc`, a growing file) is cut off too. A FIFO, device, socket or
+/// directory is refused before it is opened (opening a FIFO blocks until a writer comes).
+pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    if path.as_os_str() == "-" {
+        std::io::stdin()
+            .lock()
+            .take(limit.saturating_add(1))
+            .read_to_end(&mut bytes)?;
+    } else {
+        let meta = std::fs::metadata(path)?;
+        if let Some(kind) = file_kind(&meta.file_type()) {
+            return Err(ReadError::NotRegular(kind));
+        }
+        if meta.len() > limit {
+            return Err(ReadError::TooLarge(limit));
+        }
+        let f = std::fs::File::open(path)?;
+        // The path may have been replaced between the two looks: check what was opened.
+        if let Some(kind) = file_kind(&f.metadata()?.file_type()) {
+            return Err(ReadError::NotRegular(kind));
+        }
+        f.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    }
+    if bytes.len() as u64 > limit {
+        return Err(ReadError::TooLarge(limit));
+    }
+    Ok(bytes)
+}
+
+/// The name a scenario path goes by in messages: `-` is standard input.
+pub fn display_path(path: &Path) -> String {
+    if path.as_os_str() == "-" {
+        "<stdin>".into()
+    } else {
+        path.display().to_string()
+    }
+}
+
+/// Reads a scenario file's text (at most [`MAX_FILE_BYTES`], UTF-8), without loading it.
+pub fn read_scenario_text(path: &Path) -> Result<String, ScenarioError> {
+    let file = display_path(path);
+    let bytes = read_bounded(path, MAX_FILE_BYTES).map_err(|e| ScenarioError::Io {
         file: file.clone(),
-        reason,
-    };
-    let meta = std::fs::metadata(path).map_err(|e| io(e.to_string()))?;
-    if meta.is_dir() {
-        return Err(io("is a directory, not a scenario file".into()));
-    }
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(io(format!(
-            "{} bytes is larger than the {MAX_FILE_BYTES}-byte limit for scenario files",
-            meta.len()
-        )));
-    }
-    let bytes = std::fs::read(path).map_err(|e| io(e.to_string()))?;
-    let text = String::from_utf8(bytes).map_err(|e| {
+        reason: match e {
+            ReadError::TooLarge(l) => {
+                format!("larger than the {l}-byte limit for scenario files")
+            }
+            e => e.to_string(),
+        },
+    })?;
+    String::from_utf8(bytes).map_err(|e| {
         let upto = &e.as_bytes()[..e.utf8_error().valid_up_to()];
         let line = upto.iter().filter(|&&b| b == b'\n').count() + 1;
         ScenarioError::Syntax {
-            file: file.clone(),
+            file,
             location: Some(Location { line, column: 1 }),
             field: None,
             message: "the file is not valid UTF-8 text".into(),
         }
-    })?;
-    load_str(&file, &text, extra)
+    })
+}
+
+/// Reads and loads a scenario file (`-`: standard input). `extra` adds checks the engine cannot
+/// know (strategy names and their parameter tables).
+pub fn load_file(
+    path: &Path,
+    extra: &dyn Fn(&Scenario) -> Vec<FieldError>,
+) -> Result<Scenario, ScenarioError> {
+    let text = read_scenario_text(path)?;
+    load_str(&display_path(path), &text, extra)
 }
 
 /// Loads a scenario from text; `file` names it in errors.
@@ -189,10 +284,22 @@ pub fn load_str(
             message: "the file is empty; a scenario needs at least `strategies`, [workload], [[broker]] and [consumers]".into(),
         });
     }
+    if let Some(at) = bare_cr(text) {
+        return Err(ScenarioError::Syntax {
+            file: file.into(),
+            location: Some(location_of(text, at)),
+            field: None,
+            message: "a carriage return without a line feed (old Mac line endings?): TOML lines \
+                      end in LF or CRLF; convert the file, e.g. with `tr '\\r' '\\n'`"
+                .into(),
+        });
+    }
     let scenario: Scenario = toml::from_str(text).map_err(|e| {
         let location = e.span().map(|s| location_of(text, s.start));
         let message = e.message().trim().to_string();
-        let field = e.span().and_then(|s| field_at(text, s));
+        let field = e
+            .span()
+            .and_then(|s| field_at(text, s.clone()).or_else(|| field_of_line(text, s.start)));
         ScenarioError::Syntax {
             file: file.into(),
             location,
@@ -206,19 +313,81 @@ pub fn load_str(
         return Ok(scenario);
     }
     let doc = toml_edit::ImDocument::parse(text).ok();
+    let more = problems.len().saturating_sub(MAX_PROBLEMS_SHOWN);
+    let lines = LineIndex::new(text);
     let problems = problems
         .into_iter()
+        .take(MAX_PROBLEMS_SHOWN)
         .map(|p| {
             let loc = doc
                 .as_ref()
-                .and_then(|d| span_of(d.as_item(), &p.path))
-                .map(|s| location_of(text, s.start));
+                .and_then(|d| span_of(Node::Item(d.as_item()), &p.path))
+                .map(|s| lines.location(text, s.start));
             (loc, p)
         })
         .collect();
     Err(ScenarioError::Invalid {
         file: file.into(),
         problems,
+        more,
+    })
+}
+
+/// The byte offset of every line start, for locating many offsets in one pass over the text.
+struct LineIndex(Vec<usize>);
+
+impl LineIndex {
+    fn new(text: &str) -> Self {
+        let mut starts = vec![0];
+        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        LineIndex(starts)
+    }
+
+    /// The same as [`location_of`], in the time of a binary search and the line's length.
+    fn location(&self, text: &str, offset: usize) -> Location {
+        let offset = text.floor_char_boundary_compat(offset.min(text.len()));
+        let line = self.0.partition_point(|&s| s <= offset).max(1);
+        let start = self.0[line - 1];
+        Location {
+            line,
+            column: text[start..offset].chars().count() + 1,
+        }
+    }
+}
+
+/// The offset of the first carriage return not followed by a line feed.
+fn bare_cr(text: &str) -> Option<usize> {
+    let b = text.as_bytes();
+    (0..b.len()).find(|&i| b[i] == b'\r' && b.get(i + 1) != Some(&b'\n'))
+}
+
+/// The dotted field a `key = value` line at `offset` sets, read from the text itself (for errors
+/// in documents that do not parse, such as an integer too large for TOML): the line's key, under
+/// the last `[table]` or `[[array]]` header above it.
+fn field_of_line(text: &str, offset: usize) -> Option<String> {
+    let offset = text.floor_char_boundary_compat(offset.min(text.len()));
+    let start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[start..].lines().next().unwrap_or("");
+    let (key, _) = line.split_once('=')?;
+    let key = key.trim();
+    let bare = |k: &str| {
+        !k.is_empty()
+            && k.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    };
+    if !bare(key) {
+        return None;
+    }
+    let table = text[..start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_string())
+        .filter(|t| bare(t));
+    Some(match table {
+        Some(t) => format!("{t}.{key}"),
+        None => key.to_string(),
     })
 }
 
@@ -291,34 +460,54 @@ fn find_path(item: &toml_edit::Item, span: &Range<usize>, path: &mut Vec<PathSeg
     }
 }
 
-/// The source span of the value at `path`, falling back to the nearest enclosing item.
-fn span_of(item: &toml_edit::Item, path: &[PathSeg]) -> Option<Range<usize>> {
-    let Some((first, rest)) = path.split_first() else {
-        return item.span();
-    };
-    let child = match (item, first) {
-        (toml_edit::Item::Table(t), PathSeg::Key(k)) => t
-            .get(k)
-            .map(|v| (v.clone(), t.key(k).and_then(|k| k.span()))),
-        (toml_edit::Item::Value(toml_edit::Value::InlineTable(t)), PathSeg::Key(k)) => {
-            t.get(k).map(|v| {
-                (
-                    toml_edit::Item::Value(v.clone()),
-                    t.key(k).and_then(|k| k.span()),
-                )
-            })
+/// A place in the document: a table-level item or a value inside an inline table or array.
+#[derive(Clone, Copy)]
+enum Node<'a> {
+    Item(&'a toml_edit::Item),
+    Table(&'a toml_edit::Table),
+    Value(&'a toml_edit::Value),
+}
+
+impl Node<'_> {
+    fn span(self) -> Option<Range<usize>> {
+        match self {
+            Node::Item(i) => i.span(),
+            Node::Table(t) => t.span(),
+            Node::Value(v) => v.span(),
         }
-        (toml_edit::Item::ArrayOfTables(a), PathSeg::Index(i)) => a
-            .get(*i)
-            .map(|t| (toml_edit::Item::Table(t.clone()), t.span())),
-        (toml_edit::Item::Value(toml_edit::Value::Array(a)), PathSeg::Index(i)) => a
-            .get(*i)
-            .map(|v| (toml_edit::Item::Value(v.clone()), v.span())),
+    }
+}
+
+/// The source span of the value at `path`, falling back to the nearest enclosing item. Walks by
+/// reference: the time is the path's length, whatever the document's size.
+fn span_of(node: Node<'_>, path: &[PathSeg]) -> Option<Range<usize>> {
+    use toml_edit::{Item, Value};
+    let Some((first, rest)) = path.split_first() else {
+        return node.span();
+    };
+    let child: Option<(Node<'_>, Option<Range<usize>>)> = match (node, first) {
+        (Node::Item(Item::Table(t)), PathSeg::Key(k)) => t
+            .get(k)
+            .map(|v| (Node::Item(v), t.key(k).and_then(|k| k.span()))),
+        (Node::Item(Item::Value(Value::InlineTable(t))), PathSeg::Key(k))
+        | (Node::Value(Value::InlineTable(t)), PathSeg::Key(k)) => t
+            .get(k)
+            .map(|v| (Node::Value(v), t.key(k).and_then(|k| k.span()))),
+        (Node::Item(Item::ArrayOfTables(a)), PathSeg::Index(i)) => {
+            a.get(*i).map(|t| (Node::Table(t), t.span()))
+        }
+        (Node::Item(Item::Value(Value::Array(a))), PathSeg::Index(i))
+        | (Node::Value(Value::Array(a)), PathSeg::Index(i)) => {
+            a.get(*i).map(|v| (Node::Value(v), v.span()))
+        }
+        (Node::Table(t), PathSeg::Key(k)) => t
+            .get(k)
+            .map(|v| (Node::Item(v), t.key(k).and_then(|k| k.span()))),
         _ => None,
     };
     match child {
-        Some((c, key_span)) => span_of(&c, rest).or(key_span).or_else(|| item.span()),
-        None => item.span(),
+        Some((c, key_span)) => span_of(c, rest).or(key_span).or_else(|| node.span()),
+        None => node.span(),
     }
 }
 

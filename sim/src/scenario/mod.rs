@@ -6,8 +6,15 @@
 mod load;
 mod validate;
 
-pub use load::{load_file, load_str, FieldError, Location, PathSeg, ScenarioError};
-pub use validate::validate;
+pub use load::{
+    display_path, load_file, load_str, read_bounded, read_scenario_text, FieldError, Location,
+    PathSeg, ReadError, ScenarioError, MAX_FILE_BYTES, MAX_PROBLEMS_SHOWN,
+};
+pub use validate::{
+    estimated_events, estimated_occurrences, validate, BYTES_PER_MESSAGE, BYTES_PER_OCCURRENCE,
+    EVENTS_PER_MESSAGE, EVENTS_PER_OCCURRENCE, MAX_PLAN_OCCURRENCES, MAX_PRODUCTION,
+    MIN_BATCH_INTERVAL, MIN_RECONNECT_DELAY,
+};
 
 pub use crate::faults::FaultKind;
 

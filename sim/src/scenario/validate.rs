@@ -1,7 +1,7 @@
 //! Checks of meaning that types cannot express: counts, probabilities, names that must exist,
 //! overlapping scripted faults. Every problem is reported, not just the first.
 
-use super::{FieldError, PathSeg, Scenario};
+use super::{FaultKind, FieldError, PathSeg, Scenario};
 use crate::time::Dur;
 
 /// Largest number of keys, consumers, producers or brokers accepted: beyond this the per-key and
@@ -9,6 +9,32 @@ use crate::time::Dur;
 pub const MAX_KEYS: u32 = 50_000_000;
 /// Largest number of consumers, producers or brokers.
 pub const MAX_NODES: u32 = 10_000;
+
+/// Most fault occurrences a whole plan may hold (scripted entries plus the expected occurrences of
+/// every random entry), estimated without expanding it. Beyond this the plan alone would take
+/// seconds and hundreds of MiB to build.
+pub const MAX_PLAN_OCCURRENCES: f64 = 1_000_000.0;
+/// Memory a message may need while it is in flight, in bytes (its slot, its place in a queue, a
+/// prefetch buffer or a redelivery timer, its checker entry), generously. In the worst case (a
+/// broker that never returns, consumers that never keep up) every message is in flight at once.
+pub const BYTES_PER_MESSAGE: u64 = 128;
+/// Memory per fault occurrence of the expanded plan, in bytes.
+pub const BYTES_PER_OCCURRENCE: u64 = 128;
+/// Engine events a message needs at the least (its arrival and its processing): the expected
+/// event count is at least this times the messages.
+pub const EVENTS_PER_MESSAGE: u64 = 2;
+/// Engine events a fault occurrence needs at the least (its start and its end).
+pub const EVENTS_PER_OCCURRENCE: u64 = 2;
+/// Shortest reconnect delay: a client whose broker is down retries after this; at 0 it would retry
+/// at every microsecond of the outage.
+pub const MIN_RECONNECT_DELAY: Dur = Dur(1_000);
+/// Shortest batch interval: a job starts at every interval, whether or not there is work.
+pub const MIN_BATCH_INTERVAL: Dur = Dur(1_000);
+/// Longest simulated production phase accepted (about 31 years): the arrivals must fit the clock
+/// with room for every delay after them.
+pub const MAX_PRODUCTION: Dur = Dur(1_000_000_000_000_000);
+/// Broker names listed in an error message, at most.
+const NAMES_SHOWN: usize = 10;
 
 fn p(segs: &[&str]) -> Vec<PathSeg> {
     segs.iter().map(|s| PathSeg::from(*s)).collect()
@@ -29,8 +55,9 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
             "list at least one strategy (see `sim list`)".into(),
         );
     }
+    let mut seen_strategies = std::collections::BTreeSet::new();
     for (i, name) in s.strategies.iter().enumerate() {
-        if s.strategies[..i].contains(name) {
+        if !seen_strategies.insert(name) {
             err(
                 vec!["strategies".into(), PathSeg::Index(i)],
                 format!("strategy {name:?} is listed twice"),
@@ -50,6 +77,24 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
             p(&["workload", "rate"]),
             "must be greater than 0 when messages are produced".into(),
         );
+    }
+    if w.messages > 0 && w.rate.as_per_sec() > 0.0 {
+        // The first arrival comes after one mean gap (and an exponential gap can be 40 times
+        // longer); all of them after messages / rate.
+        let gap = 1e6 / w.rate.as_per_sec();
+        let production = w.messages as f64 * gap;
+        if gap * 40.0 > MAX_PRODUCTION.0 as f64 || production > MAX_PRODUCTION.0 as f64 {
+            err(
+                p(&["workload", "rate"]),
+                format!(
+                    "at {} the arrivals would take about {} of simulated time, more than the \
+                     {} the clock can hold with room to spare; raise the rate or lower the messages",
+                    w.rate,
+                    Dur(production.max(gap * 40.0).min(u64::MAX as f64 / 8.0) as u64),
+                    MAX_PRODUCTION
+                ),
+            );
+        }
     }
     if w.rate.as_per_sec() > 1e9 {
         err(
@@ -93,6 +138,20 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
             ),
         );
     }
+    for (section, delay) in [
+        ("producers", s.producers.reconnect_delay),
+        ("consumers", s.consumers.reconnect_delay),
+    ] {
+        if delay < MIN_RECONNECT_DELAY {
+            err(
+                p(&[section, "reconnect_delay"]),
+                format!(
+                    "must be at least {MIN_RECONNECT_DELAY}, got {delay}: with its broker down a \
+                     client retries after this delay, and shorter retries only spin"
+                ),
+            );
+        }
+    }
     if s.producers.timestamp_resolution == Dur::ZERO {
         err(
             p(&["producers", "timestamp_resolution"]),
@@ -106,12 +165,22 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
     if s.brokers.len() > MAX_NODES as usize {
         err(p(&["broker"]), format!("at most {MAX_NODES} brokers"));
     }
+    let mut seen_brokers = std::collections::BTreeSet::new();
     for (i, b) in s.brokers.iter().enumerate() {
         let path = |f: &str| vec![PathSeg::from("broker"), PathSeg::Index(i), PathSeg::from(f)];
         if b.name.trim().is_empty() {
             err(path("name"), "must not be empty".into());
         }
-        if s.brokers[..i].iter().any(|o| o.name == b.name) {
+        if b.name.chars().any(char::is_control) {
+            err(
+                path("name"),
+                format!(
+                    "{:?} holds a control character; names appear in terminals and reports",
+                    b.name
+                ),
+            );
+        }
+        if !seen_brokers.insert(b.name.as_str()) {
             err(
                 path("name"),
                 format!("broker name {:?} is used twice", b.name),
@@ -121,12 +190,19 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
             err(path("page_size"), "must be at least 1".into());
         }
     }
-    let names: Vec<&str> = s.brokers.iter().map(|b| b.name.as_str()).collect();
-    let allowed = names
+    let names: std::collections::BTreeSet<&str> =
+        s.brokers.iter().map(|b| b.name.as_str()).collect();
+    // Listed in file order, and only the first few: an error per fault must not copy them all.
+    let mut allowed = s
+        .brokers
         .iter()
-        .map(|n| format!("{n:?}"))
+        .take(NAMES_SHOWN)
+        .map(|b| format!("{:?}", b.name))
         .collect::<Vec<_>>()
         .join(", ");
+    if s.brokers.len() > NAMES_SHOWN {
+        allowed.push_str(&format!(" and {} more", s.brokers.len() - NAMES_SHOWN));
+    }
     for (section, list) in [
         ("producers", &s.producers.brokers),
         ("consumers", &s.consumers.brokers),
@@ -175,10 +251,14 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
             "[consumers.batch] only applies with mode = \"batch\"".into(),
         ),
         (_, Some(b)) => {
-            if b.interval == Dur::ZERO {
+            if b.interval < MIN_BATCH_INTERVAL {
                 err(
                     p(&["consumers", "batch", "interval"]),
-                    "must be longer than 0".into(),
+                    format!(
+                        "must be at least {MIN_BATCH_INTERVAL}, got {}: a job starts at every \
+                         interval, with or without work, so shorter intervals only spin",
+                        b.interval
+                    ),
                 );
             }
             if !(b.retry_multiplier.is_finite() && (1.0..=100.0).contains(&b.retry_multiplier)) {
@@ -218,6 +298,8 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
     }
     let need = s.estimated_memory_bytes();
     let budget = s.run.memory_budget_mb.saturating_mul(1024 * 1024);
+    let occurrences = estimated_occurrences(s);
+    whole_file_limits(s, occurrences, need, budget, &mut err);
     if need > budget {
         err(
             p(&["workload", "keys"]),
@@ -232,6 +314,7 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
     }
 
     crate::faults::validate(s, &mut err);
+    spin_limits(s, &mut err);
     if let Some(sw) = &s.sweep {
         for (i, set) in sw.set.iter().enumerate() {
             let ok = set.split_once('=').is_some_and(|(path, values)| {
@@ -245,7 +328,7 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
             }
         }
         for (i, name) in sw.strategies.iter().enumerate() {
-            if !s.strategies.contains(name) {
+            if !seen_strategies.contains(name) {
                 err(
                     vec!["sweep".into(), "strategies".into(), PathSeg::Index(i)],
                     format!("{name:?} is not in the scenario's `strategies`"),
@@ -262,4 +345,157 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
         }
     }
     e
+}
+
+/// The fault window random faults are drawn over, in microseconds.
+fn fault_window(s: &Scenario) -> u64 {
+    s.run
+        .fault_window
+        .map_or_else(|| s.expected_production_micros(), |d| d.0)
+}
+
+/// The occurrences the whole plan is expected to hold: one per scripted entry, rate x window per
+/// random entry (each capped as [`crate::faults::FaultPlan::resolve`] caps it). Computed from the
+/// entries, without expanding them.
+pub fn estimated_occurrences(s: &Scenario) -> f64 {
+    let window = fault_window(s) as f64 / 1e6;
+    s.faults
+        .iter()
+        .map(|f| match (f.at, f.rate) {
+            (Some(_), _) => 1.0,
+            (None, Some(r)) if r.as_per_sec() > 0.0 => {
+                (r.as_per_sec() * window).min(crate::faults::MAX_OCCURRENCES as f64)
+            }
+            _ => 0.0,
+        })
+        .sum()
+}
+
+/// The engine events a run of `s` is expected to need at the least.
+pub fn estimated_events(s: &Scenario, occurrences: f64) -> f64 {
+    s.workload.messages as f64 * EVENTS_PER_MESSAGE as f64
+        + occurrences * EVENTS_PER_OCCURRENCE as f64
+}
+
+/// Limits on the whole file, checked before anything is expanded or run: the whole fault plan,
+/// the messages that may be in flight at once, and the events a run needs.
+fn whole_file_limits(
+    s: &Scenario,
+    occurrences: f64,
+    keys_bytes: u64,
+    budget: u64,
+    err: &mut impl FnMut(Vec<PathSeg>, String),
+) {
+    let random = s.faults.iter().filter(|f| f.rate.is_some()).count();
+    if occurrences > MAX_PLAN_OCCURRENCES {
+        err(
+            p(&["fault"]),
+            format!(
+                "the faults would expand to about {occurrences:.0} occurrences in all ({} entries, \
+                 {random} of them random, over a {} fault window), more than the {MAX_PLAN_OCCURRENCES} \
+                 a whole plan may hold; lower the rates or [run] fault_window",
+                s.faults.len(),
+                Dur(fault_window(s)),
+            ),
+        );
+    }
+    let mib = |b: u64| b.div_ceil(1024 * 1024);
+    let messages_bytes = s.workload.messages.saturating_mul(BYTES_PER_MESSAGE);
+    let plan_bytes = (occurrences.min(u64::MAX as f64 / 256.0) as u64) * BYTES_PER_OCCURRENCE;
+    if keys_bytes <= budget
+        && messages_bytes
+            .saturating_add(plan_bytes)
+            .saturating_add(keys_bytes)
+            > budget
+    {
+        err(
+            p(&["workload", "messages"]),
+            format!(
+                "{} messages may need up to {} MiB while in flight ({BYTES_PER_MESSAGE} bytes each, \
+                 all of them if a broker never returns), which with the keys' and nodes' {} MiB and the fault \
+                 plan's {} MiB is more than the memory budget of {} MiB; lower the messages or \
+                 raise [run] memory_budget_mb",
+                s.workload.messages,
+                mib(messages_bytes),
+                mib(keys_bytes),
+                mib(plan_bytes),
+                s.run.memory_budget_mb
+            ),
+        );
+    }
+    let events = estimated_events(s, occurrences);
+    if s.run.max_events > 0 && events > s.run.max_events as f64 {
+        err(
+            p(&["workload", "messages"]),
+            format!(
+                "a run needs at least about {events:.0} engine events ({EVENTS_PER_MESSAGE} per \
+                 message, {EVENTS_PER_OCCURRENCE} per fault occurrence), more than [run] \
+                 max_events = {}: it would stop before producing every message; lower the \
+                 messages or raise [run] max_events",
+                s.run.max_events
+            ),
+        );
+    }
+}
+
+/// Settings that would make a run spin without progress for longer than its event bound allows:
+/// clients retrying a broker that is down for the rest of the run, batch jobs that start with no
+/// work. Each retry or job start is an engine event; over the whole run (production, then the
+/// drain phase) they must fit in `[run] max_events`.
+fn spin_limits(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
+    let scripted_end = s
+        .faults
+        .iter()
+        .filter_map(|f| f.at)
+        .map(|a| a.0)
+        .max()
+        .unwrap_or(0);
+    let horizon = s
+        .expected_production_micros()
+        .max(fault_window(s))
+        .max(scripted_end)
+        .saturating_add(s.run.drain_timeout.0) as f64;
+    let budget = s.run.max_events as f64;
+    let brokers_can_fail = s.faults.iter().any(|f| f.kind == FaultKind::BrokerCrash);
+    let spin = |clients: u32, every: Dur| clients as f64 * horizon / every.0.max(1) as f64;
+    let mut check = |path: Vec<PathSeg>, events: f64, what: &str| {
+        if events > budget {
+            err(
+                path,
+                format!(
+                    "{what} over the run's {} (production, then drain_timeout) could take about \
+                     {events:.0} engine events, more than [run] max_events = {}; make it longer \
+                     (or lower drain_timeout, or raise max_events)",
+                    Dur(horizon as u64),
+                    s.run.max_events
+                ),
+            )
+        }
+    };
+    if brokers_can_fail {
+        for (section, count, delay) in [
+            ("producers", s.producers.count, s.producers.reconnect_delay),
+            ("consumers", s.consumers.count, s.consumers.reconnect_delay),
+        ] {
+            if delay >= MIN_RECONNECT_DELAY {
+                check(
+                    p(&[section, "reconnect_delay"]),
+                    spin(count, delay),
+                    &format!("{count} {section} retrying every {delay} while their broker is down"),
+                );
+            }
+        }
+    }
+    if let (super::ConsumerMode::Batch, Some(b)) = (s.consumers.mode, &s.consumers.batch) {
+        if b.interval >= MIN_BATCH_INTERVAL {
+            check(
+                p(&["consumers", "batch", "interval"]),
+                spin(s.consumers.count, b.interval),
+                &format!(
+                    "{} batch jobs starting every {}",
+                    s.consumers.count, b.interval
+                ),
+            );
+        }
+    }
 }
