@@ -601,3 +601,41 @@ fn spinning_settings_are_refused() {
         assert!(e.contains(needle), "{needle}: {e}");
     }
 }
+
+/// Class 4, engine side: the only broker is down for good and clients retry it every
+/// millisecond. Nothing can settle, so the run ends as `stuck` after at most
+/// `STUCK_AFTER_EVENTS` events without progress, not after an hour of drain (millions of
+/// reconnect events per client).
+#[test]
+fn class4_a_broker_down_for_good_ends_stuck_at_once() {
+    let text =
+        "strategies = [\"competing\"]\n[workload]\nmessages = 50\nrate = \"100/s\"\nkeys = 2\n\
+                [producers]\nreconnect_delay = \"1ms\"\n[[broker]]\nname = \"a\"\n\
+                [consumers]\ncount = 2\nservice = \"1ms\"\nreconnect_delay = \"1ms\"\n\
+                [[fault]]\nkind = \"broker_crash\"\nbroker = \"a\"\nat = \"200ms\"\n\
+                [run]\ndrain_timeout = \"100h\"\n";
+    let sc = ordsim::load_text("stuck.toml", text).unwrap();
+    let m = crate::common::run(&sc, "competing", 1);
+    assert_eq!(m.ended_by, sim::summary::EndReason::Stuck);
+    assert!(m.pending_at_end > 0, "{m:?}");
+    let span = sim::engine::STUCK_AFTER_EVENTS;
+    assert!(m.events > span && m.events < span + 10_000, "{}", m.events);
+    // It stopped within seconds of simulated time, not at the drain bound.
+    assert!(m.sim_time_s < 3600.0, "{}", m.sim_time_s);
+}
+
+/// ... but a long outage that will end is waited for: the clients retry more than
+/// `STUCK_AFTER_EVENTS` times without progress, yet the broker's planned restart is still to
+/// come, so the run goes on and settles.
+#[test]
+fn class4_an_outage_that_ends_is_waited_for() {
+    let text = "strategies = [\"competing\"]\n[workload]\nmessages = 50\nrate = \"100/s\"\nkeys = 2\n\
+                [producers]\nreconnect_delay = \"1ms\"\n[[broker]]\nname = \"a\"\n\
+                [consumers]\ncount = 2\nservice = \"1ms\"\nreconnect_delay = \"1ms\"\n\
+                [[fault]]\nkind = \"broker_crash\"\nbroker = \"a\"\nat = \"200ms\"\nfor = \"10min\"\n";
+    let sc = ordsim::load_text("long.toml", text).unwrap();
+    let m = crate::common::run(&sc, "competing", 1);
+    assert_eq!(m.ended_by, sim::summary::EndReason::Settled, "{m:?}");
+    assert_eq!(m.applied, 50);
+    assert!(m.events > sim::engine::STUCK_AFTER_EVENTS, "{}", m.events);
+}

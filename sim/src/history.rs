@@ -294,6 +294,25 @@ pub enum Event {
 }
 
 impl Event {
+    /// Whether the event is progress: a message produced, delivered, applied, rejected, acked,
+    /// rolled back, dead-lettered or dropped. (A fault starting or ending is progress too; the
+    /// engine counts those itself.) Reconnect attempts, failed sends, timers and job starts are
+    /// not: a run that only does those cannot settle anything.
+    #[inline]
+    pub fn is_progress(&self) -> bool {
+        matches!(
+            self,
+            Event::Produce { .. }
+                | Event::Dispatch { .. }
+                | Event::Apply { .. }
+                | Event::Reject { .. }
+                | Event::Ack { .. }
+                | Event::Rollback { .. }
+                | Event::DeadLetter { .. }
+                | Event::Discard { .. }
+        )
+    }
+
     /// The event's time.
     #[inline]
     pub fn time(&self) -> Time {

@@ -66,7 +66,10 @@ pub enum EndReason {
     /// Every message was settled after the fault phase.
     #[default]
     Settled,
-    /// Nothing was left to happen, yet messages were unsettled (a stuck world).
+    /// Messages were unsettled and nothing could change that: nothing was left to happen, or
+    /// nothing that happened for [`crate::engine::STUCK_AFTER_EVENTS`] engine events made progress
+    /// while no planned fault was left to start or end (e.g. clients retrying a broker that is
+    /// down for good).
     Stuck,
     /// The drain phase reached `[run] drain_timeout` with messages unsettled.
     DrainTimeout,

@@ -9,6 +9,7 @@ use crate::strategy::{Strategy, WorldChange};
 
 impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     pub(super) fn fault_start(&mut self, i: u32) {
+        self.fault_transition();
         let f = &self.plan.faults[i as usize];
         let (action, duration) = (f.action, f.duration);
         match action {
@@ -61,6 +62,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     }
 
     pub(super) fn fault_end(&mut self, i: u32) {
+        self.fault_transition();
         match self.plan.faults[i as usize].action {
             FaultAction::BrokerCrash { broker } => self.broker_restart(broker),
             FaultAction::ConsumerCrash { consumer } => self.consumer_restart(consumer),
@@ -100,5 +102,11 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             FaultAction::CacheCollapse => {}
         }
         self.phase_step();
+    }
+
+    /// A planned fault starts or ends: progress (the world changed), and one fewer to come.
+    fn fault_transition(&mut self) {
+        self.fault_transitions_left -= 1;
+        self.last_progress = self.events;
     }
 }

@@ -57,6 +57,14 @@ use state::{BrokerState, ConsumerState, Loc, Msg, ProducerState, Slab, World};
 use std::collections::BTreeMap;
 use workload::{Arrivals, KeyPicker};
 
+/// A run that goes this many engine events without progress ([`Event::is_progress`], or a
+/// fault starting or ending) while no planned fault is left to start or end can never settle
+/// what it holds: it ends as [`EndReason::Stuck`] at once (about a second of wall time at most)
+/// instead of spinning until `drain_timeout` or `max_events`. A poison message looping without a
+/// backout threshold rolls back on every delivery, which is progress by this definition: such a
+/// run ends at its drain bound, as designed.
+pub const STUCK_AFTER_EVENTS: u64 = 1_000_000;
+
 /// Why a run could not produce a trustworthy summary.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -98,6 +106,10 @@ struct Engine<'a, S: Strategy, O: Observer> {
     started_scratch: Vec<u32>,
     /// Things that keep the fault phase open: messages still to produce + faults not yet over.
     phase_open: u64,
+    /// Planned fault starts and ends still to come.
+    fault_transitions_left: u64,
+    /// The engine event count at the last progress (see [`STUCK_AFTER_EVENTS`]).
+    last_progress: u64,
     draining: bool,
 }
 
@@ -142,12 +154,12 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
                 )
             })
             .collect();
-        let phase_open = sc.workload.messages
-            + plan
-                .faults
-                .iter()
-                .map(|f| if f.duration.is_some() { 2 } else { 1 })
-                .sum::<u64>();
+        let fault_transitions_left = plan
+            .faults
+            .iter()
+            .map(|f| if f.duration.is_some() { 2 } else { 1 })
+            .sum::<u64>();
+        let phase_open = sc.workload.messages + fault_transitions_left;
         let w = World {
             slab: Slab::default(),
             producers,
@@ -183,6 +195,8 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             scratch: Vec::with_capacity(sc.consumers.count as usize),
             started_scratch: Vec::with_capacity(sc.consumers.count as usize),
             phase_open,
+            fault_transitions_left,
+            last_progress: 0,
             draining: false,
         }
     }
@@ -190,6 +204,10 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
     /// Records a history event: checkers first, then the observer (trace file, tests).
     #[inline]
     fn emit(&mut self, e: Event) {
+        // Inlined at each call site, where the variant is known: a store or nothing.
+        if e.is_progress() {
+            self.last_progress = self.events;
+        }
         self.checkers.observe(&e);
         self.observer.event(&e);
     }
@@ -326,6 +344,12 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             }
             if self.events >= max_events {
                 ended_by = EndReason::MaxEvents;
+                break;
+            }
+            if self.events - self.last_progress > STUCK_AFTER_EVENTS
+                && self.fault_transitions_left == 0
+            {
+                ended_by = EndReason::Stuck;
                 break;
             }
         }
