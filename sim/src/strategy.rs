@@ -42,6 +42,18 @@ pub struct MsgView {
     pub group: Option<u32>,
 }
 
+impl MsgView {
+    /// The message's identity as the history names it.
+    #[inline]
+    pub fn msg_ref(&self) -> crate::history::MsgRef {
+        crate::history::MsgRef {
+            id: self.id,
+            key: self.key,
+            seq: self.seq,
+        }
+    }
+}
+
 /// A consumer attached to the dispatching broker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConsumerSlot {

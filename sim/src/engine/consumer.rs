@@ -5,7 +5,7 @@
 use super::events::Ev;
 use super::state::{Delivery, Job, Loc, Phase};
 use super::Engine;
-use crate::history::{Event, FailReason, MsgRef, Node, Observer};
+use crate::history::{Event, FailReason, Node, Observer};
 use crate::strategy::{Begin, HandlerCtx, Outcome, Row, Strategy, WorldChange};
 
 /// The handler's view of the world.
@@ -86,11 +86,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         };
         let view = self.view(d.slot);
         let poison = self.w.slab.get(d.slot).poison;
-        let msg = MsgRef {
-            id: view.id,
-            key: view.key,
-            seq: view.seq,
-        };
+        let msg = view.msg_ref();
         self.emit(Event::Start {
             t: self.now,
             msg,
@@ -198,11 +194,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             );
             self.strategy.handle(&ctx, &job.view, &mut self.ctl)
         };
-        let msg = MsgRef {
-            id: job.view.id,
-            key: job.view.key,
-            seq: job.view.seq,
-        };
+        let msg = job.view.msg_ref();
         match outcome {
             Outcome::Applied { state_seq } => {
                 self.unhold(msg.id);

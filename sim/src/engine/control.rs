@@ -59,11 +59,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
 
     /// [`Request::Apply`]: a write outside any consumer's transaction.
     fn apply_for_strategy(&mut self, msg: MsgView, state_seq: u32, worker: u32) {
-        let r = MsgRef {
-            id: msg.id,
-            key: msg.key,
-            seq: msg.seq,
-        };
+        let r = msg.msg_ref();
         if let Some(h) = self.w.held.remove(&msg.id) {
             self.mark_applied(h.slot, msg.id);
         }
@@ -90,11 +86,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             return;
         }
         self.w.held.remove(&msg.id);
-        let r = MsgRef {
-            id: msg.id,
-            key: msg.key,
-            seq: msg.seq,
-        };
+        let r = msg.msg_ref();
         self.emit(Event::Discard {
             t: self.now,
             msg: r,

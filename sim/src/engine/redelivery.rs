@@ -5,18 +5,14 @@
 use super::events::Ev;
 use super::state::{Delivery, Job, Loc, Phase};
 use super::Engine;
-use crate::history::{Event, FailReason, MsgRef, Observer};
+use crate::history::{Event, FailReason, Observer};
 use crate::scenario::RedeliveryMode;
 use crate::strategy::Strategy;
 
 impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     pub(super) fn failed(&mut self, c: u32, job: Job, reason: FailReason) {
         let d = job.d;
-        let msg = MsgRef {
-            id: job.view.id,
-            key: job.view.key,
-            seq: job.view.seq,
-        };
+        let msg = job.view.msg_ref();
         self.emit(Event::Rollback {
             t: self.now,
             msg,
