@@ -4,7 +4,7 @@
 Usage: callgrind-parts.py CALLGRIND_OUT MESSAGES
 
 Build with line tables so inlined code keeps its source file, e.g.
-  CARGO_PROFILE_RELEASE_DEBUG=line-tables-only cargo build --release --target-dir /tmp/prof
+  CARGO_PROFILE_PERF_DEBUG=line-tables-only cargo build --profile perf --bin sim --target-dir /tmp/prof
 Each line of `callgrind_annotate --inclusive=no` is a (source file, function) pair with its own
 (exclusive) instruction count. A line goes to a part by its source file when that file is ours
 or a dependency's, and by the enclosing function when the file is the standard library (inlined
@@ -33,10 +33,15 @@ def part(f, fn, rest):
         return "history + checkers"
     if "strategies/src" in f or ("broker.rs" in f and "dispatch" in fn) or ("/rustc/" in f and "dispatch" in fn):
         return "strategy + dispatch"
-    world = ("consumer::", "producer::", "broker::")
-    if "sim/src/world/" in f or ("/rustc/" in f and any(w in fn for w in world)):
+    # The engine's loop and strategy requests, then the world model: every other file of
+    # sim/src/engine/ (state, producer, broker, network, consumer, redelivery, batch, failover,
+    # faults, workload).
+    if re.search(r"sim/src/engine/(mod|control|events)\.rs", f):
+        return "engine loop + control"
+    world = ("consumer::", "producer::", "broker::", "redelivery::", "failover::", "network::", "state::")
+    if "sim/src/engine/" in f or ("/rustc/" in f and any(w in fn for w in world)):
         return "world model (producer, broker, consumer)"
-    if "engine.rs" in f or ("/rustc/" in f and any(w in fn for w in ("Engine", "run_named", "run_one"))):
+    if ("/rustc/" in f and any(w in fn for w in ("Engine", "run_named", "run_one"))):
         return "engine loop + control"
     return "other (startup, loading, libc)"
 

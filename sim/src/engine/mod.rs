@@ -202,7 +202,9 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
     }
 
     /// Records a history event: checkers first, then the observer (trace file, tests).
-    #[inline]
+    // Always inlined: at each call site the event's variant is known, so the progress test and
+    // the checkers' match fold away (a call would pass the event by value and match at run time).
+    #[inline(always)]
     fn emit(&mut self, e: Event) {
         // Inlined at each call site, where the variant is known: a store or nothing.
         if e.is_progress() {
@@ -324,6 +326,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
         let max_events = opts.max_events.unwrap_or(self.sc.run.max_events);
         let max_time = opts.max_sim_time.unwrap_or(Time::MAX);
         let mut ended_by = EndReason::Stuck;
+        let mut check_at = max_events.min(STUCK_AFTER_EVENTS + 1);
         while let Some((t, ev)) = self.q.pop() {
             if t > max_time {
                 self.now = max_time;
@@ -342,15 +345,20 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
                 ended_by = EndReason::Settled;
                 break;
             }
-            if self.events >= max_events {
-                ended_by = EndReason::MaxEvents;
-                break;
-            }
-            if self.events - self.last_progress > STUCK_AFTER_EVENTS
-                && self.fault_transitions_left == 0
-            {
-                ended_by = EndReason::Stuck;
-                break;
+            // One comparison per event covers both bounds: the event bound, and the next event
+            // count at which the run would have gone STUCK_AFTER_EVENTS without progress.
+            if self.events >= check_at {
+                if self.events >= max_events {
+                    ended_by = EndReason::MaxEvents;
+                    break;
+                }
+                if self.events - self.last_progress > STUCK_AFTER_EVENTS
+                    && self.fault_transitions_left == 0
+                {
+                    ended_by = EndReason::Stuck;
+                    break;
+                }
+                check_at = max_events.min(self.last_progress + STUCK_AFTER_EVENTS + 1);
             }
         }
         if self.q.is_empty()
