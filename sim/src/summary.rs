@@ -147,11 +147,11 @@ pub struct StrategySummary {
 
 /// A strategy's effective parameters, in declaration order; serialized as a JSON object keyed by
 /// parameter name.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Params(pub Vec<ParamValue>);
 
 /// One effective parameter value.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ParamValue {
     /// Its name in `[strategy.NAME]` (the JSON key; not serialized inside the value).
     #[serde(skip)]

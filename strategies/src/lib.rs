@@ -202,6 +202,15 @@ macro_rules! registry {
             None
         }
 
+        /// The named strategy's effective parameters in `sc` (empty if the name is unknown or
+        /// its `[strategy.NAME]` table is invalid).
+        pub fn effective_params(name: &str, sc: &Scenario) -> Params {
+            $(if name == <$ty as Named>::NAME {
+                return params::<$ty>(sc).map(|p| effective::<$ty>(sc, &p)).unwrap_or_default();
+            })*
+            Params::default()
+        }
+
         /// Runs the named strategy on the scenario and its plan, handing every history event to
         /// `observer` if there is one. The engine is monomorphized per strategy (no dynamic
         /// dispatch in the event loop of an unobserved run; an observed run, which formats or
