@@ -283,3 +283,50 @@ impl Metrics {
         find(&flat).or_else(|| find(&format!("coverage_{flat}")))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `params` is written last, as an object in declaration order, and reads back (next to the
+    /// flattened metrics); an entry without it reads as no parameters.
+    #[test]
+    fn params_round_trip_after_the_metrics() {
+        let s = StrategySummary {
+            strategy: "x".into(),
+            status: Status::Ok,
+            reason: None,
+            metrics: Some(Metrics::default()),
+            params: Params(vec![
+                ParamValue {
+                    name: "b".into(),
+                    value: "1s".into(),
+                    default: true,
+                    warning: None,
+                },
+                ParamValue {
+                    name: "a".into(),
+                    value: "route".into(),
+                    default: false,
+                    warning: Some("reorders".into()),
+                },
+            ]),
+        };
+        let text = serde_json::to_string(&s).unwrap();
+        assert!(
+            text.starts_with(r#"{"strategy":"x","status":"ok","#),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(
+                r#""params":{"b":{"value":"1s","default":true},"a":{"value":"route","default":false,"warning":"reorders"}}}"#
+            ),
+            "{text}"
+        );
+        let back: StrategySummary = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, s);
+        let old = text.replace(&text[text.find(r#","params""#).unwrap()..], "}");
+        let back: StrategySummary = serde_json::from_str(&old).unwrap();
+        assert!(back.params.is_empty());
+    }
+}
