@@ -1154,7 +1154,11 @@ impl crate::Named for Resequencer {
             unit: "bool",
             default: "false",
             models: "Camel aggregator ignoreInvalidCorrelationKeys",
-            hazard: None,
+            hazard: Some(crate::Hazard {
+                when: "true when [workload] group_header_missing > 0",
+                applies: |v, sc| v == "true" && sc.workload.group_header_missing > 0.0,
+                effect: "messages without the group header are acked and dropped: lost without any fault",
+            }),
         },
     ];
     fn build(sc: &sim::Scenario, p: ResequencerParams) -> Result<Self, String> {
@@ -1487,6 +1491,19 @@ for = "10s"
         assert!(m(&memory).ordering_violations > 0, "{:?}", m(&memory));
         assert!(w(&memory, "persistent").is_some());
         assert!(w(&single, "persistent").is_none());
+
+        // ignore_invalid_correlation_keys = true with headerless messages: they are lost.
+        let headerless = "group_header_missing = 0.01";
+        let ignored = go(
+            &format!("{SINGLE_5S}\nignore_invalid_correlation_keys = true"),
+            headerless,
+        );
+        assert!(m(&ignored).lost > 0, "{:?}", m(&ignored));
+        assert!(w(&ignored, "ignore_invalid_correlation_keys").is_some());
+        let failed = go(SINGLE_5S, headerless);
+        assert_eq!(m(&failed).lost, 0);
+        assert!(w(&failed, "ignore_invalid_correlation_keys").is_none());
+        assert!(w(&single, "ignore_invalid_correlation_keys").is_none());
 
         // One consumer: one route instance, nothing to warn about.
         let one = crate::test_util::summary(&sc(1, 50, "", "", ""), "resequencer", 1);
