@@ -1028,7 +1028,16 @@ impl crate::Named for Resequencer {
             models: "JdbcAggregationRepository after (Camel 3.4+) or before CAMEL-7810",
             hazard: Some(crate::Hazard {
                 when: "\"unversioned\" with more than one consumer and persistent = true",
-                applies: |v, sc| v == "unversioned" && sc.consumers.count > 1,
+                applies: |v, sc| {
+                    v == "unversioned"
+                        && sc.consumers.count > 1
+                        && sc
+                            .strategy
+                            .get("resequencer")
+                            .and_then(|t| t.get("persistent"))
+                            .and_then(|p| p.as_bool())
+                            != Some(false)
+                },
                 effect: "an aggregation repository without a version column: concurrent consumers overwrite each other's additions to a group and acked messages are lost without any fault (CAMEL-7810)",
             }),
         },
@@ -1485,6 +1494,9 @@ for = "10s"
         let versioned = go(SINGLE_5S, cmd);
         assert_eq!(m(&versioned).lost, 0);
         assert!(w(&versioned, "repository").is_none());
+        // Only the shared JDBC repository has a version column to miss.
+        let in_memory = go("persistent = false\nrepository = \"unversioned\"", "");
+        assert!(w(&in_memory, "repository").is_none());
 
         // persistent = false: every group split across the consumers, reordered.
         let memory = go(&format!("{SINGLE_5S}\npersistent = false"), "");
