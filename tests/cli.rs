@@ -191,10 +191,23 @@ fn run_prints_repro_plan_and_table_and_writes_outputs() {
         stdout.contains("competing") && stdout.contains("single"),
         "{stdout}"
     );
+    // The effective parameters, after the fault plan and before the table, defaults marked.
+    let params = stdout.find("\nparameters (").expect("a parameters block");
+    assert!(params > stdout.find("fault plan").unwrap(), "{stdout}");
+    assert!(params < stdout.find("violations").unwrap(), "{stdout}");
+    assert!(stdout.contains("  competing: no parameters\n"), "{stdout}");
+    assert!(stdout.contains("  single: takeover_delay=2s\n"), "{stdout}");
+    assert!(
+        stdout.contains("resequencer_scope=single,") && stdout.contains("timeout=1s (default)"),
+        "{stdout}"
+    );
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(json["seed"], 9);
     assert_eq!(json["strategies"][0]["strategy"], "competing");
+    assert_eq!(json["strategies"][0]["params"], serde_json::json!({}));
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("  single: takeover_delay=2s\n"), "{report}");
     let csv = std::fs::read_to_string(out.join("summary.csv")).unwrap();
     let runs = json["strategies"].as_array().unwrap().len();
     assert_eq!(
@@ -240,6 +253,63 @@ fn json_summary_has_the_contract_fields() {
         assert!(s["latency_ms"][p].is_number());
     }
     assert!(s["max_block_ms"].is_number());
+    // Existing fields first, in the contract's order; the effective parameters last.
+    let keys: Vec<&String> = s.as_object().unwrap().keys().collect();
+    assert_eq!((keys[0].as_str(), keys[1].as_str()), ("strategy", "status"));
+    assert_eq!(keys.last().unwrap().as_str(), "params");
+    assert_eq!(
+        s["params"],
+        serde_json::json!({"takeover_delay": {"value": "2s", "default": false}})
+    );
+}
+
+#[test]
+fn hazardous_parameters_are_warned_about_and_listed() {
+    crate::common::at_root();
+    // The resequencer's defaults on four consumers: one resequencer per consumer.
+    let p = temp_file(
+        "hazard.toml",
+        &std::fs::read_to_string("scenarios/failover.toml")
+            .unwrap()
+            .replace("resequencer_scope = \"single\"", ""),
+    );
+    let (code, stdout, err) = sim(&["run", p.to_str().unwrap(), "--strategy", "resequencer"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        stdout.contains("resequencer_scope=route (default)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  warning: resequencer resequencer_scope: one resequencer per consumer"),
+        "{stdout}"
+    );
+    let (code, stdout, _) = sim(&[
+        "run",
+        p.to_str().unwrap(),
+        "--json",
+        "--strategy",
+        "resequencer",
+    ]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let scope = &v["strategies"][0]["params"]["resequencer_scope"];
+    assert_eq!(scope["value"], "route");
+    assert_eq!(scope["default"], true);
+    assert!(scope["warning"].is_string(), "{scope}");
+
+    let (code, out, _) = sim(&["list", "--params"]);
+    assert_eq!(code, 0);
+    for w in [
+        "[strategy.resequencer]",
+        "resequencer_scope = route  (default)",
+        "Camel stream resequencer timeout",
+        "CachedMessageGroupMap",
+        "hazard (no fault needed), when \"route\" with more than one consumer",
+        "[strategy.competing]",
+        "(no parameters)",
+    ] {
+        assert!(out.contains(w), "{w}:\n{out}");
+    }
 }
 
 #[test]

@@ -118,6 +118,17 @@ fn a_sweep_writes_runs_aggregate_charts_and_report() {
     let report = String::from_utf8(f["report.md"].clone()).unwrap();
     assert!(report.contains("![sweep-1](sweep-1.svg)"));
     assert!(report.contains("| consumers.count | consumers.prefetch | strategy |"));
+    // The strategies' effective parameters (before --set) in sweep.json and report.md.
+    assert!(
+        report
+            .contains("- db_optimistic: `compare=timestamp` (default), `read_at=begin` (default)"),
+        "{report}"
+    );
+    let manifest: serde_json::Value = serde_json::from_slice(&f["sweep.json"]).unwrap();
+    let bp = &manifest["base_params"];
+    assert_eq!(bp[0]["strategy"], "competing");
+    assert_eq!(bp[0]["params"], serde_json::json!({}));
+    assert_eq!(bp[2]["params"]["compare"]["value"], "timestamp");
 }
 
 #[test]

@@ -320,7 +320,8 @@ pub fn run_scenario(
     })
 }
 
-/// The header printed above the table: repro line, topology, and the resolved fault plan.
+/// The header printed above the table: repro line, topology, the resolved fault plan and every
+/// strategy's effective parameters (with hazard warnings).
 pub fn header(r: &RunResult, file: &Path) -> String {
     let sc = &r.scenario;
     let w = &sc.workload;
@@ -360,6 +361,7 @@ pub fn header(r: &RunResult, file: &Path) -> String {
             s.push_str(&format!("  ... and {} more\n", lines.len() - SHOW));
         }
     }
+    s.push_str(&escape_controls(&report::params_block(&r.summary), true));
     s
 }
 
@@ -648,9 +650,37 @@ pub fn list_text() -> String {
     for i in strategies::ALL {
         s.push_str(&format!("  {:<18} {}\n", i.name, i.summary));
     }
+    s.push_str("\nstrategy parameters: sim list --params\n");
     s.push_str("\nfault kinds ([[fault]] kind = ...):\n");
     for (k, d) in sim::scenario::FaultKind::ALL {
         s.push_str(&format!("  {:<18} {}\n", k.name(), d));
+    }
+    s
+}
+
+/// `sim list --params`: every strategy's `[strategy.NAME]` parameters with their meaning, unit,
+/// default, the real setting they model, and the values that reorder or lose messages even
+/// without faults.
+pub fn list_params_text() -> String {
+    let mut s = String::new();
+    for i in strategies::ALL {
+        s.push_str(&format!("[strategy.{}]  {}\n", i.name, i.summary));
+        if i.params.is_empty() {
+            s.push_str("  (no parameters)\n");
+        }
+        for p in i.params {
+            s.push_str(&format!("  {} = {}  (default)\n", p.name, p.default));
+            s.push_str(&format!("      {}\n", p.meaning));
+            s.push_str(&format!("      unit: {}\n", p.unit));
+            s.push_str(&format!("      models: {}\n", p.models));
+            if let Some(h) = &p.hazard {
+                s.push_str(&format!(
+                    "      hazard (no fault needed), when {}: {}\n",
+                    h.when, h.effect
+                ));
+            }
+        }
+        s.push('\n');
     }
     s
 }

@@ -70,7 +70,12 @@ enum Command {
         jobs: usize,
     },
     /// List the strategies and fault kinds.
-    List,
+    List {
+        /// Describe every strategy parameter instead: meaning, unit, default, the real setting it
+        /// models, and values that reorder or lose messages even without faults.
+        #[arg(long)]
+        params: bool,
+    },
     /// Run a grid of parameter values x seeds x strategies in parallel: runs.csv (one row per run),
     /// aggregate.csv (mean, min, max, 95% interval across seeds), charts and report.md.
     Sweep {
@@ -321,8 +326,12 @@ fn run(cli: Cli) -> Result<(), CliError> {
             );
             Ok(())
         }
-        Command::List => {
-            out!("{}", ordsim::list_text());
+        Command::List { params } => {
+            if params {
+                out!("{}", ordsim::list_params_text());
+            } else {
+                out!("{}", ordsim::list_text());
+            }
             Ok(())
         }
         Command::Bench {

@@ -196,3 +196,45 @@ pub fn json(s: &RunSummary) -> String {
     j.push('\n');
     j
 }
+
+/// The "parameters" block of `sim run` (and of report.md): one line per strategy with its
+/// effective `[strategy.NAME]` values, defaults marked, wrapped at about 100 columns, then a
+/// `warning:` line for each value in use that reorders or loses messages even without faults.
+pub fn params_block(s: &RunSummary) -> String {
+    const WIDTH: usize = 100;
+    let mut out = String::from("parameters (sim list --params explains them):\n");
+    let mut warnings = Vec::new();
+    for st in &s.strategies {
+        let head = format!("  {}:", st.strategy);
+        if st.params.is_empty() {
+            out.push_str(&format!("{head} no parameters\n"));
+            continue;
+        }
+        let mut line = head;
+        for (i, p) in st.params.0.iter().enumerate() {
+            let item = format!(
+                "{}={}{}{}",
+                p.name,
+                p.value,
+                if p.default { " (default)" } else { "" },
+                if i + 1 < st.params.0.len() { "," } else { "" }
+            );
+            if line.len() + 1 + item.len() > WIDTH && !line.ends_with(':') {
+                out.push_str(&line);
+                out.push('\n');
+                line = String::from("   ");
+            }
+            line.push(' ');
+            line.push_str(&item);
+        }
+        out.push_str(&line);
+        out.push('\n');
+        for (name, w) in st.params.warnings() {
+            warnings.push(format!("  warning: {} {name}: {w}\n", st.strategy));
+        }
+    }
+    for w in warnings {
+        out.push_str(&w);
+    }
+    out
+}

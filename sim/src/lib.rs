@@ -24,4 +24,4 @@ pub mod time;
 pub use engine::{run, RunError, RunOptions};
 pub use faults::FaultPlan;
 pub use scenario::Scenario;
-pub use summary::{Metrics, RunSummary, Status, StrategySummary};
+pub use summary::{Metrics, ParamValue, Params, RunSummary, Status, StrategySummary};

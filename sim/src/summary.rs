@@ -141,6 +141,77 @@ pub struct StrategySummary {
     /// The figures (absent when not applicable).
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<Metrics>,
+    /// The strategy's effective `[strategy.NAME]` parameters, in the order `sim list --params`
+    /// shows them (an object in JSON: name -> value, whether it is the default, and the hazard
+    /// warning if the value reorders or loses messages even without faults).
+    #[serde(default)]
+    pub params: Params,
+}
+
+/// A strategy's effective parameters, in declaration order; serialized as a JSON object keyed by
+/// parameter name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Params(pub Vec<ParamValue>);
+
+/// One effective parameter value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParamValue {
+    /// Its name in `[strategy.NAME]` (the JSON key; not serialized inside the value).
+    #[serde(skip)]
+    pub name: String,
+    /// The value, as it would be written in the scenario file (strings unquoted).
+    pub value: String,
+    /// Whether it is the strategy's default.
+    pub default: bool,
+    /// What goes wrong with this value even without faults, if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+impl Params {
+    /// No parameters at all.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The warnings of the values in use.
+    pub fn warnings(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0
+            .iter()
+            .filter_map(|p| p.warning.as_deref().map(|w| (p.name.as_str(), w)))
+    }
+}
+
+impl Serialize for Params {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for p in &self.0 {
+            m.serialize_entry(&p.name, p)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Params {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Params;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of parameters")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Params, A::Error> {
+                let mut out = Vec::new();
+                while let Some((name, mut v)) = a.next_entry::<String, ParamValue>()? {
+                    v.name = name;
+                    out.push(v);
+                }
+                Ok(Params(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
 /// What `sim run --json` prints.
@@ -213,5 +284,52 @@ impl Metrics {
                 .and_then(|(_, v)| v.as_f64())
         };
         find(&flat).or_else(|| find(&format!("coverage_{flat}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `params` is written last, as an object in declaration order, and reads back (next to the
+    /// flattened metrics); an entry without it reads as no parameters.
+    #[test]
+    fn params_round_trip_after_the_metrics() {
+        let s = StrategySummary {
+            strategy: "x".into(),
+            status: Status::Ok,
+            reason: None,
+            metrics: Some(Metrics::default()),
+            params: Params(vec![
+                ParamValue {
+                    name: "b".into(),
+                    value: "1s".into(),
+                    default: true,
+                    warning: None,
+                },
+                ParamValue {
+                    name: "a".into(),
+                    value: "route".into(),
+                    default: false,
+                    warning: Some("reorders".into()),
+                },
+            ]),
+        };
+        let text = serde_json::to_string(&s).unwrap();
+        assert!(
+            text.starts_with(r#"{"strategy":"x","status":"ok","#),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(
+                r#""params":{"b":{"value":"1s","default":true},"a":{"value":"route","default":false,"warning":"reorders"}}}"#
+            ),
+            "{text}"
+        );
+        let back: StrategySummary = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, s);
+        let old = text.replace(&text[text.find(r#","params""#).unwrap()..], "}");
+        let back: StrategySummary = serde_json::from_str(&old).unwrap();
+        assert!(back.params.is_empty());
     }
 }

@@ -68,7 +68,7 @@
 //! - `ttl`: expiry of a cached timestamp after its put; default `"never"` (the post's `put` without
 //!   expiry uses the cache scheme's `expiry-delay`, whose Coherence default 0 means never).
 
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sim::strategy::{
     Begin, Control, DispatchCtx, Handler, HandlerCtx, MsgView, Outcome, Select, Strategy,
     WorldChange,
@@ -77,15 +77,39 @@ use sim::time::{Dur, Time};
 use std::collections::VecDeque;
 
 /// `[strategy.cache_pessimistic]` parameters.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CachePessimisticParams {
     /// Longest wait for a held lock before the delivery rolls back; `"forever"` (default).
-    #[serde(default, deserialize_with = "forever_or_dur")]
+    #[serde(
+        default,
+        deserialize_with = "forever_or_dur",
+        serialize_with = "ser_forever"
+    )]
     pub lock_wait: Option<Dur>,
     /// Expiry of a cached timestamp after its put; `"never"` (default).
-    #[serde(default, deserialize_with = "forever_or_dur")]
+    #[serde(
+        default,
+        deserialize_with = "forever_or_dur",
+        serialize_with = "ser_never"
+    )]
     pub ttl: Option<Dur>,
+}
+
+/// None as `"forever"`.
+fn ser_forever<S: Serializer>(v: &Option<Dur>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        None => s.serialize_str("forever"),
+        Some(d) => d.serialize(s),
+    }
+}
+
+/// None as `"never"`.
+fn ser_never<S: Serializer>(v: &Option<Dur>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        None => s.serialize_str("never"),
+        Some(d) => d.serialize(s),
+    }
 }
 
 /// `"never"` / `"forever"` -> None; a duration string -> Some.
@@ -275,6 +299,24 @@ impl crate::Named for CachePessimistic {
     const SUMMARY: &'static str =
         "round-robin; Coherence-style per-key lock + cached timestamp compare ([Coherence+Hibernate]); stale after cache collapse/expiry, drops commands, ties rejected";
     type Params = CachePessimisticParams;
+    const PARAMS: &'static [crate::ParamInfo] = &[
+        crate::ParamInfo {
+            name: "lock_wait",
+            meaning: "longest wait for a held lock before the delivery rolls back and is redelivered; \"forever\" waits as long as it takes",
+            unit: "duration or \"forever\"",
+            default: "forever",
+            models: "the timeout of Coherence NamedCache.lock(key, timeout) (-1 = forever, as in the post)",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "ttl",
+            meaning: "expiry of a cached timestamp after its put; an expired entry reads as absent, so an older message is accepted",
+            unit: "duration or \"never\"",
+            default: "never",
+            models: "Coherence cache expiry (<expiry-delay> / put(key, value, ttl))",
+            hazard: None,
+        },
+    ];
     fn build(sc: &sim::Scenario, p: CachePessimisticParams) -> Result<Self, String> {
         Ok(CachePessimistic::new(
             sc.brokers.len(),

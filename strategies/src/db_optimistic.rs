@@ -47,7 +47,7 @@
 //! `"timestamp"`), `read_at` (`"begin"` | `"end"`, default `"begin"`).
 
 use crate::competing::Competing;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use sim::history::FailReason;
 use sim::strategy::{
     Begin, Control, DispatchCtx, Handler, HandlerCtx, MsgView, Outcome, Row, Select, Strategy,
@@ -55,7 +55,7 @@ use sim::strategy::{
 use sim::time::Time;
 
 /// What the stale check compares.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Compare {
     /// The message's producer (JMS) timestamp against the stored LAST_UPDATE
@@ -67,7 +67,7 @@ pub enum Compare {
 }
 
 /// When the handler reads the row it compares against (and whose version guards the write).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReadAt {
     /// When processing begins: the service time separates the read from the write.
@@ -78,7 +78,7 @@ pub enum ReadAt {
 }
 
 /// `[strategy.db_optimistic]` parameters.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DbOptimisticParams {
     /// What is compared to decide a message is stale (default `timestamp`).
@@ -162,6 +162,24 @@ impl crate::Named for DbOptimistic {
     const SUMMARY: &'static str =
         "round-robin; reject messages older than the stored timestamp/version, @Version-guarded write ([Coherence+Hibernate])";
     type Params = DbOptimisticParams;
+    const PARAMS: &'static [crate::ParamInfo] = &[
+        crate::ParamInfo {
+            name: "compare",
+            meaning: "what decides that a message is stale: its producer timestamp or a producer-assigned per-key version, against the value stored in the row",
+            unit: "\"timestamp\" | \"version\"",
+            default: "timestamp",
+            models: "the LAST_UPDATE (JMS timestamp) column compared in PersonDaoImpl.saveOrUpdate, or a version column filled by the producer",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "read_at",
+            meaning: "when the target row is read: when processing begins (the service time separates read and write) or right before the write",
+            unit: "\"begin\" | \"end\"",
+            default: "begin",
+            models: "where session.get runs in the transaction relative to the business processing, before Hibernate's @Version-guarded flush",
+            hazard: None,
+        },
+    ];
     fn build(sc: &sim::Scenario, p: DbOptimisticParams) -> Result<Self, String> {
         Ok(DbOptimistic::new(
             sc.brokers.len(),

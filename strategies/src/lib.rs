@@ -15,10 +15,11 @@ pub mod single;
 pub mod unit_of_order;
 
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 use sim::history::{DynObserver, NoObserver, Observer};
 use sim::scenario::{FieldError, PathSeg, Scenario};
 use sim::strategy::Strategy;
-use sim::{FaultPlan, RunError, RunOptions, Status, StrategySummary};
+use sim::{FaultPlan, ParamValue, Params, RunError, RunOptions, Status, StrategySummary};
 
 pub use cache_pessimistic::CachePessimistic;
 pub use competing::Competing;
@@ -37,13 +38,45 @@ pub trait Named: Strategy + Sized {
     /// One line for `sim list`.
     const SUMMARY: &'static str;
     /// `[strategy.NAME]` parameters (unknown fields rejected; every field has a default).
-    type Params: DeserializeOwned + Default;
+    /// Serialized, they give the effective values (a unit test checks that every serialized field
+    /// is described in [`Named::PARAMS`]).
+    type Params: DeserializeOwned + Serialize + Default;
+    /// What each parameter means, in the order shown (one entry per field of `Params`).
+    const PARAMS: &'static [ParamInfo];
     /// An instance for `sc`, or the reason it is not applicable there.
     fn build(sc: &Scenario, params: Self::Params) -> Result<Self, String>;
 }
 
+/// One `[strategy.NAME]` parameter, as `sim list --params` describes it.
+#[derive(Clone, Copy, Debug)]
+pub struct ParamInfo {
+    /// Field name in `[strategy.NAME]`.
+    pub name: &'static str,
+    /// What it does in the model.
+    pub meaning: &'static str,
+    /// Unit or accepted values.
+    pub unit: &'static str,
+    /// Default, as written in a scenario file.
+    pub default: &'static str,
+    /// The real setting it models.
+    pub models: &'static str,
+    /// Values that reorder or lose messages even without any fault.
+    pub hazard: Option<Hazard>,
+}
+
+/// Values of a parameter that reorder or lose messages without any fault.
+#[derive(Clone, Copy, Debug)]
+pub struct Hazard {
+    /// Which values, in words (for `sim list --params`).
+    pub when: &'static str,
+    /// Whether the value (as shown in the effective parameters) is one of them, in this scenario.
+    pub applies: fn(value: &str, sc: &Scenario) -> bool,
+    /// What goes wrong, without any fault.
+    pub effect: &'static str,
+}
+
 /// No parameters: only an empty table is accepted.
-#[derive(Debug, Default, serde::Deserialize)]
+#[derive(Debug, Default, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
 
@@ -54,6 +87,8 @@ pub struct Info {
     pub name: &'static str,
     /// One line for `sim list`.
     pub summary: &'static str,
+    /// Its `[strategy.NAME]` parameters (`sim list --params`).
+    pub params: &'static [ParamInfo],
 }
 
 fn params<N: Named>(sc: &Scenario) -> Result<N::Params, FieldError> {
@@ -68,15 +103,60 @@ fn params<N: Named>(sc: &Scenario) -> Result<N::Params, FieldError> {
     }
 }
 
+/// A value as text: strings unquoted, anything else as TOML writes it.
+fn value_text(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Serializes a `Params` into its fields.
+fn fields<P: Serialize>(p: &P) -> toml::Table {
+    match toml::Value::try_from(p) {
+        Ok(toml::Value::Table(t)) => t,
+        other => panic!("parameters must serialize to a table: {other:?}"),
+    }
+}
+
+/// The effective values of `p`, in [`Named::PARAMS`] order, each marked default or not and with
+/// its hazard warning (in `sc`) if it has one.
+pub fn effective<N: Named>(sc: &Scenario, p: &N::Params) -> Params {
+    let set = fields(p);
+    let def = fields(&N::Params::default());
+    Params(
+        N::PARAMS
+            .iter()
+            .map(|info| {
+                let value = set.get(info.name).map(value_text).unwrap_or_default();
+                let default = set.get(info.name) == def.get(info.name);
+                let warning = info
+                    .hazard
+                    .filter(|h| (h.applies)(&value, sc))
+                    .map(|h| h.effect.to_string());
+                ParamValue {
+                    name: info.name.to_string(),
+                    value,
+                    default,
+                    warning,
+                }
+            })
+            .collect(),
+    )
+}
+
 fn run_one<N: Named>(
     sc: &Scenario,
     plan: &FaultPlan,
     opts: &RunOptions,
     observer: Option<&mut dyn Observer>,
 ) -> Result<StrategySummary, RunError> {
-    let built = params::<N>(sc)
-        .map_err(|e| e.message)
-        .and_then(|p| N::build(sc, p));
+    let parsed = params::<N>(sc).map_err(|e| e.message);
+    let shown = match &parsed {
+        Ok(p) => effective::<N>(sc, p),
+        Err(_) => Params::default(),
+    };
+    let built = parsed.and_then(|p| N::build(sc, p));
     Ok(match built {
         Ok(strategy) => StrategySummary {
             strategy: N::NAME.to_string(),
@@ -86,12 +166,14 @@ fn run_one<N: Named>(
                 None => sim::run(sc, plan, strategy, opts, &mut NoObserver)?,
                 Some(o) => sim::run(sc, plan, strategy, opts, &mut DynObserver(o))?,
             }),
+            params: shown,
         },
         Err(reason) => StrategySummary {
             strategy: N::NAME.to_string(),
             status: Status::NotApplicable,
             reason: Some(reason),
             metrics: None,
+            params: shown,
         },
     })
 }
@@ -100,13 +182,33 @@ fn run_one<N: Named>(
 macro_rules! registry {
     ($($ty:ty),* $(,)?) => {
         /// Every strategy, in the order `sim list` shows them.
-        pub const ALL: &[Info] = &[$(Info { name: <$ty as Named>::NAME, summary: <$ty as Named>::SUMMARY }),*];
+        pub const ALL: &[Info] = &[$(Info {
+            name: <$ty as Named>::NAME,
+            summary: <$ty as Named>::SUMMARY,
+            params: <$ty as Named>::PARAMS,
+        }),*];
+
+        /// Every strategy's serialized default parameters, as field names (for the test that
+        /// every field is described).
+        #[cfg(test)]
+        fn default_fields() -> Vec<(&'static str, Vec<String>)> {
+            vec![$((<$ty as Named>::NAME, fields(&<<$ty as Named>::Params as Default>::default()).keys().cloned().collect())),*]
+        }
 
         fn check_params(sc: &Scenario, name: &str) -> Option<Option<FieldError>> {
             $(if name == <$ty as Named>::NAME {
                 return Some(params::<$ty>(sc).err());
             })*
             None
+        }
+
+        /// The named strategy's effective parameters in `sc` (empty if the name is unknown or
+        /// its `[strategy.NAME]` table is invalid).
+        pub fn effective_params(name: &str, sc: &Scenario) -> Params {
+            $(if name == <$ty as Named>::NAME {
+                return params::<$ty>(sc).map(|p| effective::<$ty>(sc, &p)).unwrap_or_default();
+            })*
+            Params::default()
         }
 
         /// Runs the named strategy on the scenario and its plan, handing every history event to
@@ -130,6 +232,7 @@ macro_rules! registry {
                 status: Status::NotApplicable,
                 reason: Some(format!("unknown strategy {name:?}")),
                 metrics: None,
+                params: Params::default(),
             })
         }
     };
@@ -176,6 +279,61 @@ pub fn validate(sc: &Scenario) -> Vec<FieldError> {
     errs
 }
 
+#[cfg(test)]
+mod param_tests {
+    use super::*;
+
+    /// Every serialized field of every strategy's `Params` is described in its `PARAMS`, and
+    /// nothing else is; defaults and hazards are consistent with the metadata.
+    #[test]
+    fn every_parameter_is_described() {
+        for (name, keys) in default_fields() {
+            let info = ALL.iter().find(|i| i.name == name).unwrap();
+            let mut described: Vec<String> =
+                info.params.iter().map(|p| p.name.to_string()).collect();
+            let mut keys = keys;
+            described.sort();
+            keys.sort();
+            assert_eq!(
+                described, keys,
+                "{name}: PARAMS vs the fields of its Params"
+            );
+            for p in info.params {
+                assert!(
+                    !p.meaning.is_empty() && !p.unit.is_empty() && !p.models.is_empty(),
+                    "{name}.{}",
+                    p.name
+                );
+            }
+        }
+    }
+
+    /// The default text in the metadata is what the default params serialize to.
+    #[test]
+    fn default_texts_match_the_defaults() {
+        let sc = test_util::simple("\"competing\"", 2, 100, "");
+        macro_rules! check {
+            ($($ty:ty),*) => {$(
+                let eff = effective::<$ty>(&sc, &Default::default());
+                for (v, info) in eff.0.iter().zip(<$ty as Named>::PARAMS) {
+                    assert!(v.default, "{}.{}", <$ty as Named>::NAME, info.name);
+                    assert_eq!(v.value, info.default, "{}.{}", <$ty as Named>::NAME, info.name);
+                }
+            )*};
+        }
+        check!(
+            Competing,
+            Single,
+            Notifier,
+            DbOptimistic,
+            CachePessimistic,
+            MessageGroups,
+            UnitOfOrder,
+            Resequencer
+        );
+    }
+}
+
 /// Helpers for the strategies' own tests: run a scenario written inline.
 #[cfg(test)]
 pub(crate) mod test_util {
@@ -185,6 +343,25 @@ pub(crate) mod test_util {
     pub fn scenario(text: &str) -> Scenario {
         sim::scenario::load_str("test.toml", text, &super::validate)
             .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Runs one strategy with `seed`: its whole summary entry (effective parameters included).
+    pub fn summary(sc: &Scenario, strategy: &str, seed: u64) -> sim::StrategySummary {
+        let plan = FaultPlan::resolve(sc, seed);
+        let opts = RunOptions {
+            seed,
+            max_events: None,
+            max_sim_time: None,
+        };
+        super::run_named(strategy, sc, &plan, &opts, None).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The hazard warning of parameter `param` in a summary entry, if its value has one.
+    pub fn warning(s: &sim::StrategySummary, param: &str) -> Option<String> {
+        let p = s.params.0.iter().find(|p| p.name == param);
+        p.unwrap_or_else(|| panic!("no parameter {param}"))
+            .warning
+            .clone()
     }
 
     /// Runs one strategy with `seed`.

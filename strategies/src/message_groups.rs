@@ -63,12 +63,12 @@
 //! `consumers_before_dispatch` (default 0 = no gate), `time_before_dispatch` (default "0s": 1s when
 //! `consumers_before_dispatch` is set).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use sim::strategy::{Control, DispatchCtx, Handler, MsgView, Select, Strategy};
 use sim::time::{Dur, Time};
 
 /// `[strategy.message_groups]` parameters.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct MessageGroupsParams {
     /// Size of the per-broker LRU group map (`CachedMessageGroupMap`, default 1024); 0 = unbounded
@@ -283,6 +283,36 @@ impl crate::Named for MessageGroups {
     const SUMMARY: &'static str =
         "ActiveMQ JMSXGroupID: sticky group owner per broker (LRU map of 1024); breaks on broker failover, missing headers, map overflow";
     type Params = MessageGroupsParams;
+    const PARAMS: &'static [crate::ParamInfo] = &[
+        crate::ParamInfo {
+            name: "max_groups",
+            meaning: "size of each broker's LRU map from group to owning consumer; an evicted group loses its owner; 0 = unbounded",
+            unit: "groups",
+            default: "1024",
+            models: "ActiveMQ CachedMessageGroupMap maximum (messageGroupMapFactory cacheSize); 0 = SimpleMessageGroupMap",
+            hazard: Some(crate::Hazard {
+                when: "1 ..= [workload] keys - 1 (fewer groups than keys)",
+                applies: |v, sc| v.parse::<u32>().is_ok_and(|n| n > 0 && n < sc.workload.keys),
+                effect: "max_groups is smaller than the number of keys: evicted groups get a new owner while the old one may still hold earlier messages (reorders without any fault, AMQ-6851)",
+            }),
+        },
+        crate::ParamInfo {
+            name: "consumers_before_dispatch",
+            meaning: "a broker's dispatch waits, after its first consumer attaches, until this many consumers are attached (or time_before_dispatch passes); 0 = no wait",
+            unit: "consumers",
+            default: "0",
+            models: "ActiveMQ destination policy consumersBeforeDispatchStarts",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "time_before_dispatch",
+            meaning: "longest wait of that dispatch gate (1s when only consumers_before_dispatch is set)",
+            unit: "duration",
+            default: "0s",
+            models: "ActiveMQ destination policy timeBeforeDispatchStarts",
+            hazard: None,
+        },
+    ];
     fn build(sc: &sim::Scenario, p: MessageGroupsParams) -> Result<Self, String> {
         Ok(MessageGroups::new(
             sc.brokers.len(),
@@ -525,6 +555,22 @@ service = {{ dist = "exponential", mean = "10ms" }}
                 assert_eq!(m.coverage.reassignments, 0);
             }
         }
+    }
+
+    /// Declared hazard (`max_groups` below the number of keys): with no fault at all, an LRU map
+    /// of 8 groups for 50 keys reorders, and the run's parameters carry the warning; the default
+    /// (1024) neither reorders nor warns.
+    #[test]
+    fn hazard_a_group_map_smaller_than_the_keys_reorders_without_faults() {
+        let lru = groups(8, 600, "", "[strategy.message_groups]\nmax_groups = 8\n");
+        let default = groups(8, 600, "", "");
+        assert!(lru.faults.is_empty() && default.faults.is_empty());
+        let bad = crate::test_util::summary(&lru, "message_groups", 1);
+        assert!(bad.metrics.as_ref().unwrap().ordering_violations > 0);
+        assert!(crate::test_util::warning(&bad, "max_groups").is_some());
+        let good = crate::test_util::summary(&default, "message_groups", 1);
+        assert_eq!(good.metrics.unwrap().ordering_violations, 0);
+        assert!(good.params.0.iter().all(|p| p.warning.is_none()));
     }
 
     /// A consumer crash during a DB outage: the broker forgets the crashed consumer's groups, its

@@ -46,7 +46,7 @@
 //! the source system").
 
 use crate::competing::Competing;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use sim::strategy::{
     Begin, Control, DispatchCtx, Handler, HandlerCtx, MsgView, Outcome, Select, Strategy,
 };
@@ -61,7 +61,7 @@ fn default_true() -> bool {
 }
 
 /// `[strategy.notifier]` parameters.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NotifierParams {
     /// Time the source read takes (default "2ms").
@@ -162,6 +162,34 @@ impl crate::Named for Notifier {
     const SUMMARY: &'static str =
         "round-robin; message = key only, read the current state from the source and write it ([Coherence+Hibernate])";
     type Params = NotifierParams;
+    const PARAMS: &'static [crate::ParamInfo] = &[
+        crate::ParamInfo {
+            name: "read_latency",
+            meaning: "time the read of the current state from the source system takes",
+            unit: "duration",
+            default: "2ms",
+            models: "a SELECT by primary key on the source database over a LAN",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "conditional_write",
+            meaning: "write only a state newer than the stored one; false is a plain UPDATE",
+            unit: "bool",
+            default: "false",
+            models:
+                "UPDATE .. WHERE stored_version < :read_version instead of the post's plain UPDATE",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "source_access",
+            meaning:
+                "whether the consumers can reach the source system at all (false: not applicable)",
+            unit: "bool",
+            default: "true",
+            models: "network/security access from the consuming side to the source database",
+            hazard: None,
+        },
+    ];
     fn build(sc: &sim::Scenario, p: NotifierParams) -> Result<Self, String> {
         if !p.source_access {
             return Err("the consumers cannot read the source database \

@@ -92,7 +92,7 @@
 //! `batch_size = 100`, `batch_timeout = "1s"`, `apply_time = "0s"`, `apply_redeliveries = -1`,
 //! `apply_redelivery_delay = "1s"`, `ignore_invalid_correlation_keys = false`.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use sim::history::FailReason;
 use sim::strategy::{
     Begin, Control, DispatchCtx, Handler, HandlerCtx, MsgView, Outcome, Select, Strategy,
@@ -104,7 +104,7 @@ use std::collections::{BTreeMap, VecDeque};
 const NONE: Time = Time::MAX;
 
 /// The aggregation repository's update semantics.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Repository {
     /// With a version column (CAMEL-7810, Camel 3.4+; the sample's custom repository).
@@ -115,7 +115,7 @@ pub enum Repository {
 }
 
 /// The resequencer algorithm.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// `ResequencerEngine`: gap timeouts.
@@ -126,7 +126,7 @@ pub enum Mode {
 }
 
 /// Where the resequencer runs.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
     /// In each route instance (consumer), fed by the aggregates that instance completed.
@@ -137,7 +137,7 @@ pub enum Scope {
 }
 
 /// `[strategy.resequencer]` parameters.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ResequencerParams {
     /// Aggregator `completionSize` (0: none).
@@ -983,6 +983,193 @@ impl crate::Named for Resequencer {
     const SUMMARY: &'static str =
         "Camel aggregator -> splitter -> resequencer per consumer; gap timeouts, lost updates";
     type Params = ResequencerParams;
+    const PARAMS: &'static [crate::ParamInfo] = &[
+        crate::ParamInfo {
+            name: "completion_size",
+            meaning: "an aggregate completes when it holds this many messages; 0 = no size condition",
+            unit: "messages",
+            default: "10",
+            models: "Camel aggregator completionSize",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "completion_timeout",
+            meaning: "an aggregate completes after this long without an add by the same consumer; 0 = no timeout",
+            unit: "duration",
+            default: "1s",
+            models: "Camel aggregator completionTimeout",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "completion_timeout_checker_interval",
+            meaning: "how often each consumer's timeout checker runs",
+            unit: "duration",
+            default: "1s",
+            models: "Camel aggregator completionTimeoutCheckerInterval",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "persistent",
+            meaning: "one JDBC aggregation repository shared by all consumers (true) or one in-memory repository per consumer (false)",
+            unit: "bool",
+            default: "true",
+            models: "JdbcAggregationRepository vs MemoryAggregationRepository",
+            hazard: Some(crate::Hazard {
+                when: "false with more than one consumer",
+                applies: |v, sc| v == "false" && sc.consumers.count > 1,
+                effect: "one in-memory aggregation repository per consumer: every group is split across the consumers and reordered without any fault",
+            }),
+        },
+        crate::ParamInfo {
+            name: "repository",
+            meaning: "JDBC repository with a version column (optimistic locking) or without (UPDATE/DELETE by key)",
+            unit: "\"versioned\" | \"unversioned\"",
+            default: "versioned",
+            models: "JdbcAggregationRepository after (Camel 3.4+) or before CAMEL-7810",
+            hazard: Some(crate::Hazard {
+                when: "\"unversioned\" with more than one consumer and persistent = true",
+                applies: |v, sc| {
+                    v == "unversioned"
+                        && sc.consumers.count > 1
+                        && sc
+                            .strategy
+                            .get("resequencer")
+                            .and_then(|t| t.get("persistent"))
+                            .and_then(|p| p.as_bool())
+                            != Some(false)
+                },
+                effect: "an aggregation repository without a version column: concurrent consumers overwrite each other's additions to a group and acked messages are lost without any fault (CAMEL-7810)",
+            }),
+        },
+        crate::ParamInfo {
+            name: "optimistic_locking",
+            meaning: "on an optimistic-locking failure retry the aggregation in the route (true) or fail the exchange and roll the message back (false)",
+            unit: "bool",
+            default: "true",
+            models: "Camel aggregator optimisticLocking()",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "retry_delay",
+            meaning: "first delay before an optimistic-locking retry, doubled per attempt",
+            unit: "duration",
+            default: "50ms",
+            models: "OptimisticLockRetryPolicy retryDelay (with exponentialBackOff)",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "max_retry_delay",
+            meaning: "cap on that delay; 0 = no cap",
+            unit: "duration",
+            default: "1s",
+            models: "OptimisticLockRetryPolicy maximumRetryDelay",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "resequencer",
+            meaning: "stream resequencer (gap timeouts) or batch resequencer (sort each batch)",
+            unit: "\"stream\" | \"batch\"",
+            default: "stream",
+            models: "Camel resequence().stream() / .batch()",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "resequencer_scope",
+            meaning: "one resequencer per consumer, fed by the aggregates it completed (route), or one shared resequencer that never fails (single)",
+            unit: "\"route\" | \"single\"",
+            default: "route",
+            models: "deploying the whole Camel route on every consumer JVM vs a dedicated singleton resequencing instance",
+            hazard: Some(crate::Hazard {
+                when: "\"route\" with more than one consumer",
+                applies: |v, sc| v == "route" && sc.consumers.count > 1,
+                effect: "one resequencer per consumer: consecutive aggregates of a key complete on different consumers and are released independently (reorders without any fault; \"single\" keeps order)",
+            }),
+        },
+        crate::ParamInfo {
+            name: "capacity",
+            meaning: "stream: elements a resequencer holds before the inserting thread waits",
+            unit: "elements",
+            default: "1000",
+            models: "Camel stream resequencer capacity",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "timeout",
+            meaning: "stream: how long a gap is waited for before it is skipped",
+            unit: "duration",
+            default: "1s",
+            models: "Camel stream resequencer timeout",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "delivery_attempt_interval",
+            meaning: "stream: the delivery thread's polling interval",
+            unit: "duration",
+            default: "1s",
+            models: "Camel stream resequencer deliveryAttemptInterval",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "reject_old",
+            meaning: "stream: reject (lose) an element older than the last delivered one instead of delivering it late",
+            unit: "bool",
+            default: "false",
+            models: "Camel stream resequencer rejectOld",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "batch_size",
+            meaning: "batch: elements sorted and sent together",
+            unit: "elements",
+            default: "100",
+            models: "Camel batch resequencer size",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "batch_timeout",
+            meaning: "batch: send after this long without a new element",
+            unit: "duration",
+            default: "1s",
+            models: "Camel batch resequencer timeout",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "apply_time",
+            meaning: "time one apply takes on the delivery thread (0: the cost is in the consumers' service time)",
+            unit: "duration",
+            default: "0s",
+            models: "the business processor after the resequencer",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "apply_redeliveries",
+            meaning: "redeliveries of a failed apply; -1 = forever, 0 = none (the element is lost)",
+            unit: "count",
+            default: "-1",
+            models: "Camel error handler maximumRedeliveries (DefaultErrorHandler default 0)",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "apply_redelivery_delay",
+            meaning: "delay between apply redeliveries",
+            unit: "duration",
+            default: "1s",
+            models: "Camel error handler redeliveryDelay",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "ignore_invalid_correlation_keys",
+            meaning: "ack and drop a message without the group header (lost) instead of failing it to the DLQ",
+            unit: "bool",
+            default: "false",
+            models: "Camel aggregator ignoreInvalidCorrelationKeys",
+            hazard: Some(crate::Hazard {
+                when: "true when [workload] group_header_missing > 0",
+                applies: |v, sc| v == "true" && sc.workload.group_header_missing > 0.0,
+                effect: "messages without the group header are acked and dropped: lost without any fault",
+            }),
+        },
+    ];
     fn build(sc: &sim::Scenario, p: ResequencerParams) -> Result<Self, String> {
         if p.completion_size == 0 && p.completion_timeout == Dur::ZERO {
             return Err(
@@ -1274,6 +1461,65 @@ for = "10s"
             let memory = reseq(&sc(8, 400, "", "persistent = false", ""), seed);
             assert!(memory.ordering_violations > 3 * m.ordering_violations);
         }
+    }
+
+    /// Declared hazards, each with no fault at all: the run's parameters carry the warning and
+    /// the bad effect shows; a safe setting neither warns nor has it. Note that the defaults
+    /// (`resequencer_scope = "route"`, what deploying the route on every consumer gives) are
+    /// themselves hazardous with several consumers: that is why the warning exists.
+    #[test]
+    fn hazards_reorder_or_lose_without_faults() {
+        let w = crate::test_util::warning;
+        let go = |params: &str, workload: &str| {
+            let s = sc(8, 400, workload, params, "");
+            assert!(s.faults.is_empty());
+            crate::test_util::summary(&s, "resequencer", 1)
+        };
+        let m = |s: &sim::StrategySummary| s.metrics.clone().unwrap();
+
+        // resequencer_scope = "route" (the default): reorders.
+        let route = go("", "");
+        assert!(m(&route).ordering_violations > 0, "{:?}", m(&route));
+        assert!(w(&route, "resequencer_scope").is_some());
+        let single = go(SINGLE_5S, "");
+        assert_eq!(m(&single).ordering_violations, 0);
+        assert_eq!((m(&single).applied, m(&single).lost), (3000, 0));
+        assert!(single.params.0.iter().all(|p| p.warning.is_none()));
+
+        // repository = "unversioned": loses acked messages.
+        let cmd = "kind = \"command\"";
+        let unversioned = go(&format!("{SINGLE_5S}\nrepository = \"unversioned\""), cmd);
+        assert!(m(&unversioned).lost > 0, "{:?}", m(&unversioned));
+        assert!(w(&unversioned, "repository").is_some());
+        let versioned = go(SINGLE_5S, cmd);
+        assert_eq!(m(&versioned).lost, 0);
+        assert!(w(&versioned, "repository").is_none());
+        // Only the shared JDBC repository has a version column to miss.
+        let in_memory = go("persistent = false\nrepository = \"unversioned\"", "");
+        assert!(w(&in_memory, "repository").is_none());
+
+        // persistent = false: every group split across the consumers, reordered.
+        let memory = go(&format!("{SINGLE_5S}\npersistent = false"), "");
+        assert!(m(&memory).ordering_violations > 0, "{:?}", m(&memory));
+        assert!(w(&memory, "persistent").is_some());
+        assert!(w(&single, "persistent").is_none());
+
+        // ignore_invalid_correlation_keys = true with headerless messages: they are lost.
+        let headerless = "group_header_missing = 0.01";
+        let ignored = go(
+            &format!("{SINGLE_5S}\nignore_invalid_correlation_keys = true"),
+            headerless,
+        );
+        assert!(m(&ignored).lost > 0, "{:?}", m(&ignored));
+        assert!(w(&ignored, "ignore_invalid_correlation_keys").is_some());
+        let failed = go(SINGLE_5S, headerless);
+        assert_eq!(m(&failed).lost, 0);
+        assert!(w(&failed, "ignore_invalid_correlation_keys").is_none());
+        assert!(w(&single, "ignore_invalid_correlation_keys").is_none());
+
+        // One consumer: one route instance, nothing to warn about.
+        let one = crate::test_util::summary(&sc(1, 50, "", "", ""), "resequencer", 1);
+        assert!(one.params.0.iter().all(|p| p.warning.is_none()));
     }
 
     /// The apply thread holds while the target is down (the error handler retries every second)

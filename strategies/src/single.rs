@@ -14,12 +14,12 @@
 //!
 //! Parameters (`[strategy.single]`): `takeover_delay` (default "0s").
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use sim::strategy::{Control, DispatchCtx, Handler, MsgView, Select, Strategy};
 use sim::time::{Dur, Time};
 
 /// `[strategy.single]` parameters.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SingleParams {
     /// Time for a standby to take over after the exclusive consumer leaves.
@@ -78,6 +78,16 @@ impl crate::Named for Single {
     const SUMMARY: &'static str =
         "exclusive consumer + standby after takeover_delay; order hinges on blocking redelivery";
     type Params = SingleParams;
+    const PARAMS: &'static [crate::ParamInfo] = &[
+        crate::ParamInfo {
+            name: "takeover_delay",
+            meaning: "time before a standby takes over after the exclusive consumer leaves (the time to notice the failure)",
+            unit: "duration",
+            default: "0s",
+            models: "failure detection: ActiveMQ exclusive consumer / RabbitMQ single active consumer switch-over after the connection or session is declared dead",
+            hazard: None,
+        },
+    ];
     fn build(sc: &sim::Scenario, p: SingleParams) -> Result<Self, String> {
         Ok(Single::new(sc.brokers.len(), p))
     }

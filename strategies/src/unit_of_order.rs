@@ -80,7 +80,7 @@
 //! "hash"), `on_send_failure` ("retry" | "buffer", default "retry"), `path_service_broker`
 //! (broker name, default the first broker), `path_service_migratable` (default false).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use sim::scenario::RedeliveryMode;
 use sim::strategy::{
     Control, DispatchCtx, Handler, HandlerCtx, MsgView, Outcome, Route, RouteCtx, Select, Strategy,
@@ -88,7 +88,7 @@ use sim::strategy::{
 use sim::time::Time;
 
 /// How a unit's messages are routed to the members of the distributed queue.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Routing {
     /// Hash of the unit name and the configured members (WebLogic's default).
@@ -101,7 +101,7 @@ pub enum Routing {
 }
 
 /// What the application does when a send fails (`JMSOrderException`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OnSendFailure {
     /// Retry that send before sending anything else.
@@ -112,7 +112,7 @@ pub enum OnSendFailure {
 }
 
 /// `[strategy.unit_of_order]` parameters.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct UnitOfOrderParams {
     /// Routing on a distributed queue (default "hash").
@@ -122,7 +122,7 @@ pub struct UnitOfOrderParams {
     #[serde(default)]
     pub on_send_failure: OnSendFailure,
     /// The broker hosting the Path Service (default: the first broker).
-    #[serde(default)]
+    #[serde(default, serialize_with = "first_broker")]
     pub path_service_broker: Option<String>,
     /// The Path Service is on a migratable target: available while any server is up.
     #[serde(default)]
@@ -134,6 +134,11 @@ const NONE_ID: u64 = u64::MAX;
 const NO_CONSUMER: u32 = u32::MAX;
 
 /// One unit (at one broker without routing; queue-wide with routing).
+/// Shows an unset `path_service_broker` as what it means.
+fn first_broker<S: serde::Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(v.as_deref().unwrap_or("(first broker)"))
+}
+
 #[derive(Clone, Copy, Debug)]
 struct UnitState {
     /// The message whose processing is not complete (NONE_ID: the unit is free).
@@ -317,6 +322,40 @@ impl crate::Named for UnitOfOrder {
     const NAME: &'static str = "unit_of_order";
     const SUMMARY: &'static str = "WebLogic Unit-of-Order: one unacked message per unit; hash or path-service routing to members";
     type Params = UnitOfOrderParams;
+    const PARAMS: &'static [crate::ParamInfo] = &[
+        crate::ParamInfo {
+            name: "routing",
+            meaning: "how a unit's messages find their member of the distributed queue; none: every broker is its own destination",
+            unit: "\"hash\" | \"path_service\" | \"none\"",
+            default: "hash",
+            models: "WebLogic distributed destination Unit-of-Order Routing (Hash or Path Service); none: no distributed destination",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "on_send_failure",
+            meaning: "what the producer does when a send fails: retry it before anything else, or set it aside and go on",
+            unit: "\"retry\" | \"buffer\"",
+            default: "retry",
+            models: "the producer application's handling of JMSOrderException / a failed send",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "path_service_broker",
+            meaning: "the broker hosting the Path Service",
+            unit: "broker name",
+            default: "(first broker)",
+            models: "the Path Service's target server in the WebLogic cluster",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "path_service_migratable",
+            meaning: "the Path Service is on a migratable target: available while any server is up",
+            unit: "bool",
+            default: "false",
+            models: "WebLogic migratable target for the Path Service",
+            hazard: None,
+        },
+    ];
     fn build(sc: &sim::Scenario, p: UnitOfOrderParams) -> Result<Self, String> {
         let members: Vec<&str> = sc.brokers.iter().map(|b| b.name.as_str()).collect();
         UnitOfOrder::new(

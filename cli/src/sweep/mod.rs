@@ -134,6 +134,19 @@ pub struct Manifest {
     pub max_events: Option<u64>,
     /// This directory's slice, if sharded.
     pub shard: Option<Shard>,
+    /// Every strategy's effective parameters in the scenario file, before any `--set` (a swept
+    /// `strategy.NAME.FIELD` varies as the grid says).
+    #[serde(default)]
+    pub base_params: Vec<StrategyParams>,
+}
+
+/// One strategy's effective parameters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StrategyParams {
+    /// The strategy.
+    pub strategy: String,
+    /// Its effective `[strategy.NAME]` values.
+    pub params: sim::Params,
 }
 
 impl Manifest {
@@ -294,6 +307,13 @@ pub fn plan(req: &SweepRequest) -> Result<(Manifest, Vec<Scenario>), CliError> {
             "the sweep has {runs} runs (points x seeds x strategies); at most {MAX_RUNS} are allowed: split it"
         )));
     }
+    let base_params = strategies
+        .iter()
+        .map(|name| StrategyParams {
+            strategy: name.clone(),
+            params: ::strategies::effective_params(name, &base),
+        })
+        .collect();
     let manifest = Manifest {
         scenario: crate::scenario_name(&base, &req.file),
         file: req.file.display().to_string(),
@@ -306,6 +326,7 @@ pub fn plan(req: &SweepRequest) -> Result<(Manifest, Vec<Scenario>), CliError> {
         runs,
         max_events: req.max_events,
         shard: None,
+        base_params,
     };
     let doc: toml_edit::DocumentMut = text
         .parse()
@@ -830,6 +851,7 @@ mod tests {
             runs: 2 * 3 * 3 * 2,
             max_events: None,
             shard: None,
+            base_params: Vec::new(),
         };
         assert_eq!(m.unit(0), (0, 10, 0));
         assert_eq!(m.unit(1), (0, 10, 1));

@@ -405,9 +405,45 @@ fn sweep_report(m: &Manifest, agg: &Aggregate, figures: &[&str]) -> String {
         rows.push(r);
     }
     s.push_str(&markdown_table(&header, &rows, m.params.len() + 1));
+    s.push_str(&base_params_section(m));
     s.push_str(&format!(
         "\nData: [{RUNS}]({RUNS}) (one row per run), [{AGGREGATE}]({AGGREGATE}) (mean, min, max and \
          95% interval per point, strategy and metric), [{MANIFEST}]({MANIFEST}).\n"
     ));
     s
+}
+
+/// The strategies' effective parameters in the scenario file (before `--set`), with hazard
+/// warnings; empty when no strategy has parameters.
+fn base_params_section(m: &Manifest) -> String {
+    if m.base_params.iter().all(|sp| sp.params.is_empty()) {
+        return String::new();
+    }
+    let mut s = String::from(
+        "\nStrategy parameters in the scenario file (before `--set`; `sim list --params` explains \
+         them; (default) = not set):\n\n",
+    );
+    for sp in &m.base_params {
+        if sp.params.is_empty() {
+            continue;
+        }
+        let vals: Vec<String> = sp
+            .params
+            .0
+            .iter()
+            .map(|p| {
+                format!(
+                    "`{}={}`{}",
+                    p.name,
+                    p.value,
+                    if p.default { " (default)" } else { "" }
+                )
+            })
+            .collect();
+        s.push_str(&format!("- {}: {}\n", sp.strategy, vals.join(", ")));
+        for (name, w) in sp.params.warnings() {
+            s.push_str(&format!("  - warning: `{name}`: {w}\n"));
+        }
+    }
+    crate::escape_controls(&s, true)
 }
