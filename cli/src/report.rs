@@ -113,6 +113,14 @@ pub fn likely_causes(sc: &Scenario) -> Vec<String> {
             });
         }
     }
+    let poison =
+        sc.workload.poison_fraction > 0.0 || sc.faults.iter().any(|f| f.kind == FaultKind::Poison);
+    if poison && sc.redelivery.max_redeliveries < 0 {
+        causes.push(
+            "poison messages are retried forever (max_redeliveries = -1: no backout threshold)"
+                .to_string(),
+        );
+    }
     if sc.consumers.suspend_after_failures > 0 && sc.consumers.resume_after.is_none() {
         causes.push("a suspended endpoint never resumes (resume_after = \"never\")".to_string());
     }
@@ -362,6 +370,18 @@ mod tests {
         );
         assert!(c[2].contains("resume_after = \"never\""), "{c:?}");
         assert!(likely_causes(&scenario("", "50/s", 1)).is_empty());
+    }
+
+    #[test]
+    fn poison_without_a_backout_threshold_is_a_cause() {
+        let sc = scenario(
+            "[redelivery]\nmax_redeliveries = -1\n[[fault]]\nkind = \"poison\"\nat = \"1s\"\nfor = \"1s\"\nfraction = 0.1\n",
+            "50/s",
+            1,
+        );
+        let c = likely_causes(&sc);
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert!(c[0].contains("retried forever"), "{c:?}");
     }
 
     #[test]
