@@ -366,3 +366,140 @@ fn an_unknown_strategy_on_the_command_line_is_refused_by_run_and_check_determini
         assert!(err.contains("unknown strategy \"nope\""), "{args:?}: {err}");
     }
 }
+
+/// An overloaded run (400/s offered to one consumer of about 200/s) that cannot drain in time.
+fn overloaded() -> String {
+    common::base("\"competing\"", 1, "[run]\ndrain_timeout = \"1s\"\n")
+        .replace("rate = \"100/s\"", "rate = \"400/s\"")
+}
+
+#[test]
+fn a_run_that_did_not_settle_is_loud_and_strict_exits_1() {
+    crate::common::at_root();
+    let p = temp_file("overloaded.toml", &overloaded());
+    let (code, out, err) = sim(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("ended_by"), "{out}");
+    assert!(out.contains("drain_timeout"), "{out}");
+    let warning = out
+        .lines()
+        .find(|l| l.starts_with("warning: competing"))
+        .unwrap_or_else(|| panic!("no warning:\n{out}"));
+    assert!(
+        warning.contains("offered load 400/s is above the consumers' capacity of about 200/s"),
+        "{warning}"
+    );
+
+    // --strict: the same table and warning, then exit 1 naming the run.
+    let dir = std::env::temp_dir().join(format!("ordsim-strict-{}", std::process::id()));
+    let (code, out2, err) = sim(&[
+        "run",
+        p.to_str().unwrap(),
+        "--strict",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(out2.contains(warning), "{out2}");
+    assert!(
+        err.contains("--strict: 1 run(s) did not settle: competing (ended_by = drain_timeout)"),
+        "{err}"
+    );
+    // The files are written before the exit, and report.md carries the warning too.
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains(warning), "{md}");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // --json keeps stdout JSON; the warning goes to standard error.
+    let (code, out, err) = sim(&["run", p.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("warning"), "{out}");
+    assert!(err.contains(warning), "{err}");
+}
+
+#[test]
+fn an_event_bound_names_its_remedy_and_a_settled_run_passes_strict() {
+    crate::common::at_root();
+    let p = temp_file("bounded.toml", &common::base("\"competing\"", 2, ""));
+    let (code, out, err) = sim(&["run", p.to_str().unwrap(), "--max-events", "500"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("(ended_by = max_events); raise [run] max_events or --max-events"),
+        "{out}"
+    );
+    let (code, out, err) = sim(&["run", p.to_str().unwrap(), "--strict"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("settled") && !out.contains("warning:"),
+        "{out}"
+    );
+}
+
+#[test]
+fn check_without_any_expect_section_fails() {
+    crate::common::at_root();
+    let p = temp_file("no-expect.toml", &common::base("\"competing\"", 2, ""));
+    let (code, _, err) = sim(&["check", p.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("nothing to check: none of the 1 scenario file(s)")
+            && err.contains("has an [expect] section"),
+        "{err}"
+    );
+}
+
+#[test]
+fn misspelt_names_get_a_suggestion() {
+    crate::common::at_root();
+    // An unknown field.
+    let text = common::base("\"competing\"", 2, "").replace("keys = 20", "keys = 20\nkeyz = 3");
+    let e = load_error(&text);
+    assert!(e.contains("did you mean `keys`?"), "{e}");
+    // An unknown fault kind.
+    let e = load_error(&common::base(
+        "\"competing\"",
+        2,
+        "[[fault]]\nkind = \"broker_crsh\"\nat = \"1s\"\n",
+    ));
+    assert!(e.contains("did you mean `broker_crash`?"), "{e}");
+    // An unknown figure in [expect].
+    let e = load_error(&common::base(
+        "\"competing\"",
+        2,
+        "[expect.all]\nordering_violation = 0\n",
+    ));
+    assert!(e.contains("did you mean `ordering_violations`?"), "{e}");
+    // An unknown strategy, in the file and on the command line.
+    let p = temp_file("misspelt.toml", &common::base("\"competting\"", 2, ""));
+    let (code, _, err) = sim(&["validate", p.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("did you mean `competing`?"), "{err}");
+    let p = temp_file("fine.toml", &common::base("\"competing\"", 2, ""));
+    let (code, _, err) = sim(&["run", p.to_str().unwrap(), "--strategy", "singel"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("did you mean `single`?"), "{err}");
+}
+
+#[test]
+fn the_root_cause_comes_before_its_consequences() {
+    crate::common::at_root();
+    // A misspelt strategy also makes its [expect.NAME] section name no strategy: the misspelling
+    // is listed first.
+    let e = load_error(&common::base(
+        "\"competting\"",
+        2,
+        "[expect.competing]\nlost = 0\n",
+    ));
+    let lines: Vec<&str> = e.lines().collect();
+    assert!(lines.len() >= 2, "{e}");
+    assert!(lines[0].contains("unknown strategy \"competting\""), "{e}");
+    assert!(lines[1].contains("expect.competing"), "{e}");
+    // A broker name used twice is listed before the faults and lists that refer to brokers.
+    let e = load_error(&common::base(
+        "\"competing\"",
+        2,
+        "brokers = [\"zz\"]\n[[broker]]\nname = \"a\"\n",
+    ));
+    let lines: Vec<&str> = e.lines().collect();
+    assert!(lines[0].contains("used twice"), "{e}");
+}

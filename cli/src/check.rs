@@ -133,6 +133,15 @@ impl CheckReport {
     }
 }
 
+/// Counts a step of the bar when a run ends, however it ends.
+struct Step<'a>(&'a crate::progress::Progress);
+
+impl Drop for Step<'_> {
+    fn drop(&mut self) {
+        self.0.inc();
+    }
+}
+
 /// The scenario files named by `paths` (directories are searched recursively for `*.toml`), sorted.
 /// Each real file is named once: a directory reached twice (a symlink loop, a link to a parent, two
 /// paths to one folder) is searched once, and a file reached by two paths is kept under the first
@@ -194,6 +203,11 @@ fn collect(
 /// Runs every scenario with expectations, over its seeds, on `jobs` threads (the results do not
 /// depend on `jobs`), and judges every expectation.
 pub fn check(paths: &[PathBuf], jobs: usize) -> Result<CheckReport, CliError> {
+    check_with(paths, jobs, false)
+}
+
+/// [`check`], with a progress bar over the runs when `progress` (see [`crate::progress`]).
+pub fn check_with(paths: &[PathBuf], jobs: usize, progress: bool) -> Result<CheckReport, CliError> {
     crate::check_jobs(jobs)?;
     let files = scenario_files(paths)?;
     if files.is_empty() {
@@ -209,6 +223,15 @@ pub fn check(paths: &[PathBuf], jobs: usize) -> Result<CheckReport, CliError> {
             skipped.push(f);
         }
     }
+    if loaded.is_empty() {
+        let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        return Err(CliError::NothingChecked(format!(
+            "nothing to check: none of the {} scenario file(s) under {} has an [expect] section \
+             (add one: docs/scenarios.md)",
+            skipped.len(),
+            shown.join(", ")
+        )));
+    }
     let tasks: Vec<(usize, u64)> = loaded
         .iter()
         .enumerate()
@@ -221,8 +244,10 @@ pub fn check(paths: &[PathBuf], jobs: usize) -> Result<CheckReport, CliError> {
             seeds.into_iter().map(move |s| (i, s))
         })
         .collect();
+    let bar = crate::progress::Progress::new(tasks.len() as u64, "runs", progress);
     let run = |&(i, seed): &(usize, u64)| -> Result<Vec<StrategySummary>, String> {
         let (file, sc) = &loaded[i];
+        let _step = Step(&bar);
         let plan = FaultPlan::resolve(sc, seed);
         let opts = RunOptions {
             seed,
@@ -247,6 +272,7 @@ pub fn check(paths: &[PathBuf], jobs: usize) -> Result<CheckReport, CliError> {
         .map_err(|e| CliError::Usage(format!("--jobs: {e}")))?;
     let results: Vec<Result<Vec<StrategySummary>, String>> =
         pool.install(|| tasks.par_iter().map(run).collect());
+    bar.finish();
 
     let mut scenarios = Vec::new();
     for (i, (file, sc)) in loaded.iter().enumerate() {

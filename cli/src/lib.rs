@@ -5,6 +5,7 @@ pub mod bench;
 pub mod charts;
 pub mod check;
 pub mod library;
+pub mod progress;
 pub mod report;
 pub mod sweep;
 
@@ -32,6 +33,12 @@ pub enum CliError {
         /// The one-line repro command.
         repro: String,
     },
+    /// `sim run --strict`: some runs did not settle (exit 1).
+    #[error("--strict: {0}")]
+    Unsettled(String),
+    /// `sim check` found no `[expect]` section under its paths: nothing was judged (exit 1).
+    #[error("{0}")]
+    NothingChecked(String),
     /// Some expectations failed; the report says which (exit 1).
     #[error("some expectations failed")]
     Failed,
@@ -79,6 +86,8 @@ impl CliError {
             CliError::Run { .. }
             | CliError::Output { .. }
             | CliError::Failed
+            | CliError::Unsettled(_)
+            | CliError::NothingChecked(_)
             | CliError::Nondeterministic { .. } => 1,
             CliError::Interrupted { .. } => 130,
             CliError::BrokenPipe => 141,
@@ -134,6 +143,8 @@ pub struct RunRequest {
     pub max_events: Option<u64>,
     /// Stops every run at this simulated time.
     pub max_sim_time: Option<Time>,
+    /// Draw a progress bar over the strategies (see [`progress`]).
+    pub progress: bool,
 }
 
 /// Most parallel runs `--jobs` may ask for: far more threads than any machine has cores only
@@ -181,12 +192,39 @@ pub fn check_strategy_names(names: &[String]) -> Result<(), CliError> {
         if !strategies::is_known(n) {
             let known: Vec<&str> = strategies::ALL.iter().map(|i| i.name).collect();
             return Err(CliError::Usage(format!(
-                "unknown strategy {n:?} (known: {})",
-                known.join(", ")
+                "unknown strategy {n:?} (known: {}){}",
+                known.join(", "),
+                sim::suggest::did_you_mean(n, known.iter().copied())
             )));
         }
     }
     Ok(())
+}
+
+/// `sim run --strict`: an error naming every strategy whose run did not settle and how it ended.
+pub fn strict_settled(s: &RunSummary) -> Result<(), CliError> {
+    if report::all_settled(s) {
+        return Ok(());
+    }
+    let unsettled: Vec<String> = s
+        .strategies
+        .iter()
+        .filter_map(|st| {
+            let m = st.metrics.as_ref()?;
+            (m.ended_by != sim::summary::EndReason::Settled).then(|| {
+                format!(
+                    "{} (ended_by = {})",
+                    st.strategy,
+                    report::end_reason_name(m.ended_by)
+                )
+            })
+        })
+        .collect();
+    Err(CliError::Unsettled(format!(
+        "{} run(s) did not settle: {}",
+        unsettled.len(),
+        unsettled.join(", ")
+    )))
 }
 
 /// The one-line command that reproduces a run.
@@ -284,7 +322,9 @@ pub fn run_scenario(
     }
     let file_str = file.display().to_string();
     let mut entries = Vec::new();
+    let bar = progress::Progress::new(names.len() as u64, "strategies", req.progress);
     for name in &names {
+        bar.set_message(name.clone());
         let fail = |error| CliError::Run {
             error,
             repro: repro_line(&file_str, seed, Some(name)),
@@ -307,7 +347,9 @@ pub fn run_scenario(
             None => strategies::run_named(name, &sc, &plan, &opts, None).map_err(fail)?,
         };
         entries.push(entry);
+        bar.inc();
     }
+    bar.finish();
     let summary = RunSummary {
         scenario: scenario_name(&sc, file),
         seed,
@@ -580,6 +622,9 @@ pub fn run_report(r: &RunResult, file: &Path) -> String {
     s.push_str(&header(r, file));
     s.push_str("```\n\n");
     s.push_str(&report::table_markdown(&r.summary));
+    for w in report::unsettled_warnings(&r.summary, &r.scenario) {
+        s.push_str(&format!("\n{w}\n"));
+    }
     s.push_str(&format!(
         "\n![{} compared, seed {}](chart.svg)\n\n",
         r.summary.scenario, r.summary.seed
@@ -588,7 +633,8 @@ pub fn run_report(r: &RunResult, file: &Path) -> String {
         "Columns: `violations` = messages applied after a newer message of the same key; `stale_rej` = \
          messages a strategy refused as older than the state it holds; `lost` = neither applied, nor \
          rejected, nor dead-lettered, nor pending; `dups` = extra applications of a message; `pending` = \
-         still in flight when the run ended; `mismatch` = keys whose final state is not their newest \
+         still in flight when the run ended; `ended_by` = why the run stopped (`settled`, or a \
+         warning under the table says why not); `mismatch` = keys whose final state is not their newest \
          message; `thru/s` = applied per second; latencies from production to application; `block_ms` = \
          the longest time a key's next message waited behind an earlier one.\n\n\
          Data: [summary.csv](summary.csv), [summary.json](summary.json); chart also as \

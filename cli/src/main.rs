@@ -48,6 +48,10 @@ enum Command {
         /// naming the first event that differs).
         #[arg(long)]
         check_determinism: bool,
+        /// Exit 1 when any strategy's run did not settle (ended_by other than `settled`); the table
+        /// and the --out files are still written first.
+        #[arg(long)]
+        strict: bool,
     },
     /// Check a scenario file and print its resolved fault plan.
     Validate {
@@ -65,9 +69,9 @@ enum Command {
         /// Also write the verdicts as JUnit XML.
         #[arg(long)]
         junit: Option<PathBuf>,
-        /// Runs in parallel (the results do not depend on it).
-        #[arg(long, default_value_t = 1)]
-        jobs: usize,
+        /// Runs in parallel (default: every core; the results do not depend on it).
+        #[arg(long)]
+        jobs: Option<usize>,
     },
     /// List the strategies and fault kinds.
     List {
@@ -199,6 +203,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             max_events,
             max_sim_time,
             check_determinism,
+            strict,
         } => {
             let max_sim_time = max_sim_time
                 .map(|s| sim::time::Dur::parse(&s).map(|d| d.micros()))
@@ -210,6 +215,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 strategies,
                 max_events,
                 max_sim_time,
+                progress: ordsim::progress::wanted(),
             };
             if check_determinism {
                 for (name, hash, events) in ordsim::check_determinism(&sc, &file, &req)? {
@@ -223,14 +229,22 @@ fn run(cli: Cli) -> Result<(), CliError> {
             if let Some(set) = out_set {
                 set.write(&r, &file)?;
             }
+            let warnings = ordsim::report::unsettled_warnings(&r.summary, &r.scenario);
             if json {
                 out!("{}", ordsim::report::json(&r.summary));
+                // The JSON stays clean for its reader; the warnings go to the terminal.
+                for w in &warnings {
+                    let _ = writeln!(std::io::stderr(), "{w}");
+                }
             } else {
                 out!(
                     "{}\n{}",
                     ordsim::header(&r, &file),
                     ordsim::report::table(&r.summary)
                 );
+                for w in &warnings {
+                    outln!("{w}");
+                }
                 if let Some(dir) = &out {
                     outln!(
                         "\nwrote {}/{{{}}}",
@@ -243,6 +257,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
                             .join(",")
                     );
                 }
+            }
+            if strict {
+                ordsim::strict_settled(&r.summary)?;
             }
             Ok(())
         }
@@ -261,7 +278,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
             Ok(())
         }
         Command::Check { paths, junit, jobs } => {
-            let report = ordsim::check::check(&paths, jobs)?;
+            let report = ordsim::check::check_with(
+                &paths,
+                jobs.unwrap_or_else(ordsim::default_jobs),
+                ordsim::progress::wanted(),
+            )?;
             out!("{}", report.text());
             if let Some(path) = junit {
                 ordsim::write_atomic(&path, report.junit().as_bytes())?;
@@ -282,7 +303,6 @@ fn run(cli: Cli) -> Result<(), CliError> {
             resume,
             max_events,
         } => {
-            use std::io::IsTerminal;
             let req = ordsim::sweep::SweepRequest {
                 file,
                 seeds,
@@ -293,7 +313,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 shard,
                 resume,
                 max_events,
-                progress: std::io::stderr().is_terminal() && std::env::var_os("CI").is_none(),
+                progress: ordsim::progress::wanted(),
             };
             let o = ordsim::sweep::sweep(&req)?;
             outln!(

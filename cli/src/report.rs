@@ -1,6 +1,8 @@
 //! Rendering a run summary: the terminal table, CSV and JSON.
 
-use sim::summary::{Metrics, RunSummary, Status, StrategySummary};
+use sim::scenario::FaultKind;
+use sim::summary::{EndReason, Metrics, RunSummary, Status, StrategySummary};
+use sim::Scenario;
 
 /// A table column: its header and how to format its value.
 type Column = (&'static str, fn(&Metrics) -> String);
@@ -27,6 +29,7 @@ fn columns() -> Vec<Column> {
         ("dlq", |m| n(m.dead_lettered)),
         ("poison_dlq", |m| n(m.poison_dead_lettered)),
         ("pending", |m| n(m.pending_at_end)),
+        ("ended_by", |m| end_reason_name(m.ended_by).to_string()),
         ("mismatch", |m| n(m.final_state_mismatches)),
         ("redeliv", |m| n(m.redeliveries)),
         ("thru/s", |m| f(m.throughput_per_s)),
@@ -35,6 +38,127 @@ fn columns() -> Vec<Column> {
         ("max_ms", |m| f(m.latency_ms.max)),
         ("block_ms", |m| f(m.max_block_ms)),
     ]
+}
+
+/// `ended_by` as the JSON summary spells it (`settled`, `drain_timeout`, ...).
+pub fn end_reason_name(r: EndReason) -> String {
+    match serde_json::to_value(r) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => format!("{r:?}"),
+    }
+}
+
+/// What a run that did not settle says about itself: how it ended, in words, and what to do about
+/// a bound it ran into (`None` for a settled run). One arm per [`EndReason`]: a new end reason
+/// (e.g. `suspended`) is one more arm here.
+fn end_phrase(m: &Metrics) -> Option<(String, Option<&'static str>)> {
+    let pending = m.pending_at_end;
+    match m.ended_by {
+        EndReason::Settled => None,
+        EndReason::Stuck => Some((
+            format!("is stuck: nothing was left to happen with {pending} message(s) unsettled"),
+            None,
+        )),
+        EndReason::DrainTimeout => Some((
+            format!("did not settle: the drain phase timed out with {pending} message(s) pending"),
+            Some("raise [run] drain_timeout if the backlog only needs longer"),
+        )),
+        EndReason::MaxEvents => Some((
+            format!("was cut off by the event bound with {pending} message(s) pending"),
+            Some("raise [run] max_events or --max-events"),
+        )),
+        EndReason::MaxSimTime => Some((
+            format!("was cut off by --max-sim-time with {pending} message(s) pending"),
+            Some("raise or drop --max-sim-time"),
+        )),
+    }
+}
+
+/// The consumers' capacity in messages per second (count / mean service time), if it is finite.
+pub fn consumer_capacity_per_s(sc: &Scenario) -> Option<f64> {
+    let mean_s = sc.consumers.service.0.mean_micros() / 1e6;
+    (mean_s > 0.0).then(|| sc.consumers.count as f64 / mean_s)
+}
+
+/// A readable rate: whole numbers from 10/s up, else 2 significant digits.
+fn per_s(x: f64) -> String {
+    if x >= 10.0 {
+        format!("{x:.0}/s")
+    } else {
+        format!("{x:.2}/s")
+    }
+}
+
+/// The likely causes in the scenario of a run not settling, most likely first: offered load above
+/// the consumers' capacity, a broker that never returns, a suspended endpoint that never resumes.
+pub fn likely_causes(sc: &Scenario) -> Vec<String> {
+    let mut causes = Vec::new();
+    let offered = sc.workload.rate.as_per_sec();
+    if let Some(cap) = consumer_capacity_per_s(sc) {
+        if offered > cap {
+            causes.push(format!(
+                "offered load {} is above the consumers' capacity of about {} ({} consumer(s), mean service {})",
+                per_s(offered),
+                per_s(cap),
+                sc.consumers.count,
+                sim::time::Dur(sc.consumers.service.0.mean_micros().round() as u64)
+            ));
+        }
+    }
+    for f in &sc.faults {
+        if f.kind == FaultKind::BrokerCrash && f.duration.is_none() {
+            causes.push(match &f.broker {
+                Some(b) => format!("broker {b} never returns (its broker_crash has no `for`)"),
+                None => "a crashed broker never returns (a broker_crash has no `for`)".to_string(),
+            });
+        }
+    }
+    let poison =
+        sc.workload.poison_fraction > 0.0 || sc.faults.iter().any(|f| f.kind == FaultKind::Poison);
+    if poison && sc.redelivery.max_redeliveries < 0 {
+        causes.push(
+            "poison messages are retried forever (max_redeliveries = -1: no backout threshold)"
+                .to_string(),
+        );
+    }
+    if sc.consumers.suspend_after_failures > 0 && sc.consumers.resume_after.is_none() {
+        causes.push("a suspended endpoint never resumes (resume_after = \"never\")".to_string());
+    }
+    causes
+}
+
+/// One `warning:` line per strategy whose run did not settle, naming the likely cause.
+pub fn unsettled_warnings(s: &RunSummary, sc: &Scenario) -> Vec<String> {
+    let causes = likely_causes(sc);
+    let mut out = Vec::new();
+    for st in &s.strategies {
+        let Some(m) = &st.metrics else { continue };
+        let Some((what, hint)) = end_phrase(m) else {
+            continue;
+        };
+        let mut line = format!(
+            "warning: {} {what} (ended_by = {})",
+            st.strategy,
+            end_reason_name(m.ended_by)
+        );
+        // A bound the run ran into is the cause; otherwise the scenario's, then the generic hint.
+        let cut_off = matches!(m.ended_by, EndReason::MaxEvents | EndReason::MaxSimTime);
+        if !cut_off && !causes.is_empty() {
+            line.push_str(&format!("; likely cause: {}", causes.join("; ")));
+        } else if let Some(h) = hint {
+            line.push_str(&format!("; {h}"));
+        }
+        out.push(line);
+    }
+    out
+}
+
+/// Whether every strategy that ran settled (what `sim run --strict` requires).
+pub fn all_settled(s: &RunSummary) -> bool {
+    s.strategies
+        .iter()
+        .filter_map(|st| st.metrics.as_ref())
+        .all(|m| m.ended_by == EndReason::Settled)
 }
 
 /// The table's cells (a header row, then one row per strategy) and the notes about strategies
@@ -237,4 +361,98 @@ pub fn params_block(s: &RunSummary) -> String {
         out.push_str(&w);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario(extra: &str, rate: &str, consumers: u32) -> Scenario {
+        let text = format!(
+            "strategies = [\"competing\"]\n[workload]\nmessages = 100\nrate = \"{rate}\"\nkeys = 5\n\
+             [[broker]]\nname = \"a\"\n[consumers]\ncount = {consumers}\nservice = \"10ms\"\n{extra}"
+        );
+        crate::load_text("t.toml", &text).expect("loads")
+    }
+
+    fn summary(ended_by: EndReason) -> RunSummary {
+        RunSummary {
+            scenario: "t".into(),
+            seed: 1,
+            strategies: vec![StrategySummary {
+                strategy: "competing".into(),
+                status: Status::Ok,
+                reason: None,
+                metrics: Some(Metrics {
+                    ended_by,
+                    pending_at_end: 3,
+                    ..Metrics::default()
+                }),
+                params: Default::default(),
+            }],
+        }
+    }
+
+    #[test]
+    fn causes_name_overload_a_broker_that_never_returns_and_a_never_resumed_endpoint() {
+        let sc = scenario(
+            "suspend_after_failures = 3\nresume_after = \"never\"\n\
+             [[fault]]\nkind = \"broker_crash\"\nbroker = \"a\"\nat = \"1s\"\n",
+            "150/s",
+            1,
+        );
+        let c = likely_causes(&sc);
+        assert_eq!(c.len(), 3, "{c:?}");
+        assert!(
+            c[0].starts_with("offered load 150/s is above the consumers' capacity of about 100/s"),
+            "{c:?}"
+        );
+        assert_eq!(
+            c[1],
+            "broker a never returns (its broker_crash has no `for`)"
+        );
+        assert!(c[2].contains("resume_after = \"never\""), "{c:?}");
+        assert!(likely_causes(&scenario("", "50/s", 1)).is_empty());
+    }
+
+    #[test]
+    fn poison_without_a_backout_threshold_is_a_cause() {
+        let sc = scenario(
+            "[redelivery]\nmax_redeliveries = -1\n[[fault]]\nkind = \"poison\"\nat = \"1s\"\nfor = \"1s\"\nfraction = 0.1\n",
+            "50/s",
+            1,
+        );
+        let c = likely_causes(&sc);
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert!(c[0].contains("retried forever"), "{c:?}");
+    }
+
+    #[test]
+    fn one_warning_per_unsettled_run_and_none_when_settled() {
+        let sc = scenario("", "150/s", 1);
+        assert!(unsettled_warnings(&summary(EndReason::Settled), &sc).is_empty());
+        assert!(all_settled(&summary(EndReason::Settled)));
+        let w = unsettled_warnings(&summary(EndReason::Stuck), &sc);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].starts_with("warning: competing is stuck"), "{w:?}");
+        assert!(w[0].contains("likely cause: offered load 150/s"), "{w:?}");
+        // A bound the run hit is its own cause.
+        let w = unsettled_warnings(&summary(EndReason::MaxEvents), &sc);
+        assert!(
+            w[0].ends_with("raise [run] max_events or --max-events"),
+            "{w:?}"
+        );
+        assert!(!all_settled(&summary(EndReason::DrainTimeout)));
+        // Without a cause in the scenario, the drain timeout names its remedy.
+        let calm = scenario("", "50/s", 1);
+        let w = unsettled_warnings(&summary(EndReason::DrainTimeout), &calm);
+        assert!(w[0].contains("raise [run] drain_timeout"), "{w:?}");
+    }
+
+    #[test]
+    fn the_table_shows_ended_by() {
+        let t = table(&summary(EndReason::DrainTimeout));
+        assert!(t.lines().next().unwrap().contains("ended_by"), "{t}");
+        assert!(t.contains("drain_timeout"), "{t}");
+    }
 }

@@ -421,8 +421,12 @@ pub fn validate(e: &Expect, strategies: &[String]) -> Vec<(Vec<String>, String)>
             errs.push((
                 vec!["expect".into(), s.clone()],
                 format!(
-                    "{s:?} is neither `all` nor a strategy of this scenario ({})",
-                    strategies.join(", ")
+                    "{s:?} is neither `all` nor a strategy of this scenario ({}){}",
+                    strategies.join(", "),
+                    crate::suggest::did_you_mean(
+                        s,
+                        std::iter::once("all").chain(strategies.iter().map(|x| x.as_str()))
+                    )
                 ),
             ));
         }
@@ -432,8 +436,9 @@ pub fn validate(e: &Expect, strategies: &[String]) -> Vec<(Vec<String>, String)>
                 errs.push((
                     vec!["expect".into(), s.clone(), f.clone()],
                     format!(
-                        "no summary figure named {f:?}; figures: {}",
-                        shown.join(", ")
+                        "no summary figure named {f:?}; figures: {}{}",
+                        shown.join(", "),
+                        crate::suggest::did_you_mean(f, shown.iter().copied())
                     ),
                 ));
             }

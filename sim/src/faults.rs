@@ -330,9 +330,14 @@ fn instance<R: Rng>(s: &Scenario, f: &Fault, source: usize, at: Time, rng: &mut 
 }
 
 impl PlannedFault {
-    /// One line: `t=10s broker_crash broker a for 30s`.
+    /// One line: `t=10s broker_crash broker a for 30s`, times rounded for reading
+    /// ([`Dur::readable`]; the plan itself keeps microseconds).
     pub fn describe(&self, s: &Scenario) -> String {
-        let mut line = format!("t={} {}", Dur(self.at), self.action.kind().name());
+        let mut line = format!(
+            "t={} {}",
+            Dur(self.at).readable(),
+            self.action.kind().name()
+        );
         match self.action {
             FaultAction::BrokerCrash { broker } => {
                 line.push_str(&format!(" broker {}", s.brokers[broker as usize].name))
@@ -346,13 +351,13 @@ impl PlannedFault {
             FaultAction::ClockSkew { producer, skew } => line.push_str(&format!(
                 " producer {producer} {}{}",
                 if skew < 0 { "-" } else { "+" },
-                Dur(skew.unsigned_abs())
+                Dur(skew.unsigned_abs()).readable()
             )),
             FaultAction::Poison { fraction } => line.push_str(&format!(" fraction {fraction}")),
             FaultAction::DbOutage | FaultAction::SourceOutage | FaultAction::CacheCollapse => {}
         }
         match self.duration {
-            Some(d) => line.push_str(&format!(" for {}", Dur(d))),
+            Some(d) => line.push_str(&format!(" for {}", Dur(d).readable())),
             None if self.action == FaultAction::CacheCollapse => {}
             None => line.push_str(" (never heals)"),
         }

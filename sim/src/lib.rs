@@ -18,6 +18,7 @@ pub mod history;
 pub mod rng;
 pub mod scenario;
 pub mod strategy;
+pub mod suggest;
 pub mod summary;
 pub mod time;
 

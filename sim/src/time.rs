@@ -66,6 +66,41 @@ impl Dur {
     }
 }
 
+impl Dur {
+    /// For reading, not for loading back: microseconds under 1 ms (`"250us"`), milliseconds to 3
+    /// significant digits under 1 s (`"87.7ms"`), seconds to the millisecond under a minute
+    /// (`"1.857s"`), and above that the exact form rounded to the millisecond (`"2m 5s 250ms"`).
+    pub fn readable(self) -> String {
+        fn trim(s: String) -> String {
+            if s.contains('.') {
+                s.trim_end_matches('0').trim_end_matches('.').to_string()
+            } else {
+                s
+            }
+        }
+        let us = self.0;
+        if us == 0 {
+            "0s".to_string()
+        } else if us < MILLI {
+            format!("{us}us")
+        } else if us < SECOND {
+            let ms = us as f64 / MILLI as f64;
+            let digits = if ms >= 100.0 {
+                0
+            } else if ms >= 10.0 {
+                1
+            } else {
+                2
+            };
+            format!("{}ms", trim(format!("{ms:.digits$}")))
+        } else if us < 60 * SECOND {
+            format!("{}s", trim(format!("{:.3}", us as f64 / SECOND as f64)))
+        } else {
+            Dur((us + MILLI / 2) / MILLI * MILLI).to_string()
+        }
+    }
+}
+
 impl fmt::Display for Dur {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.0 == 0 {
@@ -122,11 +157,14 @@ pub struct Rate {
     text_unit: RateUnit,
 }
 
+/// The unit a rate was written in, kept so it prints back as written.
 #[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
 enum RateUnit {
     Second,
     Minute,
     Hour,
+    /// Any other span: `"1/3min"` is one per three minutes.
+    Span(Dur),
 }
 
 impl RateUnit {
@@ -135,14 +173,35 @@ impl RateUnit {
             RateUnit::Second => 1.0,
             RateUnit::Minute => 60.0,
             RateUnit::Hour => 3600.0,
+            RateUnit::Span(d) => d.as_secs_f64(),
         }
     }
-    fn name(self) -> &'static str {
+    fn name(self) -> String {
         match self {
-            RateUnit::Second => "s",
-            RateUnit::Minute => "min",
-            RateUnit::Hour => "h",
+            RateUnit::Second => "s".into(),
+            RateUnit::Minute => "min".into(),
+            RateUnit::Hour => "h".into(),
+            RateUnit::Span(d) => d.to_string(),
         }
+    }
+    /// The unit after the slash: any duration [`Dur::parse`] accepts (`"3min"`, `"90 s"`), or a
+    /// bare unit meaning one of it (`"s"`, `"sec"`, `"minute"`, `"hour"`): the same spellings as
+    /// durations.
+    fn parse(u: &str) -> Result<RateUnit, String> {
+        let u = u.trim();
+        let d = if u.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+            Dur::parse(u)?
+        } else {
+            Dur::parse(&format!("1{u}"))
+                .map_err(|_| format!("unknown unit {u:?} (e.g. s, sec, min, h, or a span: 3min)"))?
+        };
+        Ok(match d {
+            Dur::ZERO => return Err(format!("the unit {u:?} is zero long")),
+            d if d == Dur::from_secs(1) => RateUnit::Second,
+            d if d == Dur::from_secs(60) => RateUnit::Minute,
+            d if d == Dur::from_secs(3600) => RateUnit::Hour,
+            d => RateUnit::Span(d),
+        })
     }
 }
 
@@ -160,9 +219,9 @@ impl Rate {
         self.per_sec
     }
 
-    /// Parses `"2000/s"`, `"5/min"`, `"0.5/h"`.
+    /// Parses `"2000/s"`, `"5/min"`, `"0.5/h"`, `"1/3min"`: the unit is spelt as a duration is.
     pub fn parse(s: &str) -> Result<Rate, String> {
-        let allowed = "write a count per unit, e.g. \"2000/s\", \"5/min\" or \"1/h\"";
+        let allowed = "write a count per unit, e.g. \"2000/s\", \"5/min\", \"1/h\" or \"1/3min\"";
         let (num, unit) = s
             .trim()
             .split_once('/')
@@ -174,16 +233,7 @@ impl Rate {
         if !n.is_finite() || n < 0.0 {
             return Err(format!("invalid rate {s:?}: must be a finite number >= 0"));
         }
-        let unit = match unit.trim() {
-            "s" | "sec" | "second" => RateUnit::Second,
-            "m" | "min" | "minute" => RateUnit::Minute,
-            "h" | "hour" => RateUnit::Hour,
-            u => {
-                return Err(format!(
-                    "invalid rate {s:?}: unknown unit {u:?} (allowed: s, min, h)"
-                ))
-            }
-        };
+        let unit = RateUnit::parse(unit).map_err(|e| format!("invalid rate {s:?}: {e}"))?;
         Ok(Rate {
             per_sec: n / unit.secs(),
             text_unit: unit,
@@ -233,13 +283,62 @@ mod tests {
     }
 
     #[test]
+    fn readable_durations_round_to_what_a_reader_needs() {
+        assert_eq!(Dur(0).readable(), "0s");
+        assert_eq!(Dur(250).readable(), "250us");
+        assert_eq!(Dur(87_691).readable(), "87.7ms");
+        assert_eq!(Dur(5_000).readable(), "5ms");
+        assert_eq!(Dur(1_234).readable(), "1.23ms");
+        assert_eq!(Dur(250_400).readable(), "250ms");
+        assert_eq!(Dur(1_857_261).readable(), "1.857s");
+        assert_eq!(Dur::from_secs(5).readable(), "5s");
+        assert_eq!(Dur(10_250_000).readable(), "10.25s");
+        assert_eq!(Dur(125_250_400).readable(), "2m 5s 250ms");
+    }
+
+    #[test]
     fn rates_parse() {
         assert_eq!(Rate::parse("2000/s").unwrap().as_per_sec(), 2000.0);
         assert_eq!(Rate::parse("6/min").unwrap().as_per_sec(), 0.1);
         assert_eq!(Rate::parse("7.2/s").unwrap().to_string(), "7.2/s");
         assert!(Rate::parse("-1/s").is_err());
         assert!(Rate::parse("5").is_err());
-        assert!(Rate::parse("5/day").is_err());
+        assert!(Rate::parse("5/fortnight").is_err());
         assert!(Rate::parse("NaN/s").is_err());
+    }
+
+    #[test]
+    fn rates_and_durations_accept_the_same_unit_spellings() {
+        // One per three minutes, and it prints back to what loads the same rate.
+        let r = Rate::parse("1/3min").unwrap();
+        assert!((r.as_per_sec() - 1.0 / 180.0).abs() < 1e-12);
+        assert_eq!(Rate::parse(&r.to_string()).unwrap(), r);
+        assert_eq!(Rate::parse("2/90s").unwrap().as_per_sec(), 2.0 / 90.0);
+        for unit in [
+            "s", "sec", "second", "seconds", "m", "min", "minute", "minutes", "h", "hr", "hour",
+            "hours", "ms",
+        ] {
+            let d = Dur::parse(&format!("1{unit}"));
+            let r = Rate::parse(&format!("5/{unit}"));
+            assert_eq!(d.is_ok(), r.is_ok(), "{unit}: {d:?} vs {r:?}");
+            assert!(
+                (r.unwrap().as_per_sec() - 5.0 / d.unwrap().as_secs_f64()).abs() < 1e-9,
+                "{unit}"
+            );
+        }
+        // "5 sec" and "5sec": both accepted or both refused, as durations and as rate units.
+        for (a, b) in [("5 sec", "5sec"), ("3 min", "3min")] {
+            assert_eq!(Dur::parse(a).is_ok(), Dur::parse(b).is_ok(), "{a} / {b}");
+            assert_eq!(
+                Rate::parse(&format!("1/{a}")).is_ok(),
+                Rate::parse(&format!("1/{b}")).is_ok(),
+                "{a} / {b}"
+            );
+        }
+        assert!(Rate::parse("1/0s").is_err());
+        assert!(Rate::parse("1/parsec").is_err());
+        // The units of old still print as they did.
+        assert_eq!(Rate::parse("5/min").unwrap().to_string(), "5/min");
+        assert_eq!(Rate::parse("5/sec").unwrap().to_string(), "5/s");
     }
 }

@@ -263,7 +263,10 @@ pub fn validate(sc: &Scenario) -> Vec<FieldError> {
         if !is_known(name) {
             errs.push(FieldError::new(
                 vec![PathSeg::from("strategies"), PathSeg::Index(i)],
-                format!("unknown strategy {name:?} (known: {known})"),
+                format!(
+                    "unknown strategy {name:?} (known: {known}){}",
+                    sim::suggest::did_you_mean(name, ALL.iter().map(|i| i.name))
+                ),
             ));
         }
     }

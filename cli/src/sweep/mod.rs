@@ -676,19 +676,7 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, CliError> {
         .filter(|r| shard.is_none_or(|s| s.owns(*r)) && !done.contains_key(r))
         .collect();
     install_interrupt_handler();
-    let bar = if req.progress {
-        let b = indicatif::ProgressBar::new(todo.len() as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:40}] {pos}/{len} runs, eta {eta}",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        );
-        b
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
+    let bar = crate::progress::Progress::new(todo.len() as u64, "runs", req.progress);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(req.jobs.max(1))
         .build()
@@ -727,7 +715,7 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, CliError> {
                 Ok(row) => {
                     fresh.lock().expect("rows lock").push((run, row));
                     executed.fetch_add(1, Ordering::Relaxed);
-                    bar.inc(1);
+                    bar.inc();
                 }
                 Err(e) => {
                     stop.store(true, Ordering::Relaxed);
@@ -740,7 +728,7 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, CliError> {
             }
         })
     });
-    bar.finish_and_clear();
+    bar.finish();
     if let Some((_, e)) = failure.into_inner().expect("failure lock") {
         return Err(e);
     }

@@ -296,7 +296,7 @@ pub fn load_str(
     }
     let scenario: Scenario = toml::from_str(text).map_err(|e| {
         let location = e.span().map(|s| location_of(text, s.start));
-        let message = e.message().trim().to_string();
+        let message = with_suggestion(e.message().trim());
         let field = e
             .span()
             .and_then(|s| field_at(text, s.clone()).or_else(|| field_of_line(text, s.start)));
@@ -309,6 +309,10 @@ pub fn load_str(
     })?;
     let mut problems = super::validate(&scenario);
     problems.extend(extra(&scenario));
+    // Causes before their consequences: a misspelt strategy or broker name also breaks every
+    // reference to it ([expect.NAME], [sweep] strategies, consumers.brokers), so the problems with
+    // the names themselves come first (a stable sort keeps the rest in file order).
+    problems.sort_by_key(|p| !is_name_definition(&p.path));
     if problems.is_empty() {
         return Ok(scenario);
     }
@@ -331,6 +335,34 @@ pub fn load_str(
         problems,
         more,
     })
+}
+
+/// Whether `path` is where names other fields refer to are defined: `strategies[i]` or
+/// `broker[i].name`.
+fn is_name_definition(path: &[PathSeg]) -> bool {
+    match path {
+        [PathSeg::Key(k), PathSeg::Index(_)] => k == "strategies",
+        [PathSeg::Key(b), PathSeg::Index(_), PathSeg::Key(n)] => b == "broker" && n == "name",
+        _ => false,
+    }
+}
+
+/// serde's "unknown field `keyz`, expected one of `messages`, `keys`, ..." (or "unknown variant")
+/// with "; did you mean `keys`?" added when one of the expected names is close.
+fn with_suggestion(message: &str) -> String {
+    let word = ["unknown field `", "unknown variant `"]
+        .iter()
+        .find_map(|p| message.find(p).map(|i| &message[i + p.len()..]))
+        .and_then(|rest| rest.split('`').next());
+    let Some(word) = word else {
+        return message.to_string();
+    };
+    let Some(expected) = message.find("expected").map(|i| &message[i..]) else {
+        return message.to_string();
+    };
+    // The names are every other piece between backquotes.
+    let names = expected.split('`').skip(1).step_by(2);
+    format!("{message}{}", crate::suggest::did_you_mean(word, names))
 }
 
 /// The byte offset of every line start, for locating many offsets in one pass over the text.
@@ -538,6 +570,22 @@ service = "1ms"
         assert_eq!(s.brokers[0].name, "a");
         let back = load_str("x.toml", &s.to_toml(), &none).unwrap();
         assert_eq!(back.to_toml(), s.to_toml());
+    }
+
+    #[test]
+    fn unknown_names_get_a_suggestion() {
+        assert_eq!(
+            with_suggestion("unknown field `keyz`, expected one of `messages`, `keys`, `rate`"),
+            "unknown field `keyz`, expected one of `messages`, `keys`, `rate`; did you mean `keys`?"
+        );
+        assert_eq!(
+            with_suggestion("unknown variant `brokr_crash`, expected `broker_crash` or `poison`"),
+            "unknown variant `brokr_crash`, expected `broker_crash` or `poison`; did you mean \
+             `broker_crash`?"
+        );
+        let far = "unknown field `zzz`, expected `messages` or `keys`";
+        assert_eq!(with_suggestion(far), far);
+        assert_eq!(with_suggestion("invalid type"), "invalid type");
     }
 
     #[test]
