@@ -246,3 +246,40 @@ fn batch_job_backs_out_fewer_innocent_messages_than_a_listener() {
     // The price: a message waits for the next run even when nothing is wrong.
     assert!(batch.latency_ms.p50 > listener.latency_ms.p50);
 }
+
+/// `resume_after = "never"` means never: endpoints stopped after repeated failures stay stopped
+/// through the drain (they used to be resumed when it began), their messages are pending at the
+/// end, and the run says why it ended (`suspended`, not `stuck` or `settled`). With a delay, the
+/// same endpoints come back and everything settles.
+#[test]
+fn an_endpoint_stopped_for_good_stays_stopped() {
+    crate::common::at_root();
+    let scenario = |resume: &str| {
+        common::scenario(&common::base(
+            "\"competing\"",
+            2,
+            &format!(
+                "suspend_after_failures = 2\nresume_after = \"{resume}\"\n[redelivery]\ninitial_delay = \"10ms\"\n\
+                 [[fault]]\nkind = \"db_outage\"\nat = \"2s\"\nfor = \"3s\"\n"
+            ),
+        ))
+    };
+    let mut resumes = 0;
+    let m = common::run_with(&scenario("never"), "competing", 7, |e| {
+        if matches!(e, sim::history::Event::Resume { .. }) {
+            resumes += 1;
+        }
+    });
+    assert_eq!(m.ended_by, sim::summary::EndReason::Suspended, "{m:?}");
+    assert_eq!(resumes, 0);
+    assert!(m.coverage.suspensions >= 2, "{:?}", m.coverage);
+    assert!(m.pending_at_end > 0, "{m:?}");
+    assert_eq!(
+        m.produced,
+        m.applied + m.pending_at_end + m.dead_lettered,
+        "{m:?}"
+    );
+    let m = common::run(&scenario("1s"), "competing", 7);
+    assert_eq!(m.ended_by, sim::summary::EndReason::Settled, "{m:?}");
+    assert_eq!(m.pending_at_end, 0);
+}

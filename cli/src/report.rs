@@ -71,6 +71,12 @@ fn end_phrase(m: &Metrics) -> Option<(String, Option<&'static str>)> {
             format!("was cut off by --max-sim-time with {pending} message(s) pending"),
             Some("raise or drop --max-sim-time"),
         )),
+        EndReason::Suspended => Some((
+            format!(
+                "did not settle: an endpoint stopped for good holds {pending} message(s) pending"
+            ),
+            Some("give [consumers] resume_after a duration if the endpoint should come back"),
+        )),
     }
 }
 

@@ -77,6 +77,9 @@ pub enum EndReason {
     MaxEvents,
     /// `--max-sim-time` was reached.
     MaxSimTime,
+    /// An endpoint stopped for good (`resume_after = "never"`) held messages nobody else could
+    /// take: they are pending.
+    Suspended,
 }
 
 /// The figures for one strategy in one run.

@@ -254,10 +254,13 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             self.now.saturating_add(self.sc.run.drain_timeout.0),
             Ev::DrainDeadline,
         );
-        // Endpoints suspended "forever" come back so the drain can settle their messages.
-        for c in 0..self.w.consumers.len() as u32 {
-            if self.w.consumers[c as usize].suspended {
-                self.resume(c);
+        // Endpoints suspended for a while come back now, so the drain settles their messages;
+        // one stopped for good (`resume_after = "never"`) stays stopped.
+        if self.sc.consumers.resume_after.is_some() {
+            for c in 0..self.w.consumers.len() as u32 {
+                if self.w.consumers[c as usize].suspended {
+                    self.resume(c);
+                }
             }
         }
     }
@@ -367,6 +370,13 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             && self.w.produced == self.sc.workload.messages
         {
             ended_by = EndReason::Settled;
+        }
+        // Unsettled because an endpoint stopped for good: say so rather than "stuck".
+        if matches!(ended_by, EndReason::Stuck | EndReason::DrainTimeout)
+            && self.w.consumers.iter().any(|c| c.suspended)
+            && self.sc.consumers.resume_after.is_none()
+        {
+            ended_by = EndReason::Suspended;
         }
         let mut metrics = self.finish()?;
         metrics.ended_by = ended_by;

@@ -327,7 +327,7 @@ pub struct Consumers {
     /// Stop the endpoint after this many failures in a row (0 = never; WAS activation spec).
     #[serde(default)]
     pub suspend_after_failures: u32,
-    /// Resume a suspended endpoint after this long (`"never"`: stays stopped until the drain phase).
+    /// Resume a suspended endpoint after this long (`"never"`: stays stopped for good, through the drain; the run ends `suspended`).
     #[serde(default = "defaults::resume_after", with = "opt_dur_never")]
     pub resume_after: Option<Dur>,
     /// How the consumers are hosted: `listener` (an MDB, consuming continuously) or `batch` (a job
