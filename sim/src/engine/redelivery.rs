@@ -58,6 +58,14 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                     self.q
                         .push(self.now + delay, Ev::BlockingRetry { c, epoch });
                     self.sync_load(c);
+                } else if delay == 0 {
+                    // No delay: back at the head of its queue before the next dispatch decision,
+                    // so nothing overtakes it in the same instant.
+                    self.w.slab.get_mut(d.slot).loc = Loc::Queued(d.broker);
+                    self.w.brokers[d.broker as usize].queue.push_front(d.slot);
+                    if !suspend {
+                        self.dispatch(d.broker);
+                    }
                 } else {
                     self.w.slab.get_mut(d.slot).loc = Loc::Held(d.broker);
                     self.q.push(
