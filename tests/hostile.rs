@@ -417,25 +417,7 @@ fn class6_any_cell_edit_is_refused() {
         ),
     )
     .unwrap();
-    let dirs: Vec<std::path::PathBuf> = (1..=2)
-        .map(|i| {
-            let d = tmp.path().join(format!("shard{i}"));
-            ordsim::sweep::sweep(&ordsim::sweep::SweepRequest {
-                file: f.clone(),
-                seeds: "1..2".into(),
-                sets: vec![],
-                strategies: vec![],
-                jobs: 1,
-                out: d.clone(),
-                shard: Some(format!("{i}/2")),
-                resume: false,
-                max_events: None,
-                progress: false,
-            })
-            .unwrap();
-            d
-        })
-        .collect();
+    let dirs = crate::common::sweep_shards(&f, tmp.path(), "1..2", &[]);
     let runs = dirs[1].join(ordsim::sweep::RUNS);
     let pristine = std::fs::read_to_string(&runs).unwrap();
     let rows: Vec<Vec<String>> = csv::ReaderBuilder::new()

@@ -314,25 +314,7 @@ fn class7_concurrent_writer_and_unwritable_out_are_refused() {
 /// Two shards of a small sweep.
 fn shards(dir: &Path) -> (PathBuf, Vec<PathBuf>) {
     let f = small(dir, "s.toml", "");
-    let dirs: Vec<PathBuf> = (1..=2)
-        .map(|i| {
-            let d = dir.join(format!("shard{i}"));
-            sweep(&SweepRequest {
-                file: f.clone(),
-                seeds: "1..3".into(),
-                sets: vec!["consumers.count=1,2".into()],
-                strategies: vec![],
-                jobs: 1,
-                out: d.clone(),
-                shard: Some(format!("{i}/2")),
-                resume: false,
-                max_events: None,
-                progress: false,
-            })
-            .unwrap();
-            d
-        })
-        .collect();
+    let dirs = crate::common::sweep_shards(&f, dir, "1..3", &["consumers.count=1,2"]);
     (f, dirs)
 }
 

@@ -69,3 +69,31 @@ pub fn at_root() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| std::env::set_current_dir(root()).expect("the repository root exists"));
 }
+
+/// Runs a sweep of `file` as two shards (`1/2`, `2/2`) into `dir/shard1` and `dir/shard2`.
+pub fn sweep_shards(
+    file: &std::path::Path,
+    dir: &std::path::Path,
+    seeds: &str,
+    sets: &[&str],
+) -> Vec<std::path::PathBuf> {
+    (1..=2)
+        .map(|i| {
+            let d = dir.join(format!("shard{i}"));
+            ordsim::sweep::sweep(&ordsim::sweep::SweepRequest {
+                file: file.to_path_buf(),
+                seeds: seeds.into(),
+                sets: sets.iter().map(|s| s.to_string()).collect(),
+                strategies: vec![],
+                jobs: 1,
+                out: d.clone(),
+                shard: Some(format!("{i}/2")),
+                resume: false,
+                max_events: None,
+                progress: false,
+            })
+            .unwrap();
+            d
+        })
+        .collect()
+}
