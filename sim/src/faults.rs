@@ -204,10 +204,7 @@ impl FaultPlan {
     /// Expands the scenario's faults with `seed`. Each `[[fault]]` entry draws from its own stream,
     /// so editing one entry does not move the others.
     pub fn resolve(s: &Scenario, seed: u64) -> FaultPlan {
-        let window = s
-            .run
-            .fault_window
-            .map_or_else(|| s.expected_production_micros(), |d| d.0);
+        let window = s.fault_window_micros();
         let mut faults = Vec::new();
         for (i, f) in s.faults.iter().enumerate() {
             let mut rng = stream(seed, Component::Faults, i as u32, 0);
@@ -478,10 +475,7 @@ fn validate_one(
         }
     }
     if let Some(r) = f.rate {
-        let window = s
-            .run
-            .fault_window
-            .map_or_else(|| s.expected_production_micros(), |d| d.0);
+        let window = s.fault_window_micros();
         let expected = r.as_per_sec() * window as f64 / 1e6;
         if expected > MAX_OCCURRENCES as f64 {
             err(

@@ -543,6 +543,14 @@ impl Scenario {
         (self.workload.keys as u64) * Self::BYTES_PER_KEY + nodes * 4096 + 16 * 1024 * 1024
     }
 
+    /// The window random faults are drawn over, in microseconds: `[run] fault_window`, else the
+    /// expected production time.
+    pub fn fault_window_micros(&self) -> u64 {
+        self.run
+            .fault_window
+            .map_or_else(|| self.expected_production_micros(), |d| d.0)
+    }
+
     /// Expected length of the production phase, in microseconds.
     pub fn expected_production_micros(&self) -> u64 {
         let r = self.workload.rate.as_per_sec();

@@ -347,18 +347,11 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
     e
 }
 
-/// The fault window random faults are drawn over, in microseconds.
-fn fault_window(s: &Scenario) -> u64 {
-    s.run
-        .fault_window
-        .map_or_else(|| s.expected_production_micros(), |d| d.0)
-}
-
 /// The occurrences the whole plan is expected to hold: one per scripted entry, rate x window per
 /// random entry (each capped as [`crate::faults::FaultPlan::resolve`] caps it). Computed from the
 /// entries, without expanding them.
 pub fn estimated_occurrences(s: &Scenario) -> f64 {
-    let window = fault_window(s) as f64 / 1e6;
+    let window = s.fault_window_micros() as f64 / 1e6;
     s.faults
         .iter()
         .map(|f| match (f.at, f.rate) {
@@ -395,7 +388,7 @@ fn whole_file_limits(
                  {random} of them random, over a {} fault window), more than the {MAX_PLAN_OCCURRENCES} \
                  a whole plan may hold; lower the rates or [run] fault_window",
                 s.faults.len(),
-                Dur(fault_window(s)),
+                Dur(s.fault_window_micros()),
             ),
         );
     }
@@ -452,7 +445,7 @@ fn spin_limits(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
         .unwrap_or(0);
     let horizon = s
         .expected_production_micros()
-        .max(fault_window(s))
+        .max(s.fault_window_micros())
         .max(scripted_end)
         .saturating_add(s.run.drain_timeout.0) as f64;
     let budget = s.run.max_events as f64;
