@@ -3,7 +3,14 @@
 //!
 //! Memory grows with keys and messages in flight, not with messages produced: each key keeps a
 //! window of records from its oldest unresolved message to its newest, and a record leaves the window
-//! once its message is final (applied or rejected and acked, dead-lettered, or discarded).
+//! once its message is final (applied; rejected and acked; dead-lettered or discarded while no
+//! consumer has it in hand).
+//!
+//! Applied wins: a message a consumer applies is applied, even if the broker's copy was discarded
+//! or dead-lettered while the consumer was processing it (a second apply is a duplicate). So a
+//! dead-lettered or discarded message stays open while some consumer has it in hand: from its
+//! `Start` to that consumer's `Apply`, `Reject`, `Rollback` or `Ack` of it, its next `Start`, or
+//! its crash. A consumer has at most one message in hand, so this costs one slot per consumer.
 
 mod latency;
 
@@ -28,13 +35,21 @@ struct Rec {
     dead_lettered: bool,
     discarded: bool,
     pending: bool,
+    /// Consumers processing it right now (see the module docs).
+    in_hand: u16,
 }
 
 impl Rec {
     fn is_final(&self) -> bool {
-        self.dead_lettered || self.discarded || (self.acked && (self.applies > 0 || self.rejected))
+        self.applies > 0
+            || (self.in_hand == 0 && (self.dead_lettered || self.discarded))
+            || (self.acked && self.rejected)
     }
 }
+
+/// Hand tracking covers consumers below this index (a recorded history could name any u32; the
+/// engine's consumers are far fewer): beyond it a `Start` is not tracked.
+const MAX_TRACKED_CONSUMERS: usize = 1 << 20;
 
 #[derive(Default)]
 struct KeyState {
@@ -142,6 +157,8 @@ pub struct Checkers {
     drain_start: Option<Time>,
     coverage: Coverage,
     malformed: Option<String>,
+    /// The message each consumer has in hand, by consumer index.
+    hands: Vec<Option<MsgRef>>,
 }
 
 impl Checkers {
@@ -162,6 +179,52 @@ impl Checkers {
             drain_start: None,
             coverage: Coverage::default(),
             malformed: None,
+            hands: Vec::new(),
+        }
+    }
+
+    /// Consumer `c` starts processing `msg` (whatever it had in hand before is out of its hands).
+    #[inline]
+    fn take_in_hand(&mut self, c: u32, msg: MsgRef) {
+        let c = c as usize;
+        if c >= MAX_TRACKED_CONSUMERS {
+            return;
+        }
+        if c >= self.hands.len() {
+            self.hands.resize(c + 1, None);
+        }
+        if let Some(prev) = self.hands[c].replace(msg) {
+            self.release(prev);
+        }
+        if let Some(r) = self.rec(msg) {
+            r.in_hand += 1;
+        }
+    }
+
+    /// Consumer `c` is done with `msg`, if it had it in hand.
+    #[inline]
+    fn out_of_hand(&mut self, c: u32, msg: MsgRef) {
+        if let Some(h) = self.hands.get_mut(c as usize) {
+            if *h == Some(msg) {
+                *h = None;
+                self.release(msg);
+            }
+        }
+    }
+
+    /// Consumer `c` crashed: whatever it had in hand is out of its hands.
+    fn drop_hand(&mut self, c: u32) {
+        if let Some(msg) = self.hands.get_mut(c as usize).and_then(Option::take) {
+            self.release(msg);
+        }
+    }
+
+    fn release(&mut self, msg: MsgRef) {
+        if let Some(r) = self.rec(msg) {
+            r.in_hand = r.in_hand.saturating_sub(1);
+            if r.in_hand == 0 && (r.dead_lettered || r.discarded) {
+                self.settle_front(msg.key);
+            }
         }
     }
 
@@ -227,11 +290,23 @@ impl Checkers {
                     self.unknown(e, msg);
                 }
             }
-            Event::Apply { msg, state_seq, .. } => self.apply(t, msg, state_seq),
-            Event::Reject { msg, .. } => self.resolve(e, msg, t, |r| r.rejected = true),
+            Event::Apply {
+                msg,
+                state_seq,
+                consumer,
+                ..
+            } => {
+                self.apply(t, msg, state_seq);
+                self.out_of_hand(consumer, msg);
+            }
+            Event::Reject { msg, consumer, .. } => {
+                self.resolve(e, msg, t, |r| r.rejected = true);
+                self.out_of_hand(consumer, msg);
+            }
             Event::DeadLetter { msg, .. } => self.resolve(e, msg, t, |r| r.dead_lettered = true),
             Event::Discard { msg, .. } => self.resolve(e, msg, t, |r| r.discarded = true),
-            Event::Ack { msg, .. } => {
+            Event::Ack { msg, consumer, .. } => {
+                self.out_of_hand(consumer, msg);
                 if let Some(r) = self.rec(msg) {
                     r.acked = true;
                     self.settle_front(msg.key);
@@ -248,18 +323,26 @@ impl Checkers {
                     self.malformed(format!("pending message {msg:?} was already settled"));
                 }
             }
-            Event::Rollback { msg, .. } => {
+            Event::Rollback { msg, consumer, .. } => {
                 self.coverage.rollbacks += 1;
                 self.unknown(e, msg);
+                self.out_of_hand(consumer, msg);
             }
             Event::Forward { msg, .. } => {
                 self.coverage.forwards += 1;
                 self.unknown(e, msg);
             }
-            Event::Start { msg, .. } | Event::Redelivery { msg, .. } => self.unknown(e, msg),
+            Event::Start { msg, consumer, .. } => {
+                self.unknown(e, msg);
+                self.take_in_hand(consumer, msg);
+            }
+            Event::Redelivery { msg, .. } => self.unknown(e, msg),
             Event::Crash { node, .. } => match node {
                 Node::Broker(_) => self.coverage.broker_crashes += 1,
-                Node::Consumer(_) => self.coverage.consumer_crashes += 1,
+                Node::Consumer(c) => {
+                    self.coverage.consumer_crashes += 1;
+                    self.drop_hand(c);
+                }
                 Node::TargetDb => self.coverage.db_outages += 1,
                 Node::SourceDb => self.coverage.source_outages += 1,
                 Node::Cache => self.coverage.cache_collapses += 1,
@@ -326,6 +409,7 @@ impl Checkers {
             dead_lettered: false,
             discarded: false,
             pending: false,
+            in_hand: 0,
         });
     }
 

@@ -112,6 +112,34 @@ impl H {
         })
     }
 
+    fn start(&mut self, t: Time, msg: MsgRef, consumer: u32) -> &mut Self {
+        self.ev(Event::Start { t, msg, consumer })
+    }
+
+    fn apply_by(&mut self, t: Time, msg: MsgRef, consumer: u32) -> &mut Self {
+        self.ev(Event::Apply {
+            t,
+            msg,
+            consumer,
+            state_seq: msg.seq,
+        })
+    }
+
+    fn rollback_by(
+        &mut self,
+        t: Time,
+        msg: MsgRef,
+        consumer: u32,
+        reason: FailReason,
+    ) -> &mut Self {
+        self.ev(Event::Rollback {
+            t,
+            msg,
+            consumer,
+            reason,
+        })
+    }
+
     fn dead_letter(&mut self, t: Time, msg: MsgRef) -> &mut Self {
         self.ev(Event::DeadLetter { t, msg, broker: 0 })
     }
@@ -540,6 +568,98 @@ fn applied_then_discarded_counts_as_applied() {
     let x = h.metrics(2 * MS);
     assert_eq!(x.applied, 1);
     assert_eq!(x.lost, 0);
+}
+
+#[test]
+fn discarded_while_in_hand_then_applied_is_applied_once_and_not_lost() {
+    // A non-persistent broker crashes while consumer 0 processes seq 0: the broker's copy is
+    // gone, but the consumer still writes it. Applied wins: applied 1, lost 0, duplicates 0.
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a).dispatch(0, a).start(0, a, 0);
+    h.discard(MS, a);
+    assert_eq!(h.c.keys[0].window.len(), 1, "still open while in hand");
+    h.apply(2 * MS, a);
+    assert!(
+        h.c.keys[0].window.is_empty(),
+        "final once applied (no ack can come)"
+    );
+    let x = h.metrics(2 * MS);
+    assert_eq!((x.applied, x.lost, x.duplicates), (1, 0, 0));
+    assert_eq!(x.final_state_mismatches, 0);
+}
+
+#[test]
+fn dead_lettered_while_a_zombie_has_it_then_applied_is_applied() {
+    // Consumer 0 lost its connection mid-processing; the broker redelivered to consumer 1, which
+    // failed until the redelivery limit dead-lettered it; consumer 0 then finished and wrote it.
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a).dispatch(0, a).start(0, a, 0);
+    h.start(MS, a, 1).rollback_by(MS, a, 1, FailReason::Outage);
+    h.dead_letter(2 * MS, a);
+    h.apply(3 * MS, a);
+    let x = h.metrics(3 * MS);
+    assert_eq!((x.applied, x.dead_lettered, x.duplicates), (1, 0, 0));
+}
+
+#[test]
+fn discarded_while_in_hand_then_the_consumer_crashes_is_lost() {
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a).start(0, a, 3).discard(MS, a);
+    h.ev(Event::Crash {
+        t: 2 * MS,
+        node: Node::Consumer(3),
+    });
+    assert!(
+        h.c.keys[0].window.is_empty(),
+        "final once out of every hand"
+    );
+    let x = h.metrics(2 * MS);
+    assert_eq!((x.applied, x.lost), (0, 1));
+}
+
+#[test]
+fn discarded_while_in_hand_then_rolled_back_is_lost() {
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a).start(0, a, 0).discard(MS, a);
+    h.rollback(2 * MS, a, FailReason::Outage);
+    assert!(h.c.keys[0].window.is_empty());
+    assert_eq!(h.metrics(2 * MS).lost, 1);
+}
+
+#[test]
+fn a_new_start_by_the_same_consumer_ends_its_previous_hand() {
+    // Consumer 0 abandoned seq 0 (no event) and started seq 1: seq 0's discard is final.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).produce(0, b).start(0, a, 0).discard(MS, a);
+    h.start(2 * MS, b, 0);
+    assert_eq!(h.c.keys[0].base, 1, "seq 0 settled as lost");
+    h.apply(3 * MS, b).ack(3 * MS, b);
+    let x = h.metrics(3 * MS);
+    assert_eq!((x.applied, x.lost), (1, 1));
+}
+
+#[test]
+fn handed_to_another_consumer_and_applied_by_both_is_one_duplicate() {
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).start(0, a, 0).start(MS, a, 1);
+    h.apply_by(2 * MS, a, 1).apply_by(3 * MS, a, 0);
+    let x = h.metrics(3 * MS);
+    assert_eq!((x.applied, x.duplicates, x.lost), (1, 1, 0));
+}
+
+#[test]
+fn consumer_ids_from_a_hostile_history_do_not_allocate() {
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).start(0, a, u32::MAX).discard(MS, a);
+    assert!(h.c.hands.len() <= 1);
+    assert_eq!(h.metrics(MS).lost, 1);
 }
 
 // --- 8. Conservation -------------------------------------------------------------------------
