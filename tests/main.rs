@@ -14,6 +14,6 @@ mod hostile_io;
 mod physics;
 mod properties;
 mod reports;
-mod semantics;
 mod seed_claims;
+mod semantics;
 mod sweep;

@@ -50,3 +50,19 @@ for = "100ms"
     assert_eq!(m.lost, discarded.len() as u64 - 1);
     assert_eq!(m.applied + m.lost, m.produced);
 }
+
+/// The README's strategy table names, for each strategy, the figure its guarantee is about, as
+/// the registry says (`sim list` prints the same).
+#[test]
+fn the_readme_names_each_strategys_guarantee() {
+    common::at_root();
+    let readme = std::fs::read_to_string("README.md").unwrap();
+    for i in strategies::ALL {
+        let row = readme
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{}` |", i.name)))
+            .unwrap_or_else(|| panic!("no README row for {}", i.name));
+        let cells: Vec<&str> = row.split(" | ").collect();
+        assert_eq!(cells[2], format!("`{}`", i.guarantee), "{row}");
+    }
+}

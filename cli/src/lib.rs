@@ -692,9 +692,14 @@ pub fn check_determinism(
 
 /// `sim list`: strategies and fault kinds, one line each.
 pub fn list_text() -> String {
-    let mut s = String::from("strategies:\n");
+    let mut s = String::from(
+        "strategies (name, the figure its ordering guarantee is about, what it models):\n",
+    );
     for i in strategies::ALL {
-        s.push_str(&format!("  {:<18} {}\n", i.name, i.summary));
+        s.push_str(&format!(
+            "  {:<18} {:<20} {}\n",
+            i.name, i.guarantee, i.summary
+        ));
     }
     s.push_str("\nstrategy parameters: sim list --params\n");
     s.push_str("\nfault kinds ([[fault]] kind = ...):\n");

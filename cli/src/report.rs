@@ -23,6 +23,7 @@ fn columns() -> Vec<Column> {
         ("produced", |m| n(m.produced)),
         ("applied", |m| n(m.applied)),
         ("violations", |m| n(m.ordering_violations)),
+        ("stale_wr", |m| n(m.stale_writes)),
         ("stale_rej", |m| n(m.stale_rejected)),
         ("lost", |m| n(m.lost)),
         ("dups", |m| n(m.duplicates)),

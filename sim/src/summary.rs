@@ -91,6 +91,9 @@ pub struct Metrics {
     pub applied: u64,
     /// Applies of (k, s) after an apply of (k, s') with s' > s.
     pub ordering_violations: u64,
+    /// `state` workloads: writes of a state older than the newest already written for the key
+    /// (the target went backwards). 0 for `command` workloads.
+    pub stale_writes: u64,
     /// Messages the handler rejected as stale (and acked) and never applied.
     pub stale_rejected: u64,
     /// Messages that vanished (no copy left anywhere, never applied).

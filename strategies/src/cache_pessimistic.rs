@@ -298,6 +298,7 @@ impl crate::Named for CachePessimistic {
     const NAME: &'static str = "cache_pessimistic";
     const SUMMARY: &'static str =
         "round-robin; Coherence-style per-key lock + cached timestamp compare ([Coherence+Hibernate]); stale after cache collapse/expiry, drops commands, ties rejected";
+    const GUARANTEE: &'static str = "stale_writes";
     type Params = CachePessimisticParams;
     const PARAMS: &'static [crate::ParamInfo] = &[
         crate::ParamInfo {

@@ -161,6 +161,7 @@ impl crate::Named for DbOptimistic {
     const NAME: &'static str = "db_optimistic";
     const SUMMARY: &'static str =
         "round-robin; reject messages older than the stored timestamp/version, @Version-guarded write ([Coherence+Hibernate])";
+    const GUARANTEE: &'static str = "stale_writes";
     type Params = DbOptimisticParams;
     const PARAMS: &'static [crate::ParamInfo] = &[
         crate::ParamInfo {

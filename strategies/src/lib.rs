@@ -37,6 +37,9 @@ pub trait Named: Strategy + Sized {
     const NAME: &'static str;
     /// One line for `sim list`.
     const SUMMARY: &'static str;
+    /// The metric (a [`sim::summary::Metrics`] field) its ordering guarantee is about: 0 there
+    /// is what it promises under its faults, if it promises anything.
+    const GUARANTEE: &'static str;
     /// `[strategy.NAME]` parameters (unknown fields rejected; every field has a default).
     /// Serialized, they give the effective values (a unit test checks that every serialized field
     /// is described in [`Named::PARAMS`]).
@@ -87,6 +90,8 @@ pub struct Info {
     pub name: &'static str,
     /// One line for `sim list`.
     pub summary: &'static str,
+    /// The metric its ordering guarantee is about ([`Named::GUARANTEE`]).
+    pub guarantee: &'static str,
     /// Its `[strategy.NAME]` parameters (`sim list --params`).
     pub params: &'static [ParamInfo],
 }
@@ -185,6 +190,7 @@ macro_rules! registry {
         pub const ALL: &[Info] = &[$(Info {
             name: <$ty as Named>::NAME,
             summary: <$ty as Named>::SUMMARY,
+            guarantee: <$ty as Named>::GUARANTEE,
             params: <$ty as Named>::PARAMS,
         }),*];
 
@@ -285,6 +291,24 @@ pub fn validate(sc: &Scenario) -> Vec<FieldError> {
 #[cfg(test)]
 mod param_tests {
     use super::*;
+
+    /// A guarantee names a metric the summary has (and `[expect]` can bound).
+    #[test]
+    fn every_guarantee_is_a_metric() {
+        let metrics: Vec<String> = sim::summary::Metrics::default()
+            .fields()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        for i in ALL {
+            assert!(
+                metrics.iter().any(|m| m == i.guarantee),
+                "{}: {} is not a metric",
+                i.name,
+                i.guarantee
+            );
+        }
+    }
 
     /// Every serialized field of every strategy's `Params` is described in its `PARAMS`, and
     /// nothing else is; defaults and hazards are consistent with the metadata.

@@ -282,6 +282,7 @@ impl crate::Named for MessageGroups {
     const NAME: &'static str = "message_groups";
     const SUMMARY: &'static str =
         "ActiveMQ JMSXGroupID: sticky group owner per broker (LRU map of 1024); breaks on broker failover, missing headers, map overflow";
+    const GUARANTEE: &'static str = "ordering_violations";
     type Params = MessageGroupsParams;
     const PARAMS: &'static [crate::ParamInfo] = &[
         crate::ParamInfo {

@@ -982,6 +982,7 @@ impl crate::Named for Resequencer {
     const NAME: &'static str = "resequencer";
     const SUMMARY: &'static str =
         "Camel aggregator -> splitter -> resequencer per consumer; gap timeouts, lost updates";
+    const GUARANTEE: &'static str = "ordering_violations";
     type Params = ResequencerParams;
     const PARAMS: &'static [crate::ParamInfo] = &[
         crate::ParamInfo {

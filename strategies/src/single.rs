@@ -77,6 +77,7 @@ impl crate::Named for Single {
     const NAME: &'static str = "single";
     const SUMMARY: &'static str =
         "exclusive consumer + standby after takeover_delay; order hinges on blocking redelivery";
+    const GUARANTEE: &'static str = "ordering_violations";
     type Params = SingleParams;
     const PARAMS: &'static [crate::ParamInfo] = &[
         crate::ParamInfo {

@@ -321,6 +321,7 @@ impl Handler for UnitOfOrder {
 impl crate::Named for UnitOfOrder {
     const NAME: &'static str = "unit_of_order";
     const SUMMARY: &'static str = "WebLogic Unit-of-Order: one unacked message per unit; hash or path-service routing to members";
+    const GUARANTEE: &'static str = "ordering_violations";
     type Params = UnitOfOrderParams;
     const PARAMS: &'static [crate::ParamInfo] = &[
         crate::ParamInfo {

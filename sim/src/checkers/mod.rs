@@ -60,6 +60,8 @@ struct KeyState {
     max_applied: u32,
     /// Seq of the state last written (+1; 0 = none). For `state` workloads.
     last_state: u32,
+    /// Newest state written so far (+1; 0 = none). For `state` workloads.
+    newest_state: u32,
     /// Highest non-poison seq produced (+1; 0 = none).
     expected_last: u32,
     /// Order-sensitive digest of the seqs applied, in apply order. For `command` workloads.
@@ -148,6 +150,7 @@ pub struct Checkers {
     tally: Tally,
     produced: u64,
     ordering_violations: u64,
+    stale_writes: u64,
     duplicates: u64,
     redeliveries: u64,
     latency: LatencyHistogram,
@@ -170,6 +173,7 @@ impl Checkers {
             tally: Tally::default(),
             produced: 0,
             ordering_violations: 0,
+            stale_writes: 0,
             duplicates: 0,
             redeliveries: 0,
             latency: LatencyHistogram::new(),
@@ -442,6 +446,12 @@ impl Checkers {
             self.ordering_violations += 1;
         }
         k.max_applied = k.max_applied.max(msg.seq + 1);
+        // A stale write puts back a state older than one already written: what a reader of the
+        // target sees go backwards, whatever order the messages were handled in.
+        if self.kind == WorkloadKind::State && state_seq < k.newest_state.saturating_sub(1) {
+            self.stale_writes += 1;
+        }
+        k.newest_state = k.newest_state.max(state_seq + 1);
         k.last_state = state_seq + 1;
         k.digest = fold(k.digest, msg.seq);
         self.last_apply_at = t;
@@ -539,6 +549,7 @@ impl Checkers {
             produced: self.produced,
             applied: t.applied,
             ordering_violations: self.ordering_violations,
+            stale_writes: self.stale_writes,
             stale_rejected: t.stale_rejected,
             lost_commands: match self.kind {
                 WorkloadKind::State => 0,

@@ -339,7 +339,42 @@ fn state_written_from_the_source_is_graded_by_state_seq() {
     h.ack(2 * MS, a);
     let x = h.metrics(2 * MS);
     assert_eq!(x.ordering_violations, 1);
+    assert_eq!(x.stale_writes, 0, "the state written never went backwards");
     assert_eq!(x.final_state_mismatches, 0);
+}
+
+#[test]
+fn writing_an_older_state_after_a_newer_one_is_a_stale_write() {
+    // A notifier read seq 1's state, then a slower handler writes seq 0's state it read before:
+    // the target goes backwards (and ends wrong). Rewriting the newest state again is not stale.
+    let (a, b, c) = (m(0, 0, 0), m(1, 0, 1), m(2, 0, 2));
+    let mut h = H::state();
+    h.produce(0, a).produce(0, b).produce(0, c);
+    let write = |h: &mut H, t, msg, state_seq| {
+        h.ev(Event::Apply {
+            t,
+            msg,
+            consumer: 0,
+            state_seq,
+        });
+    };
+    write(&mut h, MS, b, 1);
+    write(&mut h, 2 * MS, a, 1);
+    write(&mut h, 3 * MS, c, 0);
+    let x = h.metrics(3 * MS);
+    assert_eq!(x.stale_writes, 1);
+    assert_eq!(x.ordering_violations, 1, "seq 0 handled after seq 1");
+    assert_eq!(x.final_state_mismatches, 1);
+}
+
+#[test]
+fn command_workloads_have_no_stale_writes() {
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::command();
+    h.produce(0, a).produce(0, b);
+    h.apply(MS, b).ack(MS, b).apply(2 * MS, a).ack(2 * MS, a);
+    let x = h.metrics(2 * MS);
+    assert_eq!((x.stale_writes, x.ordering_violations), (0, 1));
 }
 
 // --- 3, 4. Duplicates --------------------------------------------------------------------------

@@ -389,7 +389,8 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             .slab
             .msgs
             .iter()
-            .filter(|m| m.loc != Loc::Free)
+            // An applied message is settled whatever copy is left (an unacked delivery).
+            .filter(|m| m.loc != Loc::Free && !m.applied)
             .map(|m| m.r)
             .collect();
         // And every message the strategy still holds (taken over, acked upstream).
