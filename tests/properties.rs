@@ -18,6 +18,12 @@ struct Gen {
     poison: f64,
     non_blocking: bool,
     max_redeliveries: i64,
+    /// 0: `max_redeliveries`, 1: `backout_threshold` (same number, clamped at 0), 2: the
+    /// flavour's default limit.
+    counting: u8,
+    /// Index into the flavours, and 0 = the flavour's dead-letter default, 1 = queue, 2 = drop.
+    flavour: usize,
+    dead_letter: u8,
     ack_ms: u32,
     suspend_after: u32,
     command: bool,
@@ -45,6 +51,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             any::<bool>(),
         ),
         prop::collection::vec((0u8..6, 1u32..=60, 10u32..=3000), 0..4),
+        (0u8..3, 0usize..4, 0u8..3),
         prop::sample::select(vec![
             "competing",
             "single",
@@ -61,6 +68,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 (brokers, persistent, consumers, prefetch, messages, rate, keys),
                 (poison, nb, maxr, ack, susp, cmd),
                 faults,
+                (counting, flavour, dead_letter),
                 strategy,
             )| Gen {
                 brokers,
@@ -73,6 +81,9 @@ fn gen() -> impl Strategy<Value = Gen> {
                 poison,
                 non_blocking: nb,
                 max_redeliveries: maxr,
+                counting,
+                flavour,
+                dead_letter,
                 ack_ms: ack,
                 suspend_after: susp,
                 command: cmd,
@@ -85,6 +96,8 @@ fn gen() -> impl Strategy<Value = Gen> {
 fn toml_of(g: &Gen) -> String {
     let mut s = String::new();
     writeln!(s, "strategies = [\"{}\"]", g.strategy).unwrap();
+    let flavour = ["activemq", "artemis", "ibm_mq", "weblogic"][g.flavour];
+    writeln!(s, "flavour = \"{flavour}\"").unwrap();
     writeln!(
         s,
         "[workload]\nmessages = {}\nrate = \"{}/s\"\nkeys = {}\npoison_fraction = {}",
@@ -114,11 +127,20 @@ fn toml_of(g: &Gen) -> String {
     .unwrap();
     writeln!(
         s,
-        "[redelivery]\nmode = \"{}\"\ninitial_delay = \"200ms\"\nmultiplier = 2.0\nmax_delay = \"2s\"\nmax_redeliveries = {}",
+        "[redelivery]\nmode = \"{}\"\ninitial_delay = \"200ms\"\nmultiplier = 2.0\nmax_delay = \"2s\"",
         if g.non_blocking { "non_blocking" } else { "blocking" },
-        g.max_redeliveries
     )
     .unwrap();
+    match g.counting {
+        0 => writeln!(s, "max_redeliveries = {}", g.max_redeliveries).unwrap(),
+        1 => writeln!(s, "backout_threshold = {}", g.max_redeliveries.max(0)).unwrap(),
+        _ => {}
+    }
+    match g.dead_letter {
+        1 => writeln!(s, "dead_letter = \"queue\"").unwrap(),
+        2 => writeln!(s, "dead_letter = \"drop\"").unwrap(),
+        _ => {}
+    }
     writeln!(s, "[run]\ndrain_timeout = \"2m\"").unwrap();
     for &(kind, per_min, ms) in &g.faults {
         let kind = [
@@ -143,15 +165,22 @@ fn toml_of(g: &Gen) -> String {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
-    /// produced = applied + stale_rejected + dead_lettered + pending + lost, for every run (the
+    /// produced = applied + stale_rejected + dead_lettered + dropped + pending + lost, for every run (the
     /// engine's own self-checks would fail the run first if a message went missing).
     #[test]
     fn messages_are_conserved(g in gen(), seed in 0u64..1000) {
         let sc = common::scenario(&toml_of(&g));
         let m = common::run(&sc, g.strategy, seed);
         prop_assert_eq!(m.produced, g.messages);
-        prop_assert_eq!(m.produced, m.applied + m.stale_rejected + m.dead_lettered + m.pending_at_end + m.lost);
+        prop_assert_eq!(m.produced, m.applied + m.stale_rejected + m.dead_lettered + m.dropped + m.pending_at_end + m.lost);
         prop_assert_eq!(m.dead_lettered, m.poison_dead_lettered + m.innocent_dead_lettered);
+        prop_assert_eq!(m.dropped, m.poison_dropped + m.innocent_dropped);
+        if g.dead_letter == 1 {
+            prop_assert_eq!(m.dropped, 0);
+        }
+        if g.dead_letter == 2 {
+            prop_assert_eq!(m.dead_lettered, 0);
+        }
         prop_assert!(m.applied <= m.produced);
         if g.faults.is_empty() && g.poison == 0.0 && matches!(g.strategy, "single" | "message_groups") {
             prop_assert_eq!(m.ordering_violations, 0);

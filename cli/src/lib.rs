@@ -372,7 +372,7 @@ pub fn header(r: &RunResult, file: &Path) -> String {
         repro_line(&file.display().to_string(), r.summary.seed, None)
     );
     s.push_str(&format!(
-        "scenario {}: {} broker(s), {} producer(s), {} consumer(s) (prefetch {}), {} {} messages at {} over {} keys, {} redelivery\n",
+        "scenario {}: {} broker(s), {} producer(s), {} consumer(s) (prefetch {}), {} {} messages at {} over {} keys, {}\n",
         r.summary.scenario,
         sc.brokers.len(),
         sc.producers.count,
@@ -385,10 +385,7 @@ pub fn header(r: &RunResult, file: &Path) -> String {
         },
         w.rate,
         w.keys,
-        match sc.redelivery.mode {
-            sim::scenario::RedeliveryMode::Blocking => "blocking",
-            sim::scenario::RedeliveryMode::NonBlocking => "non-blocking",
-        },
+        redelivery_phrase(sc),
     ));
     let lines = r.plan.describe(sc);
     if lines.is_empty() {
@@ -688,6 +685,45 @@ pub fn check_determinism(
         out.push((name.clone(), first.hash, first.events));
     }
     Ok(out)
+}
+
+/// The resolved redelivery policy in a few words: `activemq redelivery: blocking after 1s, gives
+/// up after 7 deliveries to the dead-letter queue`.
+pub fn redelivery_phrase(sc: &sim::Scenario) -> String {
+    use sim::scenario::{DeadLetter, Limit, RedeliveryMode};
+    let p = sc.redelivery_policy();
+    let mode = match p.mode {
+        RedeliveryMode::Blocking => "blocking",
+        RedeliveryMode::NonBlocking => "non-blocking",
+    };
+    let delay = if p.initial_delay.0 == 0 {
+        "at once".to_string()
+    } else {
+        format!("after {}", p.initial_delay.readable())
+    };
+    let to = |d| match d {
+        DeadLetter::Queue => "the dead-letter queue",
+        DeadLetter::Drop => "the bin (dropped)",
+    };
+    let mut targets: Vec<&str> = sc.brokers.iter().map(|b| to(p.dead_letter(b))).collect();
+    targets.dedup();
+    let limit = match p.limit {
+        Limit::Unlimited => "never gives up".to_string(),
+        Limit::Deliveries(n) => {
+            format!("gives up after {n} deliveries to {}", targets.join(" or "))
+        }
+    };
+    format!("{} redelivery: {mode} {delay}, {limit}", sc.flavour.name())
+}
+
+/// Which setting makes the redelivery limit what it is, for messages about it.
+pub fn limit_source(sc: &sim::Scenario) -> String {
+    let r = &sc.redelivery;
+    match (r.max_redeliveries, r.backout_threshold) {
+        (Some(n), _) => format!("max_redeliveries = {n}"),
+        (None, Some(n)) => format!("backout_threshold = {n}"),
+        (None, None) => format!("the {} default", sc.flavour.name()),
+    }
 }
 
 /// `sim list`: strategies and fault kinds, one line each.

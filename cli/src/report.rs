@@ -29,6 +29,7 @@ fn columns() -> Vec<Column> {
         ("dups", |m| n(m.duplicates)),
         ("dlq", |m| n(m.dead_lettered)),
         ("poison_dlq", |m| n(m.poison_dead_lettered)),
+        ("dropped", |m| n(m.dropped)),
         ("pending", |m| n(m.pending_at_end)),
         ("ended_by", |m| end_reason_name(m.ended_by).to_string()),
         ("mismatch", |m| n(m.final_state_mismatches)),
@@ -122,11 +123,11 @@ pub fn likely_causes(sc: &Scenario) -> Vec<String> {
     }
     let poison =
         sc.workload.poison_fraction > 0.0 || sc.faults.iter().any(|f| f.kind == FaultKind::Poison);
-    if poison && sc.redelivery.max_redeliveries < 0 {
-        causes.push(
-            "poison messages are retried forever (max_redeliveries = -1: no backout threshold)"
-                .to_string(),
-        );
+    if poison && sc.redelivery_policy().limit == sim::scenario::Limit::Unlimited {
+        causes.push(format!(
+            "poison messages are retried forever (no redelivery limit: {})",
+            crate::limit_source(sc)
+        ));
     }
     if sc.consumers.suspend_after_failures > 0 && sc.consumers.resume_after.is_none() {
         causes.push("a suspended endpoint never resumes (resume_after = \"never\")".to_string());

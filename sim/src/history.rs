@@ -178,6 +178,16 @@ pub enum Event {
         /// Broker.
         broker: u16,
     },
+    /// The broker gave up on the message (the redelivery limit) and deleted it: no dead-letter
+    /// queue (`[redelivery] dead_letter = "drop"`, or the flavour's default). Settled, not applied.
+    Drop {
+        /// Time.
+        t: Time,
+        /// The message.
+        msg: MsgRef,
+        /// Broker.
+        broker: u16,
+    },
     /// The message vanished (no copy remains anywhere).
     Discard {
         /// Time.
@@ -295,7 +305,7 @@ pub enum Event {
 
 impl Event {
     /// Whether the event is progress: a message produced, delivered, applied, rejected, acked,
-    /// rolled back, dead-lettered or dropped. (A fault starting or ending is progress too; the
+    /// rolled back, dead-lettered, dropped or discarded. (A fault starting or ending is progress too; the
     /// engine counts those itself.) Reconnect attempts, failed sends, timers and job starts are
     /// not: a run that only does those cannot settle anything.
     #[inline]
@@ -309,6 +319,7 @@ impl Event {
                 | Event::Ack { .. }
                 | Event::Rollback { .. }
                 | Event::DeadLetter { .. }
+                | Event::Drop { .. }
                 | Event::Discard { .. }
         )
     }
@@ -328,6 +339,7 @@ impl Event {
             | Event::Rollback { t, .. }
             | Event::Redelivery { t, .. }
             | Event::DeadLetter { t, .. }
+            | Event::Drop { t, .. }
             | Event::Discard { t, .. }
             | Event::Crash { t, .. }
             | Event::Recover { t, .. }

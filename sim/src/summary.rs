@@ -99,7 +99,7 @@ pub struct Metrics {
     /// Messages that vanished (no copy left anywhere, never applied).
     pub lost: u64,
     /// `command` workloads only: commands that never took effect although they were not poison
-    /// (stale-rejected, lost or dead-lettered): what the user lost. 0 for `state` workloads.
+    /// (stale-rejected, lost, dead-lettered or dropped): what the user lost. 0 for `state` workloads.
     pub lost_commands: u64,
     /// Applies beyond the first of the same message.
     pub duplicates: u64,
@@ -109,6 +109,12 @@ pub struct Metrics {
     pub poison_dead_lettered: u64,
     /// Non-poison messages dead-lettered: innocent casualties of retries running out.
     pub innocent_dead_lettered: u64,
+    /// Messages the broker gave up on and deleted (no dead-letter queue), never applied.
+    pub dropped: u64,
+    /// Of those, poison messages.
+    pub poison_dropped: u64,
+    /// Non-poison messages dropped: innocent casualties of retries running out.
+    pub innocent_dropped: u64,
     /// Messages still unsettled when the run ended (a liveness failure).
     pub pending_at_end: u64,
     /// Keys whose final target state differs from applying all their non-poison messages in order.

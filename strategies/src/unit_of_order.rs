@@ -362,7 +362,7 @@ impl crate::Named for UnitOfOrder {
         UnitOfOrder::new(
             &members,
             sc.workload.keys,
-            sc.redelivery.mode == RedeliveryMode::NonBlocking,
+            sc.redelivery_policy().mode == RedeliveryMode::NonBlocking,
             p,
         )
     }

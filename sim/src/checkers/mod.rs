@@ -3,12 +3,12 @@
 //!
 //! Memory grows with keys and messages in flight, not with messages produced: each key keeps a
 //! window of records from its oldest unresolved message to its newest, and a record leaves the window
-//! once its message is final (applied; rejected and acked; dead-lettered or discarded while no
-//! consumer has it in hand).
+//! once its message is final (applied; rejected and acked; dead-lettered, dropped or discarded
+//! while no consumer has it in hand).
 //!
-//! Applied wins: a message a consumer applies is applied, even if the broker's copy was discarded
-//! or dead-lettered while the consumer was processing it (a second apply is a duplicate). So a
-//! dead-lettered or discarded message stays open while some consumer has it in hand: from its
+//! Applied wins: a message a consumer applies is applied, even if the broker's copy was discarded,
+//! dropped or dead-lettered while the consumer was processing it (a second apply is a duplicate).
+//! So such a message stays open while some consumer has it in hand: from its
 //! `Start` to that consumer's `Apply`, `Reject`, `Rollback` or `Ack` of it, its next `Start`, or
 //! its crash. A consumer has at most one message in hand, so this costs one slot per consumer.
 
@@ -33,6 +33,7 @@ struct Rec {
     rejected: bool,
     acked: bool,
     dead_lettered: bool,
+    dropped: bool,
     discarded: bool,
     pending: bool,
     /// Consumers processing it right now (see the module docs).
@@ -40,10 +41,13 @@ struct Rec {
 }
 
 impl Rec {
+    /// The broker's copy is gone: dead-lettered, dropped or discarded.
+    fn gone(&self) -> bool {
+        self.dead_lettered || self.dropped || self.discarded
+    }
+
     fn is_final(&self) -> bool {
-        self.applies > 0
-            || (self.in_hand == 0 && (self.dead_lettered || self.discarded))
-            || (self.acked && self.rejected)
+        self.applies > 0 || (self.in_hand == 0 && self.gone()) || (self.acked && self.rejected)
     }
 }
 
@@ -87,6 +91,9 @@ struct Tally {
     dead_lettered: u64,
     poison_dead_lettered: u64,
     innocent_dead_lettered: u64,
+    dropped: u64,
+    poison_dropped: u64,
+    innocent_dropped: u64,
     pending: u64,
     lost: u64,
     unaccounted: u64,
@@ -105,6 +112,13 @@ impl Tally {
             } else {
                 self.innocent_dead_lettered += 1;
             }
+        } else if r.dropped {
+            self.dropped += 1;
+            if r.poison {
+                self.poison_dropped += 1;
+            } else {
+                self.innocent_dropped += 1;
+            }
         } else if r.pending {
             self.pending += 1;
         } else if r.discarded {
@@ -120,7 +134,7 @@ impl Tally {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SelfCheckError {
     /// Some messages are neither applied, rejected, dead-lettered, pending nor discarded.
-    #[error("conservation violated: produced {produced} = applied {applied} + stale_rejected {stale} + dead_lettered {dlq} + pending {pending} + lost {lost} + UNACCOUNTED {unaccounted}")]
+    #[error("conservation violated: produced {produced} = applied {applied} + stale_rejected {stale} + dead_lettered {dlq} + dropped {dropped} + pending {pending} + lost {lost} + UNACCOUNTED {unaccounted}")]
     Conservation {
         /// Produced.
         produced: u64,
@@ -130,6 +144,8 @@ pub enum SelfCheckError {
         stale: u64,
         /// Dead-lettered.
         dlq: u64,
+        /// Dropped.
+        dropped: u64,
         /// Pending.
         pending: u64,
         /// Lost.
@@ -226,7 +242,7 @@ impl Checkers {
     fn release(&mut self, msg: MsgRef) {
         if let Some(r) = self.rec(msg) {
             r.in_hand = r.in_hand.saturating_sub(1);
-            if r.in_hand == 0 && (r.dead_lettered || r.discarded) {
+            if r.in_hand == 0 && r.gone() {
                 self.settle_front(msg.key);
             }
         }
@@ -308,6 +324,7 @@ impl Checkers {
                 self.out_of_hand(consumer, msg);
             }
             Event::DeadLetter { msg, .. } => self.resolve(e, msg, t, |r| r.dead_lettered = true),
+            Event::Drop { msg, .. } => self.resolve(e, msg, t, |r| r.dropped = true),
             Event::Discard { msg, .. } => self.resolve(e, msg, t, |r| r.discarded = true),
             Event::Ack { msg, consumer, .. } => {
                 self.out_of_hand(consumer, msg);
@@ -411,6 +428,7 @@ impl Checkers {
             rejected: false,
             acked: false,
             dead_lettered: false,
+            dropped: false,
             discarded: false,
             pending: false,
             in_hand: 0,
@@ -534,6 +552,7 @@ impl Checkers {
                 applied: t.applied,
                 stale: t.stale_rejected,
                 dlq: t.dead_lettered,
+                dropped: t.dropped,
                 pending: t.pending,
                 lost: t.lost,
                 unaccounted: t.unaccounted,
@@ -553,13 +572,18 @@ impl Checkers {
             stale_rejected: t.stale_rejected,
             lost_commands: match self.kind {
                 WorkloadKind::State => 0,
-                WorkloadKind::Command => t.stale_rejected + t.lost + t.innocent_dead_lettered,
+                WorkloadKind::Command => {
+                    t.stale_rejected + t.lost + t.innocent_dead_lettered + t.innocent_dropped
+                }
             },
             lost: t.lost,
             duplicates: self.duplicates,
             dead_lettered: t.dead_lettered,
             poison_dead_lettered: t.poison_dead_lettered,
             innocent_dead_lettered: t.innocent_dead_lettered,
+            dropped: t.dropped,
+            poison_dropped: t.poison_dropped,
+            innocent_dropped: t.innocent_dropped,
             pending_at_end: t.pending,
             final_state_mismatches: mismatches,
             redeliveries: self.redeliveries,

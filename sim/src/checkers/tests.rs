@@ -697,6 +697,43 @@ fn consumer_ids_from_a_hostile_history_do_not_allocate() {
     assert_eq!(h.metrics(MS).lost, 1);
 }
 
+#[test]
+fn dropped_poison_and_innocent_are_counted_apart_from_dead_letters() {
+    // The broker gives up on a poison message and an innocent one and deletes them (no DLQ).
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::command();
+    h.poison(0, a).produce(0, b);
+    h.ev(Event::Drop {
+        t: MS,
+        msg: a,
+        broker: 0,
+    });
+    h.ev(Event::Drop {
+        t: MS,
+        msg: b,
+        broker: 0,
+    });
+    let x = h.metrics(MS);
+    assert_eq!((x.dropped, x.poison_dropped, x.innocent_dropped), (2, 1, 1));
+    assert_eq!((x.dead_lettered, x.lost), (0, 0));
+    assert_eq!(x.lost_commands, 1, "the innocent command never took effect");
+}
+
+#[test]
+fn dropped_while_in_hand_then_applied_is_applied() {
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).start(0, a, 2);
+    h.ev(Event::Drop {
+        t: MS,
+        msg: a,
+        broker: 0,
+    });
+    h.apply_by(2 * MS, a, 2);
+    let x = h.metrics(2 * MS);
+    assert_eq!((x.applied, x.dropped, x.duplicates), (1, 0, 0));
+}
+
 // --- 8. Conservation -------------------------------------------------------------------------
 
 #[test]
@@ -713,6 +750,7 @@ fn unaccounted_message_fails_conservation() {
             applied: 1,
             stale: 0,
             dlq: 0,
+            dropped: 0,
             pending: 0,
             lost: 0,
             unaccounted: 1,
@@ -750,8 +788,8 @@ fn ack_before_apply_settles_on_apply() {
 #[test]
 fn conservation_holds_across_every_outcome() {
     // One message of each outcome on one key: applied, stale-rejected, dead-lettered, lost,
-    // pending. Every produced message is accounted for exactly once.
-    let ms: Vec<MsgRef> = (0..5).map(|s| m(s as u64, 0, s)).collect();
+    // pending, dropped. Every produced message is accounted for exactly once.
+    let ms: Vec<MsgRef> = (0..6).map(|s| m(s as u64, 0, s)).collect();
     let mut h = H::state();
     for &x in &ms {
         h.produce(0, x);
@@ -761,17 +799,23 @@ fn conservation_holds_across_every_outcome() {
     h.dead_letter(MS, ms[2]);
     h.discard(MS, ms[3]);
     h.pending(2 * MS, ms[4]);
+    h.ev(Event::Drop {
+        t: 2 * MS,
+        msg: ms[5],
+        broker: 0,
+    });
     let x = h.metrics(2 * MS);
-    assert_eq!(x.produced, 5);
+    assert_eq!(x.produced, 6);
     assert_eq!(
         (
             x.applied,
             x.stale_rejected,
             x.dead_lettered,
             x.lost,
-            x.pending_at_end
+            x.pending_at_end,
+            x.dropped
         ),
-        (1, 1, 1, 1, 1)
+        (1, 1, 1, 1, 1, 1)
     );
 }
 

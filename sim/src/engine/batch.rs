@@ -70,9 +70,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             .as_ref()
             .expect("batch mode has a batch table");
         let deliveries = self.w.slab.get(d.slot).deliveries;
-        let max = self.sc.redelivery.max_redeliveries;
-        if max >= 0 && deliveries.saturating_sub(1) as i64 >= max {
-            self.dead_letter(d.broker, d.slot);
+        if self.policy.gives_up(deliveries) {
+            self.give_up(d.broker, d.slot);
             self.dispatch(d.broker);
             self.start_next(c);
             return;

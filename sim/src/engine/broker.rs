@@ -5,6 +5,7 @@
 use super::state::{Delivery, Loc};
 use super::Engine;
 use crate::history::{DiscardReason, Event, Observer};
+use crate::scenario::DeadLetter;
 use crate::strategy::{ConsumerSlot, DispatchCtx, Select, Strategy};
 
 impl<S: Strategy, O: Observer> Engine<'_, S, O> {
@@ -169,15 +170,16 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         }
     }
 
-    /// Moves a message to the dead-letter queue of broker `b`.
-    pub(super) fn dead_letter(&mut self, b: u16, slot: u32) {
+    /// Broker `b` gives up on a message (the redelivery limit): it moves it to its dead-letter
+    /// queue or deletes it, as the policy says for this broker.
+    pub(super) fn give_up(&mut self, b: u16, slot: u32) {
         let msg = self.msg_ref(slot);
         self.w.held.remove(&msg.id);
-        self.emit(Event::DeadLetter {
-            t: self.now,
-            msg,
-            broker: b,
-        });
+        let t = self.now;
+        match self.policy.dead_letter(&self.sc.brokers[b as usize]) {
+            DeadLetter::Queue => self.emit(Event::DeadLetter { t, msg, broker: b }),
+            DeadLetter::Drop => self.emit(Event::Drop { t, msg, broker: b }),
+        }
         self.settle(slot);
     }
 }

@@ -47,7 +47,7 @@ use crate::event_queue::EventQueue;
 use crate::faults::FaultPlan;
 use crate::history::{Event, MsgRef, Observer};
 use crate::rng::{stream, Component};
-use crate::scenario::{Connect, ConsumerMode, Scenario};
+use crate::scenario::{Connect, ConsumerMode, RedeliveryPolicy, Scenario};
 use crate::strategy::{ConsumerSlot, Control, MsgView, Row, Strategy};
 use crate::summary::{EndReason, Metrics};
 use crate::time::Time;
@@ -99,6 +99,8 @@ struct Engine<'a, S: Strategy, O: Observer> {
     keys: KeyPicker,
     arrivals: Arrivals,
     service: Sampler,
+    /// `[redelivery]` with the flavour's defaults filled in.
+    policy: RedeliveryPolicy,
     ctl: Control,
     /// Dispatch's candidate list (reused buffer).
     scratch: Vec<ConsumerSlot>,
@@ -191,6 +193,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             keys: KeyPicker::new(sc, seed),
             arrivals: Arrivals::new(sc, seed),
             service: sc.consumers.service.0.sampler(),
+            policy: sc.redelivery_policy(),
             ctl: Control::default(),
             scratch: Vec::with_capacity(sc.consumers.count as usize),
             started_scratch: Vec::with_capacity(sc.consumers.count as usize),

@@ -1,5 +1,5 @@
-//! Rollback and redelivery: a failed delivery is dead-lettered once the redelivery limit is reached,
-//! else redelivered after the policy's delay, held by the consumer (blocking: its session waits)
+//! Rollback and redelivery: a failed delivery is dead-lettered or dropped once the redelivery limit
+//! is reached, else redelivered after the policy's delay, held by the consumer (blocking: its session waits)
 //! or by the broker (non-blocking: later messages go on).
 
 use super::events::Ev;
@@ -34,11 +34,10 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         // A consumer whose connection is gone cannot roll back at the broker: the broker already
         // took the message back when the connection dropped.
         if self.w.slab.valid(&d, c) && self.w.brokers[d.broker as usize].up {
-            let r = &self.sc.redelivery;
+            let r = self.policy;
             let deliveries = self.w.slab.get(d.slot).deliveries;
-            let redelivered_so_far = deliveries.saturating_sub(1) as i64;
-            if r.max_redeliveries >= 0 && redelivered_so_far >= r.max_redeliveries {
-                self.dead_letter(d.broker, d.slot);
+            if r.gives_up(deliveries) {
+                self.give_up(d.broker, d.slot);
                 if !suspend {
                     self.dispatch(d.broker);
                 }

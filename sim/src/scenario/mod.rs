@@ -3,8 +3,11 @@
 //! A [`Scenario`] is plain data deserialized from TOML (unknown fields are rejected), checked by
 //! [`validate`], and serializable back to TOML that loads to the same run.
 
+pub mod flavour;
 mod load;
 mod validate;
+
+pub use flavour::{DeadLetter, Flavour, Limit, RedeliveryPolicy};
 
 pub use load::{
     display_path, load_file, load_str, read_bounded, read_scenario_text, FieldError, Location,
@@ -36,6 +39,10 @@ pub struct Scenario {
     /// The seed used when `--seed` is not given.
     #[serde(default = "defaults::seed")]
     pub seed: u64,
+    /// The broker product whose documented defaults fill what `[redelivery]` leaves out
+    /// (`activemq`, `artemis`, `ibm_mq`, `weblogic`).
+    #[serde(default)]
+    pub flavour: Flavour,
     /// The strategies to compare, by name (`sim list`).
     pub strategies: Vec<String>,
     /// What the producers send.
@@ -105,15 +112,6 @@ pub mod defaults {
     }
     pub(crate) fn forward_delay() -> Dur {
         Dur::from_millis(5)
-    }
-    pub(crate) fn redelivery_delay() -> Dur {
-        Dur::from_secs(1)
-    }
-    pub(crate) fn multiplier() -> f64 {
-        1.0
-    }
-    pub(crate) fn max_redeliveries() -> i64 {
-        6
     }
     pub(crate) fn drain_timeout() -> Dur {
         Dur::from_secs(3600)
@@ -381,49 +379,36 @@ pub enum RedeliveryMode {
     NonBlocking,
 }
 
-/// Redelivery policy and dead-letter queue.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// `[redelivery]`: redelivery after a rollback, its limit, and what happens to a message the
+/// broker gives up on. Every field left out takes the `flavour`'s documented default
+/// ([`flavour`] module); the engine runs the resolved [`RedeliveryPolicy`].
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Redelivery {
     /// Blocking (consumer-side) or non-blocking (broker-side) delay.
-    #[serde(default)]
-    pub mode: RedeliveryMode,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<RedeliveryMode>,
     /// Delay before the first redelivery.
-    #[serde(default = "defaults::redelivery_delay")]
-    pub initial_delay: Dur,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_delay: Option<Dur>,
     /// Each further delay is the previous one times this (1 = constant).
-    #[serde(default = "defaults::multiplier")]
-    pub multiplier: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multiplier: Option<f64>,
     /// Cap on the delay (absent: no cap).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_delay: Option<Dur>,
-    /// Redeliveries before the message goes to the DLQ; -1 = unlimited (IBM MQ BOTHRESH 0: the
-    /// message loops at the head forever).
-    #[serde(default = "defaults::max_redeliveries")]
-    pub max_redeliveries: i64,
-}
-
-impl Default for Redelivery {
-    fn default() -> Self {
-        Redelivery {
-            mode: RedeliveryMode::default(),
-            initial_delay: defaults::redelivery_delay(),
-            multiplier: defaults::multiplier(),
-            max_delay: None,
-            max_redeliveries: defaults::max_redeliveries(),
-        }
-    }
-}
-
-impl Redelivery {
-    /// The delay before redelivery number `n` (1-based).
-    pub fn delay(&self, n: u32) -> Dur {
-        let mut d = self.initial_delay.0 as f64 * self.multiplier.powi(n.saturating_sub(1) as i32);
-        if let Some(cap) = self.max_delay {
-            d = d.min(cap.0 as f64);
-        }
-        Dur(d.clamp(0.0, 3.2e15) as u64)
-    }
+    /// ActiveMQ / WebLogic counting: N redeliveries, so N + 1 deliveries, before the broker
+    /// gives up; -1 = unlimited. At most one of this and `backout_threshold`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_redeliveries: Option<i64>,
+    /// IBM MQ counting (`BOTHRESH`): the broker gives up once a message was delivered N times
+    /// (`BackoutCount >= BOTHRESH`); 0 = no threshold, unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backout_threshold: Option<i64>,
+    /// Where a message the broker gives up on goes: `"queue"` (dead-letter / backout queue) or
+    /// `"drop"` (deleted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_letter: Option<DeadLetter>,
 }
 
 /// Run bounds.
@@ -517,6 +502,11 @@ mod opt_dur_never {
 }
 
 impl Scenario {
+    /// `[redelivery]` with the flavour's defaults filled in.
+    pub fn redelivery_policy(&self) -> RedeliveryPolicy {
+        RedeliveryPolicy::resolve(self.flavour, &self.redelivery)
+    }
+
     /// Index of a broker by name.
     pub fn broker_index(&self, name: &str) -> Option<usize> {
         self.brokers.iter().position(|b| b.name == name)

@@ -272,25 +272,44 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
     }
 
     let r = &s.redelivery;
-    if !(r.multiplier.is_finite() && (1.0..=100.0).contains(&r.multiplier)) {
+    if let Some(m) = r.multiplier {
+        if !(m.is_finite() && (1.0..=100.0).contains(&m)) {
+            err(
+                p(&["redelivery", "multiplier"]),
+                format!("must be in [1, 100], got {m}"),
+            );
+        }
+    }
+    if let Some(n) = r.max_redeliveries {
+        if !(-1..=1_000_000).contains(&n) {
+            err(
+                p(&["redelivery", "max_redeliveries"]),
+                format!("must be -1 (unlimited) or between 0 and 1000000, got {n}"),
+            );
+        }
+    }
+    if let Some(n) = r.backout_threshold {
+        if !(0..=1_000_000).contains(&n) {
+            err(
+                p(&["redelivery", "backout_threshold"]),
+                format!("must be 0 (no threshold: unlimited) or between 1 and 1000000, got {n}"),
+            );
+        }
+    }
+    if r.max_redeliveries.is_some() && r.backout_threshold.is_some() {
         err(
-            p(&["redelivery", "multiplier"]),
-            format!("must be in [1, 100], got {}", r.multiplier),
+            p(&["redelivery", "backout_threshold"]),
+            "give either max_redeliveries (N redeliveries: N + 1 deliveries, ActiveMQ, WebLogic) or backout_threshold (N deliveries, IBM MQ BOTHRESH), not both".into(),
         );
     }
-    if r.max_redeliveries < -1 || r.max_redeliveries > 1_000_000 {
-        err(
-            p(&["redelivery", "max_redeliveries"]),
-            format!(
-                "must be -1 (unlimited) or between 0 and 1000000, got {}",
-                r.max_redeliveries
-            ),
-        );
-    }
-    if r.max_delay.is_some_and(|m| m < r.initial_delay) {
+    let policy = s.redelivery_policy();
+    if policy.max_delay.is_some_and(|m| m < policy.initial_delay) {
         err(
             p(&["redelivery", "max_delay"]),
-            "must not be shorter than initial_delay".into(),
+            format!(
+                "must not be shorter than initial_delay ({})",
+                policy.initial_delay.readable()
+            ),
         );
     }
     if s.run.max_events == 0 {

@@ -1,0 +1,239 @@
+//! Broker flavours: the documented defaults of each broker product for what the scenario file
+//! leaves out of `[redelivery]`: the redelivery delay and where it waits, how deliveries are
+//! counted against the limit, and what happens to a message the broker gives up on.
+//!
+//! | flavour | mode | delay | limit | gives up to |
+//! |---|---|---|---|---|
+//! | `activemq` | blocking (the client's session holds the message) | 1s | `max_redeliveries = 6` (7 deliveries) | the DLQ (`ActiveMQ.DLQ`); non-persistent messages are dropped (`processNonPersistent = false`) |
+//! | `artemis` | non-blocking (the broker holds it; later messages go on) | 0 | `max-delivery-attempts = 10` (10 deliveries) | dropped: no `dead-letter-address` in the address-settings defaults (the stock `broker.xml` sets `DLQ`: say `dead_letter = "queue"`) |
+//! | `ibm_mq` | non-blocking, no delay: back at the head of the queue | 0 | `BOTHRESH = 0`: no backout, endless redelivery | the backout queue (`BOQNAME`) |
+//! | `weblogic` | non-blocking (the destination holds it for the delay) | 0 (`RedeliveryDelay`) | Redelivery Limit -1: unlimited | dropped: no error destination, expiration policy `Discard` |
+//!
+//! Sources: docs/sources.md and ../shared/research/brokers.md (ActiveMQ `RedeliveryPolicy` and
+//! DLQ handling [A2][A3], Artemis undelivered messages [A8], IBM MQ backout [I1][R4], WebLogic's
+//! redelivery attributes).
+
+use super::{Broker, Redelivery, RedeliveryMode};
+use crate::time::Dur;
+use serde::{Deserialize, Serialize};
+
+/// The broker product whose documented defaults apply where the file is silent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Flavour {
+    /// ActiveMQ Classic 5.x.
+    #[default]
+    Activemq,
+    /// ActiveMQ Artemis.
+    Artemis,
+    /// IBM MQ with the JMS client (backout threshold and queue).
+    IbmMq,
+    /// WebLogic JMS.
+    Weblogic,
+}
+
+impl Flavour {
+    /// Every flavour, in documentation order.
+    pub const ALL: [Flavour; 4] = [
+        Flavour::Activemq,
+        Flavour::Artemis,
+        Flavour::IbmMq,
+        Flavour::Weblogic,
+    ];
+
+    /// The name a scenario file uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavour::Activemq => "activemq",
+            Flavour::Artemis => "artemis",
+            Flavour::IbmMq => "ibm_mq",
+            Flavour::Weblogic => "weblogic",
+        }
+    }
+}
+
+/// What a broker does with a message once the redelivery limit is reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeadLetter {
+    /// Moves it to a dead-letter (backout, error) queue: `dead_lettered`.
+    Queue,
+    /// Deletes it: `dropped`.
+    Drop,
+}
+
+/// The redelivery limit, in deliveries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    /// Redelivered forever.
+    Unlimited,
+    /// The broker gives up after this many deliveries (at least 1).
+    Deliveries(u32),
+}
+
+/// `[redelivery]` with the flavour's defaults filled in: what the engine runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RedeliveryPolicy {
+    /// Blocking (the consumer holds the message) or non-blocking (the broker does).
+    pub mode: RedeliveryMode,
+    /// Delay before the first redelivery.
+    pub initial_delay: Dur,
+    /// Each further delay is the previous one times this.
+    pub multiplier: f64,
+    /// Cap on the delay.
+    pub max_delay: Option<Dur>,
+    /// When the broker gives up.
+    pub limit: Limit,
+    /// What it does then, when the file says (else per broker: [`RedeliveryPolicy::dead_letter`]).
+    dead_letter: Option<DeadLetter>,
+    flavour: Flavour,
+}
+
+impl RedeliveryPolicy {
+    /// The policy of `r` under `flavour`.
+    pub fn resolve(flavour: Flavour, r: &Redelivery) -> Self {
+        use Flavour::*;
+        let (mode, delay, limit) = match flavour {
+            Activemq => (
+                RedeliveryMode::Blocking,
+                Dur::from_secs(1),
+                Limit::Deliveries(7),
+            ),
+            Artemis => (
+                RedeliveryMode::NonBlocking,
+                Dur::ZERO,
+                Limit::Deliveries(10),
+            ),
+            IbmMq => (RedeliveryMode::NonBlocking, Dur::ZERO, Limit::Unlimited),
+            Weblogic => (RedeliveryMode::NonBlocking, Dur::ZERO, Limit::Unlimited),
+        };
+        let limit = match (r.max_redeliveries, r.backout_threshold) {
+            (Some(n), _) if n < 0 => Limit::Unlimited,
+            (Some(n), _) => Limit::Deliveries((n as u32).saturating_add(1)),
+            (None, Some(n)) if n <= 0 => Limit::Unlimited,
+            (None, Some(n)) => Limit::Deliveries(n as u32),
+            (None, None) => limit,
+        };
+        RedeliveryPolicy {
+            mode: r.mode.unwrap_or(mode),
+            initial_delay: r.initial_delay.unwrap_or(delay),
+            multiplier: r.multiplier.unwrap_or(1.0),
+            max_delay: r.max_delay,
+            limit,
+            dead_letter: r.dead_letter,
+            flavour,
+        }
+    }
+
+    /// Whether the broker gives up on a message that failed its `deliveries`-th delivery.
+    #[inline]
+    pub fn gives_up(&self, deliveries: u32) -> bool {
+        matches!(self.limit, Limit::Deliveries(n) if deliveries >= n)
+    }
+
+    /// What broker `b` does with a message it gives up on.
+    pub fn dead_letter(&self, b: &Broker) -> DeadLetter {
+        self.dead_letter.unwrap_or(match self.flavour {
+            Flavour::Activemq if !b.persistent => DeadLetter::Drop,
+            Flavour::Activemq | Flavour::IbmMq => DeadLetter::Queue,
+            Flavour::Artemis | Flavour::Weblogic => DeadLetter::Drop,
+        })
+    }
+
+    /// The delay before redelivery number `n` (1-based).
+    pub fn delay(&self, n: u32) -> Dur {
+        let mut d = self.initial_delay.0 as f64 * self.multiplier.powi(n.saturating_sub(1) as i32);
+        if let Some(cap) = self.max_delay {
+            d = d.min(cap.0 as f64);
+        }
+        Dur(d.clamp(0.0, 3.2e15) as u64)
+    }
+
+    /// The limit in the words of the file: `"6 redeliveries (7 deliveries)"`.
+    pub fn describe_limit(&self) -> String {
+        match self.limit {
+            Limit::Unlimited => "unlimited redeliveries".into(),
+            Limit::Deliveries(n) => format!("{n} deliveries"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn redelivery(toml_text: &str) -> Redelivery {
+        toml::from_str(toml_text).unwrap()
+    }
+
+    fn broker(persistent: bool) -> Broker {
+        toml::from_str(&format!("name = \"a\"\npersistent = {persistent}")).unwrap()
+    }
+
+    #[test]
+    fn max_redeliveries_n_allows_n_plus_one_deliveries() {
+        let p = RedeliveryPolicy::resolve(Flavour::Activemq, &redelivery("max_redeliveries = 5"));
+        assert_eq!(p.limit, Limit::Deliveries(6));
+        assert!(!p.gives_up(5));
+        assert!(p.gives_up(6));
+    }
+
+    #[test]
+    fn backout_threshold_n_allows_n_deliveries_and_zero_disables_it() {
+        let p = RedeliveryPolicy::resolve(Flavour::IbmMq, &redelivery("backout_threshold = 5"));
+        assert!(!p.gives_up(4));
+        assert!(p.gives_up(5));
+        let off =
+            RedeliveryPolicy::resolve(Flavour::Activemq, &redelivery("backout_threshold = 0"));
+        assert_eq!(off.limit, Limit::Unlimited);
+        let minus =
+            RedeliveryPolicy::resolve(Flavour::Artemis, &redelivery("max_redeliveries = -1"));
+        assert!(!minus.gives_up(u32::MAX));
+    }
+
+    #[test]
+    fn each_flavour_has_its_documented_defaults() {
+        let none = redelivery("");
+        let p = |f| RedeliveryPolicy::resolve(f, &none);
+        let amq = p(Flavour::Activemq);
+        assert_eq!(
+            (amq.mode, amq.initial_delay, amq.limit),
+            (
+                RedeliveryMode::Blocking,
+                Dur::from_secs(1),
+                Limit::Deliveries(7)
+            )
+        );
+        assert_eq!(amq.dead_letter(&broker(true)), DeadLetter::Queue);
+        assert_eq!(amq.dead_letter(&broker(false)), DeadLetter::Drop);
+        let art = p(Flavour::Artemis);
+        assert_eq!(
+            (art.mode, art.initial_delay, art.limit),
+            (
+                RedeliveryMode::NonBlocking,
+                Dur::ZERO,
+                Limit::Deliveries(10)
+            )
+        );
+        assert_eq!(art.dead_letter(&broker(true)), DeadLetter::Drop);
+        let mq = p(Flavour::IbmMq);
+        assert_eq!(
+            (mq.mode, mq.limit),
+            (RedeliveryMode::NonBlocking, Limit::Unlimited)
+        );
+        assert_eq!(mq.dead_letter(&broker(false)), DeadLetter::Queue);
+        let wls = p(Flavour::Weblogic);
+        assert_eq!(wls.limit, Limit::Unlimited);
+        assert_eq!(wls.dead_letter(&broker(true)), DeadLetter::Drop);
+    }
+
+    #[test]
+    fn the_file_overrides_the_flavour() {
+        let r = redelivery("mode = \"blocking\"\ninitial_delay = \"5s\"\ndead_letter = \"queue\"\nmax_redeliveries = 2");
+        let p = RedeliveryPolicy::resolve(Flavour::Artemis, &r);
+        assert_eq!(p.mode, RedeliveryMode::Blocking);
+        assert_eq!(p.initial_delay, Dur::from_secs(5));
+        assert_eq!(p.limit, Limit::Deliveries(3));
+        assert_eq!(p.dead_letter(&broker(false)), DeadLetter::Queue);
+    }
+}
