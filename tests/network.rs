@@ -273,3 +273,49 @@ fn network_fields_are_checked_with_their_location() {
         "{e}"
     );
 }
+
+/// The same crash with a non-persistent store at `a`: what its bridge had taken and `b` had not
+/// stored is lost with `a`'s store (a `discard` at the crash), not forwarded later.
+#[test]
+fn a_non_persistent_broker_loses_what_its_bridge_had_not_handed_over() {
+    let text = file("network-of-brokers-crash.toml").replacen(
+        "[[broker]]\nname = \"a\"\n",
+        "[[broker]]\nname = \"a\"\npersistent = false\n",
+        1,
+    );
+    let sc = scenario(&text);
+    let mut seen = 0;
+    for seed in 1..=5 {
+        let mut crashed = false;
+        let mut on_bridge = BTreeSet::new();
+        let (mut at_crash, mut discarded, mut forwarded_late) =
+            (BTreeSet::new(), BTreeSet::new(), 0);
+        run_with(&sc, "competing", seed, |e| match *e {
+            Event::Crash {
+                node: Node::Broker(0),
+                ..
+            } => {
+                crashed = true;
+                at_crash = on_bridge.clone();
+            }
+            Event::Forward { msg, from: 0, .. } => {
+                if crashed {
+                    forwarded_late += 1;
+                } else {
+                    on_bridge.insert(msg.id);
+                }
+            }
+            Event::Enqueue { msg, broker: 1, .. } if !crashed => {
+                on_bridge.remove(&msg.id);
+            }
+            Event::Discard { msg, .. } => {
+                discarded.insert(msg.id);
+            }
+            _ => {}
+        });
+        assert!(at_crash.is_subset(&discarded), "seed {seed}");
+        assert_eq!(forwarded_late, 0, "seed {seed}: a's store was lost");
+        seen += at_crash.len();
+    }
+    assert!(seen > 0, "no message was on the bridge when a died");
+}
