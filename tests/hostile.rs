@@ -15,6 +15,13 @@ count = 2
 name = "a"
 [[broker]]
 name = "b"
+[network]
+kind = "bridge"
+forward_delay = "5ms"
+prefetch = 1000
+network_ttl = 1
+conduit_subscriptions = true
+decrease_network_consumer_priority = false
 [consumers]
 count = 2
 service = "5ms"
@@ -58,6 +65,12 @@ const FIELDS: &[(&str, &str)] = &[
     ("fault", "kind"),
     ("fault", "rate"),
     ("fault", "broker"),
+    ("network", "kind"),
+    ("network", "forward_delay"),
+    ("network", "prefetch"),
+    ("network", "network_ttl"),
+    ("network", "conduit_subscriptions"),
+    ("network", "decrease_network_consumer_priority"),
 ];
 
 fn toml_value() -> impl Strategy<Value = toml::Value> {

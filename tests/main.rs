@@ -11,6 +11,7 @@ mod cli;
 mod determinism;
 mod hostile;
 mod hostile_io;
+mod network;
 mod physics;
 mod properties;
 mod reports;

@@ -265,7 +265,8 @@ pub enum Event {
         t: Time,
         /// Broker.
         broker: u16,
-        /// New owner.
+        /// New owner: a consumer index, or `consumers.count + peer` for the network bridge
+        /// toward broker `peer` (a bridge can own a group or be the exclusive consumer).
         consumer: u32,
     },
     /// A send failed at the producer (e.g. `JMSOrderException`: the Unit-of-Order's member is

@@ -54,10 +54,14 @@ impl MsgView {
     }
 }
 
-/// A consumer attached to the dispatching broker.
+/// A consumer attached to the dispatching broker, or a network bridge toward a peer that has
+/// consumers (`[network] kind = "bridge"`): the bridges come after the local consumers, with ids
+/// `consumers.count + peer` ([`crate::Scenario::dispatch_targets`] counts them). A strategy treats
+/// a bridge as any consumer: it may own a group or be the exclusive consumer; it gets
+/// `on_attach` / `on_detach` when the peer's demand appears and goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConsumerSlot {
-    /// Consumer index.
+    /// Consumer index (`consumers.count + peer` for the bridge toward broker `peer`).
     pub id: u32,
     /// Free prefetch capacity (0 = full).
     pub free: u32,

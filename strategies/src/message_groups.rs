@@ -187,7 +187,8 @@ pub struct MessageGroups {
 }
 
 impl MessageGroups {
-    /// A new instance for `brokers` brokers, `consumers` consumers and `groups` group ids (keys).
+    /// A new instance for `brokers` brokers, `consumers` consumer ids (with the network bridges:
+    /// [`sim::Scenario::dispatch_targets`]) and `groups` group ids (keys).
     pub fn new(
         brokers: usize,
         consumers: usize,
@@ -315,9 +316,10 @@ impl crate::Named for MessageGroups {
         },
     ];
     fn build(sc: &sim::Scenario, p: MessageGroupsParams) -> Result<Self, String> {
+        // Network bridges can own groups too (a bridge subscription is a consumer of the queue).
         Ok(MessageGroups::new(
             sc.brokers.len(),
-            sc.consumers.count as usize,
+            sc.dispatch_targets(),
             sc.workload.keys as usize,
             p,
         ))

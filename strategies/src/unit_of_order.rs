@@ -583,7 +583,8 @@ max_redeliveries = 5
 
     /// A distributed queue of two members, `a` and `b`, 200/s over 50 units, 4 consumers spread
     /// over the members; member `a` crashes at 5s for `down` (if any). The producers' connections
-    /// are on `producer_brokers` (the first in the list that is up).
+    /// are on `producer_brokers` (the first in the list that is up). WebLogic: `idle_forward`, not
+    /// ActiveMQ's bridge.
     fn cluster(
         params: &str,
         workload: &str,
@@ -610,6 +611,8 @@ brokers = [{producer_brokers}]
 name = "a"
 [[broker]]
 name = "b"
+[network]
+kind = "idle_forward"
 [consumers]
 count = 4
 connect = "spread"

@@ -49,18 +49,23 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         self.requeue_returned();
     }
 
-    /// Hands queued messages to consumers with free prefetch, as the strategy's policy decides, or
-    /// forwards them to a peer broker that has consumers when this one has none.
+    /// Hands queued messages to consumers with free prefetch, as the strategy's policy decides.
+    /// Network bridges toward peers with consumers (`bridge`) are offered after the local
+    /// consumers; with `idle_forward` a broker without consumers forwards its store instead.
     pub(super) fn dispatch(&mut self, b: u16) {
         let bi = b as usize;
         if !self.w.brokers[bi].up || self.w.brokers[bi].queue.is_empty() {
             return;
         }
-        if self.w.brokers[bi].attached.is_empty() {
-            self.forward_all(b);
+        let has_bridges = !self.w.brokers[bi].bridges.is_empty();
+        if self.w.brokers[bi].attached.is_empty() && !has_bridges {
+            if !self.bridged() {
+                self.forward_all(b);
+            }
             return;
         }
         let prefetch = self.sc.consumers.prefetch;
+        let bridge_prefetch = self.sc.network.prefetch;
         debug_assert!(
             self.w.brokers[bi]
                 .attached
@@ -72,10 +77,13 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         // load table answers that without building the candidate list.
         let any_free = {
             let load = &self.w.load;
-            self.w.brokers[bi]
-                .attached
-                .iter()
-                .any(|&c| load[c as usize] < prefetch)
+            let bs = &self.w.brokers[bi];
+            bs.attached.iter().any(|&c| load[c as usize] < prefetch)
+                || (has_bridges
+                    && bs
+                        .bridges
+                        .iter()
+                        .any(|br| br.demand && br.in_flight < bridge_prefetch))
         };
         if !any_free {
             self.apply_control();
@@ -99,6 +107,21 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 ConsumerSlot { id: c, free }
             }));
         }
+        // The local consumers are `cands[..locals]`; the bridges with demand follow.
+        let locals = cands.len();
+        let mut bridge_free = 0u32;
+        if has_bridges {
+            let base = self.sc.consumers.count;
+            for br in self.w.brokers[bi].bridges.iter().filter(|br| br.demand) {
+                let free = bridge_prefetch.saturating_sub(br.in_flight);
+                bridge_free += free;
+                cands.push(ConsumerSlot {
+                    id: base + u32::from(br.peer),
+                    free,
+                });
+            }
+            total_free += bridge_free;
+        }
         let mut started = std::mem::take(&mut self.started_scratch);
         started.clear();
         let page = self.w.brokers[bi].page_size;
@@ -108,14 +131,20 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 break;
             };
             let view = self.view(slot);
+            // A message that came over a bridge is offered to local consumers only (networkTTL 1).
+            let offered = if locals < cands.len() && self.w.slab.get(slot).crossed {
+                locals
+            } else {
+                cands.len()
+            };
             let ctx = DispatchCtx {
                 now: self.now,
                 broker: b,
-                consumers: &cands,
+                consumers: &cands[..offered],
             };
             match self.strategy.select(&ctx, &view, &mut self.ctl) {
                 Select::Consumer(ci) => {
-                    let Some(cand) = cands.get_mut(ci).filter(|c| c.free > 0) else {
+                    let Some(cand) = cands[..offered].get_mut(ci).filter(|c| c.free > 0) else {
                         // A policy bug must not corrupt the world: hold the message instead.
                         debug_assert!(false, "strategy selected a full or absent consumer");
                         i += 1;
@@ -124,17 +153,30 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                     cand.free -= 1;
                     total_free -= 1;
                     let c = cand.id;
-                    if !started.contains(&c) {
-                        started.push(c);
-                    }
                     if i == 0 {
                         self.w.brokers[bi].queue.pop_front();
                     } else {
                         self.w.brokers[bi].queue.remove(i);
                     }
+                    if ci >= locals {
+                        bridge_free -= 1;
+                        let peer = (c - self.sc.consumers.count) as u16;
+                        let br = self.w.brokers[bi]
+                            .bridges
+                            .iter()
+                            .position(|br| br.peer == peer && br.demand)
+                            .expect("offered bridges have demand");
+                        self.bridge_take(b, br, slot);
+                        continue;
+                    }
+                    if !started.contains(&c) {
+                        started.push(c);
+                    }
                     self.deliver(b, c, slot);
                 }
                 Select::Hold => i += 1,
+                // Only the local consumers were offered: later messages may still go to a bridge.
+                Select::Stop if offered < cands.len() && bridge_free > 0 => i += 1,
                 Select::Stop => break,
             }
         }

@@ -324,6 +324,9 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         self.strategy.on_detach(self.now, b, c, &mut self.ctl);
         self.apply_control();
         self.dispatch(b);
+        if self.w.brokers[b as usize].attached.is_empty() {
+            self.demand_lost(b);
+        }
     }
 
     pub(super) fn attach(&mut self, c: u32, b: u16) {
@@ -341,6 +344,9 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         self.strategy.on_attach(self.now, b, c, &mut self.ctl);
         self.apply_control();
         self.dispatch(b);
+        if self.w.brokers[b as usize].attached.len() == 1 {
+            self.demand_gained(b);
+        }
     }
 
     /// The process dies: everything unacked goes back; the message in hand is abandoned.

@@ -24,6 +24,9 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             t: self.now,
             node: Node::Broker(b),
         });
+        if self.bridged() {
+            self.bridges_broker_down(b);
+        }
         let attached = std::mem::take(&mut self.w.brokers[b as usize].attached);
         for &c in &attached {
             self.consumer_lost_broker(c, b);
@@ -61,7 +64,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         self.apply_control();
     }
 
-    /// Broker `b` is back; its store is dispatched again (or forwarded to where the consumers are).
+    /// Broker `b` is back; its store is dispatched again (to its bridges toward peers with
+    /// consumers, or, `idle_forward`, forwarded to where the consumers are).
     pub(super) fn broker_restart(&mut self, b: u16) {
         let bs = &mut self.w.brokers[b as usize];
         bs.down_depth = bs.down_depth.saturating_sub(1);
@@ -74,6 +78,9 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             t: self.now,
             node: Node::Broker(b),
         });
+        if self.bridged() {
+            self.bridges_broker_up(b);
+        }
         self.dispatch(b);
     }
 

@@ -16,7 +16,7 @@
 //! |---|---|
 //! | `producer.rs` | a message is produced, routed by the strategy, stored at a broker; failed sends are retried |
 //! | `broker.rs` | the queue, dispatch with prefetch through the strategy's `select`, settlement (ack, dead-letter) |
-//! | `network.rs` | the network of brokers: store-and-forward to a peer with consumers |
+//! | `network.rs` | the network of brokers: ActiveMQ's bridge (one more consumer, driven by the peer's demand) or idle store-and-forward |
 //! | `consumer.rs` | delivery, processing (`begin`, `handle`), the ack; attach/detach, crash, blip, suspension |
 //! | `redelivery.rs` | a rollback: redelivery after the policy's delay (blocking or not), or the dead-letter queue |
 //! | `batch.rs` | consumers hosted as a scheduled batch job |

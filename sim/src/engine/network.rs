@@ -1,14 +1,42 @@
-//! The network of brokers: store-and-forward from a broker without consumers to a peer that has
-//! some.
+//! The network of brokers, in one of two ways (`[network] kind`):
+//!
+//! - `bridge`, ActiveMQ's demand-forwarding bridge (`DemandForwardingBridgeSupport`,
+//!   `ConduitBridge`): while a peer has consumers attached (its demand, one hop: `networkTTL` 1),
+//!   every other broker that is up has a bridge toward it, one more consumer of its queue with
+//!   `[network] prefetch` credit. Dispatch offers it to the strategy's `select` after the local
+//!   consumers, as consumer `consumers.count + peer` (the bridge's subscription copies the remote
+//!   consumer's, at equal priority: it can own a message group or be the exclusive consumer). A
+//!   message it takes travels `forward_delay`; the peer stores it and acks at that instant, which
+//!   gives the credit back. A message that came over a bridge is never offered to a bridge again
+//!   (`networkTTL` 1 and the bridge's loop suppression), so it waits for a local consumer. A
+//!   broker that dies keeps what its bridges had taken and the peer had not stored yet (lost if
+//!   its store is not persistent); a peer that dies sends the messages travelling to it back to
+//!   their source.
+//! - `idle_forward`: a broker with no consumers at all forwards its whole store to the first
+//!   peer that is up and has some (store-and-forward, WebLogic distributed destinations).
 
 use super::events::Ev;
-use super::state::Loc;
+use super::state::{Bridge, Loc};
 use super::Engine;
 use crate::history::{Event, Observer};
+use crate::scenario::NetworkKind;
 use crate::strategy::Strategy;
 
 impl<S: Strategy, O: Observer> Engine<'_, S, O> {
-    /// Store-and-forward: moves the whole queue toward the first peer that is up and has consumers.
+    /// Whether brokers are joined by demand-forwarding bridges.
+    #[inline]
+    pub(super) fn bridged(&self) -> bool {
+        self.sc.network.kind == NetworkKind::Bridge
+    }
+
+    /// The consumer id under which strategies see the bridge toward `peer`.
+    #[inline]
+    pub(super) fn bridge_id(&self, peer: u16) -> u32 {
+        self.sc.consumers.count + u32::from(peer)
+    }
+
+    /// Store-and-forward (`idle_forward`): moves the whole queue toward the first peer that is up
+    /// and has consumers.
     pub(super) fn forward_all(&mut self, from: u16) {
         let Some(to) = (0..self.w.brokers.len() as u16).find(|&p| {
             p != from
@@ -19,35 +47,186 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         };
         let at = self.now + self.sc.network.forward_delay.0;
         while let Some(slot) = self.w.brokers[from as usize].queue.pop_front() {
-            let m = self.w.slab.get_mut(slot);
-            m.loc = Loc::Forwarding { from, to };
-            let (msg, id) = (m.r, m.r.id);
-            self.emit(Event::Forward {
-                t: self.now,
-                msg,
-                from,
-                to,
-            });
-            self.q.push(at, Ev::ForwardArrive { slot, id });
+            self.send_over(from, to, slot, at);
         }
     }
 
-    /// A forwarded message reaches its peer; if the peer went down it stays with the sender.
+    /// Puts a message on its way from `from` to `to`, arriving at `at`.
+    fn send_over(&mut self, from: u16, to: u16, slot: u32, at: u64) {
+        let m = self.w.slab.get_mut(slot);
+        m.loc = Loc::Forwarding {
+            from,
+            to,
+            due: at as u32,
+        };
+        let (msg, id) = (m.r, m.r.id);
+        self.emit(Event::Forward {
+            t: self.now,
+            msg,
+            from,
+            to,
+        });
+        self.q.push(at, Ev::ForwardArrive { slot, id });
+    }
+
+    /// The bridge `bridge` of broker `from` takes the message at `slot` (already out of the queue).
+    pub(super) fn bridge_take(&mut self, from: u16, bridge: usize, slot: u32) {
+        let br = &mut self.w.brokers[from as usize].bridges[bridge];
+        br.in_flight += 1;
+        let to = br.peer;
+        let at = self.now + self.sc.network.forward_delay.0;
+        self.send_over(from, to, slot, at);
+    }
+
+    /// A forwarded message reaches its peer, which stores it (and a bridge's credit comes back);
+    /// if the peer went down it stays with the sender.
     pub(super) fn forward_arrive(&mut self, slot: u32, id: u64) {
         let m = self.w.slab.get(slot);
-        let Loc::Forwarding { from, to } = m.loc else {
+        let Loc::Forwarding { from, to, due } = m.loc else {
             return;
         };
-        if m.r.id != id {
+        // An arrival of an earlier trip, recalled by a crash: not this one.
+        if m.r.id != id || due != self.now as u32 {
             return;
         }
+        let was_full = self.bridged() && self.bridge_landed(from, to);
         if self.w.brokers[to as usize].up {
+            self.w.slab.get_mut(slot).crossed = true;
             self.enqueue_back(to, slot);
             self.dispatch(to);
         } else {
             self.w.slab.get_mut(slot).loc = Loc::Queued(from);
             self.w.brokers[from as usize].queue.push_back(slot);
             self.dispatch(from);
+        }
+        if was_full {
+            self.dispatch(from);
+        }
+    }
+
+    /// One message of the bridge `from` -> `to` is no longer in flight. Returns whether the bridge
+    /// had used all its credit (the source may dispatch to it again).
+    fn bridge_landed(&mut self, from: u16, to: u16) -> bool {
+        let prefetch = self.sc.network.prefetch;
+        let bridges = &mut self.w.brokers[from as usize].bridges;
+        let Some(i) = bridges.iter().position(|b| b.peer == to) else {
+            return false;
+        };
+        let was_full = bridges[i].in_flight >= prefetch;
+        bridges[i].in_flight = bridges[i].in_flight.saturating_sub(1);
+        if bridges[i].in_flight == 0 && !bridges[i].demand {
+            bridges.remove(i);
+        }
+        was_full && bridges.get(i).is_some_and(|b| b.demand)
+    }
+
+    /// Broker `p` has consumers again: every other broker that is up opens a bridge toward it.
+    pub(super) fn demand_gained(&mut self, p: u16) {
+        if !self.bridged() {
+            return;
+        }
+        for s in 0..self.w.brokers.len() as u16 {
+            if s != p && self.w.brokers[s as usize].up {
+                self.open_bridge(s, p);
+            }
+        }
+    }
+
+    /// Broker `p` has no consumer left (or went down): no bridge leads to it any more. What the
+    /// bridges have in flight goes on (the peer stores it and acks), unless `p` is down.
+    pub(super) fn demand_lost(&mut self, p: u16) {
+        if !self.bridged() {
+            return;
+        }
+        for s in 0..self.w.brokers.len() as u16 {
+            if s != p {
+                self.close_bridge(s, p);
+            }
+        }
+    }
+
+    /// Broker `s` (up) gets a bridge toward `p`, last in its dispatch order.
+    fn open_bridge(&mut self, s: u16, p: u16) {
+        let bridges = &mut self.w.brokers[s as usize].bridges;
+        let in_flight = match bridges.iter().position(|b| b.peer == p) {
+            Some(i) if bridges[i].demand => return,
+            Some(i) => bridges.remove(i).in_flight,
+            None => 0,
+        };
+        bridges.push(Bridge {
+            peer: p,
+            in_flight,
+            demand: true,
+        });
+        let id = self.bridge_id(p);
+        self.strategy.on_attach(self.now, s, id, &mut self.ctl);
+        self.apply_control();
+        self.dispatch(s);
+    }
+
+    /// Broker `s`'s bridge toward `p` leaves its queue (the strategy forgets it, as for a consumer).
+    fn close_bridge(&mut self, s: u16, p: u16) {
+        let bridges = &mut self.w.brokers[s as usize].bridges;
+        let Some(i) = bridges.iter().position(|b| b.peer == p && b.demand) else {
+            return;
+        };
+        if bridges[i].in_flight == 0 {
+            bridges.remove(i);
+        } else {
+            bridges[i].demand = false;
+        }
+        let id = self.bridge_id(p);
+        self.strategy.on_detach(self.now, s, id, &mut self.ctl);
+        self.apply_control();
+        self.dispatch(s);
+    }
+
+    /// Broker `b` is going down (`bridge`): its bridges close, and every message travelling from
+    /// it (the peer has not stored it: it stays with `b`) or to it (it goes back to its source)
+    /// returns to the head of its source's queue, in message order.
+    pub(super) fn bridges_broker_down(&mut self, b: u16) {
+        let mut recalled: Vec<(u64, u32, u16)> = Vec::new();
+        for slot in 0..self.w.slab.msgs.len() as u32 {
+            let m = self.w.slab.get(slot);
+            if let Loc::Forwarding { from, to, .. } = m.loc {
+                if from == b || to == b {
+                    recalled.push((m.r.id, slot, from));
+                }
+            }
+        }
+        recalled.sort_unstable();
+        for &(_, slot, from) in recalled.iter().rev() {
+            self.w.slab.get_mut(slot).loc = Loc::Queued(from);
+            self.w.brokers[from as usize].queue.push_front(slot);
+            if from != b {
+                self.bridge_landed(from, b);
+            }
+        }
+        let closed = std::mem::take(&mut self.w.brokers[b as usize].bridges);
+        for br in closed.iter().filter(|br| br.demand) {
+            let id = self.bridge_id(br.peer);
+            self.strategy.on_detach(self.now, b, id, &mut self.ctl);
+        }
+        self.apply_control();
+        // No bridge leads to `b` any more; the sources dispatch what came back.
+        self.demand_lost(b);
+        recalled.sort_unstable_by_key(|&(_, _, from)| from);
+        recalled.dedup_by_key(|&mut (_, _, from)| from);
+        for &(_, _, from) in &recalled {
+            if from != b {
+                self.dispatch(from);
+            }
+        }
+    }
+
+    /// Broker `b` is back (`bridge`): it opens a bridge toward every peer that is up and has
+    /// consumers.
+    pub(super) fn bridges_broker_up(&mut self, b: u16) {
+        for p in 0..self.w.brokers.len() as u16 {
+            let peer = &self.w.brokers[p as usize];
+            if p != b && peer.up && !peer.attached.is_empty() {
+                self.open_bridge(b, p);
+            }
         }
     }
 }

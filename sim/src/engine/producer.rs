@@ -34,6 +34,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             deliveries: 0,
             loc: Loc::Producer(producer),
             applied: false,
+            crossed: false,
         });
         // The source database commits the new state before the message is sent.
         let src = &mut self.w.source[key as usize];

@@ -74,8 +74,9 @@ pub(super) enum Loc {
     },
     /// Waiting at the broker for a non-blocking redelivery delay.
     Held(u16),
-    /// Travelling between brokers.
-    Forwarding { from: u16, to: u16 },
+    /// Travelling between brokers; `due` is the low 32 bits of its arrival time, so that an
+    /// arrival event of an earlier trip (recalled when a broker crashed) is told apart.
+    Forwarding { from: u16, to: u16, due: u32 },
 }
 
 /// A message and where it is.
@@ -92,6 +93,8 @@ pub(super) struct Msg {
     /// Some copy of it has been applied (so a strategy still holding another copy at the end of
     /// the run does not make it pending).
     pub applied: bool,
+    /// It came over a network bridge: with `networkTTL` 1 no bridge takes it again.
+    pub crossed: bool,
 }
 
 /// A reference to one delivery of a message, held by a consumer. It is valid only while the
@@ -213,6 +216,20 @@ pub(super) struct BrokerState {
     pub attached: Vec<u32>,
     /// Crash nesting (overlapping random crashes): up again when it returns to 0.
     pub down_depth: u32,
+    /// Network bridges from this broker (`[network] kind = "bridge"`), in the order their demand
+    /// appeared; one with messages in flight outlives its demand until they are stored.
+    pub bridges: Vec<Bridge>,
+}
+
+/// A network bridge from one broker toward `peer`: one more consumer of the broker's queue while
+/// the peer has consumers attached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Bridge {
+    pub peer: u16,
+    /// Messages taken and not yet stored by the peer (against `[network] prefetch`).
+    pub in_flight: u32,
+    /// The peer has consumers attached: the bridge is offered to dispatch.
+    pub demand: bool,
 }
 
 impl BrokerState {
@@ -224,6 +241,7 @@ impl BrokerState {
             queue: VecDeque::new(),
             attached: Vec::new(),
             down_depth: 0,
+            bridges: Vec::new(),
         }
     }
 }

@@ -53,7 +53,7 @@ pub struct Scenario {
     /// The brokers, in failover order (`[[broker]]`).
     #[serde(rename = "broker")]
     pub brokers: Vec<Broker>,
-    /// Store-and-forward between brokers.
+    /// The network of brokers (`[network]`).
     #[serde(default)]
     pub network: Network,
     /// The consumers.
@@ -112,6 +112,9 @@ pub mod defaults {
     }
     pub(crate) fn forward_delay() -> Dur {
         Dur::from_millis(5)
+    }
+    pub(crate) fn bridge_prefetch() -> u32 {
+        1000
     }
     pub(crate) fn drain_timeout() -> Dur {
         Dur::from_secs(3600)
@@ -282,21 +285,60 @@ pub struct Broker {
     pub page_size: u32,
 }
 
-/// Network of brokers (store-and-forward).
+/// Network of brokers: how a broker's messages reach consumers attached to another broker.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Network {
+    /// `bridge` (ActiveMQ's demand-forwarding bridge) or `idle_forward` (a broker without
+    /// consumers forwards its whole store: WebLogic distributed destinations as modelled here).
+    #[serde(default)]
+    pub kind: NetworkKind,
     /// Time for a forwarded message to reach the peer's store.
     #[serde(default = "defaults::forward_delay")]
     pub forward_delay: Dur,
+    /// The bridge's prefetch: messages it may hold taken but not yet stored by the peer
+    /// (ActiveMQ `networkConnector prefetchSize`, 1000).
+    #[serde(default = "defaults::bridge_prefetch")]
+    pub prefetch: u32,
+    /// Hops a message and a consumer's demand travel (ActiveMQ `networkTTL`, 1): only 1 is
+    /// modelled (2 with two brokers is the same network: a message never goes back where it was).
+    #[serde(default = "defaults::one")]
+    pub network_ttl: u32,
+    /// One bridge subscription per peer, whatever its number of consumers (ActiveMQ
+    /// `conduitSubscriptions`, true): only `true` is modelled.
+    #[serde(default = "defaults::yes")]
+    pub conduit_subscriptions: bool,
+    /// Bridge subscriptions get a lower priority than local consumers (ActiveMQ
+    /// `decreaseNetworkConsumerPriority`): only `false` (equal priority) is modelled.
+    #[serde(default)]
+    pub decrease_network_consumer_priority: bool,
 }
 
 impl Default for Network {
     fn default() -> Self {
         Network {
+            kind: NetworkKind::default(),
             forward_delay: defaults::forward_delay(),
+            prefetch: defaults::bridge_prefetch(),
+            network_ttl: 1,
+            conduit_subscriptions: true,
+            decrease_network_consumer_priority: false,
         }
     }
+}
+
+/// How brokers pass messages to each other.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkKind {
+    /// ActiveMQ's network bridge: a broker whose peer has consumers attached treats the bridge as
+    /// one more consumer of its queue (credit `prefetch`), competing with its local consumers;
+    /// forwarded messages are not forwarded again.
+    #[default]
+    Bridge,
+    /// A broker forwards its whole store to the first peer that has consumers, only while it has
+    /// none itself (WebLogic distributed destinations, the Unit-of-Order scenarios).
+    IdleForward,
 }
 
 /// The consumers (all alike).
@@ -512,6 +554,19 @@ impl Scenario {
         self.brokers.iter().position(|b| b.name == name)
     }
 
+    /// How many consumer ids dispatch may show a strategy ([`crate::strategy::ConsumerSlot`]):
+    /// the consumers (`0..count`), then, with `[network] kind = "bridge"` and several brokers,
+    /// one network bridge per broker (`count + peer`: the bridge toward broker `peer`). A
+    /// strategy sizes its per-consumer dispatch tables by this.
+    pub fn dispatch_targets(&self) -> usize {
+        let bridges = if self.network.kind == NetworkKind::Bridge && self.brokers.len() > 1 {
+            self.brokers.len()
+        } else {
+            0
+        };
+        self.consumers.count as usize + bridges
+    }
+
     /// The display name: `name`, else the given fallback (usually the file stem).
     pub fn display_name<'a>(&'a self, fallback: &'a str) -> &'a str {
         self.name.as_deref().unwrap_or(fallback)
@@ -530,7 +585,12 @@ impl Scenario {
     pub fn estimated_memory_bytes(&self) -> u64 {
         let nodes =
             self.consumers.count as u64 + self.producers.count as u64 + self.brokers.len() as u64;
-        (self.workload.keys as u64) * Self::BYTES_PER_KEY + nodes * 4096 + 16 * 1024 * 1024
+        // A network bridge per ordered pair of brokers at most.
+        let bridges = (self.dispatch_targets() - self.consumers.count as usize) as u64;
+        (self.workload.keys as u64) * Self::BYTES_PER_KEY
+            + nodes * 4096
+            + bridges * bridges * 16
+            + 16 * 1024 * 1024
     }
 
     /// The window random faults are drawn over, in microseconds: `[run] fault_window`, else the

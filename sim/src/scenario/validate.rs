@@ -225,6 +225,8 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
         }
     }
 
+    network(s, &mut err);
+
     let c = &s.consumers;
     if c.count == 0 || c.count > MAX_NODES {
         err(
@@ -364,6 +366,76 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
         }
     }
     e
+}
+
+/// `[network]`: the bridge's settings, and the values of ActiveMQ's settings that are not
+/// modelled (rejected rather than ignored).
+fn network(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
+    let n = &s.network;
+    let path = |f: &str| p(&["network", f]);
+    if n.kind == super::NetworkKind::IdleForward {
+        let d = super::Network::default();
+        for (field, set) in [
+            ("prefetch", n.prefetch != d.prefetch),
+            ("network_ttl", n.network_ttl != d.network_ttl),
+            (
+                "conduit_subscriptions",
+                n.conduit_subscriptions != d.conduit_subscriptions,
+            ),
+            (
+                "decrease_network_consumer_priority",
+                n.decrease_network_consumer_priority != d.decrease_network_consumer_priority,
+            ),
+        ] {
+            if set {
+                err(
+                    path(field),
+                    "only applies with kind = \"bridge\" (an idle broker forwards its whole store)"
+                        .into(),
+                );
+            }
+        }
+        return;
+    }
+    if n.prefetch == 0 || n.prefetch > 100_000 {
+        err(
+            path("prefetch"),
+            format!("must be between 1 and 100000, got {}", n.prefetch),
+        );
+    }
+    if n.network_ttl == 0 {
+        err(
+            path("network_ttl"),
+            "must be at least 1 (ActiveMQ's default, one hop)".into(),
+        );
+    } else if n.network_ttl > 1 && s.brokers.len() > 2 {
+        err(
+            path("network_ttl"),
+            format!(
+                "{} is not modelled with {} brokers: demand and messages travel one hop only; \
+                 use 1 (with two brokers any value is the same network, a message never goes \
+                 back to a broker it came from)",
+                n.network_ttl,
+                s.brokers.len()
+            ),
+        );
+    }
+    if !n.conduit_subscriptions {
+        err(
+            path("conduit_subscriptions"),
+            "false (one bridge subscription per remote consumer) is not modelled; use true, \
+             ActiveMQ's default: one subscription per peer broker"
+                .into(),
+        );
+    }
+    if n.decrease_network_consumer_priority {
+        err(
+            path("decrease_network_consumer_priority"),
+            "true (local consumers served before the bridge) is not modelled; use false: the \
+             bridge competes with local consumers at equal priority"
+                .into(),
+        );
+    }
 }
 
 /// The occurrences the whole plan is expected to hold: one per scripted entry, rate x window per

@@ -1,0 +1,321 @@
+//! The network of brokers (`[network] kind = "bridge"`): the bridge competes with local consumers,
+//! never holds more than its prefetch, does not send a message back, and what a broker held when
+//! it died (its bridge's unstored messages included) arrives late; a peer that dies sends the
+//! bridge's messages back. Plus the `[network]` fields' errors, with file:line:column.
+
+use crate::common::{self, run_with, scenario};
+use sim::history::{Event, Node};
+use std::collections::BTreeSet;
+
+fn file(name: &str) -> String {
+    std::fs::read_to_string(common::root().join("scenarios").join(name)).expect("bundled scenario")
+}
+
+fn load_error(text: &str) -> String {
+    match ordsim::load_text("bad.toml", text) {
+        Ok(_) => panic!("should not load:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Forwards, and the consumers that applied, in one run.
+fn forwards_and_appliers(text: &str, strategy: &str, seed: u64) -> (u64, BTreeSet<u32>) {
+    let (mut forwards, mut appliers) = (0, BTreeSet::new());
+    run_with(&scenario(text), strategy, seed, |e| match *e {
+        Event::Forward { .. } => forwards += 1,
+        Event::Apply { consumer, .. } => {
+            appliers.insert(consumer);
+        }
+        _ => {}
+    });
+    (forwards, appliers)
+}
+
+/// Consumers on both brokers, producers on `a`, no fault: `a`'s bridge takes a share of the
+/// messages, so `b`'s consumers (1 and 3) apply some. With `idle_forward` (the old model: forward
+/// only from a broker without consumers) nothing crosses and `b`'s consumers stay idle.
+#[test]
+fn the_bridge_competes_with_local_consumers() {
+    let text = file("network-of-brokers.toml");
+    for strategy in ["competing", "message_groups"] {
+        let (forwards, appliers) = forwards_and_appliers(&text, strategy, 1);
+        assert!(forwards > 1000, "{strategy}: {forwards} forwards");
+        assert_eq!(appliers, BTreeSet::from([0, 1, 2, 3]), "{strategy}");
+    }
+    let idle = text.replace("kind = \"bridge\"", "kind = \"idle_forward\"").replace(
+        "prefetch = 1000\nnetwork_ttl = 1\nconduit_subscriptions = true\ndecrease_network_consumer_priority = false\n",
+        "",
+    );
+    let (forwards, appliers) = forwards_and_appliers(&idle, "competing", 1);
+    assert_eq!(forwards, 0);
+    assert_eq!(appliers, BTreeSet::from([0, 2]));
+}
+
+/// With competing consumers the bridge's messages and the local consumers' messages of one key
+/// overtake each other: ordering violations between a message applied at `b` and one applied at
+/// `a`.
+#[test]
+fn competing_reorders_across_the_bridge() {
+    let text = file("network-of-brokers.toml");
+    let mut applied_at = std::collections::BTreeMap::<u32, (u32, u32)>::new(); // key -> (seq, consumer)
+    let mut across = 0;
+    run_with(&scenario(&text), "competing", 1, |e| {
+        if let Event::Apply { msg, consumer, .. } = *e {
+            if let Some(&(seq, by)) = applied_at.get(&msg.key) {
+                if seq > msg.seq && by % 2 != consumer % 2 {
+                    across += 1;
+                }
+            }
+            let last = applied_at.entry(msg.key).or_insert((msg.seq, consumer));
+            if msg.seq >= last.0 {
+                *last = (msg.seq, consumer);
+            }
+        }
+    });
+    assert!(across > 0, "no reorder between the brokers' consumers");
+}
+
+/// The bridge holds at most `[network] prefetch` messages taken and not yet stored by the peer,
+/// and it does fill that credit when the link is slow; a message that crossed is never sent back
+/// (`networkTTL` 1), though `b` has a bridge toward `a`, whose consumers have room.
+#[test]
+fn the_bridge_never_holds_more_than_its_prefetch_and_never_sends_back() {
+    let text = file("network-of-brokers.toml")
+        .replace("prefetch = 1000", "prefetch = 3")
+        .replace("forward_delay = \"5ms\"", "forward_delay = \"100ms\"");
+    let (mut in_flight, mut most, mut back) = (0i64, 0i64, 0);
+    let mut travelling = BTreeSet::new();
+    run_with(&scenario(&text), "competing", 2, |e| match *e {
+        Event::Forward { msg, from, .. } => {
+            if from == 1 {
+                back += 1;
+            }
+            travelling.insert(msg.id);
+            in_flight += 1;
+            most = most.max(in_flight);
+        }
+        Event::Enqueue { msg, broker: 1, .. } if travelling.remove(&msg.id) => in_flight -= 1,
+        _ => {}
+    });
+    assert_eq!(most, 3, "the bridge's credit");
+    assert_eq!(back, 0, "a forwarded message went back");
+}
+
+/// Broker `a` dies at 15s and returns at 35s. The messages it held at that instant (stored,
+/// prefetched by its consumers and unacknowledged, or taken by its bridge and not yet stored by
+/// `b`) are exactly the messages its bridge forwards after it returns (it has no consumer left):
+/// nothing else arrives late through it, and each of them is applied only then. On some seed a
+/// message was on the bridge when `a` died: it stayed with `a` (the bridge acks only what `b`
+/// stored) and was forwarded again after the restart.
+#[test]
+fn exactly_the_messages_a_held_arrive_late() {
+    let sc = scenario(&file("network-of-brokers-crash.toml"));
+    let mut bridge_held_somewhere = false;
+    for strategy in ["competing", "single", "message_groups"] {
+        for seed in 1..=5 {
+            let (mut crash, mut recover) = (None, None);
+            let mut at_a = BTreeSet::new(); // enqueued at a, neither acked nor stored at b yet
+            let mut on_bridge = BTreeSet::new(); // forwarded by a, not yet stored at b
+            let mut held = BTreeSet::new();
+            let mut bridge_held = BTreeSet::new();
+            let mut late = BTreeSet::new();
+            let mut applied_after = BTreeSet::new();
+            run_with(&sc, strategy, seed, |e| match *e {
+                Event::Crash {
+                    node: Node::Broker(0),
+                    ..
+                } => {
+                    crash = Some(e.time());
+                    held = at_a.clone();
+                    bridge_held = on_bridge.clone();
+                }
+                Event::Recover {
+                    node: Node::Broker(0),
+                    t,
+                } => recover = Some(t),
+                Event::Enqueue { msg, broker, .. } if crash.is_none() => {
+                    if broker == 0 {
+                        at_a.insert(msg.id);
+                    } else {
+                        at_a.remove(&msg.id);
+                        on_bridge.remove(&msg.id);
+                    }
+                }
+                Event::Ack { msg, .. } if crash.is_none() => {
+                    at_a.remove(&msg.id);
+                }
+                Event::Forward {
+                    msg, from: 0, t, ..
+                } => {
+                    if crash.is_none() {
+                        on_bridge.insert(msg.id);
+                    } else {
+                        let back = recover.expect("a is down: it forwards nothing");
+                        assert!(t >= back);
+                        late.insert(msg.id);
+                    }
+                }
+                Event::Apply { msg, t, .. } if recover.is_some_and(|r| t >= r) => {
+                    applied_after.insert(msg.id);
+                }
+                _ => {}
+            });
+            assert!(crash.is_some() && recover.is_some());
+            assert!(
+                !held.is_empty() || strategy == "single",
+                "{strategy} seed {seed}: a held nothing"
+            );
+            assert_eq!(late, held, "{strategy} seed {seed}");
+            assert!(held.is_subset(&applied_after), "{strategy} seed {seed}");
+            assert!(bridge_held.is_subset(&held));
+            bridge_held_somewhere |= !bridge_held.is_empty();
+        }
+    }
+    assert!(
+        bridge_held_somewhere,
+        "no seed had a message on the bridge when a died"
+    );
+}
+
+/// Broker `b` dies while `a`'s bridge has messages on their way to it: they go back to `a`'s
+/// store and its consumers apply them; none is stored at `b`.
+#[test]
+fn a_peer_that_dies_sends_the_bridges_messages_back() {
+    let text = file("network-of-brokers.toml")
+        .replace("forward_delay = \"5ms\"", "forward_delay = \"200ms\"")
+        + "[[fault]]\nkind = \"broker_crash\"\nbroker = \"b\"\nat = \"10s\"\nfor = \"5s\"\n";
+    let sc = scenario(&text);
+    let mut crashed = false;
+    let mut on_bridge = BTreeSet::new();
+    let mut returned = BTreeSet::new();
+    let mut redispatched_at_a = BTreeSet::new();
+    let mut stored_at_b = BTreeSet::new();
+    run_with(&sc, "competing", 3, |e| match *e {
+        Event::Crash {
+            node: Node::Broker(1),
+            ..
+        } => {
+            crashed = true;
+            returned = on_bridge.clone();
+        }
+        Event::Forward { msg, from: 0, .. } if !crashed => {
+            on_bridge.insert(msg.id);
+        }
+        Event::Enqueue { msg, broker: 1, .. } => {
+            if crashed {
+                stored_at_b.insert(msg.id);
+            } else {
+                on_bridge.remove(&msg.id);
+            }
+        }
+        Event::Dispatch { msg, broker: 0, .. } if crashed => {
+            redispatched_at_a.insert(msg.id);
+        }
+        _ => {}
+    });
+    assert!(!returned.is_empty(), "nothing was on the bridge");
+    assert!(returned.is_subset(&redispatched_at_a));
+    assert!(returned.is_disjoint(&stored_at_b));
+}
+
+/// The `[network]` fields: errors name the file, line, column and field, and say what is allowed
+/// (values of ActiveMQ settings that are not modelled are refused, not ignored).
+#[test]
+fn network_fields_are_checked_with_their_location() {
+    let two = |net: &str| {
+        common::base(
+            "\"competing\"",
+            2,
+            &format!("[[broker]]\nname = \"b\"\n[network]\n{net}\n"),
+        )
+    };
+    let e = load_error(&two("prefetch = 0"));
+    assert!(
+        e.contains("bad.toml:17:12: field `network.prefetch`: must be between 1 and 100000"),
+        "{e}"
+    );
+    let e = load_error(&two("conduit_subscriptions = false"));
+    assert!(
+        e.contains("bad.toml:17:25: field `network.conduit_subscriptions`")
+            && e.contains("not modelled"),
+        "{e}"
+    );
+    let e = load_error(&two("decrease_network_consumer_priority = true"));
+    assert!(
+        e.contains("bad.toml:17:38: field `network.decrease_network_consumer_priority`")
+            && e.contains("not modelled"),
+        "{e}"
+    );
+    let e = load_error(&two("network_ttl = 0"));
+    assert!(
+        e.contains("bad.toml:17:15: field `network.network_ttl`: must be at least 1"),
+        "{e}"
+    );
+    let e = load_error(&two("kind = \"idle_forward\"\nprefetch = 10"));
+    assert!(
+        e.contains("bad.toml:18:12: field `network.prefetch`: only applies with kind = \"bridge\""),
+        "{e}"
+    );
+    let e = load_error(&two("kind = \"mesh\""));
+    assert!(
+        e.contains("bad.toml:17:8") && e.contains("bridge") && e.contains("idle_forward"),
+        "{e}"
+    );
+    // Two brokers: a longer TTL is the same network (a message never goes back). Three: refused.
+    scenario(&two("network_ttl = 3"));
+    let e = load_error(&common::base(
+        "\"competing\"",
+        2,
+        "[[broker]]\nname = \"b\"\n[[broker]]\nname = \"c\"\n[network]\nnetwork_ttl = 2\n",
+    ));
+    assert!(
+        e.contains("bad.toml:19:15: field `network.network_ttl`") && e.contains("3 brokers"),
+        "{e}"
+    );
+}
+
+/// The same crash with a non-persistent store at `a`: what its bridge had taken and `b` had not
+/// stored is lost with `a`'s store (a `discard` at the crash), not forwarded later.
+#[test]
+fn a_non_persistent_broker_loses_what_its_bridge_had_not_handed_over() {
+    let text = file("network-of-brokers-crash.toml").replacen(
+        "[[broker]]\nname = \"a\"\n",
+        "[[broker]]\nname = \"a\"\npersistent = false\n",
+        1,
+    );
+    let sc = scenario(&text);
+    let mut seen = 0;
+    for seed in 1..=5 {
+        let mut crashed = false;
+        let mut on_bridge = BTreeSet::new();
+        let (mut at_crash, mut discarded, mut forwarded_late) =
+            (BTreeSet::new(), BTreeSet::new(), 0);
+        run_with(&sc, "competing", seed, |e| match *e {
+            Event::Crash {
+                node: Node::Broker(0),
+                ..
+            } => {
+                crashed = true;
+                at_crash = on_bridge.clone();
+            }
+            Event::Forward { msg, from: 0, .. } => {
+                if crashed {
+                    forwarded_late += 1;
+                } else {
+                    on_bridge.insert(msg.id);
+                }
+            }
+            Event::Enqueue { msg, broker: 1, .. } if !crashed => {
+                on_bridge.remove(&msg.id);
+            }
+            Event::Discard { msg, .. } => {
+                discarded.insert(msg.id);
+            }
+            _ => {}
+        });
+        assert!(at_crash.is_subset(&discarded), "seed {seed}");
+        assert_eq!(forwarded_late, 0, "seed {seed}: a's store was lost");
+        seen += at_crash.len();
+    }
+    assert!(seen > 0, "no message was on the bridge when a died");
+}
