@@ -503,3 +503,20 @@ fn the_root_cause_comes_before_its_consequences() {
     let lines: Vec<&str> = e.lines().collect();
     assert!(lines[0].contains("used twice"), "{e}");
 }
+
+/// The README's quick start shows exactly what its first command prints (a new column or a changed
+/// figure must show up there too: regenerate the block from `sim run scenarios/failover.toml`).
+#[test]
+fn the_readme_quick_start_is_what_the_first_command_prints() {
+    crate::common::at_root();
+    let readme = std::fs::read_to_string("README.md").unwrap();
+    let start = "The first command prints:\n\n```\n";
+    let i = readme.find(start).expect("the quick start block") + start.len();
+    let block = &readme[i..i + readme[i..].find("```\n").unwrap()];
+    let (code, out, _) = sim(&["run", "scenarios/failover.toml"]);
+    assert_eq!(code, 0);
+    assert!(
+        block == out,
+        "README quick start differs from the output:\n{out}"
+    );
+}

@@ -4,6 +4,7 @@
 use proptest::prelude::*;
 
 const BASE: &str = r#"
+flavour = "activemq"
 strategies = ["competing", "single", "message_groups", "unit_of_order"]
 [workload]
 messages = 50
@@ -27,6 +28,7 @@ count = 2
 service = "5ms"
 [redelivery]
 max_redeliveries = 2
+dead_letter = "queue"
 [[fault]]
 kind = "broker_crash"
 broker = "a"
@@ -71,6 +73,8 @@ const FIELDS: &[(&str, &str)] = &[
     ("network", "network_ttl"),
     ("network", "conduit_subscriptions"),
     ("network", "decrease_network_consumer_priority"),
+    ("", "flavour"),
+    ("redelivery", "dead_letter"),
 ];
 
 fn toml_value() -> impl Strategy<Value = toml::Value> {
