@@ -36,7 +36,7 @@ struct Rec {
     dropped: bool,
     discarded: bool,
     pending: bool,
-    /// Consumers processing it right now (see the module docs).
+    /// Consumers that had it in hand when it was gone and are not done with it yet.
     in_hand: u16,
 }
 
@@ -54,6 +54,9 @@ impl Rec {
 /// Hand tracking covers consumers below this index (a recorded history could name any u32; the
 /// engine's consumers are far fewer): beyond it a `Start` is not tracked.
 const MAX_TRACKED_CONSUMERS: usize = 1 << 20;
+
+/// No message in hand.
+const NO_HAND: u64 = u64::MAX;
 
 #[derive(Default)]
 struct KeyState {
@@ -176,8 +179,11 @@ pub struct Checkers {
     drain_start: Option<Time>,
     coverage: Coverage,
     malformed: Option<String>,
-    /// The message each consumer has in hand, by consumer index.
-    hands: Vec<Option<MsgRef>>,
+    /// The id of the message each consumer has in hand ([`NO_HAND`]: none), by consumer index.
+    hands: Vec<u64>,
+    /// Messages gone while a consumer had them in hand, with that consumer: not final until it
+    /// is done with them.
+    waiting: Vec<(u32, MsgRef)>,
 }
 
 impl Checkers {
@@ -200,10 +206,13 @@ impl Checkers {
             coverage: Coverage::default(),
             malformed: None,
             hands: Vec::new(),
+            waiting: Vec::new(),
         }
     }
 
     /// Consumer `c` starts processing `msg` (whatever it had in hand before is out of its hands).
+    // The hot path only records which message each consumer holds; records are looked at only
+    // when a message is gone while someone holds it (rare), see [`Checkers::gone`].
     #[inline]
     fn take_in_hand(&mut self, c: u32, msg: MsgRef) {
         let c = c as usize;
@@ -211,13 +220,11 @@ impl Checkers {
             return;
         }
         if c >= self.hands.len() {
-            self.hands.resize(c + 1, None);
+            self.hands.resize(c + 1, NO_HAND);
         }
-        if let Some(prev) = self.hands[c].replace(msg) {
-            self.release(prev);
-        }
-        if let Some(r) = self.rec(msg) {
-            r.in_hand += 1;
+        let prev = std::mem::replace(&mut self.hands[c], msg.id);
+        if prev != NO_HAND && !self.waiting.is_empty() {
+            self.hand_ended(c as u32, prev);
         }
     }
 
@@ -225,27 +232,71 @@ impl Checkers {
     #[inline]
     fn out_of_hand(&mut self, c: u32, msg: MsgRef) {
         if let Some(h) = self.hands.get_mut(c as usize) {
-            if *h == Some(msg) {
-                *h = None;
-                self.release(msg);
+            if *h == msg.id {
+                *h = NO_HAND;
+                if !self.waiting.is_empty() {
+                    self.hand_ended(c, msg.id);
+                }
             }
         }
     }
 
     /// Consumer `c` crashed: whatever it had in hand is out of its hands.
     fn drop_hand(&mut self, c: u32) {
-        if let Some(msg) = self.hands.get_mut(c as usize).and_then(Option::take) {
-            self.release(msg);
+        if let Some(h) = self.hands.get_mut(c as usize) {
+            let id = std::mem::replace(h, NO_HAND);
+            if id != NO_HAND && !self.waiting.is_empty() {
+                self.hand_ended(c, id);
+            }
         }
     }
 
-    fn release(&mut self, msg: MsgRef) {
+    /// Consumer `c` no longer holds message `id`: if the message was gone meanwhile and this was
+    /// its last holder, it is final now.
+    fn hand_ended(&mut self, c: u32, id: u64) {
+        let Some(i) = self
+            .waiting
+            .iter()
+            .position(|&(wc, m)| wc == c && m.id == id)
+        else {
+            return;
+        };
+        let (_, msg) = self.waiting.swap_remove(i);
         if let Some(r) = self.rec(msg) {
             r.in_hand = r.in_hand.saturating_sub(1);
-            if r.in_hand == 0 && r.gone() {
+            if r.in_hand == 0 {
                 self.settle_front(msg.key);
             }
         }
+    }
+
+    /// The broker's copy of `msg` is gone (dead-lettered, dropped or discarded): final, unless a
+    /// consumer has it in hand and may still apply it.
+    fn gone(&mut self, e: &Event, msg: MsgRef, t: Time, set: impl FnOnce(&mut Rec)) {
+        let Some(r) = self.rec(msg) else {
+            self.unknown(e, msg);
+            return;
+        };
+        set(r);
+        if r.resolved_at == NONE {
+            r.resolved_at = t;
+        }
+        if r.applies == 0 {
+            for (c, &h) in self.hands.iter().enumerate() {
+                if h == msg.id {
+                    self.waiting.push((c as u32, msg));
+                }
+            }
+            let holders = self
+                .waiting
+                .iter()
+                .filter(|&&(_, m)| m.id == msg.id)
+                .count();
+            if let Some(r) = self.rec(msg) {
+                r.in_hand = holders.min(u16::MAX as usize) as u16;
+            }
+        }
+        self.settle_front(msg.key);
     }
 
     fn malformed(&mut self, what: String) {
@@ -323,17 +374,22 @@ impl Checkers {
                 self.resolve(e, msg, t, |r| r.rejected = true);
                 self.out_of_hand(consumer, msg);
             }
-            Event::DeadLetter { msg, .. } => self.resolve(e, msg, t, |r| r.dead_lettered = true),
-            Event::Drop { msg, .. } => self.resolve(e, msg, t, |r| r.dropped = true),
-            Event::Discard { msg, .. } => self.resolve(e, msg, t, |r| r.discarded = true),
+            Event::DeadLetter { msg, .. } => self.gone(e, msg, t, |r| r.dead_lettered = true),
+            Event::Drop { msg, .. } => self.gone(e, msg, t, |r| r.dropped = true),
+            Event::Discard { msg, .. } => self.gone(e, msg, t, |r| r.discarded = true),
             Event::Ack { msg, consumer, .. } => {
                 self.out_of_hand(consumer, msg);
-                if let Some(r) = self.rec(msg) {
+                // Most acks follow their apply, which made the message final: an ack of an
+                // already-final message is harmless; one of a message never produced is not.
+                let settled = self
+                    .keys
+                    .get(msg.key as usize)
+                    .is_some_and(|k| msg.seq < k.base);
+                if settled {
+                } else if let Some(r) = self.rec(msg) {
                     r.acked = true;
                     self.settle_front(msg.key);
                 } else {
-                    // An ack of an already-final message is harmless (a late duplicate's ack);
-                    // one of a message never produced is not.
                     self.unknown(e, msg);
                 }
             }
