@@ -4,9 +4,12 @@
 
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
+use plotters::element::{Drawable, PointCollection};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{register_font, FontStyle};
+use plotters_backend::{BackendCoord, DrawingErrorKind};
+use sim::metric_defs::{metric, MetricDef};
 use sim::summary::{Metrics, RunSummary, Status};
 use std::sync::Once;
 
@@ -109,63 +112,61 @@ pub fn strategy_color(name: &str) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
-/// A stacked component of a bar panel: its label, colour and value per strategy.
+/// A stacked component of a bar panel: a figure (its path in [`sim::metric_defs::METRICS`], which
+/// gives its label) and its colour.
 struct Part {
-    label: &'static str,
+    path: &'static str,
     color: RGBColor,
-    value: fn(&Metrics) -> f64,
 }
 
-/// A panel of the run chart: one horizontal bar per strategy.
+impl Part {
+    fn def(&self) -> &'static MetricDef {
+        metric(self.path).expect("a charted figure is defined")
+    }
+
+    fn value(&self, m: &Metrics) -> f64 {
+        m.numeric(self.path).unwrap_or(0.0)
+    }
+}
+
+/// A panel of the run chart: one horizontal bar per strategy, its parts stacked. Its title joins
+/// the parts' titles, its unit is the first part's.
 struct Panel {
-    title: &'static str,
-    unit: &'static str,
     parts: Vec<Part>,
 }
 
+impl Panel {
+    fn title(&self) -> String {
+        let t: Vec<&str> = self.parts.iter().map(|p| p.def().title).collect();
+        let mut s = t[0].to_string();
+        for x in &t[1..] {
+            s.push_str(" + ");
+            s.push_str(&x.to_lowercase());
+        }
+        s
+    }
+
+    fn unit(&self) -> &'static str {
+        self.parts[0].def().unit
+    }
+}
+
 fn run_panels() -> Vec<Panel> {
-    let p = |label, color, value| Part {
-        label,
-        color,
-        value,
-    };
+    let p = |path, color| Part { path, color };
+    let panel = |parts| Panel { parts };
     vec![
-        Panel {
-            title: "Ordering violations",
-            unit: "messages applied after a newer one",
-            parts: vec![p("violations", VERMILION, |m| m.ordering_violations as f64)],
-        },
-        Panel {
-            title: "Lost + duplicates",
-            unit: "messages",
-            parts: vec![
-                p("lost", VERMILION, |m| m.lost as f64),
-                p("duplicates", ORANGE, |m| m.duplicates as f64),
-            ],
-        },
-        Panel {
-            title: "Stale rejected + dead-lettered",
-            unit: "messages",
-            parts: vec![
-                p("stale rejected", PURPLE, |m| m.stale_rejected as f64),
-                p("dead-lettered", GREY, |m| m.dead_lettered as f64),
-            ],
-        },
-        Panel {
-            title: "Throughput",
-            unit: "messages applied per second",
-            parts: vec![p("throughput", GREEN_, |m| m.throughput_per_s)],
-        },
-        Panel {
-            title: "p99 latency (produce to apply)",
-            unit: "ms",
-            parts: vec![p("p99", BLUE_, |m| m.latency_ms.p99)],
-        },
-        Panel {
-            title: "Max head-of-line block",
-            unit: "ms",
-            parts: vec![p("block", SKY, |m| m.max_block_ms)],
-        },
+        panel(vec![p("ordering_violations", VERMILION)]),
+        panel(vec![p("stale_writes", PURPLE)]),
+        panel(vec![p("lost", VERMILION), p("duplicates", ORANGE)]),
+        panel(vec![
+            p("stale_rejected", PURPLE),
+            p("dead_lettered", GREY),
+            p("dropped", SKY),
+        ]),
+        panel(vec![p("throughput_per_s", GREEN_)]),
+        panel(vec![p("latency_ms.p99", BLUE_)]),
+        panel(vec![p("max_block_ms", SKY)]),
+        panel(vec![p("pending_at_end", GREY)]),
     ]
 }
 
@@ -214,13 +215,14 @@ pub fn tick_number(x: f64) -> String {
     trimmed(x, if x.abs() >= 1000.0 { 0 } else { 3 })
 }
 
-/// The run chart: six panels (violations, lost + duplicates, stale + dead-lettered, throughput,
-/// p99 latency, head-of-line block), one bar per strategy, the values written at the bars' ends.
+/// The run chart: eight panels in two rows ([`run_panels`]: violations, stale writes, lost +
+/// duplicates, stale rejected + dead-lettered + dropped, throughput, p99 latency, head-of-line
+/// block, pending), one bar per strategy, the values written at the bars' ends.
 pub fn run_chart(s: &RunSummary) -> Result<Figure, ChartError> {
     let n = s.strategies.len().max(1) as u32;
     // Title, legend strip, axis and its description take about 150 pixels; then a bar per row.
     let panel_h = 150 + 30 * n;
-    let size = (1500, 60 + 2 * panel_h);
+    let size = (1800, 60 + 2 * panel_h);
     let title = match s.strategies.len() {
         1 => format!(
             "{}: seed {}, {}",
@@ -247,7 +249,11 @@ fn draw_run<DB: DrawingBackend>(
 ) -> Drawn<DB> {
     let area = root.titled(title, (FAMILY, 26))?;
     let panels = run_panels();
-    for (cell, panel) in area.split_evenly((2, 3)).iter().zip(&panels) {
+    for (cell, panel) in area
+        .split_evenly((2, panels.len().div_ceil(2)))
+        .iter()
+        .zip(&panels)
+    {
         draw_bar_panel(cell, s, panel)?;
     }
     Ok(())
@@ -264,7 +270,7 @@ fn draw_bar_panel<DB: DrawingBackend>(
         .iter()
         .map(|st| {
             let vals = match (&st.status, &st.metrics) {
-                (Status::Ok, Some(m)) => Some(panel.parts.iter().map(|p| (p.value)(m)).collect()),
+                (Status::Ok, Some(m)) => Some(panel.parts.iter().map(|p| p.value(m)).collect()),
                 _ => None,
             };
             (st.strategy.clone(), vals)
@@ -283,7 +289,7 @@ fn draw_bar_panel<DB: DrawingBackend>(
         .filter_map(|(_, v)| v.as_ref().map(|v| v.iter().sum::<f64>()))
         .filter(|v| v.is_finite())
         .fold(0.0f64, f64::max);
-    let mut unit = panel.unit;
+    let mut unit = panel.unit();
     if unit == "ms" {
         // Hours of outage read better in minutes than as seven-digit milliseconds.
         let (u, div) = duration_scale(max);
@@ -295,22 +301,35 @@ fn draw_bar_panel<DB: DrawingBackend>(
             }
         }
     }
-    // Room on the right for the value labels.
-    let x_max = if max > 0.0 { max * 1.25 } else { 1.0 };
+    // Room on the right for the value labels (longer when parts are stacked: "703 + 0 + 0").
+    let room = 1.15 + 0.1 * panel.parts.len() as f64;
+    let x_max = if max > 0.0 { max * room } else { 1.0 };
     // Row 0 at the top.
     let y_of = |i: usize| n - 1 - i;
     let names: Vec<String> = rows.iter().map(|(name, _)| name.clone()).collect();
     // Title, then a strip for the legend of stacked parts (a legend inside the plot would cover
     // bars), then the plot.
-    let area = area.margin(8, 0, 0, 0).titled(panel.title, (FAMILY, 20))?;
+    // A panel where every bar is zero says so in its title rather than looking empty.
+    let all_zero = max == 0.0;
+    let title = if all_zero {
+        format!("{}: all zero", panel.title())
+    } else {
+        panel.title()
+    };
+    let area = area.margin(8, 0, 0, 0).titled(&title, (FAMILY, 20))?;
     let (legend, area) = area.split_vertically(22);
     if panel.parts.len() > 1 {
         let (w, _) = legend.dim_in_pixel();
-        let mut x = w as i32 / 2 - 90 * panel.parts.len() as i32;
+        let slot = (w as i32 / panel.parts.len() as i32).min(160);
+        let mut x = w as i32 / 2 - slot / 2 * panel.parts.len() as i32;
         for part in &panel.parts {
             legend.draw(&Rectangle::new([(x, 4), (x + 14, 18)], part.color.filled()))?;
-            legend.draw(&Text::new(part.label, (x + 20, 4), (FAMILY, 14)))?;
-            x += 180;
+            legend.draw(&Text::new(
+                part.def().title.to_lowercase(),
+                (x + 20, 4),
+                (FAMILY, 14),
+            ))?;
+            x += slot;
         }
     }
     let mut chart = ChartBuilder::on(&area)
@@ -445,7 +464,7 @@ impl XAxis {
 pub fn sweep_chart(title: &str, x: &XAxis, panels: &[SweepPanel]) -> Result<Figure, ChartError> {
     let cols = 3u32;
     let rows = (panels.len() as u32).div_ceil(cols).max(1);
-    let size = (1500, 70 + 50 + rows * 380);
+    let size = (1500, 70 + 50 + 26 + rows * 380);
     struct SweepChart<'a>(&'a str, &'a XAxis, &'a [SweepPanel], usize);
     impl Draw for SweepChart<'_> {
         fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Drawn<DB> {
@@ -462,7 +481,21 @@ fn draw_sweep<DB: DrawingBackend>(
     panels: &[SweepPanel],
     cols: usize,
 ) -> Drawn<DB> {
-    let area = root.titled(title, (FAMILY, 24))?;
+    // A second line of the title (after a newline) is a smaller subtitle.
+    let (main, sub) = title.split_once('\n').unwrap_or((title, ""));
+    let area = root.titled(main, (FAMILY, 24))?;
+    let area = if sub.is_empty() {
+        area
+    } else {
+        let (line, rest) = area.split_vertically(26);
+        let (w, _) = line.dim_in_pixel();
+        line.draw(&Text::new(
+            sub.to_string(),
+            (w as i32 / 2, 2),
+            TextStyle::from((FAMILY, 16).into_font()).pos(Pos::new(HPos::Center, VPos::Top)),
+        ))?;
+        rest
+    };
     let (h_w, h_h) = area.dim_in_pixel();
     let (grid, legend) = area.split_vertically(h_h.saturating_sub(50));
     let rows = panels.len().div_ceil(cols).max(1);
@@ -482,7 +515,7 @@ fn draw_sweep<DB: DrawingBackend>(
                 vec![(x0, y), (x0 + 28, y)],
                 c.stroke_width(3),
             ))?;
-            legend.draw(&marker(i, (x0 + 14, y), c))?;
+            legend.draw(&marker(strategy_index(&line.strategy), (x0 + 14, y), c))?;
             legend.draw(&Text::new(
                 line.strategy.clone(),
                 (x0 + 36, y - 9),
@@ -493,18 +526,67 @@ fn draw_sweep<DB: DrawingBackend>(
     Ok(())
 }
 
-/// Marker shapes cycle so lines that coincide stay distinguishable.
-fn marker<DB: DrawingBackend, C: Clone + 'static>(
-    i: usize,
+/// A strategy's position in the registry: its colour and its marker on every chart.
+fn strategy_index(name: &str) -> usize {
+    strategies::ALL
+        .iter()
+        .position(|s| s.name == name)
+        .unwrap_or(strategies::ALL.len())
+}
+
+/// One marker shape per strategy (eight shapes for the eight strategies, with distinct colours
+/// too), so that coinciding lines and colour-blind readers can still tell the strategies apart.
+struct Marker<C> {
     at: C,
+    shape: usize,
     color: RGBColor,
-) -> DynElement<'static, DB, C> {
-    let style: ShapeStyle = color.into();
-    match i % 4 {
-        0 => Circle::new(at, 5, style.filled()).into_dyn(),
-        1 => TriangleMarker::new(at, 6, style.filled()).into_dyn(),
-        2 => Cross::new(at, 5, style.stroke_width(2)).into_dyn(),
-        _ => Circle::new(at, 5, style.stroke_width(2)).into_dyn(),
+}
+
+fn marker<C>(i: usize, at: C, color: RGBColor) -> Marker<C> {
+    Marker {
+        at,
+        shape: i % 8,
+        color,
+    }
+}
+
+impl<'a, C> PointCollection<'a, C> for &'a Marker<C> {
+    type Point = &'a C;
+    type IntoIter = std::iter::Once<&'a C>;
+    fn point_iter(self) -> Self::IntoIter {
+        std::iter::once(&self.at)
+    }
+}
+
+impl<C, DB: DrawingBackend> Drawable<DB> for Marker<C> {
+    fn draw<I: Iterator<Item = BackendCoord>>(
+        &self,
+        mut pos: I,
+        backend: &mut DB,
+        _: (u32, u32),
+    ) -> Result<(), DrawingErrorKind<DB::ErrorType>> {
+        let Some((x, y)) = pos.next() else {
+            return Ok(());
+        };
+        let fill: ShapeStyle = self.color.filled();
+        let line: ShapeStyle = self.color.stroke_width(2);
+        let triangle = [(x, y - 6), (x - 6, y + 4), (x + 6, y + 4)];
+        match self.shape {
+            0 => backend.draw_circle((x, y), 5, &fill, true),
+            1 => backend.fill_polygon(triangle, &fill),
+            2 => {
+                backend.draw_line((x - 5, y - 5), (x + 5, y + 5), &line)?;
+                backend.draw_line((x - 5, y + 5), (x + 5, y - 5), &line)
+            }
+            3 => backend.draw_circle((x, y), 5, &line, false),
+            4 => backend.draw_rect((x - 4, y - 4), (x + 4, y + 4), &fill, true),
+            5 => backend.draw_rect((x - 4, y - 4), (x + 4, y + 4), &line, false),
+            6 => backend.draw_path([triangle[0], triangle[1], triangle[2], triangle[0]], &line),
+            _ => {
+                backend.draw_line((x - 6, y), (x + 6, y), &line)?;
+                backend.draw_line((x, y - 6), (x, y + 6), &line)
+            }
+        }
     }
 }
 
@@ -607,27 +689,252 @@ fn draw_sweep_panel<DB: DrawingBackend>(
             .disable_x_mesh();
     }
     mesh.draw()?;
+    // Strategies with the same values would hide each other: each line is shifted sideways by a
+    // small step of its own (a dodge), in the order of the legend.
+    let width = x.range().end - x.range().start;
+    let step = width * 0.008;
+    let n = scaled.len() as f64;
     for (li, line) in scaled.iter().enumerate() {
         let c = strategy_color(&line.strategy);
+        let dodge = (li as f64 - (n - 1.0) / 2.0) * step;
         let pts: Vec<(f64, f64)> = line
             .points
             .iter()
-            .map(|p| (x.position(p.x), p.mean))
+            .map(|p| (x.position(p.x) + dodge, p.mean))
             .collect();
         chart.draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))?;
         chart.draw_series(line.points.iter().filter_map(|p| {
             let (lo, hi) = p.ci95?;
-            let xp = x.position(p.x);
+            let xp = x.position(p.x) + dodge;
+            // The bar's own dot sits on the mean (under the line's marker), not mid-interval:
+            // an interval cut at 0 is not centred on its mean.
             Some(ErrorBar::new_vertical(
                 xp,
                 lo,
-                (lo + hi) / 2.0,
+                p.mean,
                 hi,
                 c.stroke_width(1),
                 8,
             ))
         }))?;
-        chart.draw_series(pts.iter().map(|p| marker(li, *p, c)))?;
+        let mi = strategy_index(&line.strategy);
+        chart.draw_series(pts.iter().map(|p| marker(mi, *p, c)))?;
     }
     Ok(())
+}
+
+/// A duration in milliseconds as a short axis label (`45ms`, `1.8s`, `14min`).
+fn duration_label(ms: f64) -> String {
+    if ms >= 120_000.0 {
+        format!("{}min", trimmed(ms / 60_000.0, 1))
+    } else if ms >= 1_000.0 {
+        format!("{}s", trimmed(ms / 1_000.0, 1))
+    } else {
+        format!("{}ms", trimmed(ms, 2))
+    }
+}
+
+/// One strategy's point on the cost chart.
+struct CostPoint {
+    strategy: String,
+    guarantee: &'static str,
+    p99_ms: f64,
+    figure: f64,
+}
+
+/// What order costs: each strategy's guarantee figure (the one its promise is about:
+/// `ordering_violations` or `stale_writes`, `sim list`) against its p99 latency, on a log time
+/// axis. Down and to the left is better; a strategy at 0 keeps its promise in this run.
+pub fn cost_chart(s: &RunSummary) -> Result<Figure, ChartError> {
+    let points: Vec<CostPoint> = s
+        .strategies
+        .iter()
+        .filter_map(|st| {
+            let m = st.metrics.as_ref().filter(|_| st.status == Status::Ok)?;
+            let guarantee = strategies::ALL
+                .iter()
+                .find(|i| i.name == st.strategy)
+                .map_or("ordering_violations", |i| i.guarantee);
+            let figure = m.numeric(guarantee).unwrap_or(0.0);
+            let p99 = m.latency_ms.p99;
+            (figure.is_finite() && p99.is_finite()).then(|| CostPoint {
+                strategy: st.strategy.clone(),
+                guarantee,
+                p99_ms: p99,
+                figure,
+            })
+        })
+        .collect();
+    let title = format!(
+        "{}, seed {}: what order costs (each strategy's guarantee figure against its p99 latency)",
+        s.scenario, s.seed
+    );
+    struct CostChart<'a>(&'a [CostPoint], String);
+    impl Draw for CostChart<'_> {
+        fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Drawn<DB> {
+            draw_cost(root, self.0, &self.1)
+        }
+    }
+    render((1200, 760), &CostChart(&points, title))
+}
+
+fn draw_cost<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    points: &[CostPoint],
+    title: &str,
+) -> Drawn<DB> {
+    let area = root.titled(title, (FAMILY, 20))?;
+    // Latencies below 0.1ms are drawn at 0.1ms: the axis is logarithmic.
+    let floor = 0.1;
+    let xs = points.iter().map(|p| p.p99_ms.max(floor));
+    let (lo, hi) = xs.fold((f64::INFINITY, 0.0f64), |(lo, hi), x| {
+        (lo.min(x), hi.max(x))
+    });
+    // Whole decades, so that the log axis has ticks to read.
+    let (lo, hi) = if points.is_empty() {
+        (1.0, 1000.0)
+    } else {
+        let lo = 10f64.powf(lo.log10().floor());
+        let hi = 10f64.powf(hi.log10().ceil());
+        (lo, if hi > lo { hi } else { lo * 10.0 })
+    };
+    let y_max = points.iter().map(|p| p.figure).fold(0.0f64, f64::max);
+    let y_max = if y_max > 0.0 { y_max * 1.15 } else { 1.0 };
+    let mut chart = ChartBuilder::on(&area)
+        .margin(20)
+        .x_label_area_size(50)
+        .y_label_area_size(80)
+        // A little room below 0, so that the strategies at 0 (the ones that kept their promise)
+        // are not drawn on the axis.
+        .build_cartesian_2d((lo..hi).log_scale(), -y_max * 0.03..y_max)?;
+    chart
+        .configure_mesh()
+        .light_line_style(LIGHT)
+        .x_desc("p99 latency, produce to apply (log scale)")
+        .y_desc("guarantee figure (violations or stale writes)")
+        .label_style((FAMILY, 14))
+        .axis_desc_style((FAMILY, 15))
+        .x_label_formatter(&|x| duration_label(*x))
+        .y_label_formatter(&|y| tick_number(*y))
+        .draw()?;
+    // Labels beside their points, moved down or up when they would cover an earlier label.
+    let mut placed: Vec<(i32, i32, i32, i32)> = Vec::new();
+    for p in points {
+        let c = strategy_color(&p.strategy);
+        let at = (p.p99_ms.max(floor), p.figure);
+        chart.draw_series(std::iter::once(marker(strategy_index(&p.strategy), at, c)))?;
+        let label = format!(
+            "{} ({} {})",
+            p.strategy,
+            short_number(p.figure),
+            metric(p.guarantee).map_or(p.guarantee.to_string(), |d| d.title.to_lowercase())
+        );
+        let (px, py) = chart.backend_coord(&at);
+        let w = 8 * label.chars().count() as i32;
+        // Right of the point, or left of it when it would leave the plot.
+        let right = chart.plotting_area().get_pixel_range().0.end;
+        let dx = if px + 10 + w > right { -10 - w } else { 10 };
+        let mut dy = -8;
+        for k in 0..12 {
+            let off = if k % 2 == 0 {
+                k / 2 * 18
+            } else {
+                -(k / 2 + 1) * 18
+            };
+            let b = (px + dx, py - 8 + off, px + dx + w, py + 8 + off);
+            if placed
+                .iter()
+                .all(|q| b.2 < q.0 || b.0 > q.2 || b.3 < q.1 || b.1 > q.3)
+            {
+                dy = off - 8;
+                placed.push(b);
+                break;
+            }
+        }
+        chart
+            .plotting_area()
+            .draw(&(EmptyElement::at(at) + Text::new(label, (dx, dy), (FAMILY, 14).into_font())))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// No two strategies share a colour, and none shares a marker either: a line hidden under
+    /// another, or a colour a reader cannot tell apart, still leaves the shape.
+    #[test]
+    fn every_strategy_has_its_own_colour_and_its_own_marker() {
+        let mut colours: Vec<(u8, u8, u8)> = strategies::ALL
+            .iter()
+            .map(|s| {
+                let c = strategy_color(s.name);
+                (c.0, c.1, c.2)
+            })
+            .collect();
+        let mut shapes: Vec<usize> = strategies::ALL
+            .iter()
+            .map(|s| marker(strategy_index(s.name), (0, 0), BLACK).shape)
+            .collect();
+        let n = strategies::ALL.len();
+        colours.sort();
+        colours.dedup();
+        shapes.sort();
+        shapes.dedup();
+        assert_eq!((colours.len(), shapes.len()), (n, n));
+    }
+
+    fn summary_with(values: &[(&str, u64, f64)]) -> RunSummary {
+        RunSummary {
+            scenario: "t".into(),
+            seed: 1,
+            strategies: values
+                .iter()
+                .map(|&(name, violations, p99)| sim::StrategySummary {
+                    strategy: name.into(),
+                    status: Status::Ok,
+                    reason: None,
+                    metrics: Some(Metrics {
+                        ordering_violations: violations,
+                        latency_ms: sim::summary::Latency {
+                            p50: p99 / 2.0,
+                            p99,
+                            max: p99,
+                        },
+                        ..Metrics::default()
+                    }),
+                    params: Default::default(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The cost chart places every strategy that ran, labelled with its guarantee figure, and
+    /// renders the same bytes twice.
+    #[test]
+    fn the_cost_chart_names_each_strategy_with_its_guarantee_figure() {
+        let s = summary_with(&[("competing", 70, 40.0), ("unit_of_order", 0, 51_000.0)]);
+        let a = cost_chart(&s).unwrap();
+        assert!(
+            a.svg.contains("competing (70 ordering violations)"),
+            "{}",
+            a.svg
+        );
+        assert!(a.svg.contains("unit_of_order (0 ordering violations)"));
+        let b = cost_chart(&s).unwrap();
+        assert!(a.svg == b.svg && a.png == b.png);
+    }
+
+    /// A run-chart panel whose bars are all zero says so in its title.
+    #[test]
+    fn an_all_zero_panel_says_so() {
+        let s = summary_with(&[("competing", 3, 40.0), ("single", 0, 50.0)]);
+        let fig = run_chart(&s).unwrap();
+        assert!(fig.svg.contains("Lost + duplicates: all zero"));
+        assert!(
+            fig.svg.contains("\nOrdering violations\n"),
+            "a panel with data keeps its title"
+        );
+    }
 }

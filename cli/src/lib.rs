@@ -435,15 +435,18 @@ pub fn write_figure(dir: &Path, name: &str, fig: &charts::Figure) -> Result<(), 
 }
 
 /// The files [`write_outputs`] writes, in order.
-pub const RUN_FILES: [&str; 5] = [
+pub const RUN_FILES: [&str; 7] = [
     "summary.csv",
     "summary.json",
     "chart.svg",
     "chart.png",
+    "cost.svg",
+    "cost.png",
     "report.md",
 ];
 
-/// Writes `summary.csv`, `summary.json`, the chart (`chart.svg`, `chart.png`) and `report.md`
+/// Writes `summary.csv`, `summary.json`, the charts (`chart.svg`/`.png`, and `cost.svg`/`.png`:
+/// each strategy's guarantee figure against its p99 latency) and `report.md`
 /// (table, fault plan and chart on one page) under `dir`. `file` is the scenario's path as the
 /// report's repro line should show it.
 pub fn write_outputs(r: &RunResult, file: &Path, dir: &Path) -> Result<(), CliError> {
@@ -462,6 +465,11 @@ pub fn write_outputs(r: &RunResult, file: &Path, dir: &Path) -> Result<(), CliEr
         reason: e.to_string(),
     })?;
     write_figure(dir, "chart", &fig)?;
+    let cost = charts::cost_chart(&r.summary).map_err(|e| CliError::Output {
+        path: dir.join("cost.svg").display().to_string(),
+        reason: e.to_string(),
+    })?;
+    write_figure(dir, "cost", &cost)?;
     write_atomic(&dir.join("report.md"), run_report(r, file).as_bytes())
 }
 
@@ -626,18 +634,28 @@ pub fn run_report(r: &RunResult, file: &Path) -> String {
         "\n![{} compared, seed {}](chart.svg)\n\n",
         r.summary.scenario, r.summary.seed
     ));
+    s.push_str(&columns_legend());
     s.push_str(
-        "Columns: `violations` = messages applied after a newer message of the same key; `stale_rej` = \
-         messages a strategy refused as older than the state it holds; `lost` = neither applied, nor \
-         rejected, nor dead-lettered, nor pending; `dups` = extra applications of a message; `pending` = \
-         still in flight when the run ended; `ended_by` = why the run stopped (`settled`, or a \
-         warning under the table says why not); `mismatch` = keys whose final state is not their newest \
-         message; `thru/s` = applied per second; latencies from production to application; `block_ms` = \
-         the longest time a key's next message waited behind an earlier one.\n\n\
-         Data: [summary.csv](summary.csv), [summary.json](summary.json); chart also as \
-         [PNG](chart.png).\n",
+        "\nData: [summary.csv](summary.csv), [summary.json](summary.json); charts also as \
+         [PNG](chart.png), and what order costs: [cost.svg](cost.svg) ([PNG](cost.png)).\n",
     );
     s
+}
+
+/// What each table column is, generated from the metric definitions (the full reference:
+/// docs/metrics.md, `sim list --metrics`).
+pub fn columns_legend() -> String {
+    let cols: Vec<String> = sim::metric_defs::METRICS
+        .iter()
+        .filter_map(|d| {
+            d.column
+                .map(|c| format!("`{c}` = {} ({})", d.title.to_lowercase(), d.unit))
+        })
+        .collect();
+    format!(
+        "Columns: {}. Every figure is defined in docs/metrics.md (`sim list --metrics`).\n",
+        cols.join("; ")
+    )
 }
 
 /// Runs each strategy of the scenario twice with the same seed and compares a hash of the whole
@@ -737,7 +755,9 @@ pub fn list_text() -> String {
             i.name, i.guarantee, i.summary
         ));
     }
-    s.push_str("\nstrategy parameters: sim list --params\n");
+    s.push_str(
+        "\nstrategy parameters: sim list --params\nthe figures of a run: sim list --metrics\n",
+    );
     s.push_str("\nfault kinds ([[fault]] kind = ...):\n");
     for (k, d) in sim::scenario::FaultKind::ALL {
         s.push_str(&format!("  {:<18} {}\n", k.name(), d));

@@ -77,8 +77,12 @@ enum Command {
     List {
         /// Describe every strategy parameter instead: meaning, unit, default, the real setting it
         /// models, and values that reorder or lose messages even without faults.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "metrics")]
         params: bool,
+        /// Describe every figure of a run's summary instead: its name (JSON, CSV, `[expect]`),
+        /// table column, unit and meaning (the reference in docs/metrics.md).
+        #[arg(long)]
+        metrics: bool,
     },
     /// Run a grid of parameter values x seeds x strategies in parallel: runs.csv (one row per run),
     /// aggregate.csv (mean, min, max, 95% interval across seeds), charts and report.md.
@@ -346,9 +350,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
             );
             Ok(())
         }
-        Command::List { params } => {
+        Command::List { params, metrics } => {
             if params {
                 out!("{}", ordsim::list_params_text());
+            } else if metrics {
+                out!("{}", sim::metric_defs::reference_markdown());
             } else {
                 out!("{}", ordsim::list_text());
             }

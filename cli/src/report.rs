@@ -4,42 +4,31 @@ use sim::scenario::FaultKind;
 use sim::summary::{EndReason, Metrics, RunSummary, Status, StrategySummary};
 use sim::Scenario;
 
-/// A table column: its header and how to format its value.
-type Column = (&'static str, fn(&Metrics) -> String);
+/// The terminal table's columns: the figures of [`sim::metric_defs::METRICS`] that have one, in
+/// its order, as (header, flat field name).
+fn columns() -> Vec<(&'static str, String)> {
+    sim::metric_defs::METRICS
+        .iter()
+        .filter_map(|d| d.column.map(|c| (c, d.flat())))
+        .collect()
+}
 
-/// Columns of the terminal table.
-fn columns() -> Vec<Column> {
-    fn n(x: u64) -> String {
-        x.to_string()
-    }
-    fn f(x: f64) -> String {
-        if x >= 100.0 {
-            format!("{x:.0}")
-        } else {
-            format!("{x:.1}")
+/// A figure as the table shows it: counts as integers, other numbers with one decimal (none from
+/// 100 up), words as they are.
+fn cell(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Number(n) if n.is_u64() || n.is_i64() => n.to_string(),
+        serde_json::Value::Number(n) => {
+            let x = n.as_f64().unwrap_or(f64::NAN);
+            if x >= 100.0 {
+                format!("{x:.0}")
+            } else {
+                format!("{x:.1}")
+            }
         }
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
     }
-    vec![
-        ("produced", |m| n(m.produced)),
-        ("applied", |m| n(m.applied)),
-        ("violations", |m| n(m.ordering_violations)),
-        ("stale_wr", |m| n(m.stale_writes)),
-        ("stale_rej", |m| n(m.stale_rejected)),
-        ("lost", |m| n(m.lost)),
-        ("dups", |m| n(m.duplicates)),
-        ("dlq", |m| n(m.dead_lettered)),
-        ("poison_dlq", |m| n(m.poison_dead_lettered)),
-        ("dropped", |m| n(m.dropped)),
-        ("pending", |m| n(m.pending_at_end)),
-        ("ended_by", |m| end_reason_name(m.ended_by).to_string()),
-        ("mismatch", |m| n(m.final_state_mismatches)),
-        ("redeliv", |m| n(m.redeliveries)),
-        ("thru/s", |m| f(m.throughput_per_s)),
-        ("p50_ms", |m| f(m.latency_ms.p50)),
-        ("p99_ms", |m| f(m.latency_ms.p99)),
-        ("max_ms", |m| f(m.latency_ms.max)),
-        ("block_ms", |m| f(m.max_block_ms)),
-    ]
 }
 
 /// `ended_by` as the JSON summary spells it (`settled`, `drain_timeout`, ...).
@@ -181,7 +170,16 @@ fn table_cells(s: &RunSummary) -> (Vec<Vec<String>>, Vec<String>) {
     for st in &s.strategies {
         let mut row = vec![st.strategy.clone()];
         match (&st.status, &st.metrics) {
-            (Status::Ok, Some(m)) => row.extend(cols.iter().map(|(_, get)| get(m))),
+            (Status::Ok, Some(m)) => {
+                let fields = m.fields();
+                row.extend(cols.iter().map(|(_, name)| {
+                    fields
+                        .iter()
+                        .find(|(k, _)| k == name)
+                        .map(|(_, v)| cell(v))
+                        .unwrap_or_default()
+                }))
+            }
             _ => {
                 row.extend(cols.iter().map(|_| "-".to_string()));
                 notes.push(format!(

@@ -15,6 +15,7 @@ pub mod expect;
 pub mod faults;
 pub mod hash;
 pub mod history;
+pub mod metric_defs;
 pub mod rng;
 pub mod scenario;
 pub mod strategy;

@@ -347,9 +347,11 @@ impl Strategy for MessageGroups {
                 // The owner is full: the message waits, other groups' messages may pass.
                 Some(_) => return Select::Hold,
                 None => {
-                    // Unreachable: a consumer's groups are dropped when it detaches. Behave as
-                    // ActiveMQ would with a stale owner that is no longer a consumer: hold.
-                    debug_assert!(false, "group owner {owner} not attached to broker {b}");
+                    // The owner is attached but not offered this message: a network bridge that
+                    // owns the group is never offered a message that came over a bridge
+                    // (networkTTL 1). ActiveMQ's queue does the same (the network subscription's
+                    // filter refuses the message, and no other consumer may take an owned group):
+                    // the message waits until the group's owner changes.
                     return Select::Hold;
                 }
             }

@@ -822,6 +822,20 @@ mod tests {
         assert_eq!(Stats::of(&[]).runs, 0);
     }
 
+    /// A count's interval never goes below zero: one loss in ten runs has the interval
+    /// [0, 0.326], not [-0.126, 0.326].
+    #[test]
+    fn intervals_of_figures_that_cannot_be_negative_are_cut_at_zero() {
+        let mut v = vec![0.0; 9];
+        v.push(1.0);
+        let (lo, hi) = Stats::of(&v).ci95.unwrap();
+        assert_eq!(lo, 0.0);
+        assert!((hi - 0.326).abs() < 1e-3, "{hi}");
+        // Values that can be negative keep their interval.
+        let (lo, _) = Stats::of(&[-1.0, 0.0, 1.0]).ci95.unwrap();
+        assert!(lo < -1.0);
+    }
+
     #[test]
     fn units_are_numbered_point_major_then_seed_then_strategy() {
         let m = Manifest {

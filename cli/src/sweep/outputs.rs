@@ -4,6 +4,7 @@ use super::{csv_text, Manifest, AGGREGATE, MANIFEST, RUNS};
 use crate::charts::{self, Line, Point, SweepPanel, XAxis};
 use crate::report::markdown_table;
 use crate::{create_dir, write_atomic, write_figure, CliError};
+use sim::metric_defs::{metric, MetricDef};
 use sim::summary::Metrics;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -84,7 +85,14 @@ impl Stats {
                 .map(|d| d.inverse_cdf(0.975))
                 .unwrap_or(f64::NAN);
             let half = t * (var / n as f64).sqrt();
-            (mean - half, mean + half)
+            // A figure that cannot be negative (every count and duration) gets an interval that
+            // cannot be either: the lower end is cut at 0.
+            let low = if min >= 0.0 {
+                (mean - half).max(0.0)
+            } else {
+                mean - half
+            };
+            (low, mean + half)
         });
         Stats {
             runs: n,
@@ -198,28 +206,50 @@ fn agg_rows(m: &Manifest, agg: &Aggregate) -> Vec<Vec<String>> {
     rows
 }
 
-/// The metrics a sweep charts and tabulates: (field, title, unit, table column).
-const CHARTED: [(&str, &str, &str, &str); 9] = [
-    (
-        "ordering_violations",
-        "Ordering violations",
-        "messages",
-        "violations",
-    ),
-    ("lost", "Lost", "messages", "lost"),
-    ("duplicates", "Duplicates", "messages", "dups"),
-    ("stale_rejected", "Stale rejected", "messages", "stale_rej"),
-    (
-        "final_state_mismatches",
-        "Final-state mismatches",
-        "keys",
-        "mismatch",
-    ),
-    ("dead_lettered", "Dead-lettered", "messages", "dlq"),
-    ("throughput_per_s", "Throughput", "messages/s", "thru/s"),
-    ("latency_ms_p99", "p99 latency", "ms", "p99_ms"),
-    ("max_block_ms", "Max head-of-line block", "ms", "block_ms"),
+/// The figures a sweep charts and tabulates, by path in [`sim::metric_defs::METRICS`] (which
+/// gives each its title, unit and table column). A figure that is zero in every run is tabulated
+/// but not drawn.
+const CHARTED: [&str; 12] = [
+    "ordering_violations",
+    "stale_writes",
+    "lost",
+    "duplicates",
+    "stale_rejected",
+    "final_state_mismatches",
+    "dead_lettered",
+    "dropped",
+    "pending_at_end",
+    "throughput_per_s",
+    "latency_ms.p99",
+    "max_block_ms",
 ];
+
+fn charted() -> impl Iterator<Item = &'static MetricDef> {
+    CHARTED
+        .iter()
+        .map(|p| metric(p).expect("a charted figure is defined"))
+}
+
+/// Panels whose every point is zero (interval included) are left out of a chart; their titles
+/// go into the chart's title instead, so a reader knows they were measured.
+fn drop_all_zero(panels: Vec<SweepPanel>) -> (Vec<SweepPanel>, Vec<String>) {
+    let zero = |p: &SweepPanel| {
+        p.lines
+            .iter()
+            .flat_map(|l| &l.points)
+            .all(|pt| pt.mean == 0.0 && pt.ci95.is_none_or(|(lo, hi)| lo == 0.0 && hi == 0.0))
+    };
+    let (z, kept): (Vec<_>, Vec<_>) = panels.into_iter().partition(zero);
+    (kept, z.into_iter().map(|p| p.title).collect())
+}
+
+fn with_zero_note(title: String, zero: &[String]) -> String {
+    if zero.is_empty() {
+        title
+    } else {
+        format!("{title}\nzero in every run, not drawn: {}", zero.join(", "))
+    }
+}
 
 fn stat<'a>(agg: &'a Aggregate, key: (u64, usize), metric: &str) -> Option<&'a Stats> {
     agg.get(&key)?
@@ -249,10 +279,10 @@ fn sweep_figures(
             numeric: Some(seeds.iter().map(|s| *s as f64).collect()),
         };
         let status_col = m.status_col();
-        let panels: Vec<SweepPanel> = CHARTED
-            .iter()
-            .map(|(field, title, unit, _)| {
-                let col = m.header().iter().position(|h| h == field).unwrap_or(0);
+        let panels: Vec<SweepPanel> = charted()
+            .map(|d| {
+                let field = d.flat();
+                let col = m.header().iter().position(|h| *h == field).unwrap_or(0);
                 let lines = m
                     .strategies
                     .iter()
@@ -275,13 +305,14 @@ fn sweep_figures(
                     })
                     .collect();
                 SweepPanel {
-                    title: title.to_string(),
-                    unit: unit.to_string(),
+                    title: d.title.to_string(),
+                    unit: d.unit.to_string(),
                     lines,
                 }
             })
             .collect();
-        let title = format!("{}: each strategy per seed", m.scenario);
+        let (panels, zero) = drop_all_zero(panels);
+        let title = with_zero_note(format!("{}: each strategy per seed", m.scenario), &zero);
         figures.push((
             "sweep".to_string(),
             charts::sweep_chart(&title, &x, &panels).map_err(chart_err)?,
@@ -300,11 +331,10 @@ fn sweep_figures(
     };
     let per_x = m.points() / xp.values.len() as u64;
     for combo in 0..per_x {
-        let panels: Vec<SweepPanel> = CHARTED
-            .iter()
-            .map(|(field, title, unit, _)| SweepPanel {
-                title: title.to_string(),
-                unit: unit.to_string(),
+        let panels: Vec<SweepPanel> = charted()
+            .map(|d| SweepPanel {
+                title: d.title.to_string(),
+                unit: d.unit.to_string(),
                 lines: m
                     .strategies
                     .iter()
@@ -314,7 +344,7 @@ fn sweep_figures(
                         points: (0..xp.values.len())
                             .filter_map(|xi| {
                                 let point = xi as u64 * per_x + combo;
-                                let s = stat(agg, (point, si), field)?;
+                                let s = stat(agg, (point, si), &d.flat())?;
                                 Some(Point {
                                     x: xi,
                                     mean: s.mean,
@@ -336,12 +366,14 @@ fn sweep_figures(
                 .collect()
         };
         let mut title = format!(
-            "{}: mean of seeds {}..{} (bars: 95% interval) against {}",
+            "{}: mean of seeds {}..{} (bars: 95% interval, cut at 0) against {}",
             m.scenario, m.seed_first, m.seed_last, xp.path
         );
         if !others.is_empty() {
             title.push_str(&format!(", {}", others.join(", ")));
         }
+        let (panels, zero) = drop_all_zero(panels);
+        let title = with_zero_note(title, &zero);
         let name = if per_x == 1 {
             "sweep".to_string()
         } else {
@@ -373,11 +405,11 @@ fn sweep_report(m: &Manifest, agg: &Aggregate, figures: &[&str]) -> String {
     }
     s.push_str(
         "Means across seeds; in brackets the 95% interval of the mean (Student t), when there are two \
-         seeds or more.\n\n",
+         seeds or more, its lower end cut at 0 (no figure can be negative).\n\n",
     );
     let mut header: Vec<String> = m.params.iter().map(|p| p.path.clone()).collect();
     header.push("strategy".into());
-    header.extend(CHARTED.iter().map(|c| c.3.to_string()));
+    header.extend(charted().map(|d| d.label().to_string()));
     let mut rows = Vec::new();
     for (point, si) in agg.keys() {
         let vals = m.point_values(*point);
@@ -388,8 +420,8 @@ fn sweep_report(m: &Manifest, agg: &Aggregate, figures: &[&str]) -> String {
             .map(|(p, &vi)| p.values[vi].clone())
             .collect();
         r.push(m.strategies[*si].clone());
-        for (field, ..) in CHARTED {
-            r.push(match stat(agg, (*point, *si), field) {
+        for d in charted() {
+            r.push(match stat(agg, (*point, *si), &d.flat()) {
                 None => "n/a".into(),
                 Some(st) => match st.ci95 {
                     Some((lo, hi)) => format!(
