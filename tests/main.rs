@@ -12,6 +12,7 @@ mod determinism;
 mod hostile;
 mod hostile_io;
 mod network;
+mod pause;
 mod physics;
 mod properties;
 mod reports;

@@ -50,7 +50,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             0u32..=3,
             any::<bool>(),
         ),
-        prop::collection::vec((0u8..6, 1u32..=60, 10u32..=3000), 0..4),
+        prop::collection::vec((0u8..7, 1u32..=60, 10u32..=3000), 0..4),
         (0u8..3, 0usize..4, 0u8..3),
         prop::sample::select(vec![
             "competing",
@@ -150,6 +150,7 @@ fn toml_of(g: &Gen) -> String {
             "db_outage",
             "slow_consumer",
             "poison",
+            "consumer_pause",
         ][kind as usize];
         writeln!(s, "[[fault]]\nkind = \"{kind}\"\nrate = \"{per_min}/min\"\nfor = {{ dist = \"exponential\", mean = \"{ms}ms\" }}").unwrap();
         if kind == "slow_consumer" {

@@ -46,6 +46,11 @@ pub enum FaultKind {
     SourceOutage,
     /// The cache cluster loses every entry and lock at once (no `for`).
     CacheCollapse,
+    /// A consumer process stops for `for` (a GC pause, a frozen VM, a partition) without closing
+    /// its connection: the broker notices after `[consumers] failure_detection` and gives its
+    /// deliveries to others; the process then resumes and finishes what it had in hand (a zombie
+    /// write).
+    ConsumerPause,
 }
 
 /// The optional `[[fault]]` fields whose meaning depends on the kind (`kind`, `at` and `rate`
@@ -56,7 +61,7 @@ pub const KIND_FIELDS: [&str; 8] = [
 
 impl FaultKind {
     /// Every kind, with one line of explanation (for `sim list`).
-    pub const ALL: [(FaultKind, &'static str); 9] = [
+    pub const ALL: [(FaultKind, &'static str); 10] = [
         (FaultKind::BrokerCrash, "a broker goes down; a persistent store keeps its messages stuck until it returns, producers and consumers fail over"),
         (FaultKind::ConsumerCrash, "a consumer process dies; its unacked and prefetched messages are redelivered (marked redelivered)"),
         (FaultKind::NetworkBlip, "a consumer loses its connection: it still applies the message in hand but its ack is lost (duplicate)"),
@@ -66,6 +71,7 @@ impl FaultKind {
         (FaultKind::Poison, "messages produced in the window are poison with probability `fraction` (processing always fails)"),
         (FaultKind::SourceOutage, "the source database (read by the notifier) is unreachable: reads fail and roll back"),
         (FaultKind::CacheCollapse, "the cache cluster loses every entry and lock at once (an instant: no `for`)"),
+        (FaultKind::ConsumerPause, "a consumer stops (GC pause, frozen VM) with its connection open: after [consumers] failure_detection the broker redelivers its messages; it then resumes and writes what it had in hand (a zombie)"),
     ];
 
     /// Its name as written in scenario files.
@@ -80,6 +86,7 @@ impl FaultKind {
             FaultKind::Poison => "poison",
             FaultKind::SourceOutage => "source_outage",
             FaultKind::CacheCollapse => "cache_collapse",
+            FaultKind::ConsumerPause => "consumer_pause",
         }
     }
 
@@ -89,7 +96,10 @@ impl FaultKind {
         match field {
             "for" => self != CacheCollapse,
             "broker" => self == BrokerCrash,
-            "consumer" => matches!(self, ConsumerCrash | NetworkBlip | SlowConsumer),
+            "consumer" => matches!(
+                self,
+                ConsumerCrash | NetworkBlip | SlowConsumer | ConsumerPause
+            ),
             "producer" | "skew" | "ahead" => self == ClockSkew,
             "factor" => self == SlowConsumer,
             "fraction" => self == Poison,
@@ -103,6 +113,10 @@ impl FaultKind {
             FaultKind::SlowConsumer => Some(("factor", "e.g. 10.0")),
             FaultKind::ClockSkew => Some(("skew", "e.g. \"200ms\"")),
             FaultKind::Poison => Some(("fraction", "in [0, 1]")),
+            // A process paused for good never writes again: that is a crash, not a pause.
+            FaultKind::ConsumerPause => {
+                Some(("for", "e.g. \"45s\"; a pause for good is a consumer_crash"))
+            }
             _ => None,
         }
     }
@@ -130,6 +144,11 @@ pub enum FaultAction {
     },
     /// Consumer `consumer` loses its connection.
     NetworkBlip {
+        /// Consumer index.
+        consumer: u32,
+    },
+    /// Consumer `consumer`'s process stops, its connection open.
+    ConsumerPause {
         /// Consumer index.
         consumer: u32,
     },
@@ -167,6 +186,7 @@ impl FaultAction {
             FaultAction::BrokerCrash { .. } => FaultKind::BrokerCrash,
             FaultAction::ConsumerCrash { .. } => FaultKind::ConsumerCrash,
             FaultAction::NetworkBlip { .. } => FaultKind::NetworkBlip,
+            FaultAction::ConsumerPause { .. } => FaultKind::ConsumerPause,
             FaultAction::DbOutage => FaultKind::DbOutage,
             FaultAction::SlowConsumer { .. } => FaultKind::SlowConsumer,
             FaultAction::ClockSkew { .. } => FaultKind::ClockSkew,
@@ -251,7 +271,8 @@ impl FaultPlan {
                         f.broker = Some(s.brokers[broker as usize].name.clone())
                     }
                     FaultAction::ConsumerCrash { consumer }
-                    | FaultAction::NetworkBlip { consumer } => f.consumer = Some(consumer),
+                    | FaultAction::NetworkBlip { consumer }
+                    | FaultAction::ConsumerPause { consumer } => f.consumer = Some(consumer),
                     FaultAction::SlowConsumer { consumer, factor } => {
                         f.consumer = Some(consumer);
                         f.factor = Some(factor);
@@ -297,6 +318,9 @@ fn instance<R: Rng>(s: &Scenario, f: &Fault, source: usize, at: Time, rng: &mut 
         FaultKind::NetworkBlip => FaultAction::NetworkBlip {
             consumer: consumer(rng),
         },
+        FaultKind::ConsumerPause => FaultAction::ConsumerPause {
+            consumer: consumer(rng),
+        },
         FaultKind::SlowConsumer => FaultAction::SlowConsumer {
             consumer: consumer(rng),
             factor: f.factor.expect("validated: slow_consumer has a factor"),
@@ -339,7 +363,9 @@ impl PlannedFault {
             FaultAction::BrokerCrash { broker } => {
                 line.push_str(&format!(" broker {}", s.brokers[broker as usize].name))
             }
-            FaultAction::ConsumerCrash { consumer } | FaultAction::NetworkBlip { consumer } => {
+            FaultAction::ConsumerCrash { consumer }
+            | FaultAction::NetworkBlip { consumer }
+            | FaultAction::ConsumerPause { consumer } => {
                 line.push_str(&format!(" consumer {consumer}"))
             }
             FaultAction::SlowConsumer { consumer, factor } => {
@@ -738,7 +764,8 @@ service = "1ms"
     fn random_faults_need_a_duration_except_clock_steps() {
         for (kind, _) in FaultKind::ALL {
             let mut text = format!("kind = \"{}\"\nrate = \"1/s\"\n", kind.name());
-            if let Some((f, _)) = kind.required() {
+            // The field under test stays out even for a kind that always needs it.
+            if let Some((f, _)) = kind.required().filter(|(f, _)| *f != "for") {
                 text.push_str(&format!("{f} = {}\n", value(f)));
             }
             let errs = problems(&scenario(&text));

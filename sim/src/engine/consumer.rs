@@ -74,7 +74,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     /// may let it proceed, park it (waiting for a lock), or fail it.
     pub(super) fn start_next(&mut self, c: u32) {
         let cs = &mut self.w.consumers[c as usize];
-        if !cs.up || cs.suspended || !matches!(cs.phase, Phase::Idle) {
+        if !cs.up || cs.suspended || cs.pause_depth > 0 || !matches!(cs.phase, Phase::Idle) {
             return;
         }
         let Some(d) = cs.buffer.pop_front() else {
@@ -165,6 +165,9 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         if cs.epoch != epoch || s != serial {
             return;
         }
+        if self.defer_if_paused(c, Ev::ParkTimeout { c, epoch, serial }) {
+            return;
+        }
         self.strategy.abandon(self.now, c, &job.view, &mut self.ctl);
         self.failed(c, job, FailReason::Strategy);
         self.apply_control();
@@ -178,6 +181,10 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         if cs.epoch != epoch || !cs.up {
             return;
         }
+        if self.defer_if_paused(c, Ev::ServiceDone { c, epoch }) {
+            return;
+        }
+        let cs = &self.w.consumers[c as usize];
         let Phase::Serving { job, step } = cs.phase else {
             return;
         };

@@ -43,6 +43,11 @@ pub(super) enum Ev {
         c: u32,
         epoch: u32,
     },
+    /// A paused consumer's failure-detection timeout (`pause.rs`).
+    PauseDetected {
+        c: u32,
+        serial: u32,
+    },
     FaultStart(u32),
     FaultEnd(u32),
     Wake(u64),

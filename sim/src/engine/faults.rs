@@ -16,6 +16,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             FaultAction::BrokerCrash { broker } => self.broker_crash(broker),
             FaultAction::ConsumerCrash { consumer } => self.consumer_crash(consumer),
             FaultAction::NetworkBlip { consumer } => self.blip_start(consumer),
+            FaultAction::ConsumerPause { consumer } => self.pause_start(consumer),
             FaultAction::DbOutage => {
                 self.w.db_down += 1;
                 if self.w.db_down == 1 {
@@ -67,6 +68,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             FaultAction::BrokerCrash { broker } => self.broker_restart(broker),
             FaultAction::ConsumerCrash { consumer } => self.consumer_restart(consumer),
             FaultAction::NetworkBlip { consumer } => self.blip_end(consumer),
+            FaultAction::ConsumerPause { consumer } => self.pause_end(consumer),
             FaultAction::DbOutage => {
                 self.w.db_down -= 1;
                 if self.w.db_down == 0 {

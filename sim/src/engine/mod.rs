@@ -36,6 +36,7 @@ mod events;
 mod failover;
 mod faults;
 mod network;
+mod pause;
 mod producer;
 mod redelivery;
 mod state;
@@ -53,7 +54,7 @@ use crate::summary::{EndReason, Metrics};
 use crate::time::Time;
 use events::Ev;
 use rand_chacha::ChaCha8Rng;
-use state::{BrokerState, ConsumerState, Loc, Msg, ProducerState, Slab, World};
+use state::{BrokerState, ConsumerState, Loc, Msg, Phase, ProducerState, Slab, World};
 use std::collections::BTreeMap;
 use workload::{Arrivals, KeyPicker};
 
@@ -293,6 +294,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
                     self.resume(c);
                 }
             }
+            Ev::PauseDetected { c, serial } => self.pause_detected(c, serial),
             Ev::FaultStart(i) => self.fault_start(i),
             Ev::FaultEnd(i) => self.fault_end(i),
             Ev::Wake(token) => {
@@ -347,7 +349,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             }
             self.events += 1;
             self.handle(ev);
-            if self.draining && self.w.slab.live == 0 && self.w.held.is_empty() {
+            if self.draining && self.w.slab.live == 0 && self.w.held.is_empty() && !self.zombies() {
                 ended_by = EndReason::Settled;
                 break;
             }
@@ -384,6 +386,16 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
         let mut metrics = self.finish()?;
         metrics.ended_by = ended_by;
         Ok(metrics)
+    }
+
+    /// Whether a live consumer is still working on a message the broker no longer holds (it lost
+    /// its connection mid-message, or was paused past its failure detection): it will still
+    /// write, so the run is not over. Asked only when nothing else is left.
+    fn zombies(&self) -> bool {
+        self.w
+            .consumers
+            .iter()
+            .any(|c| c.up && matches!(c.phase, Phase::Serving { .. } | Phase::Parked { .. }))
     }
 
     fn finish(mut self) -> Result<Metrics, RunError> {

@@ -91,6 +91,10 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         if cs.epoch != epoch || !cs.up {
             return;
         }
+        if self.defer_if_paused(c, Ev::BlockingRetry { c, epoch }) {
+            return;
+        }
+        let cs = &self.w.consumers[c as usize];
         let Phase::Waiting { d } = cs.phase else {
             return;
         };

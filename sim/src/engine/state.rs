@@ -2,9 +2,11 @@
 //! brokers, consumers, the target and source databases). No behaviour lives here beyond keeping
 //! this state's own invariants; each node kind's handling is in its own file.
 
+use super::events::Ev;
 use crate::history::MsgRef;
 use crate::scenario::{Broker, Producers};
 use crate::strategy::{MsgView, Row};
+use crate::time::Time;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, VecDeque};
@@ -305,6 +307,15 @@ pub(super) struct ConsumerState {
     /// Batch mode: in-job retries used on the message in hand.
     pub job_retries: u32,
     pub slow: f64,
+    /// `consumer_pause` nesting: the process is stopped while above 0 (see `pause.rs`).
+    pub pause_depth: u32,
+    /// When the current pause began.
+    pub paused_at: Time,
+    /// Tells a pause's detection timer from an earlier pause's.
+    pub pause_serial: u32,
+    /// The process's own timers that came due while it was stopped, with the time they had left
+    /// when it stopped: they run again when it resumes.
+    pub deferred: Vec<(Time, Ev)>,
     pub rng: ChaCha8Rng,
 }
 
@@ -327,6 +338,10 @@ impl ConsumerState {
             park_serial: 0,
             job_running: false,
             job_retries: 0,
+            pause_depth: 0,
+            paused_at: 0,
+            pause_serial: 0,
+            deferred: Vec::new(),
             slow: 1.0,
             rng,
         }

@@ -110,6 +110,9 @@ pub mod defaults {
     pub(crate) fn resolution() -> Dur {
         Dur::from_millis(1)
     }
+    pub(crate) fn failure_detection() -> Dur {
+        Dur::from_secs(30)
+    }
     pub(crate) fn forward_delay() -> Dur {
         Dur::from_millis(5)
     }
@@ -361,6 +364,11 @@ pub struct Consumers {
     /// Delay before a consumer reconnects after losing its broker.
     #[serde(default = "defaults::reconnect")]
     pub reconnect_delay: Dur,
+    /// How long a broker waits without a sign of life from a consumer whose process stopped
+    /// (`consumer_pause`) before it drops the connection and redelivers (ActiveMQ's
+    /// `maxInactivityDuration`, 30s). A process that dies closes its socket: noticed at once.
+    #[serde(default = "defaults::failure_detection")]
+    pub failure_detection: Dur,
     /// Time from the apply to the broker receiving the ack; a crash in between makes a duplicate.
     #[serde(default)]
     pub ack_latency: Dur,

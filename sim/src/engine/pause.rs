@@ -1,0 +1,77 @@
+//! Paused consumers (`consumer_pause`): the process stops (a GC pause, a frozen VM) with its
+//! connection open. The broker cannot tell it from a dead one until `[consumers]
+//! failure_detection` has passed without a sign of life; then it takes back the deliveries (they
+//! go to other consumers, marked redelivered) while the paused process still holds the message it
+//! was working on. When the process resumes it finishes that message and writes it: a zombie
+//! write, after its work was given away. A pause shorter than the detection time only delays.
+
+use super::events::Ev;
+use super::Engine;
+use crate::history::{Event, Node, Observer};
+use crate::strategy::Strategy;
+
+impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+    /// Consumer `c`'s process stops.
+    pub(super) fn pause_start(&mut self, c: u32) {
+        let cs = &mut self.w.consumers[c as usize];
+        cs.pause_depth += 1;
+        if cs.pause_depth > 1 || !cs.up {
+            return;
+        }
+        cs.paused_at = self.now;
+        cs.pause_serial += 1;
+        let serial = cs.pause_serial;
+        let at = self.now + self.sc.consumers.failure_detection.0;
+        self.q.push(at, Ev::PauseDetected { c, serial });
+    }
+
+    /// Whether consumer `c`'s process is stopped; if so, `ev` (one of its own timers, due now)
+    /// waits until it resumes, with the time it had left when the process stopped.
+    #[inline]
+    pub(super) fn defer_if_paused(&mut self, c: u32, ev: Ev) -> bool {
+        let cs = &mut self.w.consumers[c as usize];
+        if cs.pause_depth == 0 {
+            return false;
+        }
+        let left = self.now.saturating_sub(cs.paused_at);
+        cs.deferred.push((left, ev));
+        true
+    }
+
+    /// The broker has heard nothing from paused consumer `c` for `failure_detection`: it drops
+    /// the connection and redelivers what it had given it. The process keeps the message in hand.
+    pub(super) fn pause_detected(&mut self, c: u32, serial: u32) {
+        let cs = &mut self.w.consumers[c as usize];
+        if cs.pause_depth == 0 || cs.pause_serial != serial || cs.broker.is_none() {
+            return;
+        }
+        cs.lost_connection = true;
+        self.emit(Event::Disconnect {
+            t: self.now,
+            node: Node::Consumer(c),
+        });
+        self.detach(c, true);
+    }
+
+    /// Consumer `c`'s process runs again: its timers go on where they stopped; if the broker
+    /// dropped it meanwhile it reconnects through its failover list.
+    pub(super) fn pause_end(&mut self, c: u32) {
+        let cs = &mut self.w.consumers[c as usize];
+        cs.pause_depth = cs.pause_depth.saturating_sub(1);
+        if cs.pause_depth > 0 {
+            return;
+        }
+        let deferred = std::mem::take(&mut cs.deferred);
+        for &(left, ev) in &deferred {
+            self.q.push(self.now + left, ev);
+        }
+        let cs = &self.w.consumers[c as usize];
+        let (up, detached) = (cs.up, cs.broker.is_none());
+        if up && detached && cs.blip_depth == 0 && !cs.suspended {
+            self.schedule_reconnect(c, self.sc.consumers.reconnect_delay.0);
+        }
+        if up {
+            self.start_next(c);
+        }
+    }
+}
