@@ -11,13 +11,21 @@
 //! So such a message stays open while some consumer has it in hand: from its
 //! `Start` to that consumer's `Apply`, `Reject`, `Rollback` or `Ack` of it, its next `Start`, or
 //! its crash. A consumer has at most one message in hand, so this costs one slot per consumer.
+//!
+//! Annotations ([`anomaly`]): given a sink other than [`Off`], the checkers also report each
+//! anomaly they count, with the earlier event it conflicts with, as they find it (final
+//! mismatches at [`Checkers::finish_into`]).
 
+pub mod anomaly;
 mod latency;
+
+pub use anomaly::{Anomaly, AnomalyKind, AnomalySink, Off};
 
 use crate::history::{Event, MsgRef, Node};
 use crate::scenario::WorkloadKind;
 use crate::summary::{Coverage, Latency, Metrics};
 use crate::time::Time;
+use anomaly::Memo;
 use latency::LatencyHistogram;
 use std::collections::VecDeque;
 
@@ -159,8 +167,8 @@ pub enum SelfCheckError {
     Malformed(String),
 }
 
-/// All checkers, fed one event at a time.
-pub struct Checkers {
+/// All checkers, fed one event at a time; anomalies go to `A` (nowhere by default).
+pub struct Checkers<A: AnomalySink = Off> {
     kind: WorkloadKind,
     keys: Vec<KeyState>,
     tally: Tally,
@@ -178,11 +186,21 @@ pub struct Checkers {
     malformed: Option<String>,
     /// The message each consumer has in hand, by consumer index.
     hands: Vec<Option<MsgRef>>,
+    sink: A,
+    /// What annotations need to name conflicting events (empty without annotations).
+    memo: Memo,
 }
 
 impl Checkers {
     /// Checkers for `keys` keys of a workload of `kind`.
     pub fn new(keys: u32, kind: WorkloadKind) -> Self {
+        Checkers::with_sink(keys, kind, Off)
+    }
+}
+
+impl<A: AnomalySink> Checkers<A> {
+    /// Checkers that also report every anomaly to `sink`.
+    pub fn with_sink(keys: u32, kind: WorkloadKind, sink: A) -> Self {
         Checkers {
             kind,
             keys: (0..keys).map(|_| KeyState::default()).collect(),
@@ -200,7 +218,18 @@ impl Checkers {
             coverage: Coverage::default(),
             malformed: None,
             hands: Vec::new(),
+            sink,
+            memo: if A::ON {
+                Memo::new(keys)
+            } else {
+                Memo::default()
+            },
         }
+    }
+
+    /// The sink (to take what it holds during a run).
+    pub fn sink_mut(&mut self) -> &mut A {
+        &mut self.sink
     }
 
     /// Consumer `c` starts processing `msg` (whatever it had in hand before is out of its hands).
@@ -265,15 +294,22 @@ impl Checkers {
     /// Drops final records from the front of a key's window, classifying them.
     #[inline]
     fn settle_front(&mut self, key: u32) {
-        let k = &mut self.keys[key as usize];
-        while let Some(r) = k.window.front() {
+        loop {
+            let k = &mut self.keys[key as usize];
+            let Some(r) = k.window.front() else { break };
             if !r.is_final() {
                 break;
             }
             self.tally.classify(r);
             k.prev_resolved_at = r.resolved_at;
-            k.window.pop_front();
+            let seq = k.base;
+            let r = k.window.pop_front();
             k.base += 1;
+            if A::ON {
+                if let Some(r) = r {
+                    self.annotate_final(key, seq, &r);
+                }
+            }
         }
     }
 
@@ -316,6 +352,9 @@ impl Checkers {
                 consumer,
                 ..
             } => {
+                if A::ON {
+                    self.annotate_apply(e, msg, state_seq);
+                }
                 self.apply(t, msg, state_seq);
                 self.out_of_hand(consumer, msg);
             }
@@ -324,8 +363,18 @@ impl Checkers {
                 self.out_of_hand(consumer, msg);
             }
             Event::DeadLetter { msg, .. } => self.resolve(e, msg, t, |r| r.dead_lettered = true),
-            Event::Drop { msg, .. } => self.resolve(e, msg, t, |r| r.dropped = true),
-            Event::Discard { msg, .. } => self.resolve(e, msg, t, |r| r.discarded = true),
+            Event::Drop { msg, .. } => {
+                if A::ON {
+                    self.remember_gone(e, msg);
+                }
+                self.resolve(e, msg, t, |r| r.dropped = true)
+            }
+            Event::Discard { msg, .. } => {
+                if A::ON {
+                    self.remember_gone(e, msg);
+                }
+                self.resolve(e, msg, t, |r| r.discarded = true)
+            }
             Event::Ack { msg, consumer, .. } => {
                 self.out_of_hand(consumer, msg);
                 if let Some(r) = self.rec(msg) {
@@ -511,9 +560,21 @@ impl Checkers {
     }
 
     /// Final figures. `events` is the engine's event count, `end` the time the run ended.
-    pub fn finish(mut self, events: u64, end: Time) -> Result<Metrics, SelfCheckError> {
+    pub fn finish(self, events: u64, end: Time) -> Result<Metrics, SelfCheckError> {
+        self.finish_into(events, end).0
+    }
+
+    /// [`Checkers::finish`], reporting the anomalies found only at the end (final mismatches, and
+    /// losses of messages still in their windows) to the sink, which it gives back.
+    pub fn finish_into(mut self, events: u64, end: Time) -> (Result<Metrics, SelfCheckError>, A) {
+        let r = self.finish_mut(events, end);
+        (r, self.sink)
+    }
+
+    fn finish_mut(&mut self, events: u64, end: Time) -> Result<Metrics, SelfCheckError> {
         let mut mismatches = 0;
-        for k in &mut self.keys {
+        for key in 0..self.keys.len() {
+            let k = &mut self.keys[key];
             // A message still unresolved at the end has been blocked, so far, for as long as its
             // predecessor stayed unresolved after it reached a broker.
             let mut prev_resolved = k.prev_resolved_at;
@@ -531,15 +592,24 @@ impl Checkers {
                 }
                 prev_resolved = r.resolved_at;
             }
-            for r in k.window.drain(..) {
-                self.tally.classify(&r);
-            }
+            let base = k.base;
+            let window = std::mem::take(&mut k.window);
             let ok = match self.kind {
                 WorkloadKind::State => k.last_state == k.expected_last,
                 WorkloadKind::Command => k.digest == k.expected_digest,
             };
+            let (expected_last, last_state) = (k.expected_last, k.last_state);
+            for (i, r) in window.iter().enumerate() {
+                self.tally.classify(r);
+                if A::ON {
+                    self.annotate_final(key as u32, base + i as u32, r);
+                }
+            }
             if !ok {
                 mismatches += 1;
+                if A::ON {
+                    self.annotate_mismatch(key as u32, end, expected_last, last_state);
+                }
             }
         }
         if let Some(m) = self.malformed.take() {
