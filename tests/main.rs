@@ -18,3 +18,4 @@ mod reports;
 mod seed_claims;
 mod semantics;
 mod sweep;
+mod trace;
