@@ -370,3 +370,70 @@ fn annotations_leave_the_history_and_its_hash_unchanged() {
         "{out}"
     );
 }
+
+/// The anomaly lines of a trace, by kind, against the summary's figures; returns the trace.
+fn assert_lines_agree(file: &str, strategy: &str) -> String {
+    let d = dir(&format!("agree-{strategy}"));
+    let t = d.join("t.jsonl");
+    let (code, out, err) = sim(&[
+        "run",
+        file,
+        "--strategy",
+        strategy,
+        "--json",
+        "--trace",
+        t.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let summary: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let m = &summary["strategies"][0];
+    let text = std::fs::read_to_string(&t).unwrap();
+    let count = |kind: &str| {
+        text.lines()
+            .filter(|l| l.starts_with(&format!(r#"{{"type":"anomaly","kind":"{kind}""#)))
+            .count() as u64
+    };
+    for (kind, field) in [
+        ("violation", "ordering_violations"),
+        ("duplicate", "duplicates"),
+        ("stale_write", "stale_writes"),
+        ("lost", "lost"),
+        ("dropped", "innocent_dropped"),
+        ("final_mismatch", "final_state_mismatches"),
+    ] {
+        assert_eq!(
+            Some(count(kind)),
+            m[field].as_u64(),
+            "{file} {strategy}: {kind} lines vs {field}"
+        );
+    }
+    text
+}
+
+#[test]
+fn anomaly_lines_agree_with_the_summary() {
+    common::at_root();
+    assert_lines_agree("scenarios/failover.toml", "single");
+    assert_lines_agree("scenarios/clustered-uoo-buffer.toml", "unit_of_order");
+    assert_lines_agree("scenarios/commands.toml", "db_optimistic");
+    // A non-persistent broker that crashes loses what it holds: `lost` lines name the discard.
+    let d = dir("lossy");
+    let f = d.join("lossy.toml");
+    let text = common::base(
+        "\"competing\"",
+        1,
+        "[[fault]]\nkind = \"broker_crash\"\nbroker = \"a\"\nat = \"5s\"\nfor = \"1s\"\n",
+    )
+    .replace("name = \"a\"", "name = \"a\"\npersistent = false")
+    .replace("mean = \"5ms\"", "mean = \"12ms\"");
+    std::fs::write(&f, text).unwrap();
+    let lost = assert_lines_agree(f.to_str().unwrap(), "competing");
+    let line = lost
+        .lines()
+        .find(|l| l.starts_with(r#"{"type":"anomaly","kind":"lost""#))
+        .expect("a lost message");
+    assert!(
+        line.contains(r#""conflicts_with":{"type":"discard""#),
+        "{line}"
+    );
+}

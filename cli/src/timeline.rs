@@ -812,7 +812,7 @@ pre {{ font-size: 11px; }}
 <p>{description}{source}<br>{counts}</p>
 {summary}{notes}
 <p class="legend">{legend}</p>
-<div id="details">hover over an event for details; click one to highlight every event of its seq</div>
+<div id="details">hover over an event for details; click one to highlight every event of its seq (the anomaly's seq is highlighted in blue)</div>
 <div id="wrap">{labels}<div id="scroll">{svg}</div></div>
 <details><summary>the same story as text</summary><pre>{text}</pre></details>
 <p id="status">the page's script has not run</p>
@@ -832,6 +832,11 @@ pre {{ font-size: 11px; }}
   var a = document.getElementById('anomaly');
   if (a) {{
     details.textContent = a.getAttribute('data-d');
+    // The anomalous message's whole path, highlighted from the start.
+    var seq = a.getAttribute('data-seq');
+    for (var k = 0; k < evs.length; k++) {{
+      evs[k].classList.toggle('hl', seq !== null && evs[k].getAttribute('data-seq') === seq);
+    }}
     var box = document.getElementById('scroll');
     var r = a.getBoundingClientRect(), b = box.getBoundingClientRect();
     box.scrollLeft += (r.left - b.left) - box.clientWidth / 2;
