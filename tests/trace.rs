@@ -249,6 +249,26 @@ fn a_history_without_header_is_judged_and_bad_lines_are_located() {
         assert!(err.contains(want), "{text}: {err}");
         assert!(!err.contains("panicked"), "{err}");
     }
+    // A clock going backwards is told with a warning, never a panic.
+    std::fs::write(&f, [p(5, 0), p(6, 1), a(7, 1), a(1, 0)].join("\n")).unwrap();
+    let (code, out, err) = sim(&[
+        "trace",
+        "--history",
+        f.to_str().unwrap(),
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("warning: the history breaks the checkers' rules: malformed history: time went backwards"), "{out}");
+    assert!(d.join("timeline.html").exists());
+    // A header asking for more keys than a history may use.
+    std::fs::write(&f, r#"{"type":"header","scenario":"x","keys":50000000,"kind":"state","brokers":[],"producers":[],"consumers":[]}"#).unwrap();
+    let (code, _, err) = sim(&["trace", "--history", f.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("h.jsonl:1: keys: a history is judged with at most 1000000 keys"),
+        "{err}"
+    );
     // An empty history has no anomaly.
     std::fs::write(&f, "").unwrap();
     let (code, _, err) = sim(&["trace", "--history", f.to_str().unwrap()]);

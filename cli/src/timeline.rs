@@ -382,6 +382,12 @@ impl Story {
                     if self.key_chosen { " of the key" } else { "" },
                     explain(h, a)
                 );
+                // One event can break more than one rule (a late apply that is also a duplicate).
+                for other in self.on_key.iter().skip(1) {
+                    if other.event.is_some() && other.event == a.event {
+                        let _ = writeln!(s, "  the same event is also a {}", explain(h, other));
+                    }
+                }
             }
             None if self.key_chosen => {
                 let _ = writeln!(s, "key {}: no anomaly", self.key);
@@ -608,8 +614,9 @@ impl<'a> Page<'a> {
                 role: r,
             });
         }
-        let t0 = story.events.first().map_or(0, Event::time);
-        let mut t1 = story.events.last().map_or(0, Event::time);
+        // Min and max, not first and last: a recorded history's clock may go backwards.
+        let t0 = story.events.iter().map(Event::time).min().unwrap_or(0);
+        let mut t1 = story.events.iter().map(Event::time).max().unwrap_or(0);
         if let Some(a) = anomaly {
             t1 = t1.max(a.t);
         }
@@ -622,7 +629,7 @@ impl<'a> Page<'a> {
             marks,
             down,
             t0,
-            t1: t1.max(t0 + 1),
+            t1: t1.max(t0.saturating_add(1)),
         }
     }
 
@@ -633,7 +640,8 @@ impl<'a> Page<'a> {
         // The lane names stay put in their own column while the plot scrolls.
         let (left, lane_h, top) = (10.0, 34.0, 30.0);
         let height = top + lane_h * self.lanes.len() as f64 + 30.0;
-        let x = |t: Time| left + (t - self.t0) as f64 / (self.t1 - self.t0) as f64 * width;
+        let x =
+            |t: Time| left + t.saturating_sub(self.t0) as f64 / (self.t1 - self.t0) as f64 * width;
         let lane_y = |l: Lane| {
             let i = self.lanes.iter().position(|(x, _)| *x == l).unwrap_or(0);
             top + lane_h * i as f64 + lane_h / 2.0

@@ -10,7 +10,7 @@ use crate::{prepare, repro_line, scenario_name, CliError, RunRequest};
 use serde::{Deserialize, Serialize};
 use sim::checkers::{Anomaly, AnomalyKind, Checkers};
 use sim::history::{Event, Observer};
-use sim::scenario::{read_bounded, ReadError, WorkloadKind, MAX_KEYS};
+use sim::scenario::{read_bounded, ReadError, WorkloadKind};
 use sim::time::Time;
 use sim::{FaultPlan, RunOptions, Scenario, Status};
 use std::collections::{BTreeMap, VecDeque};
@@ -19,6 +19,10 @@ use std::path::{Path, PathBuf};
 
 /// Largest history file `--history` reads.
 pub const MAX_HISTORY_BYTES: u64 = 512 << 20;
+
+/// Most keys a recorded history may use: the checkers keep a few hundred bytes per key, so a
+/// single line naming key 49,999,999 must not make them allocate gigabytes.
+pub const MAX_HISTORY_KEYS: u32 = 1_000_000;
 
 /// Events of the chosen key (plus node events) a story keeps: the page and the text stay readable.
 pub const MAX_STORY_EVENTS: usize = 5000;
@@ -228,8 +232,11 @@ pub fn parse_history(name: &str, text: &str) -> Result<History, CliError> {
                 }
                 let h: TraceHeader =
                     serde_json::from_value(v).map_err(|e| bad(format!("bad header: {e}")))?;
-                if h.keys > MAX_KEYS {
-                    return Err(bad(format!("keys: at most {MAX_KEYS}, got {}", h.keys)));
+                if h.keys > MAX_HISTORY_KEYS {
+                    return Err(bad(format!(
+                        "keys: a history is judged with at most {MAX_HISTORY_KEYS} keys, got {}",
+                        h.keys
+                    )));
                 }
                 header = Some(h);
             }
@@ -238,8 +245,10 @@ pub fn parse_history(name: &str, text: &str) -> Result<History, CliError> {
                 let e: Event =
                     serde_json::from_value(v).map_err(|e| bad(format!("bad {ty:?} event: {e}")))?;
                 if let Some(k) = event_key(&e) {
-                    if k >= MAX_KEYS {
-                        return Err(bad(format!("key {k}: at most {MAX_KEYS} keys")));
+                    if k >= MAX_HISTORY_KEYS {
+                        return Err(bad(format!(
+                            "key {k}: a history is judged with at most {MAX_HISTORY_KEYS} keys"
+                        )));
                     }
                 }
                 events.push(e);

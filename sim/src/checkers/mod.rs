@@ -187,8 +187,9 @@ pub struct Checkers<A: AnomalySink = Off> {
     /// The message each consumer has in hand, by consumer index.
     hands: Vec<Option<MsgRef>>,
     sink: A,
-    /// What annotations need to name conflicting events (empty without annotations).
-    memo: Memo,
+    /// What annotations need to name conflicting events (empty without annotations; boxed so
+    /// the counting checkers' layout stays as small as it was).
+    memo: Box<Memo>,
 }
 
 impl Checkers {
@@ -219,11 +220,11 @@ impl<A: AnomalySink> Checkers<A> {
             malformed: None,
             hands: Vec::new(),
             sink,
-            memo: if A::ON {
+            memo: Box::new(if A::ON {
                 Memo::new(keys)
             } else {
                 Memo::default()
-            },
+            }),
         }
     }
 
@@ -294,22 +295,19 @@ impl<A: AnomalySink> Checkers<A> {
     /// Drops final records from the front of a key's window, classifying them.
     #[inline]
     fn settle_front(&mut self, key: u32) {
-        loop {
-            let k = &mut self.keys[key as usize];
-            let Some(r) = k.window.front() else { break };
+        let k = &mut self.keys[key as usize];
+        while let Some(r) = k.window.front() {
             if !r.is_final() {
                 break;
             }
             self.tally.classify(r);
             k.prev_resolved_at = r.resolved_at;
-            let seq = k.base;
-            let r = k.window.pop_front();
-            k.base += 1;
             if A::ON {
-                if let Some(r) = r {
-                    self.annotate_final(key, seq, &r);
-                }
+                let r = *r;
+                anomaly::annotate_final(&mut self.memo, &mut self.sink, key, k.base, &r);
             }
+            k.window.pop_front();
+            k.base += 1;
         }
     }
 
@@ -602,7 +600,13 @@ impl<A: AnomalySink> Checkers<A> {
             for (i, r) in window.iter().enumerate() {
                 self.tally.classify(r);
                 if A::ON {
-                    self.annotate_final(key as u32, base + i as u32, r);
+                    anomaly::annotate_final(
+                        &mut self.memo,
+                        &mut self.sink,
+                        key as u32,
+                        base + i as u32,
+                        r,
+                    );
                 }
             }
             if !ok {
