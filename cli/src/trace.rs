@@ -8,7 +8,7 @@
 use crate::timeline::Story;
 use crate::{prepare, repro_line, scenario_name, CliError, RunRequest};
 use serde::{Deserialize, Serialize};
-use sim::checkers::{Anomaly, AnomalyKind, Checkers};
+use sim::checkers::{Anomaly, AnomalyKind, Checkers, Notes};
 use sim::history::{Event, Observer};
 use sim::scenario::{read_bounded, ReadError, WorkloadKind};
 use sim::time::Time;
@@ -112,7 +112,7 @@ impl TraceHeader {
 /// The history lines are exactly what the engine emitted; annotations are separate lines.
 pub struct TraceWriter<W: Write> {
     out: W,
-    checkers: Checkers<Vec<Anomaly>>,
+    checkers: Checkers<Notes<Vec<Anomaly>>>,
     events: u64,
     last_t: Time,
     /// First write error (reported after the run).

@@ -2,8 +2,10 @@
 //! conflicts with. They travel beside the history, never in it, so a history (and its hash) stays
 //! what the engine and the strategies emitted.
 //!
-//! The checkers take a sink ([`AnomalySink`]); the engine's own checkers use [`Off`], whose
-//! `ON = false` removes every annotation branch at compile time, so an unobserved run pays nothing.
+//! The checkers carry [`Annotations`]: the engine's own carry [`Off`], a zero-sized type whose
+//! `ON = false` removes every annotation branch at compile time (the counting checkers' layout and
+//! code are what they were without annotations); annotating checkers carry [`Notes`], a sink
+//! ([`AnomalySink`]) and the memory that naming conflicting events needs.
 
 use super::{Checkers, Rec};
 use crate::history::{Event, MsgRef};
@@ -75,20 +77,55 @@ pub struct Anomaly {
 
 /// Receives anomalies as the checkers find them.
 pub trait AnomalySink {
-    /// Whether annotations are wanted at all (checked at compile time: `false` costs nothing).
-    const ON: bool = true;
     /// One anomaly.
     fn anomaly(&mut self, a: Anomaly);
 }
 
-/// No annotations (the engine's own checkers).
+/// What checkers carry for annotations: nothing ([`Off`]) or [`Notes`].
+pub trait Annotations {
+    /// Whether annotations are on (checked at compile time: `false` costs nothing).
+    const ON: bool;
+    /// The sink the notes report to.
+    type Sink: AnomalySink;
+    /// The notes, when annotations are on.
+    fn notes(&mut self) -> Option<&mut Notes<Self::Sink>>;
+}
+
+/// No annotations (the engine's own checkers): zero-sized.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Off;
 
-impl AnomalySink for Off {
+impl Annotations for Off {
     const ON: bool = false;
+    type Sink = Vec<Anomaly>;
     #[inline(always)]
-    fn anomaly(&mut self, _: Anomaly) {}
+    fn notes(&mut self) -> Option<&mut Notes<Vec<Anomaly>>> {
+        None
+    }
+}
+
+/// Annotations on: the sink and what naming conflicting events needs.
+pub struct Notes<S> {
+    pub(super) sink: S,
+    pub(super) memo: Memo,
+}
+
+impl<S: AnomalySink> Notes<S> {
+    pub(super) fn new(keys: u32, sink: S) -> Self {
+        Notes {
+            sink,
+            memo: Memo::new(keys),
+        }
+    }
+}
+
+impl<S: AnomalySink> Annotations for Notes<S> {
+    const ON: bool = true;
+    type Sink = S;
+    #[inline]
+    fn notes(&mut self) -> Option<&mut Notes<S>> {
+        Some(self)
+    }
 }
 
 impl AnomalySink for Vec<Anomaly> {
@@ -103,7 +140,7 @@ impl AnomalySink for Vec<Anomaly> {
 pub const FIRST_APPLIES_REMEMBERED: usize = 1 << 16;
 
 /// What an annotating checker remembers beyond the counting checker: per key a few events, plus
-/// bounded maps. Empty (never allocated) when the sink is [`Off`].
+/// bounded maps.
 #[derive(Default)]
 pub(super) struct Memo {
     pub(super) keys: Vec<KeyMemo>,
@@ -150,7 +187,7 @@ impl Memo {
 
 // The annotating half of the checkers: called only when `A::ON`, before the counting code sees
 // the same event, so it judges against the same state the counters do.
-impl<A: AnomalySink> Checkers<A> {
+impl<A: Annotations> Checkers<A> {
     /// An apply: a violation, a stale write, a duplicate, each with its earlier event.
     pub(super) fn annotate_apply(&mut self, e: &Event, msg: MsgRef, state_seq: u32) {
         let Some(k) = self.keys.get(msg.key as usize) else {
@@ -165,7 +202,10 @@ impl<A: AnomalySink> Checkers<A> {
             None => true,
             Some(i) => k.window.get(i as usize).is_some_and(|r| r.applies > 0),
         };
-        let memo = self.memo.keys[msg.key as usize];
+        let Some(n) = self.notes.notes() else {
+            return;
+        };
+        let memo = n.memo.keys[msg.key as usize];
         let t = e.time();
         let found = |kind, seq, other_seq, conflicts_with| Anomaly {
             kind,
@@ -177,7 +217,7 @@ impl<A: AnomalySink> Checkers<A> {
             conflicts_with,
         };
         if max_applied > msg.seq + 1 {
-            self.sink.anomaly(found(
+            n.sink.anomaly(found(
                 AnomalyKind::Violation,
                 msg.seq,
                 Some(max_applied - 1),
@@ -185,7 +225,7 @@ impl<A: AnomalySink> Checkers<A> {
             ));
         }
         if self.kind == WorkloadKind::State && state_seq + 1 < newest_state {
-            self.sink.anomaly(found(
+            n.sink.anomaly(found(
                 AnomalyKind::StaleWrite,
                 state_seq,
                 Some(newest_state - 1),
@@ -193,13 +233,13 @@ impl<A: AnomalySink> Checkers<A> {
             ));
         }
         if duplicate {
-            let first = self.memo.first_apply(msg);
-            self.sink
+            let first = n.memo.first_apply(msg);
+            n.sink
                 .anomaly(found(AnomalyKind::Duplicate, msg.seq, None, first));
         } else {
-            self.memo.remember_first_apply(msg, *e);
+            n.memo.remember_first_apply(msg, *e);
         }
-        let m = &mut self.memo.keys[msg.key as usize];
+        let m = &mut n.memo.keys[msg.key as usize];
         if msg.seq + 1 > max_applied {
             m.max_apply = Some(*e);
         }
@@ -212,7 +252,9 @@ impl<A: AnomalySink> Checkers<A> {
     /// A discard or a drop: remembered until the message is classified.
     pub(super) fn remember_gone(&mut self, e: &Event, msg: MsgRef) {
         if self.rec(msg).is_some() {
-            self.memo.gone.entry((msg.key, msg.seq)).or_insert(*e);
+            if let Some(n) = self.notes.notes() {
+                n.memo.gone.entry((msg.key, msg.seq)).or_insert(*e);
+            }
         }
     }
 
@@ -224,15 +266,19 @@ impl<A: AnomalySink> Checkers<A> {
         expected_last: u32,
         last_state: u32,
     ) {
-        let last = self.memo.keys.get(key as usize).and_then(|m| m.last_apply);
-        let written = match self.kind {
+        let kind = self.kind;
+        let Some(n) = self.notes.notes() else {
+            return;
+        };
+        let last = n.memo.keys.get(key as usize).and_then(|m| m.last_apply);
+        let written = match kind {
             WorkloadKind::State => last_state.checked_sub(1),
             WorkloadKind::Command => match last {
                 Some(Event::Apply { msg, .. }) => Some(msg.seq),
                 _ => None,
             },
         };
-        self.sink.anomaly(Anomaly {
+        n.sink.anomaly(Anomaly {
             kind: AnomalyKind::FinalMismatch,
             t: end,
             key,
@@ -247,14 +293,8 @@ impl<A: AnomalySink> Checkers<A> {
 /// A record left its window: lost and (innocent) dropped messages are anomalies. Mirrors
 /// [`super::Tally::classify`]'s order. A free function over the fields it needs, so the counting
 /// loop that calls it keeps its shape (and its speed) when annotations are off.
-pub(super) fn annotate_final<A: AnomalySink>(
-    memo: &mut Memo,
-    sink: &mut A,
-    key: u32,
-    seq: u32,
-    r: &Rec,
-) {
-    let gone = memo.gone.remove(&(key, seq));
+pub(super) fn annotate_final<S: AnomalySink>(n: &mut Notes<S>, key: u32, seq: u32, r: &Rec) {
+    let gone = n.memo.gone.remove(&(key, seq));
     let kind = if r.applies > 0 || r.rejected || r.dead_lettered {
         return;
     } else if r.dropped {
@@ -267,7 +307,7 @@ pub(super) fn annotate_final<A: AnomalySink>(
     } else {
         AnomalyKind::Lost
     };
-    sink.anomaly(Anomaly {
+    n.sink.anomaly(Anomaly {
         kind,
         t: gone.map_or(r.resolved_at, |e| e.time()),
         key,

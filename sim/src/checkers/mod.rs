@@ -12,20 +12,19 @@
 //! `Start` to that consumer's `Apply`, `Reject`, `Rollback` or `Ack` of it, its next `Start`, or
 //! its crash. A consumer has at most one message in hand, so this costs one slot per consumer.
 //!
-//! Annotations ([`anomaly`]): given a sink other than [`Off`], the checkers also report each
+//! Annotations ([`anomaly`]): given a sink ([`Checkers::with_sink`]), the checkers also report each
 //! anomaly they count, with the earlier event it conflicts with, as they find it (final
 //! mismatches at [`Checkers::finish_into`]).
 
 pub mod anomaly;
 mod latency;
 
-pub use anomaly::{Anomaly, AnomalyKind, AnomalySink, Off};
+pub use anomaly::{Annotations, Anomaly, AnomalyKind, AnomalySink, Notes, Off};
 
 use crate::history::{Event, MsgRef, Node};
 use crate::scenario::WorkloadKind;
 use crate::summary::{Coverage, Latency, Metrics};
 use crate::time::Time;
-use anomaly::Memo;
 use latency::LatencyHistogram;
 use std::collections::VecDeque;
 
@@ -167,8 +166,8 @@ pub enum SelfCheckError {
     Malformed(String),
 }
 
-/// All checkers, fed one event at a time; anomalies go to `A` (nowhere by default).
-pub struct Checkers<A: AnomalySink = Off> {
+/// All checkers, fed one event at a time; `A` says whether they annotate (not by default).
+pub struct Checkers<A: Annotations = Off> {
     kind: WorkloadKind,
     keys: Vec<KeyState>,
     tally: Tally,
@@ -186,22 +185,38 @@ pub struct Checkers<A: AnomalySink = Off> {
     malformed: Option<String>,
     /// The message each consumer has in hand, by consumer index.
     hands: Vec<Option<MsgRef>>,
-    sink: A,
-    /// What annotations need to name conflicting events (empty without annotations; boxed so
-    /// the counting checkers' layout stays as small as it was).
-    memo: Box<Memo>,
+    /// The annotations' sink and memory ([`Off`]: nothing, zero-sized).
+    notes: A,
 }
 
 impl Checkers {
     /// Checkers for `keys` keys of a workload of `kind`.
     pub fn new(keys: u32, kind: WorkloadKind) -> Self {
-        Checkers::with_sink(keys, kind, Off)
+        Checkers::build(keys, kind, Off)
     }
 }
 
-impl<A: AnomalySink> Checkers<A> {
+impl<S: AnomalySink> Checkers<Notes<S>> {
     /// Checkers that also report every anomaly to `sink`.
-    pub fn with_sink(keys: u32, kind: WorkloadKind, sink: A) -> Self {
+    pub fn with_sink(keys: u32, kind: WorkloadKind, sink: S) -> Self {
+        Checkers::build(keys, kind, Notes::new(keys, sink))
+    }
+
+    /// The sink (to take what it holds during a run).
+    pub fn sink_mut(&mut self) -> &mut S {
+        &mut self.notes.sink
+    }
+
+    /// [`Checkers::finish`], reporting the anomalies found only at the end (final mismatches, and
+    /// losses of messages still in their windows) to the sink, which it gives back.
+    pub fn finish_into(mut self, events: u64, end: Time) -> (Result<Metrics, SelfCheckError>, S) {
+        let r = self.finish_mut(events, end);
+        (r, self.notes.sink)
+    }
+}
+
+impl<A: Annotations> Checkers<A> {
+    fn build(keys: u32, kind: WorkloadKind, notes: A) -> Self {
         Checkers {
             kind,
             keys: (0..keys).map(|_| KeyState::default()).collect(),
@@ -219,18 +234,8 @@ impl<A: AnomalySink> Checkers<A> {
             coverage: Coverage::default(),
             malformed: None,
             hands: Vec::new(),
-            sink,
-            memo: Box::new(if A::ON {
-                Memo::new(keys)
-            } else {
-                Memo::default()
-            }),
+            notes,
         }
-    }
-
-    /// The sink (to take what it holds during a run).
-    pub fn sink_mut(&mut self) -> &mut A {
-        &mut self.sink
     }
 
     /// Consumer `c` starts processing `msg` (whatever it had in hand before is out of its hands).
@@ -303,8 +308,9 @@ impl<A: AnomalySink> Checkers<A> {
             self.tally.classify(r);
             k.prev_resolved_at = r.resolved_at;
             if A::ON {
-                let r = *r;
-                anomaly::annotate_final(&mut self.memo, &mut self.sink, key, k.base, &r);
+                if let Some(n) = self.notes.notes() {
+                    anomaly::annotate_final(n, key, k.base, r);
+                }
             }
             k.window.pop_front();
             k.base += 1;
@@ -558,15 +564,8 @@ impl<A: AnomalySink> Checkers<A> {
     }
 
     /// Final figures. `events` is the engine's event count, `end` the time the run ended.
-    pub fn finish(self, events: u64, end: Time) -> Result<Metrics, SelfCheckError> {
-        self.finish_into(events, end).0
-    }
-
-    /// [`Checkers::finish`], reporting the anomalies found only at the end (final mismatches, and
-    /// losses of messages still in their windows) to the sink, which it gives back.
-    pub fn finish_into(mut self, events: u64, end: Time) -> (Result<Metrics, SelfCheckError>, A) {
-        let r = self.finish_mut(events, end);
-        (r, self.sink)
+    pub fn finish(mut self, events: u64, end: Time) -> Result<Metrics, SelfCheckError> {
+        self.finish_mut(events, end)
     }
 
     fn finish_mut(&mut self, events: u64, end: Time) -> Result<Metrics, SelfCheckError> {
@@ -599,14 +598,8 @@ impl<A: AnomalySink> Checkers<A> {
             let (expected_last, last_state) = (k.expected_last, k.last_state);
             for (i, r) in window.iter().enumerate() {
                 self.tally.classify(r);
-                if A::ON {
-                    anomaly::annotate_final(
-                        &mut self.memo,
-                        &mut self.sink,
-                        key as u32,
-                        base + i as u32,
-                        r,
-                    );
+                if let Some(n) = self.notes.notes() {
+                    anomaly::annotate_final(n, key as u32, base + i as u32, r);
                 }
             }
             if !ok {
