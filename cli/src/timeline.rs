@@ -813,6 +813,7 @@ h1 {{ font-size: 1.2em; }}
 .legend span {{ margin-right: 1.2em; white-space: nowrap; }}
 g.ev {{ cursor: pointer; }}
 g.ev.hl circle {{ stroke: #1f77b4; stroke-width: 3; }}
+g#anomaly.hl circle {{ stroke: #000; }}
 pre {{ font-size: 11px; }}
 </style></head>
 <body data-ready="no">
