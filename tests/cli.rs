@@ -326,8 +326,12 @@ fn trace_writes_one_history_per_run() {
     ]);
     assert_eq!(code, 0, "{err}");
     let text = std::fs::read_to_string(&p).unwrap();
-    let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
-    assert_eq!(first["type"], "connect");
+    // A header naming the nodes, then the history.
+    let mut lines = text.lines();
+    let first: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(first["type"], "header");
+    let second: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(second["type"], "connect");
     assert!(text.contains("\"type\":\"produce\"") && text.contains("\"type\":\"apply\""));
     let (code, _, err) = sim(&[
         "run",

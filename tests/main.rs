@@ -19,3 +19,4 @@ mod reports;
 mod seed_claims;
 mod semantics;
 mod sweep;
+mod trace;

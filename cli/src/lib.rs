@@ -8,8 +8,10 @@ pub mod library;
 pub mod progress;
 pub mod report;
 pub mod sweep;
+pub mod timeline;
+pub mod trace;
 
-use sim::history::{Fingerprint, JsonLines};
+use sim::history::Fingerprint;
 use sim::scenario::{load_file, load_str, ScenarioError};
 use sim::time::Time;
 use sim::{FaultPlan, RunError, RunOptions, RunSummary, Scenario};
@@ -39,6 +41,9 @@ pub enum CliError {
     /// `sim check` found no `[expect]` section under its paths: nothing was judged (exit 1).
     #[error("{0}")]
     NothingChecked(String),
+    /// `sim trace` found no anomaly (in the run, or on the chosen key) (exit 1).
+    #[error("{0}")]
+    NoAnomaly(String),
     /// Some expectations failed; the report says which (exit 1).
     #[error("some expectations failed")]
     Failed,
@@ -88,6 +93,7 @@ impl CliError {
             | CliError::Failed
             | CliError::Unsettled(_)
             | CliError::NothingChecked(_)
+            | CliError::NoAnomaly(_)
             | CliError::Nondeterministic { .. } => 1,
             CliError::Interrupted { .. } => 130,
             CliError::BrokenPipe => 141,
@@ -302,7 +308,8 @@ fn prepare(sc: &Scenario, req: &RunRequest) -> Result<Prepared, CliError> {
 }
 
 /// Runs every requested strategy of a loaded scenario against the same seeded fault plan.
-/// `trace`: write the history of the (single) strategy as JSON lines.
+/// `trace`: write the history of the (single) strategy as JSON lines, after a header naming the
+/// nodes and with the anomalies found as annotation lines ([`trace`]).
 pub fn run_scenario(
     sc: Scenario,
     file: &Path,
@@ -335,7 +342,8 @@ pub fn run_scenario(
                     path: path.display().to_string(),
                     reason: e.to_string(),
                 })?;
-                let mut w = JsonLines::new(std::io::BufWriter::new(f));
+                let header = trace::TraceHeader::of(&sc, file, Some(name), Some(seed));
+                let mut w = trace::TraceWriter::new(std::io::BufWriter::new(f), &header);
                 let r =
                     strategies::run_named(name, &sc, &plan, &opts, Some(&mut w)).map_err(fail)?;
                 w.finish().map_err(|e| CliError::Output {

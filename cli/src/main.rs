@@ -53,6 +53,30 @@ enum Command {
         #[arg(long)]
         strict: bool,
     },
+    /// Tell one key's story around its first anomaly: a text timeline, and timeline.html with
+    /// --out (exit 1 when there is no anomaly to show).
+    Trace {
+        /// The scenario file (or give --history).
+        file: Option<PathBuf>,
+        /// The strategy whose run to follow (required with a scenario).
+        #[arg(long)]
+        strategy: Option<String>,
+        /// Follow this key (default: the key of the run's first anomaly of any kind).
+        #[arg(long)]
+        key: Option<u32>,
+        /// Seed (default: the scenario's).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Judge a recorded history (JSON lines, the --trace format) instead of running a scenario.
+        #[arg(long)]
+        history: Option<PathBuf>,
+        /// Write timeline.html into this directory.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Stop the run after this many engine events.
+        #[arg(long)]
+        max_events: Option<u64>,
+    },
     /// Check a scenario file and print its resolved fault plan.
     Validate {
         /// The scenario file.
@@ -264,6 +288,41 @@ fn run(cli: Cli) -> Result<(), CliError> {
             }
             if strict {
                 ordsim::strict_settled(&r.summary)?;
+            }
+            Ok(())
+        }
+        Command::Trace {
+            file,
+            strategy,
+            key,
+            seed,
+            history,
+            out,
+            max_events,
+        } => {
+            if let Some(dir) = &out {
+                ordsim::create_dir(dir)?;
+            }
+            let story = ordsim::trace::trace(&ordsim::trace::TraceRequest {
+                file,
+                history,
+                strategy,
+                key,
+                seed,
+                max_events,
+            })?;
+            out!("{}", story.text());
+            if let Some(dir) = &out {
+                let path = dir.join("timeline.html");
+                ordsim::write_atomic(&path, story.html().as_bytes())?;
+                outln!("wrote {}", path.display());
+            }
+            if story.anomaly.is_none() {
+                return Err(CliError::NoAnomaly(if story.key_chosen {
+                    format!("no anomaly on key {}", story.key)
+                } else {
+                    "no anomaly in this run".into()
+                }));
             }
             Ok(())
         }

@@ -11,8 +11,15 @@
 //! So such a message stays open while some consumer has it in hand: from its
 //! `Start` to that consumer's `Apply`, `Reject`, `Rollback` or `Ack` of it, its next `Start`, or
 //! its crash. A consumer has at most one message in hand, so this costs one slot per consumer.
+//!
+//! Annotations ([`anomaly`]): given a sink ([`Checkers::with_sink`]), the checkers also report each
+//! anomaly they count, with the earlier event it conflicts with, as they find it (final
+//! mismatches at [`Checkers::finish_into`]).
 
+pub mod anomaly;
 mod latency;
+
+pub use anomaly::{Annotations, Anomaly, AnomalyKind, AnomalySink, Notes, Off};
 
 use crate::history::{Event, MsgRef, Node};
 use crate::scenario::WorkloadKind;
@@ -162,8 +169,8 @@ pub enum SelfCheckError {
     Malformed(String),
 }
 
-/// All checkers, fed one event at a time.
-pub struct Checkers {
+/// All checkers, fed one event at a time; `A` says whether they annotate (not by default).
+pub struct Checkers<A: Annotations = Off> {
     kind: WorkloadKind,
     keys: Vec<KeyState>,
     tally: Tally,
@@ -184,11 +191,38 @@ pub struct Checkers {
     /// Messages gone while a consumer had them in hand, with that consumer: not final until it
     /// is done with them.
     waiting: Vec<(u32, MsgRef)>,
+    /// The annotations' sink and memory ([`Off`]: nothing, zero-sized).
+    notes: A,
 }
 
 impl Checkers {
     /// Checkers for `keys` keys of a workload of `kind`.
     pub fn new(keys: u32, kind: WorkloadKind) -> Self {
+        Checkers::build(keys, kind, Off)
+    }
+}
+
+impl<S: AnomalySink> Checkers<Notes<S>> {
+    /// Checkers that also report every anomaly to `sink`.
+    pub fn with_sink(keys: u32, kind: WorkloadKind, sink: S) -> Self {
+        Checkers::build(keys, kind, Notes::new(keys, sink))
+    }
+
+    /// The sink (to take what it holds during a run).
+    pub fn sink_mut(&mut self) -> &mut S {
+        &mut self.notes.sink
+    }
+
+    /// [`Checkers::finish`], reporting the anomalies found only at the end (final mismatches, and
+    /// losses of messages still in their windows) to the sink, which it gives back.
+    pub fn finish_into(mut self, events: u64, end: Time) -> (Result<Metrics, SelfCheckError>, S) {
+        let r = self.finish_mut(events, end);
+        (r, self.notes.sink)
+    }
+}
+
+impl<A: Annotations> Checkers<A> {
+    fn build(keys: u32, kind: WorkloadKind, notes: A) -> Self {
         Checkers {
             kind,
             keys: (0..keys).map(|_| KeyState::default()).collect(),
@@ -207,6 +241,7 @@ impl Checkers {
             malformed: None,
             hands: Vec::new(),
             waiting: Vec::new(),
+            notes,
         }
     }
 
@@ -323,6 +358,11 @@ impl Checkers {
             }
             self.tally.classify(r);
             k.prev_resolved_at = r.resolved_at;
+            if A::ON {
+                if let Some(n) = self.notes.notes() {
+                    anomaly::annotate_final(n, key, k.base, r);
+                }
+            }
             k.window.pop_front();
             k.base += 1;
         }
@@ -367,6 +407,9 @@ impl Checkers {
                 consumer,
                 ..
             } => {
+                if A::ON {
+                    self.annotate_apply(e, msg, state_seq);
+                }
                 self.apply(t, msg, state_seq);
                 self.out_of_hand(consumer, msg);
             }
@@ -375,8 +418,18 @@ impl Checkers {
                 self.out_of_hand(consumer, msg);
             }
             Event::DeadLetter { msg, .. } => self.gone(e, msg, t, |r| r.dead_lettered = true),
-            Event::Drop { msg, .. } => self.gone(e, msg, t, |r| r.dropped = true),
-            Event::Discard { msg, .. } => self.gone(e, msg, t, |r| r.discarded = true),
+            Event::Drop { msg, .. } => {
+                if A::ON {
+                    self.remember_gone(e, msg);
+                }
+                self.gone(e, msg, t, |r| r.dropped = true)
+            }
+            Event::Discard { msg, .. } => {
+                if A::ON {
+                    self.remember_gone(e, msg);
+                }
+                self.gone(e, msg, t, |r| r.discarded = true)
+            }
             Event::Ack { msg, consumer, .. } => {
                 self.out_of_hand(consumer, msg);
                 // Most acks follow their apply, which made the message final: an ack of an
@@ -568,8 +621,13 @@ impl Checkers {
 
     /// Final figures. `events` is the engine's event count, `end` the time the run ended.
     pub fn finish(mut self, events: u64, end: Time) -> Result<Metrics, SelfCheckError> {
+        self.finish_mut(events, end)
+    }
+
+    fn finish_mut(&mut self, events: u64, end: Time) -> Result<Metrics, SelfCheckError> {
         let mut mismatches = 0;
-        for k in &mut self.keys {
+        for key in 0..self.keys.len() {
+            let k = &mut self.keys[key];
             // A message still unresolved at the end has been blocked, so far, for as long as its
             // predecessor stayed unresolved after it reached a broker.
             let mut prev_resolved = k.prev_resolved_at;
@@ -587,15 +645,24 @@ impl Checkers {
                 }
                 prev_resolved = r.resolved_at;
             }
-            for r in k.window.drain(..) {
-                self.tally.classify(&r);
-            }
+            let base = k.base;
+            let window = std::mem::take(&mut k.window);
             let ok = match self.kind {
                 WorkloadKind::State => k.last_state == k.expected_last,
                 WorkloadKind::Command => k.digest == k.expected_digest,
             };
+            let (expected_last, last_state) = (k.expected_last, k.last_state);
+            for (i, r) in window.iter().enumerate() {
+                self.tally.classify(r);
+                if let Some(n) = self.notes.notes() {
+                    anomaly::annotate_final(n, key as u32, base + i as u32, r);
+                }
+            }
             if !ok {
                 mismatches += 1;
+                if A::ON {
+                    self.annotate_mismatch(key as u32, end, expected_last, last_state);
+                }
             }
         }
         if let Some(m) = self.malformed.take() {

@@ -15,7 +15,7 @@ pub use load::{
 };
 pub use validate::{
     estimated_events, estimated_occurrences, validate, BYTES_PER_MESSAGE, BYTES_PER_OCCURRENCE,
-    EVENTS_PER_MESSAGE, EVENTS_PER_OCCURRENCE, MAX_PLAN_OCCURRENCES, MAX_PRODUCTION,
+    EVENTS_PER_MESSAGE, EVENTS_PER_OCCURRENCE, MAX_KEYS, MAX_PLAN_OCCURRENCES, MAX_PRODUCTION,
     MIN_BATCH_INTERVAL, MIN_RECONNECT_DELAY,
 };
 
@@ -216,6 +216,9 @@ pub struct Producers {
     /// Number of producers.
     #[serde(default = "defaults::one")]
     pub count: u32,
+    /// Names of the producers, one per producer, for traces and timelines (default `p0`, `p1`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub names: Option<Vec<String>>,
     /// `owned`: key k is always sent by producer k mod count. `shared`: any producer sends any key
     /// (several producers acting as one; their clocks may disagree).
     #[serde(default)]
@@ -242,6 +245,7 @@ impl Default for Producers {
     fn default() -> Self {
         Producers {
             count: 1,
+            names: None,
             key_ownership: KeyOwnership::default(),
             brokers: None,
             connect: Connect::default(),
@@ -350,6 +354,9 @@ pub enum NetworkKind {
 pub struct Consumers {
     /// How many.
     pub count: u32,
+    /// Names of the consumers, one per consumer, for traces and timelines (default `c0`, `c1`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub names: Option<Vec<String>>,
     /// Messages a broker may push to a consumer before it acks (including the one in service).
     #[serde(default = "defaults::one")]
     pub prefetch: u32,
@@ -552,6 +559,23 @@ mod opt_dur_never {
 }
 
 impl Scenario {
+    /// Producer `i`'s name: from `[producers] names`, else `p{i}`.
+    pub fn producer_name(&self, i: u32) -> String {
+        node_name(&self.producers.names, "p", i)
+    }
+
+    /// Consumer `i`'s name: from `[consumers] names`, else `c{i}`. Indices from `count` on are
+    /// the network bridges (`count + peer`), named after the broker they lead to.
+    pub fn consumer_name(&self, i: u32) -> String {
+        match i.checked_sub(self.consumers.count) {
+            Some(peer) => match self.brokers.get(peer as usize) {
+                Some(b) => format!("bridge->{}", b.name),
+                None => format!("c{i}"),
+            },
+            None => node_name(&self.consumers.names, "c", i),
+        }
+    }
+
     /// `[redelivery]` with the flavour's defaults filled in.
     pub fn redelivery_policy(&self) -> RedeliveryPolicy {
         RedeliveryPolicy::resolve(self.flavour, &self.redelivery)
@@ -616,5 +640,12 @@ impl Scenario {
             return 0;
         }
         (self.workload.messages as f64 / r * 1e6).min(3.2e15) as u64
+    }
+}
+
+fn node_name(names: &Option<Vec<String>>, prefix: &str, i: u32) -> String {
+    match names.as_ref().and_then(|n| n.get(i as usize)) {
+        Some(n) => n.clone(),
+        None => format!("{prefix}{i}"),
     }
 }

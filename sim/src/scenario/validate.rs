@@ -227,6 +227,13 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
 
     network(s, &mut err);
 
+    for (section, count, names) in [
+        ("producers", s.producers.count, &s.producers.names),
+        ("consumers", s.consumers.count, &s.consumers.names),
+    ] {
+        node_names(section, count, names.as_deref(), &mut err);
+    }
+
     let c = &s.consumers;
     if c.count == 0 || c.count > MAX_NODES {
         err(
@@ -370,6 +377,42 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
 
 /// `[network]`: the bridge's settings, and the values of ActiveMQ's settings that are not
 /// modelled (rejected rather than ignored).
+/// `[producers] names` / `[consumers] names`: one per node, distinct, printable.
+fn node_names(
+    section: &str,
+    count: u32,
+    names: Option<&[String]>,
+    err: &mut impl FnMut(Vec<PathSeg>, String),
+) {
+    let Some(names) = names else { return };
+    if names.len() != count as usize {
+        err(
+            p(&[section, "names"]),
+            format!(
+                "must list one name per {} ({count}), got {}",
+                &section[..section.len() - 1],
+                names.len()
+            ),
+        );
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (j, n) in names.iter().enumerate() {
+        let path = || vec![section.into(), "names".into(), PathSeg::Index(j)];
+        if n.trim().is_empty() {
+            err(path(), "must not be empty".into());
+        } else if n.chars().any(char::is_control) {
+            err(
+                path(),
+                format!("{n:?} holds a control character; names appear in terminals and reports"),
+            );
+        } else if n.chars().count() > 64 {
+            err(path(), "at most 64 characters".into());
+        } else if !seen.insert(n.as_str()) {
+            err(path(), format!("name {n:?} is used twice"));
+        }
+    }
+}
+
 fn network(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
     let n = &s.network;
     let path = |f: &str| p(&["network", f]);

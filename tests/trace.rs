@@ -1,0 +1,459 @@
+//! `sim trace`: the first anomaly found and told (text and timeline.html), `--key`, `--history`
+//! round trips from a `--trace` file, exit codes, hostile inputs, names, and annotations leaving
+//! the history (and its hash) untouched.
+
+use crate::common;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn sim(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(args)
+        .output()
+        .expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ordsim-trace-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+const FIRST: &str =
+    "first anomaly: ordering violation: key 90 seq 40 applied at 75.079754s by c1, \
+                     after seq 114 was applied at 74.651817s by c1";
+
+#[test]
+fn the_failover_runs_first_violation_is_told_and_drawn() {
+    common::at_root();
+    let d = dir("failover");
+    let (code, out, err) = sim(&[
+        "trace",
+        "scenarios/failover.toml",
+        "--strategy",
+        "single",
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(FIRST), "{out}");
+    assert!(out.contains("trace: sim run scenarios/failover.toml --seed 42 --strategy single"));
+    // The anomaly and the event it conflicts with are marked in the timeline.
+    assert!(
+        out.contains(">>      75.079754  apply        seq 40 applied by c1   <-- VIOLATION"),
+        "{out}"
+    );
+    assert!(
+        out.contains(" *      74.651817  apply        seq 114 applied by c1"),
+        "{out}"
+    );
+    // The broker's crash and the failovers are part of the story.
+    assert!(
+        out.contains("30.000000  crash        broker a goes down"),
+        "{out}"
+    );
+    assert!(out.contains("consumer c0 fails over to broker b"), "{out}");
+    let html = std::fs::read_to_string(d.join("timeline.html")).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains(r#"id="anomaly""#) && html.contains("data-ready"));
+    assert!(html.contains("broker a") && html.contains("target store"));
+    // Self-contained: nothing to fetch.
+    for bad in ["src=", "<link", "@import", "url("] {
+        assert!(!html.contains(bad), "{bad} in the page");
+    }
+    // Same seed, same bytes.
+    let (code, out2, _) = sim(&[
+        "trace",
+        "scenarios/failover.toml",
+        "--strategy",
+        "single",
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(out, out2);
+    assert_eq!(
+        html,
+        std::fs::read_to_string(d.join("timeline.html")).unwrap()
+    );
+}
+
+#[test]
+fn key_chooses_the_story_and_a_clean_key_exits_1() {
+    common::at_root();
+    let (code, out, err) = sim(&[
+        "trace",
+        "scenarios/failover.toml",
+        "--strategy",
+        "single",
+        "--key",
+        "90",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("first anomaly of the key: ordering violation: key 90 seq 40"));
+    // Key 0 is owned by producer p0; under `single` its messages were not stranded.
+    let (code, out, err) = sim(&[
+        "trace",
+        "scenarios/failover.toml",
+        "--strategy",
+        "db_optimistic",
+        "--key",
+        "0",
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("key 0: no anomaly"), "{out}");
+    assert!(
+        out.contains("produced by p0"),
+        "the story is still told:\n{out}"
+    );
+    assert!(err.contains("no anomaly on key 0"), "{err}");
+    let (code, _, err) = sim(&[
+        "trace",
+        "scenarios/failover.toml",
+        "--strategy",
+        "single",
+        "--key",
+        "100",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--key 100: the scenario has keys 0..100"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_run_without_anomalies_exits_1() {
+    common::at_root();
+    let d = dir("clean");
+    let f = d.join("clean.toml");
+    std::fs::write(&f, common::base("\"competing\"", 1, "")).unwrap();
+    let (code, out, err) = sim(&["trace", f.to_str().unwrap(), "--strategy", "competing"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("anomalies in the run: none"), "{out}");
+    assert!(err.contains("no anomaly in this run"), "{err}");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    common::at_root();
+    for args in [
+        &["trace", "scenarios/failover.toml"][..],
+        &["trace"][..],
+        &["trace", "scenarios/failover.toml", "--strategy", "nope"][..],
+        &[
+            "trace",
+            "scenarios/failover.toml",
+            "--history",
+            "x.jsonl",
+            "--strategy",
+            "single",
+        ][..],
+    ] {
+        let (code, _, err) = sim(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.starts_with("error: "), "{err}");
+    }
+}
+
+#[test]
+fn a_trace_file_judged_again_tells_the_same_story() {
+    common::at_root();
+    let d = dir("roundtrip");
+    let t = d.join("single.jsonl");
+    let (code, _, err) = sim(&[
+        "run",
+        "scenarios/failover.toml",
+        "--strategy",
+        "single",
+        "--trace",
+        t.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&t).unwrap();
+    // The header names the nodes; anomaly lines are annotations beside the events.
+    let header: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(header["type"], "header");
+    assert_eq!(header["brokers"], serde_json::json!(["a", "b"]));
+    assert_eq!(header["consumers"][0], "c0");
+    assert_eq!(header["consumers"][4], "bridge->a");
+    assert_eq!(header["keys"], 100);
+    let anomalies = text
+        .lines()
+        .filter(|l| l.starts_with(r#"{"type":"anomaly""#))
+        .count();
+    assert_eq!(anomalies, 37, "18 violations, 1 duplicate, 18 stale writes");
+    let (code, out, err) = sim(&["trace", "--history", t.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(FIRST), "{out}");
+    assert!(
+        out.contains(&format!("trace: history {}", t.display())),
+        "{out}"
+    );
+    let (_, from_run, _) = sim(&["trace", "scenarios/failover.toml", "--strategy", "single"]);
+    let body = |s: &str| s.lines().skip(1).collect::<Vec<_>>().join("\n");
+    assert_eq!(body(&out), body(&from_run));
+}
+
+#[test]
+fn a_history_without_header_is_judged_and_bad_lines_are_located() {
+    common::at_root();
+    let d = dir("history");
+    let f = d.join("h.jsonl");
+    let p = |t: u64, seq: u32| {
+        format!(
+            r#"{{"type":"produce","t":{t},"msg":{{"id":{seq},"key":3,"seq":{seq}}},"producer":0,"timestamp":{t},"poison":false}}"#
+        )
+    };
+    let a = |t: u64, seq: u32| {
+        format!(
+            r#"{{"type":"apply","t":{t},"msg":{{"id":{seq},"key":3,"seq":{seq}}},"consumer":1,"state_seq":{seq}}}"#
+        )
+    };
+    std::fs::write(&f, [p(1, 0), p(2, 1), a(3, 1), a(4, 0)].join("\n")).unwrap();
+    let (code, out, err) = sim(&["trace", "--history", f.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("first anomaly: ordering violation: key 3 seq 0 applied at 0.000004s by c1, after seq 1 was applied at 0.000003s by c1"),
+        "{out}"
+    );
+    for (text, want) in [
+        ("{\"type\":\"produce\"\n", "h.jsonl:1: not JSON"),
+        ("\n\n[1,2]\n", "h.jsonl:3: no \"type\" field"),
+        (
+            "{\"type\":\"apply\",\"t\":-1}\n",
+            "h.jsonl:1: bad \"apply\" event",
+        ),
+        (
+            "{\"type\":\"warp\",\"t\":1}\n",
+            "h.jsonl:1: bad \"warp\" event",
+        ),
+        (
+            r#"{"type":"source_read","t":1,"key":4294967295,"consumer":0,"seq":null}"#,
+            "h.jsonl:1: key 4294967295",
+        ),
+        (
+            &format!("{}\n{}", p(1, 0), r#"{"type":"header","keys":1}"#),
+            "h.jsonl:2: the header must come first",
+        ),
+    ] {
+        std::fs::write(&f, text).unwrap();
+        let (code, _, err) = sim(&["trace", "--history", f.to_str().unwrap()]);
+        assert_eq!(code, 2, "{text}: {err}");
+        assert!(err.contains(want), "{text}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    // A clock going backwards is told with a warning, never a panic.
+    std::fs::write(&f, [p(5, 0), p(6, 1), a(7, 1), a(1, 0)].join("\n")).unwrap();
+    let (code, out, err) = sim(&[
+        "trace",
+        "--history",
+        f.to_str().unwrap(),
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("warning: the history breaks the checkers' rules: malformed history: time went backwards"), "{out}");
+    assert!(d.join("timeline.html").exists());
+    // A header asking for more keys than a history may use.
+    std::fs::write(&f, r#"{"type":"header","scenario":"x","keys":50000000,"kind":"state","brokers":[],"producers":[],"consumers":[]}"#).unwrap();
+    let (code, _, err) = sim(&["trace", "--history", f.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("h.jsonl:1: keys: a history is judged with at most 1000000 keys"),
+        "{err}"
+    );
+    // An empty history has no anomaly.
+    std::fs::write(&f, "").unwrap();
+    let (code, _, err) = sim(&["trace", "--history", f.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    // A directory is refused, not read.
+    let (code, _, err) = sim(&["trace", "--history", d.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn scenario_text_is_html_escaped_and_names_are_used() {
+    common::at_root();
+    let d = dir("hostile");
+    let f = d.join("hostile.toml");
+    let text = common::base(
+        "\"competing\"",
+        2,
+        "names = [\"<img onerror=x>\", \"b&\\\"q\"]\n[producers]\nnames = [\"</title><script>alert(1)</script>\"]\n",
+    )
+    .replace(
+        "seed = 7",
+        "seed = 7\nname = \"<script>alert('n')</script>\"\ndescription = \"</i><script>alert(2)</script>\"",
+    );
+    std::fs::write(&f, text).unwrap();
+    let (code, out, err) = sim(&[
+        "trace",
+        f.to_str().unwrap(),
+        "--strategy",
+        "competing",
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "competing reorders with two consumers: {out}{err}");
+    assert!(
+        out.contains("produced by </title><script>alert(1)</script>"),
+        "{out}"
+    );
+    assert!(out.contains("applied by <img onerror=x>") || out.contains("applied by b&\"q"));
+    let html = std::fs::read_to_string(d.join("timeline.html")).unwrap();
+    assert_eq!(
+        html.matches("<script>").count(),
+        1,
+        "only the page's own script"
+    );
+    assert!(!html.contains("<img"));
+    assert!(html.contains("&lt;/title&gt;&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(html.contains("&lt;/i&gt;&lt;script&gt;alert(2)&lt;/script&gt;"));
+    assert!(html.contains("b&amp;&quot;q") || html.contains("&lt;img onerror=x&gt;"));
+}
+
+#[test]
+fn names_must_match_the_count_and_be_distinct() {
+    common::at_root();
+    let load = |extra: &str| {
+        ordsim::load_text("bad.toml", &common::base("\"competing\"", 2, extra))
+            .err()
+            .map(|e| e.to_string())
+    };
+    let e = load("names = [\"x\"]").expect("one name for two consumers");
+    assert!(
+        e.contains(
+            "bad.toml:14:9: field `consumers.names`: must list one name per consumer (2), got 1"
+        ),
+        "{e}"
+    );
+    let e = load("names = [\"x\", \"x\"]").expect("a name used twice");
+    assert!(
+        e.contains("bad.toml:14:15") && e.contains("used twice"),
+        "{e}"
+    );
+    let e = load("[producers]\nnames = [\"\"]").expect("an empty name");
+    assert!(
+        e.contains("producers.names[0]") && e.contains("must not be empty"),
+        "{e}"
+    );
+    assert!(load("names = [\"x\", \"y\"]").is_none());
+}
+
+#[test]
+fn annotations_leave_the_history_and_its_hash_unchanged() {
+    common::at_root();
+    let sc = ordsim::load(std::path::Path::new("scenarios/failover.toml")).unwrap();
+    let mut fp = sim::history::Fingerprint::new(false, None);
+    common::run_with(&sc, "single", 42, |e| {
+        sim::history::Observer::event(&mut fp, e)
+    });
+    let d = dir("hash");
+    let t = d.join("t.jsonl");
+    let (code, _, err) = sim(&[
+        "run",
+        "scenarios/failover.toml",
+        "--strategy",
+        "single",
+        "--trace",
+        t.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&t).unwrap();
+    let mut hash = sim::hash::FNV1A_OFFSET;
+    let mut events = 0;
+    for l in text.lines() {
+        if l.starts_with(r#"{"type":"header""#) || l.starts_with(r#"{"type":"anomaly""#) {
+            continue;
+        }
+        hash = sim::hash::fnv1a_update(hash, l.as_bytes());
+        events += 1;
+    }
+    assert_eq!((hash, events), (fp.hash, fp.events));
+    let (code, out, _) = sim(&[
+        "run",
+        "scenarios/failover.toml",
+        "--strategy",
+        "single",
+        "--check-determinism",
+    ]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains(&format!("history hash {:016x}", fp.hash)),
+        "{out}"
+    );
+}
+
+/// The anomaly lines of a trace, by kind, against the summary's figures; returns the trace.
+fn assert_lines_agree(file: &str, strategy: &str) -> String {
+    let d = dir(&format!("agree-{strategy}"));
+    let t = d.join("t.jsonl");
+    let (code, out, err) = sim(&[
+        "run",
+        file,
+        "--strategy",
+        strategy,
+        "--json",
+        "--trace",
+        t.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let summary: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let m = &summary["strategies"][0];
+    let text = std::fs::read_to_string(&t).unwrap();
+    let count = |kind: &str| {
+        text.lines()
+            .filter(|l| l.starts_with(&format!(r#"{{"type":"anomaly","kind":"{kind}""#)))
+            .count() as u64
+    };
+    for (kind, field) in [
+        ("violation", "ordering_violations"),
+        ("duplicate", "duplicates"),
+        ("stale_write", "stale_writes"),
+        ("lost", "lost"),
+        ("dropped", "innocent_dropped"),
+        ("final_mismatch", "final_state_mismatches"),
+    ] {
+        assert_eq!(
+            Some(count(kind)),
+            m[field].as_u64(),
+            "{file} {strategy}: {kind} lines vs {field}"
+        );
+    }
+    text
+}
+
+#[test]
+fn anomaly_lines_agree_with_the_summary() {
+    common::at_root();
+    assert_lines_agree("scenarios/failover.toml", "single");
+    assert_lines_agree("scenarios/clustered-uoo-buffer.toml", "unit_of_order");
+    assert_lines_agree("scenarios/commands.toml", "db_optimistic");
+    // A non-persistent broker that crashes loses what it holds: `lost` lines name the discard.
+    let d = dir("lossy");
+    let f = d.join("lossy.toml");
+    let text = common::base(
+        "\"competing\"",
+        1,
+        "[[fault]]\nkind = \"broker_crash\"\nbroker = \"a\"\nat = \"5s\"\nfor = \"1s\"\n",
+    )
+    .replace("name = \"a\"", "name = \"a\"\npersistent = false")
+    .replace("mean = \"5ms\"", "mean = \"12ms\"");
+    std::fs::write(&f, text).unwrap();
+    let lost = assert_lines_agree(f.to_str().unwrap(), "competing");
+    let line = lost
+        .lines()
+        .find(|l| l.starts_with(r#"{"type":"anomaly","kind":"lost""#))
+        .expect("a lost message");
+    assert!(
+        line.contains(r#""conflicts_with":{"type":"discard""#),
+        "{line}"
+    );
+}
