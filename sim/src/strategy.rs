@@ -323,6 +323,29 @@ impl Control {
         self.redispatch = true;
     }
 
+    /// The timers requested so far, `(at, token)` in order (for a strategy's unit tests).
+    pub fn wakes(&self) -> Vec<(Time, u64)> {
+        let wake = |r: &Request| match *r {
+            Request::Wake { at, token } => Some((at, token)),
+            _ => None,
+        };
+        self.requests.iter().filter_map(wake).collect()
+    }
+
+    /// The owner changes recorded so far, `(broker, consumer)` in order (for unit tests).
+    pub fn reassignments(&self) -> Vec<(u16, u32)> {
+        let reassigned = |r: &Request| match *r {
+            Request::Reassigned { broker, consumer } => Some((broker, consumer)),
+            _ => None,
+        };
+        self.requests.iter().filter_map(reassigned).collect()
+    }
+
+    /// Whether a redispatch was asked for (for unit tests).
+    pub fn redispatch_requested(&self) -> bool {
+        self.redispatch
+    }
+
     /// Records in the history that `broker` gave ownership to `consumer`.
     pub fn reassigned(&mut self, broker: u16, consumer: u32) {
         self.requests.push(Request::Reassigned { broker, consumer });

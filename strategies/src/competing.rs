@@ -96,4 +96,51 @@ mod tests {
             "one consumer cannot reorder without faults"
         );
     }
+
+    // --- `pick` called directly with hand-built dispatch contexts.
+
+    use super::Competing;
+    use sim::strategy::{ConsumerSlot, DispatchCtx};
+
+    /// `pick` at broker 0 with consumers 0.. whose free prefetch is `free`.
+    fn pick(c: &mut Competing, free: &[u32]) -> Option<usize> {
+        let slots: Vec<ConsumerSlot> = (0..)
+            .zip(free)
+            .map(|(id, &free)| ConsumerSlot { id, free })
+            .collect();
+        c.pick(&DispatchCtx {
+            now: 0,
+            broker: 0,
+            consumers: &slots,
+        })
+    }
+
+    #[test]
+    fn round_robin_starts_after_the_last_chosen_and_skips_full_consumers() {
+        let mut c = Competing::new(1);
+        let picks: Vec<_> = (0..4).map(|_| pick(&mut c, &[1, 1, 1])).collect();
+        assert_eq!(picks, [Some(0), Some(1), Some(2), Some(0)]);
+        // Next is 1, which is full: 2 is chosen. Next is then 0 (wrapped); 0 and 1 are full: 2.
+        assert_eq!(pick(&mut c, &[1, 0, 1]), Some(2));
+        assert_eq!(pick(&mut c, &[0, 0, 1]), Some(2));
+        // Nobody has room: none, and the position stays (next is 0).
+        assert_eq!(pick(&mut c, &[0, 0, 0]), None);
+        assert_eq!(pick(&mut c, &[1, 1, 1]), Some(0));
+        assert_eq!(pick(&mut c, &[]), None);
+    }
+
+    #[test]
+    fn a_shorter_consumer_list_wraps_the_stored_position() {
+        // Four consumers, three picks: the next search starts at 3. With two consumers left it
+        // starts at 3 mod 2 = 1; with the position equal to the length (2 of 2), at 0.
+        let mut c = Competing::new(1);
+        for _ in 0..3 {
+            pick(&mut c, &[1, 1, 1, 1]);
+        }
+        assert_eq!(pick(&mut c, &[1, 1]), Some(1));
+        let mut c = Competing::new(1);
+        pick(&mut c, &[1, 1, 1]);
+        pick(&mut c, &[1, 1, 1]);
+        assert_eq!(pick(&mut c, &[1, 1]), Some(0));
+    }
 }

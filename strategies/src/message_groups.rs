@@ -387,10 +387,9 @@ impl Strategy for MessageGroups {
                 }
             }
         } else if !side.open && side.latch > 0 {
+            // (A latch is armed only when the count is set.)
             side.latch -= 1;
-            if side.latch == 0 && before > 0 {
-                side.open = true;
-            }
+            side.open = side.latch == 0;
         }
         side.attached += 1;
     }
@@ -640,6 +639,317 @@ service = {{ dist = "exponential", mean = "10ms" }}
         assert!((2950.0..3200.0).contains(&three), "{three}");
         let time_only = gate("time_before_dispatch = \"3s\"");
         assert!((2950.0..3200.0).contains(&time_only), "{time_only}");
+    }
+
+    // --- Direct tests of the map and the gate: `select` and the hooks with hand-built contexts.
+
+    use super::{MessageGroups, MessageGroupsParams, NIL};
+    use sim::strategy::{ConsumerSlot, Control, DispatchCtx, MsgView, Select, Strategy};
+    use sim::time::{Dur, Time, SECOND};
+
+    /// One broker (two for `brokers = 2`), consumers 0..4, groups 0..8.
+    fn map(max_groups: u32) -> MessageGroups {
+        gated(max_groups, 0, Dur::ZERO)
+    }
+
+    fn gated(max_groups: u32, before: u32, time: Dur) -> MessageGroups {
+        MessageGroups::new(
+            2,
+            4,
+            8,
+            MessageGroupsParams {
+                max_groups,
+                consumers_before_dispatch: before,
+                time_before_dispatch: time,
+            },
+        )
+    }
+
+    /// Consumers `ids` attached to broker 0 at time 0, in that order.
+    fn attached(mut s: MessageGroups, ids: &[u32]) -> MessageGroups {
+        for &c in ids {
+            s.on_attach(0, 0, c, &mut Control::default());
+        }
+        s
+    }
+
+    fn msg(group: Option<u32>) -> MsgView {
+        MsgView {
+            id: 0,
+            key: group.unwrap_or(0),
+            seq: 0,
+            timestamp: 0,
+            producer: 0,
+            redeliveries: 0,
+            group,
+        }
+    }
+
+    /// `select` at broker 0 with `slots` (consumer id, free prefetch): the consumer id chosen,
+    /// or the `Select` when none.
+    fn pick_at(
+        s: &mut MessageGroups,
+        now: Time,
+        slots: &[(u32, u32)],
+        group: Option<u32>,
+        ctl: &mut Control,
+    ) -> Result<u32, Select> {
+        let consumers: Vec<ConsumerSlot> = slots
+            .iter()
+            .map(|&(id, free)| ConsumerSlot { id, free })
+            .collect();
+        let ctx = DispatchCtx {
+            now,
+            broker: 0,
+            consumers: &consumers,
+        };
+        match s.select(&ctx, &msg(group), ctl) {
+            Select::Consumer(i) => Ok(consumers[i].id),
+            other => Err(other),
+        }
+    }
+
+    /// A group's message dispatched now, with consumers 0 and 1 both free.
+    fn send(s: &mut MessageGroups, g: u32, ctl: &mut Control) -> u32 {
+        pick_at(s, 0, &[(0, 5), (1, 5)], Some(g), ctl).expect("dispatched")
+    }
+
+    fn owner(s: &MessageGroups, g: u32) -> Option<u32> {
+        Some(s.brokers[0].owner[g as usize]).filter(|&c| c != NIL)
+    }
+
+    #[test]
+    fn the_default_map_holds_1024_groups() {
+        // ActiveMQ's CachedMessageGroupMap default, whether the table is absent or empty.
+        assert_eq!(MessageGroupsParams::default().max_groups, 1024);
+        let p: MessageGroupsParams = toml::from_str("").unwrap();
+        assert_eq!(p.max_groups, 1024);
+    }
+
+    #[test]
+    fn a_new_group_goes_to_the_consumer_with_fewest_groups_then_least_recently_used() {
+        // Consumers 0 and 1 attach in that order; group 0 goes to 0 (first in rotation), group 1
+        // to 1 (fewer groups), group 2 to 0 (as many groups, dispatched to longer ago).
+        let mut s = attached(map(0), &[0, 1]);
+        let ctl = &mut Control::default();
+        assert_eq!(send(&mut s, 0, ctl), 0);
+        assert_eq!(send(&mut s, 1, ctl), 1);
+        assert_eq!(send(&mut s, 0, ctl), 0, "sticky");
+        assert_eq!(
+            send(&mut s, 2, ctl),
+            1,
+            "1 was dispatched to before 0's last"
+        );
+        // A message without the header goes like a new group's, and owns nothing.
+        assert_eq!(pick_at(&mut s, 0, &[(0, 5), (1, 5)], None, ctl), Ok(0));
+        assert_eq!(
+            ctl.reassignments(),
+            vec![],
+            "first assignments are not owner changes"
+        );
+    }
+
+    #[test]
+    fn a_full_owner_holds_its_group_and_nobody_free_stops_the_scan() {
+        let mut s = attached(map(0), &[0, 1]);
+        let ctl = &mut Control::default();
+        assert_eq!(send(&mut s, 0, ctl), 0);
+        // The owner is full: the message waits (later groups may pass), not given to 1.
+        assert_eq!(
+            pick_at(&mut s, 0, &[(0, 0), (1, 5)], Some(0), ctl),
+            Err(Select::Hold)
+        );
+        // A consumer without room takes no new group; with no room anywhere the scan stops.
+        assert_eq!(pick_at(&mut s, 0, &[(0, 0), (1, 5)], Some(3), ctl), Ok(1));
+        assert_eq!(
+            pick_at(&mut s, 0, &[(0, 0), (1, 0)], Some(4), ctl),
+            Err(Select::Stop)
+        );
+        assert_eq!(
+            pick_at(&mut s, 0, &[(0, 0), (1, 0)], None, ctl),
+            Err(Select::Stop)
+        );
+    }
+
+    #[test]
+    fn a_lookup_keeps_a_group_from_eviction() {
+        // An access-ordered LRU of 2 groups, not first-in-first-out: group 0 is looked up after
+        // group 1 was inserted, so inserting group 2 evicts group 1.
+        let mut s = attached(map(2), &[0, 1]);
+        let ctl = &mut Control::default();
+        send(&mut s, 0, ctl);
+        send(&mut s, 1, ctl);
+        send(&mut s, 0, ctl);
+        send(&mut s, 2, ctl);
+        assert!(owner(&s, 0).is_some(), "looked up: kept");
+        assert_eq!(owner(&s, 1), None, "least recently used: evicted");
+        assert!(owner(&s, 2).is_some());
+        assert_eq!(s.brokers[0].len, 2);
+    }
+
+    #[test]
+    fn an_evicted_group_returns_to_its_owner_without_an_owner_change() {
+        // A map of 1 group, consumers 0 and 1. Group 1 (to 1) evicts group 0 (owned by 0), which
+        // leaves 0 with no group, so group 0's next message goes back to 0: no owner change.
+        // When 0 is then full, group 1 (evicted in turn) goes to 0: an owner change.
+        let mut s = attached(map(1), &[0, 1]);
+        let ctl = &mut Control::default();
+        assert_eq!(send(&mut s, 0, ctl), 0);
+        assert_eq!(send(&mut s, 1, ctl), 1);
+        assert_eq!(owner(&s, 0), None);
+        assert_eq!(send(&mut s, 0, ctl), 0, "0 has no group left");
+        assert_eq!(ctl.reassignments(), vec![]);
+        assert_eq!(pick_at(&mut s, 0, &[(0, 5), (1, 0)], Some(1), ctl), Ok(0));
+        assert_eq!(ctl.reassignments(), vec![(0, 0)]);
+        assert_eq!(s.brokers[0].len, 1);
+    }
+
+    #[test]
+    fn a_consumer_leaving_frees_its_groups_places_in_the_map() {
+        // A map of 2: groups 0 (to 0) and 1 (to 1). Consumer 1 leaves: one group left, so group
+        // 2 fits without evicting group 0. Then group 3 evicts group 0 (the least recently used);
+        // consumer 1 comes back, takes group 5 (evicting group 2) and leaves again: group 6 fits
+        // without evicting group 3.
+        let mut s = attached(map(2), &[0, 1]);
+        let ctl = &mut Control::default();
+        assert_eq!(send(&mut s, 0, ctl), 0);
+        assert_eq!(send(&mut s, 1, ctl), 1);
+        s.on_detach(0, 0, 1, ctl);
+        assert_eq!((owner(&s, 1), s.brokers[0].len), (None, 1));
+        assert_eq!(pick_at(&mut s, 0, &[(0, 5)], Some(2), ctl), Ok(0));
+        assert_eq!(owner(&s, 0), Some(0), "room for group 2 without evicting");
+        assert_eq!(pick_at(&mut s, 0, &[(0, 5)], Some(3), ctl), Ok(0));
+        assert_eq!(owner(&s, 0), None, "group 0 evicted");
+        assert_eq!(s.brokers[0].len, 2);
+        s.on_attach(0, 0, 1, ctl);
+        assert_eq!(pick_at(&mut s, 0, &[(0, 5), (1, 5)], Some(5), ctl), Ok(1));
+        assert_eq!(owner(&s, 2), None, "group 5 evicted group 2");
+        s.on_detach(0, 0, 1, ctl);
+        assert_eq!(s.brokers[0].len, 1);
+        assert_eq!(pick_at(&mut s, 0, &[(0, 5)], Some(6), ctl), Ok(0));
+        assert_eq!(owner(&s, 3), Some(0), "room for group 6 without evicting");
+    }
+
+    #[test]
+    fn a_group_whose_evicted_owner_left_gets_a_recorded_new_owner() {
+        // Group 0 is evicted from consumer 0, which then leaves and comes back (a new JMS
+        // consumer with the same index): giving it group 0 again is an owner change.
+        let mut s = attached(map(1), &[0, 1]);
+        let ctl = &mut Control::default();
+        assert_eq!(send(&mut s, 0, ctl), 0);
+        assert_eq!(send(&mut s, 1, ctl), 1);
+        s.on_detach(0, 0, 0, ctl);
+        s.on_attach(0, 0, 0, ctl);
+        assert_eq!(pick_at(&mut s, 0, &[(0, 5), (1, 0)], Some(0), ctl), Ok(0));
+        assert_eq!(ctl.reassignments(), vec![(0, 0)]);
+    }
+
+    #[test]
+    fn an_unbounded_map_never_evicts() {
+        let mut s = attached(map(0), &[0, 1]);
+        let ctl = &mut Control::default();
+        for g in 0..8 {
+            send(&mut s, g, ctl);
+        }
+        for g in 0..8 {
+            assert!(owner(&s, g).is_some(), "group {g}");
+        }
+        assert_eq!(s.brokers[0].len, 8);
+    }
+
+    #[test]
+    fn dispatch_waits_until_enough_consumers_attach() {
+        // consumers_before_dispatch = 2: the first consumer arms the gate (and a 1s timer, the
+        // default wait); the second opens it.
+        let mut s = gated(0, 2, Dur::ZERO);
+        let ctl = &mut Control::default();
+        s.on_attach(5, 0, 0, ctl);
+        assert_eq!(ctl.wakes(), vec![(5 + SECOND, 0)]);
+        assert_eq!(pick_at(&mut s, 5, &[(0, 5)], None, ctl), Err(Select::Stop));
+        s.on_attach(6, 0, 1, ctl);
+        assert_eq!(pick_at(&mut s, 6, &[(0, 5), (1, 5)], None, ctl), Ok(0));
+        // Once open, it stays open as consumers come and go, until the broker has none.
+        s.on_attach(7, 0, 2, ctl);
+        s.on_detach(8, 0, 2, ctl);
+        assert_eq!(pick_at(&mut s, 8, &[(0, 5), (1, 5)], None, ctl), Ok(1));
+        s.on_detach(9, 0, 0, ctl);
+        s.on_detach(9, 0, 1, ctl);
+        s.on_attach(10, 0, 3, ctl);
+        assert_eq!(pick_at(&mut s, 10, &[(3, 5)], None, ctl), Err(Select::Stop));
+        assert_eq!(ctl.wakes(), vec![(5 + SECOND, 0), (10 + SECOND, 0)]);
+    }
+
+    #[test]
+    fn the_gate_opens_when_its_time_is_up_and_the_timer_redispatches() {
+        // consumers_before_dispatch = 3 never reached: the gate opens 1s after the first attach,
+        // at the timer's instant, not before; the timer's token is the broker (here broker 1).
+        let mut s = gated(0, 3, Dur::ZERO);
+        let ctl = &mut Control::default();
+        s.on_attach(5, 1, 0, ctl);
+        s.on_attach(5, 1, 1, ctl);
+        assert_eq!(ctl.wakes(), vec![(5 + SECOND, 1)]);
+        let at = |s: &mut MessageGroups, now: Time| {
+            let slots = [ConsumerSlot { id: 0, free: 5 }];
+            let ctx = DispatchCtx {
+                now,
+                broker: 1,
+                consumers: &slots,
+            };
+            s.select(&ctx, &msg(Some(0)), &mut Control::default())
+        };
+        assert_eq!(at(&mut s, 5 + SECOND - 1), Select::Stop);
+        assert!(!ctl.redispatch_requested());
+        s.on_wake(5 + SECOND, 1, ctl);
+        assert!(ctl.redispatch_requested());
+        assert_eq!(at(&mut s, 5 + SECOND), Select::Consumer(0));
+        // Broker 0 has no gate armed.
+        assert_eq!(pick_at(&mut s, 0, &[(2, 5)], None, ctl), Ok(2));
+    }
+
+    #[test]
+    fn a_time_alone_gate_waits_its_time_whatever_attaches() {
+        // time_before_dispatch = 3s without a count: more consumers do not open it.
+        let mut s = gated(0, 0, Dur::from_secs(3));
+        let ctl = &mut Control::default();
+        for c in 0..4 {
+            s.on_attach(0, 0, c, ctl);
+        }
+        assert_eq!(ctl.wakes(), vec![(3 * SECOND, 0)]);
+        assert_eq!(
+            pick_at(&mut s, 3 * SECOND - 1, &[(0, 5)], None, ctl),
+            Err(Select::Stop)
+        );
+        assert_eq!(pick_at(&mut s, 3 * SECOND, &[(0, 5)], None, ctl), Ok(0));
+    }
+
+    #[test]
+    fn a_count_of_one_or_none_never_waits() {
+        for before in [0, 1] {
+            let mut s = gated(0, before, Dur::ZERO);
+            let ctl = &mut Control::default();
+            s.on_attach(0, 0, 0, ctl);
+            assert_eq!(ctl.wakes(), vec![], "count {before}");
+            assert_eq!(pick_at(&mut s, 0, &[(0, 5)], None, ctl), Ok(0));
+        }
+        // With a time as well, a count of 1 is reached by the first consumer.
+        let mut s = gated(0, 1, Dur::from_secs(3));
+        s.on_attach(0, 0, 0, &mut Control::default());
+        assert_eq!(
+            pick_at(&mut s, 0, &[(0, 5)], None, &mut Control::default()),
+            Ok(0)
+        );
+    }
+
+    #[test]
+    fn the_hazard_is_a_bounded_map_smaller_than_the_keys() {
+        // 50 keys: 1 ..= 49 groups warn; 0 (unbounded) and 50 or more do not.
+        let sc = crate::test_util::simple("\"message_groups\"", 2, 100, "");
+        let hazard = <MessageGroups as crate::Named>::PARAMS[0].hazard.unwrap();
+        let warns = |v: &str| (hazard.applies)(v, &sc);
+        assert_eq!(
+            ["0", "1", "49", "50", "1024"].map(warns),
+            [false, true, true, false, false]
+        );
     }
 
     #[test]

@@ -180,4 +180,95 @@ mod tests {
         assert_eq!(m.ordering_violations, 0);
         assert_eq!(m.applied, 3000);
     }
+
+    // --- `select` and the hooks called directly with hand-built contexts.
+
+    use super::{Single, SingleParams};
+    use sim::strategy::{ConsumerSlot, Control, DispatchCtx, MsgView, Select, Strategy};
+    use sim::time::{Dur, Time, SECOND};
+
+    /// `select` at broker 0 with `slots` (consumer id, free prefetch): the consumer id chosen.
+    fn select(s: &mut Single, now: Time, slots: &[(u32, u32)], ctl: &mut Control) -> Option<u32> {
+        let consumers: Vec<ConsumerSlot> = slots
+            .iter()
+            .map(|&(id, free)| ConsumerSlot { id, free })
+            .collect();
+        let ctx = DispatchCtx {
+            now,
+            broker: 0,
+            consumers: &consumers,
+        };
+        let msg = MsgView {
+            id: 0,
+            key: 0,
+            seq: 0,
+            timestamp: 0,
+            producer: 0,
+            redeliveries: 0,
+            group: None,
+        };
+        match s.select(&ctx, &msg, ctl) {
+            Select::Consumer(i) => Some(consumers[i].id),
+            Select::Stop => None,
+            Select::Hold => panic!("single never holds"),
+        }
+    }
+
+    #[test]
+    fn the_exclusive_consumer_gets_everything_and_a_full_one_stops_the_queue() {
+        let mut s = Single::new(1, SingleParams::default());
+        let ctl = &mut Control::default();
+        s.on_attach(0, 0, 0, ctl);
+        s.on_attach(0, 0, 1, ctl);
+        assert_eq!(select(&mut s, 0, &[(0, 1), (1, 5)], ctl), Some(0));
+        assert_eq!(
+            select(&mut s, 0, &[(0, 0), (1, 5)], ctl),
+            None,
+            "no standby"
+        );
+        // A standby leaving changes nothing.
+        s.on_detach(1, 0, 1, ctl);
+        assert_eq!(select(&mut s, 1, &[(0, 1)], ctl), Some(0));
+        assert_eq!(ctl.wakes(), vec![]);
+        assert_eq!(
+            ctl.reassignments(),
+            vec![],
+            "the first owner is no owner change"
+        );
+    }
+
+    #[test]
+    fn a_standby_takes_over_when_the_delay_is_over_and_the_timer_redispatches() {
+        // The owner (0) leaves at 10s; takeover_delay 5s: a timer at 15s. Consumer 2, attaching
+        // at 12s, does not take over then; at 15s the first attached consumer does.
+        let mut s = Single::new(
+            1,
+            SingleParams {
+                takeover_delay: Dur::from_secs(5),
+            },
+        );
+        let ctl = &mut Control::default();
+        s.on_attach(0, 0, 0, ctl);
+        s.on_detach(10 * SECOND, 0, 0, ctl);
+        assert_eq!(ctl.wakes(), vec![(15 * SECOND, 0)]);
+        s.on_attach(12 * SECOND, 0, 2, ctl);
+        assert_eq!(select(&mut s, 15 * SECOND - 1, &[(2, 5)], ctl), None);
+        assert!(!ctl.redispatch_requested());
+        s.on_wake(15 * SECOND, 0, ctl);
+        assert!(ctl.redispatch_requested());
+        assert_eq!(select(&mut s, 15 * SECOND, &[], ctl), None);
+        assert_eq!(select(&mut s, 15 * SECOND, &[(2, 5), (1, 5)], ctl), Some(2));
+        assert_eq!(ctl.reassignments(), vec![(0, 2)]);
+    }
+
+    #[test]
+    fn without_a_delay_the_next_consumer_to_attach_takes_over_at_once() {
+        let mut s = Single::new(1, SingleParams::default());
+        let ctl = &mut Control::default();
+        s.on_attach(0, 0, 0, ctl);
+        s.on_detach(10 * SECOND, 0, 0, ctl);
+        s.on_attach(10 * SECOND, 0, 1, ctl);
+        assert_eq!(ctl.reassignments(), vec![(0, 1)]);
+        assert_eq!(select(&mut s, 10 * SECOND, &[(1, 5)], ctl), Some(1));
+    }
 }

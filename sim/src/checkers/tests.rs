@@ -422,9 +422,9 @@ fn old_duplicate_after_newer_is_a_duplicate_and_a_violation() {
 }
 
 #[test]
-fn old_duplicate_still_in_window_is_a_duplicate_and_a_violation() {
-    // As above, but seq 0's ack was lost, so its record is still in the window when the copy
-    // is applied after seq 1.
+fn old_duplicate_of_an_unacked_message_is_a_duplicate_and_a_violation() {
+    // As above, but seq 0's ack was lost (applied wins: its record is final at its apply all the
+    // same, and the copy applied after seq 1 is a duplicate).
     let (a, b) = (m(0, 0, 0), m(1, 0, 1));
     let mut h = H::state();
     h.produce(0, a).produce(0, b);
@@ -436,6 +436,23 @@ fn old_duplicate_still_in_window_is_a_duplicate_and_a_violation() {
     assert_eq!(x.ordering_violations, 1);
     assert_eq!(x.applied, 2);
     assert_eq!(x.final_state_mismatches, 1);
+}
+
+#[test]
+fn a_duplicate_behind_an_unresolved_message_counts_once_with_the_first_latency() {
+    // seq 0 is never resolved, so seq 1's record stays in the window behind it. seq 1 is applied
+    // at 1ms, its ack is lost, and it is applied again at 5ms: one duplicate, one message
+    // applied, and its latency is the first apply's (1ms).
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).produce(0, b);
+    h.apply(MS, b);
+    h.dispatch_n(5 * MS, b, 2).apply(5 * MS, b).ack(5 * MS, b);
+    assert_eq!(h.c.keys[0].window.len(), 2);
+    h.pending(6 * MS, a);
+    let x = h.metrics(6 * MS);
+    assert_eq!((x.duplicates, x.applied, x.pending_at_end), (1, 1, 1));
+    assert_eq!(x.latency_ms.max, 1.0);
 }
 
 #[test]
@@ -1081,8 +1098,9 @@ fn max_block_is_the_wait_for_the_predecessor() {
 }
 
 #[test]
-fn max_block_with_unacked_predecessor_still_in_window() {
-    // As above, but seq 0's ack never arrives: seq 0 is resolved at its apply all the same.
+fn max_block_with_unacked_predecessor() {
+    // As above, but seq 0's ack never arrives: seq 0 is resolved (and final) at its apply all
+    // the same.
     let (a, b) = (m(0, 0, 0), m(1, 0, 1));
     let mut h = H::state();
     h.produce(0, a).enqueue(0, a);
@@ -1092,6 +1110,21 @@ fn max_block_with_unacked_predecessor_still_in_window() {
     let x = h.metrics(12 * MS);
     assert_eq!(x.max_block_ms, 9.0);
     assert_eq!(x.applied, 2);
+}
+
+#[test]
+fn max_block_counts_a_resolved_predecessor_still_in_the_window() {
+    // seq 0 is rejected at 10ms and its ack never comes: resolved, but not final, so it stays in
+    // the window. seq 1, enqueued at 1ms, waited for it until 10ms (9ms), applied at 12ms.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a);
+    h.produce(MS, b).enqueue(MS, b);
+    h.reject(10 * MS, a);
+    h.apply(12 * MS, b).ack(12 * MS, b);
+    assert_eq!(h.c.keys[0].window.len(), 2);
+    h.pending(12 * MS, a);
+    assert_eq!(h.metrics(12 * MS).max_block_ms, 9.0);
 }
 
 #[test]
@@ -1377,4 +1410,263 @@ fn message_events_about_unproduced_messages_are_malformed() {
             "{e:?}"
         );
     }
+}
+
+// --- 15. Figures computed at the end or counted in aggregate (pinned by mutation testing) ------
+
+#[test]
+fn coverage_counts_source_outages_cache_collapses_reads_batch_runs_and_send_failures() {
+    // The counters the fault-event test above leaves at 0: one source outage, one cache
+    // collapse, two source reads, two batch runs of which one gave up, one failed send.
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a);
+    let t = MS;
+    for e in [
+        Event::Crash {
+            t,
+            node: Node::SourceDb,
+        },
+        Event::Crash {
+            t,
+            node: Node::Cache,
+        },
+        Event::SourceRead {
+            t,
+            key: 0,
+            consumer: 0,
+            seq: None,
+        },
+        Event::SourceRead {
+            t,
+            key: 0,
+            consumer: 1,
+            seq: Some(0),
+        },
+        Event::JobStart { t, consumer: 0 },
+        // A job that drained the queue, then one that gave up: one given up.
+        Event::JobEnd {
+            t,
+            consumer: 0,
+            gave_up: false,
+        },
+        Event::JobStart { t, consumer: 0 },
+        Event::JobEnd {
+            t,
+            consumer: 0,
+            gave_up: true,
+        },
+        Event::SendFail {
+            t,
+            msg: a,
+            producer: 0,
+        },
+    ] {
+        h.ev(e);
+    }
+    h.apply(2 * MS, a).ack(2 * MS, a);
+    assert_eq!(
+        h.metrics(2 * MS).coverage,
+        Coverage {
+            source_outages: 1,
+            cache_collapses: 1,
+            source_reads: 2,
+            batch_runs: 2,
+            batch_runs_given_up: 1,
+            send_failures: 1,
+            ..Coverage::default()
+        }
+    );
+}
+
+/// One key: 1 stale rejection, 2 discarded, 4 innocent dead letters, 8 innocent drops, plus one
+/// poison dead letter and one poison drop (17 messages, every one settled at 0; the run ends at 1ms).
+fn every_way_to_lose_a_command(kind: WorkloadKind) -> Metrics {
+    let mut h = H::new(1, kind);
+    let mut seq = 0u32;
+    let mut next = |h: &mut H, poison: bool| {
+        let x = m(seq as u64, 0, seq);
+        seq += 1;
+        h.produce_as(0, x, poison);
+        x
+    };
+    let x = next(&mut h, false);
+    h.reject(0, x).ack(0, x);
+    for _ in 0..2 {
+        let x = next(&mut h, false);
+        h.discard(0, x);
+    }
+    for _ in 0..4 {
+        let x = next(&mut h, false);
+        h.dead_letter(0, x);
+    }
+    for _ in 0..8 {
+        let x = next(&mut h, false);
+        h.ev(Event::Drop {
+            t: 0,
+            msg: x,
+            broker: 0,
+        });
+    }
+    let x = next(&mut h, true);
+    h.dead_letter(0, x);
+    let x = next(&mut h, true);
+    h.ev(Event::Drop {
+        t: 0,
+        msg: x,
+        broker: 0,
+    });
+    h.metrics(MS)
+}
+
+#[test]
+fn lost_commands_sum_rejected_lost_and_innocent_dead_lettered_or_dropped() {
+    // A command that never took effect for any of these reasons is a lost command; a poison one
+    // could never take effect, so it is not. 1 + 2 + 4 + 8 = 15.
+    let x = every_way_to_lose_a_command(WorkloadKind::Command);
+    assert_eq!(
+        (
+            x.stale_rejected,
+            x.lost,
+            x.innocent_dead_lettered,
+            x.innocent_dropped
+        ),
+        (1, 2, 4, 8)
+    );
+    assert_eq!((x.poison_dead_lettered, x.poison_dropped), (1, 1));
+    assert_eq!(x.lost_commands, 15);
+}
+
+#[test]
+fn a_state_workload_has_no_lost_commands() {
+    // The same history of states: a later state supersedes a lost one, so nothing is a lost
+    // command (losses show in `lost` and the final state).
+    let x = every_way_to_lose_a_command(WorkloadKind::State);
+    assert_eq!(x.lost, 2);
+    assert_eq!(x.lost_commands, 0);
+}
+
+#[test]
+fn pending_at_the_end_behind_an_unresolved_predecessor_is_blocked_until_the_end() {
+    // seq 0 (enqueued at 0) and seq 1 (enqueued at 2ms) are both still pending when the run ends
+    // at 10ms: seq 1 has waited 8ms for its predecessor so far. seq 0 has no predecessor.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a);
+    h.produce(2 * MS, b).enqueue(2 * MS, b);
+    h.pending(10 * MS, a).pending(10 * MS, b);
+    let x = h.metrics(10 * MS);
+    assert_eq!(x.pending_at_end, 2);
+    assert_eq!(x.max_block_ms, 8.0);
+}
+
+#[test]
+fn pending_at_the_end_behind_a_settled_predecessor_was_blocked_until_it_settled() {
+    // seq 0 is dead-lettered at 6ms (it leaves the window); seq 1, enqueued at 2ms, is still
+    // pending at the end (10ms): it waited 4ms for its predecessor, then for something else.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a);
+    h.produce(2 * MS, b).enqueue(2 * MS, b);
+    h.dead_letter(6 * MS, a);
+    h.pending(10 * MS, b);
+    assert_eq!(h.metrics(10 * MS).max_block_ms, 4.0);
+}
+
+#[test]
+fn pending_at_the_end_behind_a_resolved_unsettled_predecessor_was_blocked_until_it_resolved() {
+    // seq 0 is rejected at 5ms but its ack never comes (resolved, still in the window); seq 1,
+    // enqueued at 2ms, is pending at the end (10ms): it waited 3ms for its predecessor.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a);
+    h.produce(2 * MS, b).enqueue(2 * MS, b);
+    h.reject(5 * MS, a);
+    h.pending(10 * MS, a).pending(10 * MS, b);
+    assert_eq!(h.metrics(10 * MS).max_block_ms, 3.0);
+}
+
+#[test]
+fn the_first_message_pending_at_the_end_is_not_blocked() {
+    // seq 0 of its key waits for nothing, however long it stays pending (0 to 10ms).
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a).pending(10 * MS, a);
+    assert_eq!(h.metrics(10 * MS).max_block_ms, 0.0);
+}
+
+#[test]
+fn a_message_applied_ahead_of_its_pending_predecessor_is_not_blocked_at_the_end() {
+    // seq 1 (enqueued at 2ms) overtakes seq 0 and is applied at 3ms; seq 0 is still pending at
+    // 10ms. seq 1 stays in the window behind seq 0, but it waited for nothing.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a);
+    h.produce(2 * MS, b).enqueue(2 * MS, b);
+    h.apply(3 * MS, b).ack(3 * MS, b);
+    h.pending(10 * MS, a);
+    assert_eq!(h.metrics(10 * MS).max_block_ms, 0.0);
+}
+
+#[test]
+fn a_message_never_enqueued_is_not_blocked_at_the_end() {
+    // seq 1 never reached a broker (its producer kept it): it waited at no broker.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a);
+    h.produce(2 * MS, b);
+    h.pending(10 * MS, a).pending(10 * MS, b);
+    assert_eq!(h.metrics(10 * MS).max_block_ms, 0.0);
+}
+
+#[test]
+fn a_missing_first_command_is_a_mismatch() {
+    // seq 0 is dead-lettered (innocent), seqs 1 and 2 are applied in order: the digest must
+    // tell "1, 2" from "0, 1, 2" (seq 0 folds in like any other seq, not as a no-op).
+    let (mut h, [a, b, c]) = three_commands(false);
+    h.dead_letter(MS, a);
+    h.apply(2 * MS, b).ack(2 * MS, b);
+    h.apply(3 * MS, c).ack(3 * MS, c);
+    let x = h.metrics(3 * MS);
+    assert_eq!(x.final_state_mismatches, 1);
+    assert_eq!(x.lost_commands, 1);
+}
+
+#[test]
+fn a_message_discarded_in_hand_leaves_the_window_when_its_consumer_crashes() {
+    // seq 0 is discarded while consumer 2 has it in hand: it stays open (the consumer may still
+    // apply it). When consumer 2 crashes, seq 0 is final (lost) and leaves the window at once,
+    // with seq 1 (applied) behind it.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).produce(0, b);
+    h.start(MS, a, 2).discard(2 * MS, a);
+    h.apply(3 * MS, b).ack(3 * MS, b);
+    assert_eq!(h.c.keys[0].window.len(), 2);
+    h.ev(Event::Crash {
+        t: 4 * MS,
+        node: Node::Consumer(2),
+    });
+    assert!(h.c.keys[0].window.is_empty());
+    let x = h.metrics(4 * MS);
+    assert_eq!((x.lost, x.applied), (1, 1));
+}
+
+#[test]
+fn the_last_two_of_five_commands_swapped_are_a_mismatch() {
+    // Five commands applied once each, seqs 3 and 4 swapped at the end. The digest must not
+    // confuse this order with the production order (an OR in place of the XOR would: this is
+    // the smallest missing, doubled or swapped command that such a digest misses).
+    let ms: Vec<MsgRef> = (0..5).map(|s| m(s as u64, 0, s)).collect();
+    let mut h = H::command();
+    for &x in &ms {
+        h.produce(0, x);
+    }
+    for (i, s) in [0, 1, 2, 4, 3].into_iter().enumerate() {
+        let t = (i as Time + 1) * MS;
+        h.apply(t, ms[s]).ack(t, ms[s]);
+    }
+    let x = h.metrics(5 * MS);
+    assert_eq!(x.final_state_mismatches, 1);
+    assert_eq!((x.applied, x.duplicates), (5, 0));
 }
