@@ -256,3 +256,35 @@ fn an_anomaly_serializes_as_a_line_no_event_reader_accepts() {
     assert!(serde_json::from_str::<Event>(&line).is_err());
     assert_eq!(serde_json::from_str::<Anomaly>(&line).unwrap(), a);
 }
+
+/// A message lost behind an unresolved predecessor is still in its key's window at the end: its
+/// annotation, written then, names its own seq (the window's base plus its place in it).
+#[test]
+fn a_loss_found_at_the_end_names_the_lost_seq() {
+    let (a, b, c) = (m(0, 0), m(0, 1), m(0, 2));
+    let discard = Event::Discard {
+        t: 30,
+        msg: c,
+        reason: DiscardReason::BrokerCrash,
+    };
+    let found = annotate(
+        WorkloadKind::State,
+        1,
+        &[
+            produce(10, a),
+            produce(11, b),
+            produce(12, c),
+            apply(20, a, 0),
+            ack(20, a),
+            discard,
+            Event::Pending { t: 40, msg: b },
+        ],
+    );
+    let lost: Vec<_> = found
+        .iter()
+        .filter(|x| x.kind == AnomalyKind::Lost)
+        .collect();
+    assert_eq!(lost.len(), 1, "{found:?}");
+    assert_eq!((lost[0].key, lost[0].seq), (0, 2));
+    assert_eq!(lost[0].conflicts_with, Some(discard));
+}
