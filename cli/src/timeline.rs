@@ -535,7 +535,7 @@ impl<'a> Page<'a> {
             let t = e.time();
             let seq = match e {
                 Event::SourceRead { .. } => None,
-                _ => event_key(e).and(msg_seq(e)),
+                _ => event_key(e).and(e.msg().map(|m| m.seq)),
             };
             let lane = match *e {
                 Event::Produce { producer, .. } | Event::SendFail { producer, .. } => {
@@ -865,26 +865,5 @@ pre {{ font-size: 11px; }}
             counts = esc(&s.counts_line()),
             text = esc(&s.text()),
         )
-    }
-}
-
-fn msg_seq(e: &Event) -> Option<u32> {
-    match *e {
-        Event::Produce { msg, .. }
-        | Event::Enqueue { msg, .. }
-        | Event::Forward { msg, .. }
-        | Event::Dispatch { msg, .. }
-        | Event::Start { msg, .. }
-        | Event::Apply { msg, .. }
-        | Event::Reject { msg, .. }
-        | Event::Ack { msg, .. }
-        | Event::Rollback { msg, .. }
-        | Event::Redelivery { msg, .. }
-        | Event::DeadLetter { msg, .. }
-        | Event::Drop { msg, .. }
-        | Event::Discard { msg, .. }
-        | Event::SendFail { msg, .. }
-        | Event::Pending { msg, .. } => Some(msg.seq),
-        _ => None,
     }
 }

@@ -261,23 +261,8 @@ pub fn parse_history(name: &str, text: &str) -> Result<History, CliError> {
 /// The key an event is about, if any.
 pub fn event_key(e: &Event) -> Option<u32> {
     match *e {
-        Event::Produce { msg, .. }
-        | Event::Enqueue { msg, .. }
-        | Event::Forward { msg, .. }
-        | Event::Dispatch { msg, .. }
-        | Event::Start { msg, .. }
-        | Event::Apply { msg, .. }
-        | Event::Reject { msg, .. }
-        | Event::Ack { msg, .. }
-        | Event::Rollback { msg, .. }
-        | Event::Redelivery { msg, .. }
-        | Event::DeadLetter { msg, .. }
-        | Event::Drop { msg, .. }
-        | Event::Discard { msg, .. }
-        | Event::SendFail { msg, .. }
-        | Event::Pending { msg, .. } => Some(msg.key),
         Event::SourceRead { key, .. } => Some(key),
-        _ => None,
+        _ => e.msg().map(|m| m.key),
     }
 }
 

@@ -325,6 +325,28 @@ impl Event {
         )
     }
 
+    /// The message the event is about, if it is about one.
+    pub fn msg(&self) -> Option<MsgRef> {
+        match *self {
+            Event::Produce { msg, .. }
+            | Event::Enqueue { msg, .. }
+            | Event::Forward { msg, .. }
+            | Event::Dispatch { msg, .. }
+            | Event::Start { msg, .. }
+            | Event::Apply { msg, .. }
+            | Event::Reject { msg, .. }
+            | Event::Ack { msg, .. }
+            | Event::Rollback { msg, .. }
+            | Event::Redelivery { msg, .. }
+            | Event::DeadLetter { msg, .. }
+            | Event::Drop { msg, .. }
+            | Event::Discard { msg, .. }
+            | Event::SendFail { msg, .. }
+            | Event::Pending { msg, .. } => Some(msg),
+            _ => None,
+        }
+    }
+
     /// The event's time.
     #[inline]
     pub fn time(&self) -> Time {

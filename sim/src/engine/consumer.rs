@@ -407,7 +407,14 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         if cs.blip_depth > 1 || !cs.up {
             return;
         }
-        cs.lost_connection = true;
+        self.lose_connection_keep_work(c);
+    }
+
+    /// Consumer `c`'s connection is gone (a blip, or the broker gave up on a paused process): the
+    /// broker takes its deliveries back; the process keeps the message in hand and will still
+    /// write it.
+    pub(super) fn lose_connection_keep_work(&mut self, c: u32) {
+        self.w.consumers[c as usize].lost_connection = true;
         self.emit(Event::Disconnect {
             t: self.now,
             node: Node::Consumer(c),

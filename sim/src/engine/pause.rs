@@ -7,7 +7,7 @@
 
 use super::events::Ev;
 use super::Engine;
-use crate::history::{Event, Node, Observer};
+use crate::history::Observer;
 use crate::strategy::Strategy;
 
 impl<S: Strategy, O: Observer> Engine<'_, S, O> {
@@ -41,16 +41,11 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     /// The broker has heard nothing from paused consumer `c` for `failure_detection`: it drops
     /// the connection and redelivers what it had given it. The process keeps the message in hand.
     pub(super) fn pause_detected(&mut self, c: u32, serial: u32) {
-        let cs = &mut self.w.consumers[c as usize];
+        let cs = &self.w.consumers[c as usize];
         if cs.pause_depth == 0 || cs.pause_serial != serial || cs.broker.is_none() {
             return;
         }
-        cs.lost_connection = true;
-        self.emit(Event::Disconnect {
-            t: self.now,
-            node: Node::Consumer(c),
-        });
-        self.detach(c, true);
+        self.lose_connection_keep_work(c);
     }
 
     /// Consumer `c`'s process runs again: its timers go on where they stopped; if the broker
