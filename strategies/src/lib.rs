@@ -355,7 +355,33 @@ mod param_tests {
 /// Helpers for the strategies' own tests: run a scenario written inline.
 #[cfg(test)]
 pub(crate) mod test_util {
+    use sim::strategy::{ConsumerSlot, Control, DispatchCtx, MsgView, Select, Strategy};
+    use sim::time::Time;
     use sim::{FaultPlan, Metrics, RunOptions, Scenario};
+
+    /// `select` at broker 0 for `msg` with `slots` (consumer id, free prefetch), as dispatch would
+    /// call it: the id of the consumer chosen, or the `Select` when none is.
+    pub fn select_at(
+        s: &mut impl Strategy,
+        now: Time,
+        slots: &[(u32, u32)],
+        msg: &MsgView,
+        ctl: &mut Control,
+    ) -> Result<u32, Select> {
+        let consumers: Vec<ConsumerSlot> = slots
+            .iter()
+            .map(|&(id, free)| ConsumerSlot { id, free })
+            .collect();
+        let ctx = DispatchCtx {
+            now,
+            broker: 0,
+            consumers: &consumers,
+        };
+        match s.select(&ctx, msg, ctl) {
+            Select::Consumer(i) => Ok(consumers[i].id),
+            other => Err(other),
+        }
+    }
 
     /// Loads a scenario from TOML text, with the strategy checks.
     pub fn scenario(text: &str) -> Scenario {

@@ -694,19 +694,7 @@ service = {{ dist = "exponential", mean = "10ms" }}
         group: Option<u32>,
         ctl: &mut Control,
     ) -> Result<u32, Select> {
-        let consumers: Vec<ConsumerSlot> = slots
-            .iter()
-            .map(|&(id, free)| ConsumerSlot { id, free })
-            .collect();
-        let ctx = DispatchCtx {
-            now,
-            broker: 0,
-            consumers: &consumers,
-        };
-        match s.select(&ctx, &msg(group), ctl) {
-            Select::Consumer(i) => Ok(consumers[i].id),
-            other => Err(other),
-        }
+        crate::test_util::select_at(s, now, slots, &msg(group), ctl)
     }
 
     /// A group's message dispatched now, with consumers 0 and 1 both free.

@@ -184,20 +184,11 @@ mod tests {
     // --- `select` and the hooks called directly with hand-built contexts.
 
     use super::{Single, SingleParams};
-    use sim::strategy::{ConsumerSlot, Control, DispatchCtx, MsgView, Select, Strategy};
+    use sim::strategy::{Control, MsgView, Select, Strategy};
     use sim::time::{Dur, Time, SECOND};
 
     /// `select` at broker 0 with `slots` (consumer id, free prefetch): the consumer id chosen.
     fn select(s: &mut Single, now: Time, slots: &[(u32, u32)], ctl: &mut Control) -> Option<u32> {
-        let consumers: Vec<ConsumerSlot> = slots
-            .iter()
-            .map(|&(id, free)| ConsumerSlot { id, free })
-            .collect();
-        let ctx = DispatchCtx {
-            now,
-            broker: 0,
-            consumers: &consumers,
-        };
         let msg = MsgView {
             id: 0,
             key: 0,
@@ -207,10 +198,10 @@ mod tests {
             redeliveries: 0,
             group: None,
         };
-        match s.select(&ctx, &msg, ctl) {
-            Select::Consumer(i) => Some(consumers[i].id),
-            Select::Stop => None,
-            Select::Hold => panic!("single never holds"),
+        match crate::test_util::select_at(s, now, slots, &msg, ctl) {
+            Ok(id) => Some(id),
+            Err(Select::Stop) => None,
+            Err(_) => panic!("single never holds"),
         }
     }
 
