@@ -11,6 +11,7 @@ mod cli;
 mod determinism;
 mod hostile;
 mod hostile_io;
+mod lease;
 mod network;
 mod pause;
 mod physics;

@@ -98,13 +98,17 @@ const PURPLE: RGBColor = RGBColor(204, 121, 167);
 const SKY: RGBColor = RGBColor(86, 180, 233);
 const GREY: RGBColor = RGBColor(90, 90, 90);
 const YELLOW_: RGBColor = RGBColor(190, 170, 0);
+const INK: RGBColor = RGBColor(0, 0, 0);
+const BROWN: RGBColor = RGBColor(140, 80, 20);
 /// The fine grid: barely there, so the data stands out.
 const LIGHT: RGBColor = RGBColor(238, 238, 238);
 
 /// One colour per strategy, by its position in the registry, so a strategy keeps its colour on
 /// every chart.
 pub fn strategy_color(name: &str) -> RGBColor {
-    const PALETTE: [RGBColor; 8] = [GREY, BLUE_, VERMILION, GREEN_, PURPLE, ORANGE, SKY, YELLOW_];
+    const PALETTE: [RGBColor; MARKER_SHAPES] = [
+        GREY, BLUE_, VERMILION, GREEN_, PURPLE, ORANGE, SKY, YELLOW_, INK, BROWN,
+    ];
     let i = strategies::ALL
         .iter()
         .position(|s| s.name == name)
@@ -534,18 +538,21 @@ fn strategy_index(name: &str) -> usize {
         .unwrap_or(strategies::ALL.len())
 }
 
-/// One marker shape per strategy (eight shapes for the eight strategies, with distinct colours
-/// too), so that coinciding lines and colour-blind readers can still tell the strategies apart.
+/// One marker shape per strategy (ten shapes, with distinct colours too), so that coinciding
+/// lines and colour-blind readers can still tell the strategies apart.
 struct Marker<C> {
     at: C,
     shape: usize,
     color: RGBColor,
 }
 
+/// Distinct marker shapes (and strategy colours): a strategy's pair is its own up to this many.
+const MARKER_SHAPES: usize = 10;
+
 fn marker<C>(i: usize, at: C, color: RGBColor) -> Marker<C> {
     Marker {
         at,
-        shape: i % 8,
+        shape: i % MARKER_SHAPES,
         color,
     }
 }
@@ -582,9 +589,17 @@ impl<C, DB: DrawingBackend> Drawable<DB> for Marker<C> {
             4 => backend.draw_rect((x - 4, y - 4), (x + 4, y + 4), &fill, true),
             5 => backend.draw_rect((x - 4, y - 4), (x + 4, y + 4), &line, false),
             6 => backend.draw_path([triangle[0], triangle[1], triangle[2], triangle[0]], &line),
-            _ => {
+            7 => {
                 backend.draw_line((x - 6, y), (x + 6, y), &line)?;
                 backend.draw_line((x, y - 6), (x, y + 6), &line)
+            }
+            8 => {
+                let diamond = [(x, y - 6), (x - 6, y), (x, y + 6), (x + 6, y)];
+                backend.fill_polygon(diamond, &fill)
+            }
+            _ => {
+                let diamond = [(x, y - 6), (x - 6, y), (x, y + 6), (x + 6, y), (x, y - 6)];
+                backend.draw_path(diamond, &line)
             }
         }
     }

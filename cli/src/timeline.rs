@@ -168,6 +168,36 @@ pub fn describe(h: &TraceHeader, e: &Event) -> (&'static str, String) {
                 if blocking { "blocking" } else { "non-blocking" }
             ),
         ),
+        Event::Expire {
+            msg,
+            broker,
+            consumer,
+            ..
+        } => (
+            "expire",
+            format!(
+                "seq {}: {}'s lease ended; broker {} takes it back",
+                msg.seq,
+                c(consumer),
+                b(broker)
+            ),
+        ),
+        Event::Replay { msg, broker, .. } => (
+            "replay",
+            format!(
+                "seq {} replayed from broker {}'s dead-letter queue",
+                msg.seq,
+                b(broker)
+            ),
+        ),
+        Event::AckFail { msg, consumer, .. } => (
+            "ack_fail",
+            format!(
+                "seq {}: {}'s late ack refused (its lease had ended)",
+                msg.seq,
+                c(consumer)
+            ),
+        ),
         Event::DeadLetter { msg, broker, .. } => (
             "dead_letter",
             format!("seq {} dead-lettered by broker {}", msg.seq, b(broker)),
@@ -545,12 +575,15 @@ impl<'a> Page<'a> {
                 | Event::Dispatch { broker, .. }
                 | Event::DeadLetter { broker, .. }
                 | Event::Drop { broker, .. }
+                | Event::Expire { broker, .. }
+                | Event::Replay { broker, .. }
                 | Event::Reassign { broker, .. } => Lane::Broker(broker),
                 Event::Forward { from, .. } => Lane::Broker(from),
                 Event::Start { consumer, .. }
                 | Event::Apply { consumer, .. }
                 | Event::Reject { consumer, .. }
                 | Event::Ack { consumer, .. }
+                | Event::AckFail { consumer, .. }
                 | Event::Rollback { consumer, .. }
                 | Event::Suspend { consumer, .. }
                 | Event::Resume { consumer, .. }

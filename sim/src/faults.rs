@@ -51,6 +51,10 @@ pub enum FaultKind {
     /// deliveries to others; the process then resumes and finishes what it had in hand (a zombie
     /// write).
     ConsumerPause,
+    /// An operator moves every message in a broker's dead-letter queue (`broker`; absent: every
+    /// broker's) back to the tail of its queue (an instant, no `for`): ActiveMQ's console "retry"
+    /// or a DLQ redrive, SQS's `StartMessageMoveTask`.
+    DlqReplay,
 }
 
 /// The optional `[[fault]]` fields whose meaning depends on the kind (`kind`, `at` and `rate`
@@ -61,7 +65,7 @@ pub const KIND_FIELDS: [&str; 8] = [
 
 impl FaultKind {
     /// Every kind, with one line of explanation (for `sim list`).
-    pub const ALL: [(FaultKind, &'static str); 10] = [
+    pub const ALL: [(FaultKind, &'static str); 11] = [
         (FaultKind::BrokerCrash, "a broker goes down; a persistent store keeps its messages stuck until it returns, producers and consumers fail over"),
         (FaultKind::ConsumerCrash, "a consumer process dies; its unacked and prefetched messages are redelivered (marked redelivered)"),
         (FaultKind::NetworkBlip, "a consumer loses its connection: it still applies the message in hand but its ack is lost (duplicate)"),
@@ -72,6 +76,7 @@ impl FaultKind {
         (FaultKind::SourceOutage, "the source database (read by the notifier) is unreachable: reads fail and roll back"),
         (FaultKind::CacheCollapse, "the cache cluster loses every entry and lock at once (an instant: no `for`)"),
         (FaultKind::ConsumerPause, "a consumer stops (GC pause, frozen VM) with its connection open: after [consumers] failure_detection the broker redelivers its messages; it then resumes and writes what it had in hand (a zombie)"),
+        (FaultKind::DlqReplay, "an operator moves the dead-letter queue's messages back to the tail of their queue (`broker`, absent: every broker; an instant: no `for`)"),
     ];
 
     /// Its name as written in scenario files.
@@ -87,6 +92,7 @@ impl FaultKind {
             FaultKind::SourceOutage => "source_outage",
             FaultKind::CacheCollapse => "cache_collapse",
             FaultKind::ConsumerPause => "consumer_pause",
+            FaultKind::DlqReplay => "dlq_replay",
         }
     }
 
@@ -94,8 +100,8 @@ impl FaultKind {
     pub fn takes(self, field: &str) -> bool {
         use FaultKind::*;
         match field {
-            "for" => self != CacheCollapse,
-            "broker" => self == BrokerCrash,
+            "for" => !matches!(self, CacheCollapse | DlqReplay),
+            "broker" => matches!(self, BrokerCrash | DlqReplay),
             "consumer" => matches!(
                 self,
                 ConsumerCrash | NetworkBlip | SlowConsumer | ConsumerPause
@@ -124,7 +130,15 @@ impl FaultKind {
     /// Random occurrences of this kind need a duration (`for`): without one the first occurrence
     /// would never heal and the later ones would pile onto it. A clock step may stay for good.
     fn random_needs_duration(self) -> bool {
-        !matches!(self, FaultKind::ClockSkew | FaultKind::CacheCollapse)
+        !matches!(
+            self,
+            FaultKind::ClockSkew | FaultKind::CacheCollapse | FaultKind::DlqReplay
+        )
+    }
+
+    /// Whether the kind is an instant (no `for`).
+    pub fn is_instant(self) -> bool {
+        matches!(self, FaultKind::CacheCollapse | FaultKind::DlqReplay)
     }
 }
 
@@ -177,6 +191,12 @@ pub enum FaultAction {
     SourceOutage,
     /// The cache cluster loses everything (an instant).
     CacheCollapse,
+    /// The dead-letter queue of broker `broker` (None: of every broker) is moved back to its
+    /// queue's tail (an instant).
+    DlqReplay {
+        /// Broker index, or every broker.
+        broker: Option<u16>,
+    },
 }
 
 impl FaultAction {
@@ -193,6 +213,7 @@ impl FaultAction {
             FaultAction::Poison { .. } => FaultKind::Poison,
             FaultAction::SourceOutage => FaultKind::SourceOutage,
             FaultAction::CacheCollapse => FaultKind::CacheCollapse,
+            FaultAction::DlqReplay { .. } => FaultKind::DlqReplay,
         }
     }
 }
@@ -283,6 +304,9 @@ impl FaultPlan {
                         f.ahead = Some(skew >= 0);
                     }
                     FaultAction::Poison { fraction } => f.fraction = Some(fraction),
+                    FaultAction::DlqReplay { broker } => {
+                        f.broker = broker.map(|b| s.brokers[b as usize].name.clone())
+                    }
                     FaultAction::DbOutage
                     | FaultAction::SourceOutage
                     | FaultAction::CacheCollapse => {}
@@ -341,6 +365,12 @@ fn instance<R: Rng>(s: &Scenario, f: &Fault, source: usize, at: Time, rng: &mut 
         FaultKind::DbOutage => FaultAction::DbOutage,
         FaultKind::SourceOutage => FaultAction::SourceOutage,
         FaultKind::CacheCollapse => FaultAction::CacheCollapse,
+        FaultKind::DlqReplay => FaultAction::DlqReplay {
+            broker: f
+                .broker
+                .as_ref()
+                .map(|n| s.broker_index(n).expect("validated broker name") as u16),
+        },
     };
     PlannedFault {
         at,
@@ -377,11 +407,15 @@ impl PlannedFault {
                 Dur(skew.unsigned_abs()).readable()
             )),
             FaultAction::Poison { fraction } => line.push_str(&format!(" fraction {fraction}")),
+            FaultAction::DlqReplay { broker } => match broker {
+                Some(b) => line.push_str(&format!(" broker {}", s.brokers[b as usize].name)),
+                None => line.push_str(" every broker"),
+            },
             FaultAction::DbOutage | FaultAction::SourceOutage | FaultAction::CacheCollapse => {}
         }
         match self.duration {
             Some(d) => line.push_str(&format!(" for {}", Dur(d).readable())),
-            None if self.action == FaultAction::CacheCollapse => {}
+            None if self.action.kind().is_instant() => {}
             None => line.push_str(" (never heals)"),
         }
         line
@@ -585,7 +619,10 @@ fn check_overlaps(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
         .filter(|(_, f, _, _)| {
             !matches!(
                 f.kind,
-                FaultKind::ClockSkew | FaultKind::Poison | FaultKind::CacheCollapse
+                FaultKind::ClockSkew
+                    | FaultKind::Poison
+                    | FaultKind::CacheCollapse
+                    | FaultKind::DlqReplay
             )
         })
         .collect();

@@ -188,6 +188,41 @@ pub enum Event {
         /// Broker.
         broker: u16,
     },
+    /// The lease of a delivery ended (`[lease]`: visibility timeout, lock expiry): the broker
+    /// takes the message back and may deliver it again, while `consumer` may still be working on
+    /// it.
+    Expire {
+        /// Time.
+        t: Time,
+        /// The message.
+        msg: MsgRef,
+        /// Broker.
+        broker: u16,
+        /// The consumer whose lease ended.
+        consumer: u32,
+    },
+    /// A consumer's ack (delete) reached the broker after the delivery was no longer its (its
+    /// lease had ended): refused. What the consumer did is done.
+    AckFail {
+        /// Time.
+        t: Time,
+        /// The message.
+        msg: MsgRef,
+        /// Consumer.
+        consumer: u32,
+    },
+    /// An operator moved the message from `broker`'s dead-letter queue back to its queue (the
+    /// `dlq_replay` fault): it is deliverable again, as new.
+    Replay {
+        /// Time.
+        t: Time,
+        /// The message.
+        msg: MsgRef,
+        /// Broker.
+        broker: u16,
+        /// Hidden poison flag (the checker needs it to re-count the message).
+        poison: bool,
+    },
     /// The message vanished (no copy remains anywhere).
     Discard {
         /// Time.
@@ -338,6 +373,9 @@ impl Event {
             | Event::Ack { msg, .. }
             | Event::Rollback { msg, .. }
             | Event::Redelivery { msg, .. }
+            | Event::Expire { msg, .. }
+            | Event::AckFail { msg, .. }
+            | Event::Replay { msg, .. }
             | Event::DeadLetter { msg, .. }
             | Event::Drop { msg, .. }
             | Event::Discard { msg, .. }
@@ -361,6 +399,9 @@ impl Event {
             | Event::Ack { t, .. }
             | Event::Rollback { t, .. }
             | Event::Redelivery { t, .. }
+            | Event::Expire { t, .. }
+            | Event::AckFail { t, .. }
+            | Event::Replay { t, .. }
             | Event::DeadLetter { t, .. }
             | Event::Drop { t, .. }
             | Event::Discard { t, .. }

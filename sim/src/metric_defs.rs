@@ -330,6 +330,27 @@ pub const METRICS: &[MetricDef] = &[
         unit: "count",
         meaning: "batch job runs that gave up on a resource outage",
     },
+    MetricDef {
+        path: "coverage.lease_expiries",
+        title: "Lease expiries",
+        column: None,
+        unit: "count",
+        meaning: "delivery leases (`[lease]`: visibility timeout, lock duration) that ended before the ack: the broker took the message back while a consumer may still have worked on it",
+    },
+    MetricDef {
+        path: "coverage.failed_acks",
+        title: "Failed acks",
+        column: None,
+        unit: "count",
+        meaning: "acks (deletes) the broker refused because the delivery's lease had ended; the consumer's write, if any, had happened",
+    },
+    MetricDef {
+        path: "coverage.dlq_replays",
+        title: "DLQ replays",
+        column: None,
+        unit: "count",
+        meaning: "messages an operator moved back from a dead-letter queue to their queue (`dlq_replay`); a replayed message counts once, by its last outcome",
+    },
 ];
 
 /// The reference tables of docs/metrics.md: the figures, then the coverage counters.

@@ -419,6 +419,11 @@ pub trait Strategy: Handler {
     /// back in the broker's queue.
     fn on_detach(&mut self, _now: Time, _broker: u16, _consumer: u32, _ctl: &mut Control) {}
 
+    /// A delivery came back to broker `broker`'s queue and is deliverable again: rolled back
+    /// (after its redelivery delay, if any), its lease expired, or its consumer left. (A message a
+    /// consumer holds for a blocking redelivery has not come back.)
+    fn on_returned(&mut self, _now: Time, _broker: u16, _msg: &MsgView, _ctl: &mut Control) {}
+
     /// A message left the broker for good (acked or dead-lettered).
     fn on_settled(&mut self, _now: Time, _msg: &MsgView, _ctl: &mut Control) {}
 

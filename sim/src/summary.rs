@@ -57,6 +57,16 @@ pub struct Coverage {
     pub batch_runs: u64,
     /// Batch job runs that gave up on a resource outage.
     pub batch_runs_given_up: u64,
+    /// Delivery leases that ended with the message not acked (`[lease]`): taken back by the
+    /// broker while a consumer may still work on it.
+    #[serde(default)]
+    pub lease_expiries: u64,
+    /// Acks (deletes) the broker refused because the delivery's lease had ended.
+    #[serde(default)]
+    pub failed_acks: u64,
+    /// Messages moved back from a dead-letter queue to their queue (`dlq_replay`).
+    #[serde(default)]
+    pub dlq_replays: u64,
 }
 
 /// Why a run stopped.

@@ -12,6 +12,7 @@ pub mod message_groups;
 pub mod notifier;
 pub mod resequencer;
 pub mod single;
+pub mod sqs_fifo;
 pub mod unit_of_order;
 
 use serde::de::DeserializeOwned;
@@ -28,6 +29,7 @@ pub use message_groups::MessageGroups;
 pub use notifier::Notifier;
 pub use resequencer::Resequencer;
 pub use single::Single;
+pub use sqs_fifo::SqsFifo;
 pub use unit_of_order::UnitOfOrder;
 
 /// A strategy the registry knows: its name, what it models, its `[strategy.NAME]` parameters, and
@@ -254,6 +256,7 @@ registry! {
     MessageGroups,
     UnitOfOrder,
     Resequencer,
+    SqsFifo,
 }
 
 /// Whether `name` is a known strategy.

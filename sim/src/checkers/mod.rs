@@ -107,10 +107,13 @@ struct Tally {
     pending: u64,
     lost: u64,
     unaccounted: u64,
+    /// `(key, seq)` of the messages counted dead-lettered, for a replay to take back.
+    dead_lettered_at: Vec<(u32, u32)>,
 }
 
 impl Tally {
-    fn classify(&mut self, r: &Rec) {
+    #[inline]
+    fn classify(&mut self, r: &Rec, key: u32, seq: u32) {
         if r.applies > 0 {
             self.applied += 1;
         } else if r.rejected {
@@ -122,6 +125,7 @@ impl Tally {
             } else {
                 self.innocent_dead_lettered += 1;
             }
+            self.dead_lettered_at.push((key, seq));
         } else if r.dropped {
             self.dropped += 1;
             if r.poison {
@@ -191,6 +195,9 @@ pub struct Checkers<A: Annotations = Off> {
     /// Messages gone while a consumer had them in hand, with that consumer: not final until it
     /// is done with them.
     waiting: Vec<(u32, MsgRef)>,
+    /// Records reopened by a replay from a dead-letter queue after they had left their key's
+    /// window (counted at the end).
+    reopened: Vec<(MsgRef, Rec)>,
     /// The annotations' sink and memory ([`Off`]: nothing, zero-sized).
     notes: A,
 }
@@ -241,6 +248,7 @@ impl<A: Annotations> Checkers<A> {
             malformed: None,
             hands: Vec::new(),
             waiting: Vec::new(),
+            reopened: Vec::new(),
             notes,
         }
     }
@@ -343,9 +351,74 @@ impl<A: Annotations> Checkers<A> {
     /// The record of a message still in its key's window.
     #[inline]
     fn rec(&mut self, m: MsgRef) -> Option<&mut Rec> {
-        let k = self.keys.get_mut(m.key as usize)?;
-        let i = m.seq.checked_sub(k.base)? as usize;
-        k.window.get_mut(i)
+        let base = self.keys.get(m.key as usize)?.base;
+        match m.seq.checked_sub(base) {
+            Some(i) => self.keys[m.key as usize].window.get_mut(i as usize),
+            None => self.reopened_rec(m),
+        }
+    }
+
+    /// The reopened record of `m`, if a replay reopened it.
+    #[cold]
+    fn reopened_rec(&mut self, m: MsgRef) -> Option<&mut Rec> {
+        self.reopened
+            .iter_mut()
+            .find(|(r, _)| r.id == m.id)
+            .map(|(_, rec)| rec)
+    }
+
+    /// `msg` is back in a queue from a dead-letter queue: no longer dead-lettered. A record still
+    /// in its window is simply open again; one already counted is taken back from the count and
+    /// reopened. One that was applied (a consumer wrote it while the broker dead-lettered it)
+    /// stays applied: applying it again is a duplicate.
+    fn replay(&mut self, msg: MsgRef, poison: bool) {
+        self.coverage.dlq_replays += 1;
+        let Some(k) = self.keys.get(msg.key as usize) else {
+            self.malformed(format!("replay of key {} out of range", msg.key));
+            return;
+        };
+        if msg.seq >= k.base {
+            if let Some(r) = self.rec(msg) {
+                r.dead_lettered = false;
+            }
+            return;
+        }
+        if let Some(r) = self.reopened_rec(msg) {
+            r.dead_lettered = false;
+            return;
+        }
+        let t = &mut self.tally;
+        let Some(i) = t
+            .dead_lettered_at
+            .iter()
+            .position(|&(k, s)| k == msg.key && s == msg.seq)
+        else {
+            return;
+        };
+        t.dead_lettered_at.swap_remove(i);
+        t.dead_lettered -= 1;
+        if poison {
+            t.poison_dead_lettered -= 1;
+        } else {
+            t.innocent_dead_lettered -= 1;
+        }
+        self.reopened.push((
+            msg,
+            Rec {
+                produced_at: NONE,
+                enqueued_at: NONE,
+                resolved_at: NONE,
+                applies: 0,
+                poison,
+                rejected: false,
+                acked: false,
+                dead_lettered: false,
+                dropped: false,
+                discarded: false,
+                pending: false,
+                in_hand: 0,
+            },
+        ));
     }
 
     /// Drops final records from the front of a key's window, classifying them.
@@ -356,7 +429,7 @@ impl<A: Annotations> Checkers<A> {
             if !r.is_final() {
                 break;
             }
-            self.tally.classify(r);
+            self.tally.classify(r, key, k.base);
             k.prev_resolved_at = r.resolved_at;
             if A::ON {
                 if let Some(n) = self.notes.notes() {
@@ -467,6 +540,15 @@ impl<A: Annotations> Checkers<A> {
                 self.take_in_hand(consumer, msg);
             }
             Event::Redelivery { msg, .. } => self.unknown(e, msg),
+            Event::Replay { msg, poison, .. } => self.replay(msg, poison),
+            Event::Expire { msg, .. } => {
+                self.coverage.lease_expiries += 1;
+                self.unknown(e, msg);
+            }
+            Event::AckFail { msg, .. } => {
+                self.coverage.failed_acks += 1;
+                self.unknown(e, msg);
+            }
             Event::Crash { node, .. } => match node {
                 Node::Broker(_) => self.coverage.broker_crashes += 1,
                 Node::Consumer(c) => {
@@ -585,8 +667,15 @@ impl<A: Annotations> Checkers<A> {
         let base = k.base;
         let prev_resolved_before = k.prev_resolved_at;
         let Some(i) = msg.seq.checked_sub(base) else {
-            // Applied again after it was final: a duplicate.
-            self.duplicates += 1;
+            match self.reopened_rec(msg) {
+                // Replayed from a dead-letter queue: its first apply.
+                Some(r) if r.applies == 0 => {
+                    r.applies = 1;
+                    r.resolved_at = t;
+                }
+                // Applied again after it was final: a duplicate.
+                _ => self.duplicates += 1,
+            }
             return;
         };
         let i = i as usize;
@@ -653,7 +742,7 @@ impl<A: Annotations> Checkers<A> {
             };
             let (expected_last, last_state) = (k.expected_last, k.last_state);
             for (i, r) in window.iter().enumerate() {
-                self.tally.classify(r);
+                self.tally.classify(r, key as u32, base + i as u32);
                 if let Some(n) = self.notes.notes() {
                     anomaly::annotate_final(n, key as u32, base + i as u32, r);
                 }
@@ -663,6 +752,12 @@ impl<A: Annotations> Checkers<A> {
                 if A::ON {
                     self.annotate_mismatch(key as u32, end, expected_last, last_state);
                 }
+            }
+        }
+        for (msg, r) in std::mem::take(&mut self.reopened) {
+            self.tally.classify(&r, msg.key, msg.seq);
+            if let Some(n) = self.notes.notes() {
+                anomaly::annotate_final(n, msg.key, msg.seq, &r);
             }
         }
         if let Some(m) = self.malformed.take() {

@@ -751,6 +751,87 @@ fn dropped_while_in_hand_then_applied_is_applied() {
     assert_eq!((x.applied, x.dropped, x.duplicates), (1, 0, 0));
 }
 
+impl H {
+    fn replay(&mut self, t: Time, msg: MsgRef, poison: bool) -> &mut Self {
+        self.ev(Event::Replay {
+            t,
+            msg,
+            broker: 0,
+            poison,
+        })
+    }
+}
+
+#[test]
+fn a_replayed_dead_letter_applied_late_is_applied_once_and_out_of_order() {
+    // seq 0 is dead-lettered (its record leaves the window: final), seq 1 applied; then an
+    // operator replays the DLQ and seq 0 is applied after seq 1.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).produce(0, b).dead_letter(MS, a);
+    h.apply(2 * MS, b).ack(2 * MS, b);
+    h.replay(3 * MS, a, false).apply(4 * MS, a).ack(4 * MS, a);
+    let x = h.metrics(4 * MS);
+    assert_eq!(
+        (x.applied, x.dead_lettered, x.innocent_dead_lettered),
+        (2, 0, 0)
+    );
+    assert_eq!(
+        (x.duplicates, x.ordering_violations, x.stale_writes),
+        (0, 1, 1)
+    );
+    assert_eq!(
+        x.final_state_mismatches, 1,
+        "the replayed older state is the last written"
+    );
+    assert_eq!(x.coverage.dlq_replays, 1);
+}
+
+#[test]
+fn a_replayed_message_still_in_its_window_is_open_again() {
+    // seq 0 is unresolved, so seq 1's dead-letter record stays in the window; replayed, seq 1 is
+    // pending at the end, not dead-lettered.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a)
+        .poison(0, b)
+        .dead_letter(MS, b)
+        .replay(2 * MS, b, true);
+    h.apply(3 * MS, a).ack(3 * MS, a).pending(4 * MS, b);
+    let x = h.metrics(4 * MS);
+    assert_eq!((x.applied, x.dead_lettered, x.pending_at_end), (1, 0, 1));
+}
+
+#[test]
+fn a_replayed_poison_message_dead_lettered_again_counts_once() {
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.poison(0, a)
+        .dead_letter(MS, a)
+        .replay(2 * MS, a, true)
+        .dead_letter(3 * MS, a);
+    let x = h.metrics(3 * MS);
+    assert_eq!(
+        (x.dead_lettered, x.poison_dead_lettered, x.applied),
+        (1, 1, 0)
+    );
+}
+
+#[test]
+fn replaying_a_message_a_consumer_had_applied_makes_its_next_apply_a_duplicate() {
+    // Applied wins: the consumer wrote it while the broker dead-lettered it; a replay then
+    // brings the broker's copy back and it is written again.
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a)
+        .start(0, a, 0)
+        .dead_letter(MS, a)
+        .apply_by(2 * MS, a, 0);
+    h.replay(3 * MS, a, false).apply(4 * MS, a);
+    let x = h.metrics(4 * MS);
+    assert_eq!((x.applied, x.dead_lettered, x.duplicates), (1, 0, 1));
+}
+
 // --- 8. Conservation -------------------------------------------------------------------------
 
 #[test]

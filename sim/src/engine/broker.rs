@@ -2,10 +2,10 @@
 //! dispatch with prefetch through the strategy's policy, and a message's settlement (ack or
 //! dead-letter queue).
 
-use super::state::{Delivery, Loc};
+use super::state::{Delivery, Loc, Msg};
 use super::Engine;
 use crate::history::{DiscardReason, Event, Observer};
-use crate::scenario::DeadLetter;
+use crate::scenario::{DeadLetter, Requeue};
 use crate::strategy::{ConsumerSlot, DispatchCtx, Select, Strategy};
 
 impl<S: Strategy, O: Observer> Engine<'_, S, O> {
@@ -21,26 +21,59 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         });
     }
 
-    /// Puts the deliveries in `self.w.returned` back at the front of their brokers' queues, in
-    /// message-id order (as a broker redispatches unacked messages first, in their original order).
-    /// Invalid (stale) deliveries are skipped.
+    /// Puts the deliveries in `self.w.returned` back in their brokers' queues, in message-id
+    /// order (as a broker redispatches unacked messages first, in their original order; with
+    /// `requeue = "head"`, ahead of everything queued). Invalid (stale) deliveries are skipped.
     pub(super) fn requeue_returned(&mut self) {
         if self.w.returned.is_empty() {
             return;
         }
         let mut returned = std::mem::take(&mut self.w.returned);
-        returned.sort_unstable_by_key(|d| std::cmp::Reverse(d.id));
+        // Pushed to the front one by one: newest first, so that they end up oldest first.
+        if self.policy.requeue == Requeue::Head {
+            returned.sort_unstable_by_key(|d| std::cmp::Reverse(d.id));
+        } else {
+            returned.sort_unstable_by_key(|d| d.id);
+        }
         for d in &returned {
             let m = self.w.slab.get_mut(d.slot);
             if m.r.id == d.id
                 && matches!(m.loc, Loc::Delivered { delivery, .. } if delivery == d.delivery)
             {
                 m.loc = Loc::Queued(d.broker);
-                self.w.brokers[d.broker as usize].queue.push_front(d.slot);
+                self.put_back(d.broker, d.slot);
+                self.returned_hook(d.broker, d.slot);
             }
         }
         returned.clear();
         self.w.returned = returned;
+    }
+
+    /// Puts a message taken back from a consumer into broker `b`'s queue where `[redelivery]
+    /// requeue` says: ahead of every queued message, behind them, or among them in production
+    /// order.
+    pub(super) fn put_back(&mut self, b: u16, slot: u32) {
+        let q = &mut self.w.brokers[b as usize].queue;
+        match self.policy.requeue {
+            Requeue::Head => q.push_front(slot),
+            Requeue::Tail => q.push_back(slot),
+            Requeue::Original => {
+                let slab = &self.w.slab;
+                let id = slab.get(slot).r.id;
+                let at = q
+                    .iter()
+                    .position(|&s| slab.get(s).r.id > id)
+                    .unwrap_or(q.len());
+                q.insert(at, slot);
+            }
+        }
+    }
+
+    /// Tells the strategy that the message in `slot` is deliverable again at broker `b`.
+    #[inline]
+    pub(super) fn returned_hook(&mut self, b: u16, slot: u32) {
+        let view = self.view(slot);
+        self.strategy.on_returned(self.now, b, &view, &mut self.ctl);
     }
 
     /// The broker side of a consumer leaving: its unacked deliveries go back to the queue.
@@ -219,9 +252,39 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         self.w.held.remove(&msg.id);
         let t = self.now;
         match self.policy.dead_letter(&self.sc.brokers[b as usize]) {
-            DeadLetter::Queue => self.emit(Event::DeadLetter { t, msg, broker: b }),
+            DeadLetter::Queue => {
+                self.emit(Event::DeadLetter { t, msg, broker: b });
+                let m = *self.w.slab.get(slot);
+                self.w.brokers[b as usize].dlq.push(m);
+            }
             DeadLetter::Drop => self.emit(Event::Drop { t, msg, broker: b }),
         }
         self.settle(slot);
+    }
+
+    /// An operator moves broker `b`'s dead-letter queue back to the tail of its queue, oldest
+    /// first: each message is new to the broker (its delivery count starts again) and keeps its
+    /// hidden poison flag. A broker that is down cannot be asked.
+    pub(super) fn dlq_replay(&mut self, b: u16) {
+        if !self.w.brokers[b as usize].up || self.w.brokers[b as usize].dlq.is_empty() {
+            return;
+        }
+        let dlq = std::mem::take(&mut self.w.brokers[b as usize].dlq);
+        for m in dlq {
+            self.emit(Event::Replay {
+                t: self.now,
+                msg: m.r,
+                broker: b,
+                poison: m.poison,
+            });
+            let slot = self.alloc(Msg {
+                deliveries: 0,
+                loc: Loc::Queued(b),
+                crossed: false,
+                ..m
+            });
+            self.enqueue_back(b, slot);
+        }
+        self.dispatch(b);
     }
 }

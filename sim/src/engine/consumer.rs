@@ -5,7 +5,8 @@
 use super::events::Ev;
 use super::state::{Delivery, Job, Loc, Phase};
 use super::Engine;
-use crate::history::{Event, FailReason, Node, Observer};
+use crate::history::{Event, FailReason, MsgRef, Node, Observer};
+use crate::scenario::CrashDetection;
 use crate::strategy::{Begin, HandlerCtx, Outcome, Row, Strategy, WorldChange};
 
 /// The handler's view of the world.
@@ -68,6 +69,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             broker: b,
         });
         self.sync_load(c);
+        self.lease_start(slot, id);
     }
 
     /// An idle, connected consumer takes the next message from its buffer; the strategy's `begin`
@@ -84,15 +86,25 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             }
             return;
         };
-        let view = self.view(d.slot);
-        let poison = self.w.slab.get(d.slot).poison;
+        let job = if d.delivery == 0 {
+            // Its lease ended before it got here: the consumer's own copy (`lease.rs`).
+            self.take_orphan(c, d.id)
+                .expect("an expired receive keeps its copy")
+        } else {
+            Job {
+                d,
+                view: self.view(d.slot),
+                poison: self.w.slab.get(d.slot).poison,
+            }
+        };
+        let view = job.view;
+        let poison = job.poison;
         let msg = view.msg_ref();
         self.emit(Event::Start {
             t: self.now,
             msg,
             consumer: c,
         });
-        let job = Job { d, view, poison };
         let begin = {
             let ctx = handler_ctx(
                 self.now,
@@ -145,6 +157,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         let epoch = cs.epoch;
         self.q.push(self.now + svc, Ev::ServiceDone { c, epoch });
         self.sync_load(c);
+        self.lease_work_started(&job);
     }
 
     /// A parked consumer may go on (the strategy released what it waited for).
@@ -213,7 +226,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                     consumer: c,
                     state_seq,
                 });
-                self.succeeded(c, job.d);
+                self.succeeded(c, job.d, msg);
             }
             Outcome::Rejected => {
                 self.unhold(msg.id);
@@ -222,11 +235,11 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                     msg,
                     consumer: c,
                 });
-                self.succeeded(c, job.d);
+                self.succeeded(c, job.d, msg);
             }
             Outcome::Buffered => {
                 self.take_over(job.d.slot, msg);
-                self.succeeded(c, job.d)
+                self.succeeded(c, job.d, msg)
             }
             Outcome::Failed(reason) => self.failed(c, job, reason),
             Outcome::After { delay, step } => {
@@ -240,7 +253,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         self.start_next(c);
     }
 
-    pub(super) fn succeeded(&mut self, c: u32, d: Delivery) {
+    pub(super) fn succeeded(&mut self, c: u32, d: Delivery, msg: MsgRef) {
         let cs = &mut self.w.consumers[c as usize];
         cs.failures_in_row = 0;
         cs.job_retries = 0;
@@ -248,17 +261,17 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         let latency = self.sc.consumers.ack_latency.0;
         if latency == 0 {
             self.sync_load(c);
-            self.ack_arrive(c, d);
+            self.ack_arrive(c, d, msg);
         } else {
             cs.ack_pending.push(d);
             self.sync_load(c);
             let ack = match self.w.acks_free.pop() {
                 Some(i) => {
-                    self.w.acks[i as usize] = d;
+                    self.w.acks[i as usize] = (d, msg);
                     i
                 }
                 None => {
-                    self.w.acks.push(d);
+                    self.w.acks.push((d, msg));
                     (self.w.acks.len() - 1) as u32
                 }
             };
@@ -267,17 +280,17 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     }
 
     /// The ack reaches the broker: settled if the delivery is still current (else it was already
-    /// given back for redelivery, and this ack is lost).
-    pub(super) fn ack_arrive(&mut self, c: u32, d: Delivery) {
+    /// given back for redelivery, and this ack is lost or refused).
+    pub(super) fn ack_arrive(&mut self, c: u32, d: Delivery, msg: MsgRef) {
         let cs = &mut self.w.consumers[c as usize];
         if let Some(i) = cs.ack_pending.iter().position(|x| *x == d) {
             cs.ack_pending.swap_remove(i);
             self.sync_load(c);
         }
         if !self.w.slab.valid(&d, c) || !self.w.brokers[d.broker as usize].up {
+            self.ack_refused(c, d, msg);
             return;
         }
-        let msg = self.msg_ref(d.slot);
         self.emit(Event::Ack {
             t: self.now,
             msg,
@@ -323,6 +336,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             cs.phase = Phase::Idle;
         }
         self.sync_load(c);
+        self.drop_orphans(c);
         // The message in hand is dropped: the strategy releases what `begin` took for it (locks).
         if let Some(view) = abandoned {
             self.strategy.abandon(self.now, c, &view, &mut self.ctl);
@@ -371,13 +385,19 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             t: self.now,
             node: Node::Consumer(c),
         });
-        // Detaching abandons the message in hand (the strategy releases its locks).
-        self.detach(c, false);
+        if self.crash_detection == CrashDetection::Connection {
+            // Detaching abandons the message in hand (the strategy releases its locks).
+            self.detach(c, false);
+        } else {
+            self.die_unnoticed(c);
+        }
         self.world_change(WorldChange::ConsumerCrashed(c));
         let cs = &mut self.w.consumers[c as usize];
         cs.phase = Phase::Idle;
-        cs.buffer.clear();
-        cs.ack_pending.clear();
+        if cs.broker.is_none() {
+            cs.buffer.clear();
+            cs.ack_pending.clear();
+        }
         cs.failures_in_row = 0;
         self.sync_load(c);
     }
@@ -389,6 +409,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         if cs.crash_depth > 0 || cs.up {
             return;
         }
+        // A dead session the broker has not noticed yet goes when the process comes back.
+        let stale = cs.broker.is_some();
         cs.up = true;
         cs.epoch += 1;
         let epoch = cs.epoch;
@@ -396,6 +418,9 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             t: self.now,
             node: Node::Consumer(c),
         });
+        if stale {
+            self.session_gone(c);
+        }
         self.world_change(WorldChange::ConsumerRestarted(c));
         self.consumer_reconnect(c, epoch);
     }

@@ -48,6 +48,21 @@ pub(super) enum Ev {
         c: u32,
         serial: u32,
     },
+    /// A delivery's lease ends (`lease.rs`), unless renewed or settled meanwhile.
+    LeaseExpire {
+        slot: u32,
+        id: u64,
+    },
+    /// The consumer working on a leased message renews its lease (`lease.rs`).
+    LeaseRenew {
+        slot: u32,
+        id: u64,
+    },
+    /// A dead consumer's failure-detection timeout (`[consumers] crash_detection = "timeout"`).
+    CrashDetected {
+        c: u32,
+        epoch: u32,
+    },
     FaultStart(u32),
     FaultEnd(u32),
     Wake(u64),

@@ -55,6 +55,14 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 });
                 self.world_change(WorldChange::CacheCollapse);
             }
+            FaultAction::DlqReplay { broker } => match broker {
+                Some(b) => self.dlq_replay(b),
+                None => {
+                    for b in 0..self.w.brokers.len() as u16 {
+                        self.dlq_replay(b);
+                    }
+                }
+            },
         }
         if let Some(d) = duration {
             self.q.push(self.now.saturating_add(d), Ev::FaultEnd(i));
@@ -101,7 +109,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 }
             }
             // An instant: the plan never gives it a duration (validation refuses `for`).
-            FaultAction::CacheCollapse => {}
+            FaultAction::CacheCollapse | FaultAction::DlqReplay { .. } => {}
         }
         self.phase_step();
     }

@@ -19,6 +19,9 @@
 //! | `network.rs` | the network of brokers: ActiveMQ's bridge (one more consumer, driven by the peer's demand) or idle store-and-forward |
 //! | `consumer.rs` | delivery, processing (`begin`, `handle`), the ack; attach/detach, crash, blip, suspension |
 //! | `redelivery.rs` | a rollback: redelivery after the policy's delay (blocking or not), or the dead-letter queue |
+//! | `lease.rs` | delivery leases (visibility timeout, lock duration): expiry hands the message to another consumer, renewal, the late ack refused |
+//! | `pause.rs` | a consumer process that stops with its connection open (`consumer_pause`): dropped after `failure_detection`, then a zombie write |
+//! | `detection.rs` | how the broker learns a consumer died: at once, after a timeout, or never (its leases expire) |
 //! | `batch.rs` | consumers hosted as a scheduled batch job |
 //! | `failover.rs` | **broker failover**: a broker crashes and restarts; producers and consumers reconnect through their lists |
 //! | `faults.rs` | the fault plan acting on the world |
@@ -32,9 +35,11 @@ mod batch;
 mod broker;
 mod consumer;
 mod control;
+mod detection;
 mod events;
 mod failover;
 mod faults;
+mod lease;
 mod network;
 mod pause;
 mod producer;
@@ -48,7 +53,9 @@ use crate::event_queue::EventQueue;
 use crate::faults::FaultPlan;
 use crate::history::{Event, MsgRef, Observer};
 use crate::rng::{stream, Component};
-use crate::scenario::{Connect, ConsumerMode, RedeliveryPolicy, Scenario};
+use crate::scenario::{
+    Connect, ConsumerMode, CrashDetection, LeasePolicy, RedeliveryPolicy, Scenario,
+};
 use crate::strategy::{ConsumerSlot, Control, MsgView, Row, Strategy};
 use crate::summary::{EndReason, Metrics};
 use crate::time::Time;
@@ -102,6 +109,10 @@ struct Engine<'a, S: Strategy, O: Observer> {
     service: Sampler,
     /// `[redelivery]` with the flavour's defaults filled in.
     policy: RedeliveryPolicy,
+    /// `[lease]` with the flavour's default filled in (None: deliveries are not leased).
+    lease: Option<LeasePolicy>,
+    /// How the broker learns that a consumer died.
+    crash_detection: CrashDetection,
     ctl: Control,
     /// Dispatch's candidate list (reused buffer).
     scratch: Vec<ConsumerSlot>,
@@ -180,6 +191,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             acks: Vec::new(),
             acks_free: Vec::new(),
             held: BTreeMap::new(),
+            orphans: Vec::new(),
         };
         Engine {
             sc,
@@ -195,6 +207,8 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             arrivals: Arrivals::new(sc, seed),
             service: sc.consumers.service.0.sampler(),
             policy: sc.redelivery_policy(),
+            lease: sc.lease_policy(),
+            crash_detection: sc.crash_detection(),
             ctl: Control::default(),
             scratch: Vec::with_capacity(sc.consumers.count as usize),
             started_scratch: Vec::with_capacity(sc.consumers.count as usize),
@@ -278,9 +292,9 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             Ev::ServiceDone { c, epoch } => self.service_done(c, epoch),
             Ev::BlockingRetry { c, epoch } => self.blocking_retry(c, epoch),
             Ev::AckArrive { c, ack } => {
-                let d = self.w.acks[ack as usize];
+                let (d, msg) = self.w.acks[ack as usize];
                 self.w.acks_free.push(ack);
-                self.ack_arrive(c, d)
+                self.ack_arrive(c, d, msg)
             }
             Ev::RedeliveryDue { slot, id } => self.redelivery_due(slot, id),
             Ev::ForwardArrive { slot, id } => self.forward_arrive(slot, id),
@@ -295,6 +309,9 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
                 }
             }
             Ev::PauseDetected { c, serial } => self.pause_detected(c, serial),
+            Ev::LeaseExpire { slot, id } => self.lease_expire(slot, id),
+            Ev::LeaseRenew { slot, id } => self.lease_renew(slot, id),
+            Ev::CrashDetected { c, epoch } => self.crash_detected(c, epoch),
             Ev::FaultStart(i) => self.fault_start(i),
             Ev::FaultEnd(i) => self.fault_end(i),
             Ev::Wake(token) => {

@@ -35,6 +35,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             loc: Loc::Producer(producer),
             applied: false,
             crossed: false,
+            lease_due: 0,
+            leased_at: 0,
         });
         // The source database commits the new state before the message is sent.
         let src = &mut self.w.source[key as usize];

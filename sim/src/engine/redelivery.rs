@@ -6,7 +6,7 @@ use super::events::Ev;
 use super::state::{Delivery, Job, Loc, Phase};
 use super::Engine;
 use crate::history::{Event, FailReason, Observer};
-use crate::scenario::RedeliveryMode;
+use crate::scenario::{PartialFailure, RedeliveryMode};
 use crate::strategy::Strategy;
 
 impl<S: Strategy, O: Observer> Engine<'_, S, O> {
@@ -31,6 +31,13 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         // must not start another message first, so nothing is dispatched to it below.
         let suspend = n > 0 && cs.failures_in_row >= n && !cs.suspended;
         self.sync_load(c);
+        // `partial_failure = "fail_rest"`: the rest of what it received goes back unprocessed,
+        // before the failed message is requeued (so a head requeue keeps production order).
+        let gave_back = self.sc.consumers.partial_failure == PartialFailure::FailRest
+            && !self.w.consumers[c as usize].buffer.is_empty();
+        if gave_back {
+            self.give_back_rest(c);
+        }
         // A consumer whose connection is gone cannot roll back at the broker: the broker already
         // took the message back when the connection dropped.
         if self.w.slab.valid(&d, c) && self.w.brokers[d.broker as usize].up {
@@ -58,10 +65,12 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                         .push(self.now + delay, Ev::BlockingRetry { c, epoch });
                     self.sync_load(c);
                 } else if delay == 0 {
-                    // No delay: back at the head of its queue before the next dispatch decision,
-                    // so nothing overtakes it in the same instant.
+                    // No delay: back in its queue (at the head, unless `requeue` says otherwise)
+                    // before the next dispatch decision, so nothing overtakes it in the same
+                    // instant.
                     self.w.slab.get_mut(d.slot).loc = Loc::Queued(d.broker);
-                    self.w.brokers[d.broker as usize].queue.push_front(d.slot);
+                    self.put_back(d.broker, d.slot);
+                    self.returned_hook(d.broker, d.slot);
                     if !suspend {
                         self.dispatch(d.broker);
                     }
@@ -80,9 +89,24 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 }
             }
         }
+        if gave_back && !self.w.slab.valid(&d, c) {
+            self.dispatch(d.broker);
+        }
         if suspend {
             self.suspend(c);
         }
+    }
+
+    /// Consumer `c` gives every message it received and has not started back to the broker
+    /// (AWS Powertools' `SqsFifoPartialProcessor`: the rest of a batch fails with the first
+    /// failure, so that nothing overtakes it).
+    fn give_back_rest(&mut self, c: u32) {
+        let cs = &mut self.w.consumers[c as usize];
+        // Copies of expired receives are not the broker's to take back: they are dropped.
+        let rest: Vec<Delivery> = cs.buffer.drain(..).filter(|d| d.delivery != 0).collect();
+        self.drop_orphans(c);
+        self.sync_load(c);
+        self.return_deliveries(rest);
     }
 
     /// Blocking redelivery: the consumer redelivers the held message to itself.
@@ -125,10 +149,12 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         let nd = Delivery { delivery, ..d };
         self.w.consumers[c as usize].buffer.push_front(nd);
         self.sync_load(c);
+        self.lease_start(d.slot, d.id);
         self.start_next(c);
     }
 
-    /// A non-blocking redelivery delay is over: the message goes back to the head of its queue.
+    /// A non-blocking redelivery delay is over: the message goes back to its queue (at the head,
+    /// unless `requeue` says otherwise).
     pub(super) fn redelivery_due(&mut self, slot: u32, id: u64) {
         let m = self.w.slab.get(slot);
         let Loc::Held(b) = m.loc else { return };
@@ -136,7 +162,9 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             return;
         }
         self.w.slab.get_mut(slot).loc = Loc::Queued(b);
-        self.w.brokers[b as usize].queue.push_front(slot);
+        self.put_back(b, slot);
+        self.returned_hook(b, slot);
+        self.apply_control();
         self.dispatch(b);
     }
 }

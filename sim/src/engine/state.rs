@@ -39,13 +39,17 @@ pub(super) struct World {
     pub returned: Vec<Delivery>,
     /// Deliveries whose ack is travelling to the broker (`Ev::AckArrive` carries the index);
     /// slots are reused through `acks_free`.
-    pub acks: Vec<Delivery>,
+    pub acks: Vec<(Delivery, MsgRef)>,
     pub acks_free: Vec<u32>,
     /// Messages the strategy took over ([`crate::strategy::Outcome::Buffered`], acked upstream)
     /// and has neither applied nor lost yet, by id: the run is not settled while it holds any,
     /// and what it still holds at the end is pending. Looked up only, never iterated in hash
     /// order.
     pub held: BTreeMap<u64, Held>,
+    /// Consumers' own copies of received messages whose lease expired before they started them
+    /// (their buffer entry has `delivery == 0`): they still process them, as a client that
+    /// received a batch does.
+    pub orphans: Vec<(u32, Job)>,
 }
 
 /// A message the strategy took over.
@@ -97,6 +101,10 @@ pub(super) struct Msg {
     pub applied: bool,
     /// It came over a network bridge: with `networkTTL` 1 no bridge takes it again.
     pub crossed: bool,
+    /// With `[lease]`: when the current delivery's lease ends (renewals move it).
+    pub lease_due: Time,
+    /// With `[lease]`: when the current delivery was made (bounds renewal).
+    pub leased_at: Time,
 }
 
 /// A reference to one delivery of a message, held by a consumer. It is valid only while the
@@ -221,6 +229,8 @@ pub(super) struct BrokerState {
     /// Network bridges from this broker (`[network] kind = "bridge"`), in the order their demand
     /// appeared; one with messages in flight outlives its demand until they are stored.
     pub bridges: Vec<Bridge>,
+    /// Its dead-letter queue, in the order messages arrived there (kept for `dlq_replay`).
+    pub dlq: Vec<Msg>,
 }
 
 /// A network bridge from one broker toward `peer`: one more consumer of the broker's queue while
@@ -244,6 +254,7 @@ impl BrokerState {
             attached: Vec::new(),
             down_depth: 0,
             bridges: Vec::new(),
+            dlq: Vec::new(),
         }
     }
 }

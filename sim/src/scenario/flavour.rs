@@ -8,12 +8,19 @@
 //! | `artemis` | non-blocking (the broker holds it; later messages go on) | 0 | `max-delivery-attempts = 10` (10 deliveries) | dropped: no `dead-letter-address` in the address-settings defaults (the stock `broker.xml` sets `DLQ`: say `dead_letter = "queue"`) |
 //! | `ibm_mq` | non-blocking, no delay: back at the head of the queue | 0 | `BOTHRESH = 0`: no backout, endless redelivery | the backout queue (`BOQNAME`) |
 //! | `weblogic` | non-blocking (the destination holds it for the delay) | 0 (`RedeliveryDelay`) | Redelivery Limit -1: unlimited | dropped: no error destination, expiration policy `Discard` |
+//! | `sqs` | non-blocking: a message not deleted reappears when its visibility timeout ends | the lease (30s) | no redrive policy: unlimited (`maxReceiveCount = N` is `backout_threshold = N`) | the redrive DLQ |
+//!
+//! Every flavour but `sqs` requeues at the head, holds deliveries without a lease and notices a
+//! consumer's death when its connection closes. `sqs` (a FIFO queue) leases each receive for the
+//! visibility timeout (30s, no renewal), never notices a consumer's death (its receives come back
+//! when their leases expire) and puts a message that becomes visible again back in its original
+//! place (the head of its message group).
 //!
 //! Sources: docs/sources.md and ../shared/research/brokers.md (ActiveMQ `RedeliveryPolicy` and
 //! DLQ handling [A2][A3], Artemis undelivered messages [A8], IBM MQ backout [I1][R4], WebLogic's
-//! redelivery attributes).
+//! redelivery attributes), SQS visibility timeout and redrive [Q3][Q4][Q7].
 
-use super::{Broker, Redelivery, RedeliveryMode};
+use super::{Broker, CrashDetection, Lease, Redelivery, RedeliveryMode};
 use crate::time::Dur;
 use serde::{Deserialize, Serialize};
 
@@ -30,16 +37,35 @@ pub enum Flavour {
     IbmMq,
     /// WebLogic JMS.
     Weblogic,
+    /// Amazon SQS (FIFO queues): visibility-timeout leases, redrive to a dead-letter queue.
+    Sqs,
 }
 
 impl Flavour {
     /// Every flavour, in documentation order.
-    pub const ALL: [Flavour; 4] = [
+    pub const ALL: [Flavour; 5] = [
         Flavour::Activemq,
         Flavour::Artemis,
         Flavour::IbmMq,
         Flavour::Weblogic,
+        Flavour::Sqs,
     ];
+
+    /// How this broker learns that a consumer process died.
+    pub fn crash_detection(self) -> CrashDetection {
+        match self {
+            Flavour::Sqs => CrashDetection::Lease,
+            _ => CrashDetection::Connection,
+        }
+    }
+
+    /// Its delivery lease when the file gives none (SQS: the 30s default visibility timeout).
+    pub fn lease(self) -> Option<Dur> {
+        match self {
+            Flavour::Sqs => Some(Dur::from_secs(30)),
+            _ => None,
+        }
+    }
 
     /// The name a scenario file uses.
     pub fn name(self) -> &'static str {
@@ -48,6 +74,7 @@ impl Flavour {
             Flavour::Artemis => "artemis",
             Flavour::IbmMq => "ibm_mq",
             Flavour::Weblogic => "weblogic",
+            Flavour::Sqs => "sqs",
         }
     }
 }
@@ -60,6 +87,42 @@ pub enum DeadLetter {
     Queue,
     /// Deletes it: `dropped`.
     Drop,
+}
+
+/// Where a message goes back in its queue (`[redelivery] requeue`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Requeue {
+    /// Ahead of every queued message (several at once keep their production order).
+    Head,
+    /// Behind every queued message.
+    Tail,
+    /// Among the queued messages, in production order (IBM MQ's backout, SQS FIFO, RabbitMQ
+    /// classic queues "if possible").
+    Original,
+}
+
+/// `[lease]` with the flavour's default filled in: what the engine runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeasePolicy {
+    /// How long a delivery is leased.
+    pub duration: Dur,
+    /// Renewal period while the consumer works on it.
+    pub renew_every: Option<Dur>,
+    /// No renewal beyond this long after the delivery.
+    pub renew_max: Option<Dur>,
+}
+
+impl LeasePolicy {
+    /// The lease of `l` under `flavour`: None when deliveries are not leased.
+    pub fn resolve(flavour: Flavour, l: &Lease) -> Option<Self> {
+        let duration = l.duration.or(flavour.lease())?;
+        Some(LeasePolicy {
+            duration,
+            renew_every: l.renew_every,
+            renew_max: l.renew_max,
+        })
+    }
 }
 
 /// The redelivery limit, in deliveries.
@@ -84,14 +147,17 @@ pub struct RedeliveryPolicy {
     pub max_delay: Option<Dur>,
     /// When the broker gives up.
     pub limit: Limit,
+    /// Where a message goes back in its queue.
+    pub requeue: Requeue,
     /// What it does then, when the file says (else per broker: [`RedeliveryPolicy::dead_letter`]).
     dead_letter: Option<DeadLetter>,
     flavour: Flavour,
 }
 
 impl RedeliveryPolicy {
-    /// The policy of `r` under `flavour`.
-    pub fn resolve(flavour: Flavour, r: &Redelivery) -> Self {
+    /// The policy of `r` under `flavour` (with `lease`: SQS redelivers after the visibility
+    /// timeout).
+    pub fn resolve(flavour: Flavour, r: &Redelivery, lease: &Lease) -> Self {
         use Flavour::*;
         let (mode, delay, limit) = match flavour {
             Activemq => (
@@ -106,6 +172,15 @@ impl RedeliveryPolicy {
             ),
             IbmMq => (RedeliveryMode::NonBlocking, Dur::ZERO, Limit::Unlimited),
             Weblogic => (RedeliveryMode::NonBlocking, Dur::ZERO, Limit::Unlimited),
+            Sqs => (
+                RedeliveryMode::NonBlocking,
+                LeasePolicy::resolve(flavour, lease).map_or(Dur::ZERO, |l| l.duration),
+                Limit::Unlimited,
+            ),
+        };
+        let requeue = match flavour {
+            IbmMq | Sqs => Requeue::Original,
+            Activemq | Artemis | Weblogic => Requeue::Head,
         };
         let limit = match (r.max_redeliveries, r.backout_threshold) {
             (Some(n), _) if n < 0 => Limit::Unlimited,
@@ -120,6 +195,7 @@ impl RedeliveryPolicy {
             multiplier: r.multiplier.unwrap_or(1.0),
             max_delay: r.max_delay,
             limit,
+            requeue: r.requeue.unwrap_or(requeue),
             dead_letter: r.dead_letter,
             flavour,
         }
@@ -135,7 +211,7 @@ impl RedeliveryPolicy {
     pub fn dead_letter(&self, b: &Broker) -> DeadLetter {
         self.dead_letter.unwrap_or(match self.flavour {
             Flavour::Activemq if !b.persistent => DeadLetter::Drop,
-            Flavour::Activemq | Flavour::IbmMq => DeadLetter::Queue,
+            Flavour::Activemq | Flavour::IbmMq | Flavour::Sqs => DeadLetter::Queue,
             Flavour::Artemis | Flavour::Weblogic => DeadLetter::Drop,
         })
     }
@@ -166,13 +242,21 @@ mod tests {
         toml::from_str(toml_text).unwrap()
     }
 
+    fn no_lease() -> Lease {
+        Lease::default()
+    }
+
     fn broker(persistent: bool) -> Broker {
         toml::from_str(&format!("name = \"a\"\npersistent = {persistent}")).unwrap()
     }
 
     #[test]
     fn max_redeliveries_n_allows_n_plus_one_deliveries() {
-        let p = RedeliveryPolicy::resolve(Flavour::Activemq, &redelivery("max_redeliveries = 5"));
+        let p = RedeliveryPolicy::resolve(
+            Flavour::Activemq,
+            &redelivery("max_redeliveries = 5"),
+            &no_lease(),
+        );
         assert_eq!(p.limit, Limit::Deliveries(6));
         assert!(!p.gives_up(5));
         assert!(p.gives_up(6));
@@ -180,21 +264,31 @@ mod tests {
 
     #[test]
     fn backout_threshold_n_allows_n_deliveries_and_zero_disables_it() {
-        let p = RedeliveryPolicy::resolve(Flavour::IbmMq, &redelivery("backout_threshold = 5"));
+        let p = RedeliveryPolicy::resolve(
+            Flavour::IbmMq,
+            &redelivery("backout_threshold = 5"),
+            &no_lease(),
+        );
         assert!(!p.gives_up(4));
         assert!(p.gives_up(5));
-        let off =
-            RedeliveryPolicy::resolve(Flavour::Activemq, &redelivery("backout_threshold = 0"));
+        let off = RedeliveryPolicy::resolve(
+            Flavour::Activemq,
+            &redelivery("backout_threshold = 0"),
+            &no_lease(),
+        );
         assert_eq!(off.limit, Limit::Unlimited);
-        let minus =
-            RedeliveryPolicy::resolve(Flavour::Artemis, &redelivery("max_redeliveries = -1"));
+        let minus = RedeliveryPolicy::resolve(
+            Flavour::Artemis,
+            &redelivery("max_redeliveries = -1"),
+            &no_lease(),
+        );
         assert!(!minus.gives_up(u32::MAX));
     }
 
     #[test]
     fn each_flavour_has_its_documented_defaults() {
         let none = redelivery("");
-        let p = |f| RedeliveryPolicy::resolve(f, &none);
+        let p = |f| RedeliveryPolicy::resolve(f, &none, &no_lease());
         let amq = p(Flavour::Activemq);
         assert_eq!(
             (amq.mode, amq.initial_delay, amq.limit),
@@ -230,7 +324,7 @@ mod tests {
     #[test]
     fn the_file_overrides_the_flavour() {
         let r = redelivery("mode = \"blocking\"\ninitial_delay = \"5s\"\ndead_letter = \"queue\"\nmax_redeliveries = 2");
-        let p = RedeliveryPolicy::resolve(Flavour::Artemis, &r);
+        let p = RedeliveryPolicy::resolve(Flavour::Artemis, &r, &no_lease());
         assert_eq!(p.mode, RedeliveryMode::Blocking);
         assert_eq!(p.initial_delay, Dur::from_secs(5));
         assert_eq!(p.limit, Limit::Deliveries(3));

@@ -7,7 +7,7 @@ pub mod flavour;
 mod load;
 mod validate;
 
-pub use flavour::{DeadLetter, Flavour, Limit, RedeliveryPolicy};
+pub use flavour::{DeadLetter, Flavour, LeasePolicy, Limit, RedeliveryPolicy, Requeue};
 
 pub use load::{
     display_path, load_file, load_str, read_bounded, read_scenario_text, FieldError, Location,
@@ -61,6 +61,9 @@ pub struct Scenario {
     /// Redelivery after a rollback, and the dead-letter queue.
     #[serde(default)]
     pub redelivery: Redelivery,
+    /// Delivery leases (visibility timeout, lock duration, ack timeout): `[lease]`.
+    #[serde(default, skip_serializing_if = "Lease::is_empty")]
+    pub lease: Lease,
     /// Faults, scripted or random (`[[fault]]`).
     #[serde(default, rename = "fault", skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<Fault>,
@@ -376,6 +379,18 @@ pub struct Consumers {
     /// `maxInactivityDuration`, 30s). A process that dies closes its socket: noticed at once.
     #[serde(default = "defaults::failure_detection")]
     pub failure_detection: Dur,
+    /// How the broker learns that a consumer process died: `connection` (its socket closes: at
+    /// once; JMS brokers), `timeout` (after `failure_detection` without a heartbeat: a host that
+    /// died without closing its sockets, Kafka's session timeout) or `lease` (never: each of its
+    /// deliveries comes back when its `[lease]` expires; SQS, Service Bus). Default: the flavour's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crash_detection: Option<CrashDetection>,
+    /// What a consumer does with the rest of its prefetched (received) messages when one fails:
+    /// `continue` (process them: a partial-batch failure, later messages overtake the failed
+    /// one) or `fail_rest` (give them all back unprocessed, as AWS Powertools'
+    /// `SqsFifoPartialProcessor` does to keep a FIFO group's order).
+    #[serde(default)]
+    pub partial_failure: PartialFailure,
     /// Time from the apply to the broker receiving the ack; a crash in between makes a duplicate.
     #[serde(default)]
     pub ack_latency: Dur,
@@ -392,6 +407,58 @@ pub struct Consumers {
     /// The batch job's schedule and retry policy (only with `mode = "batch"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<BatchJob>,
+}
+
+/// How the broker learns that a consumer process died (`[consumers] crash_detection`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CrashDetection {
+    /// The process's socket closes: the broker takes its deliveries back at once.
+    Connection,
+    /// After `[consumers] failure_detection` without a heartbeat; until then its deliveries stay
+    /// assigned to it (and a push broker may assign it more, up to its prefetch).
+    Timeout,
+    /// Never: each delivery it held comes back when its `[lease]` expires.
+    Lease,
+}
+
+/// `[consumers] partial_failure`: the rest of a consumer's received messages after one fails.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PartialFailure {
+    /// Go on with them (later messages of a key may overtake the failed one).
+    #[default]
+    Continue,
+    /// Give every other received message back to the broker unprocessed.
+    FailRest,
+}
+
+/// `[lease]`: a delivery is the consumer's only for a while (SQS visibility timeout, Service Bus
+/// lock duration, Pulsar ack timeout); when the lease expires the message is deliverable again
+/// (marked redelivered, counted as a delivery) while the first consumer may still be working on
+/// it, and that consumer's late ack or delete fails. Absent (and no flavour default): deliveries
+/// are held until acked or the consumer leaves, as JMS brokers do.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lease {
+    /// How long a delivery is leased (`sqs` flavour: 30s, the default visibility timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Dur>,
+    /// A consumer working on a message extends its lease this often (an SQS visibility
+    /// heartbeat, Service Bus auto lock renewal); absent: never. A paused process cannot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renew_every: Option<Dur>,
+    /// Renewal stops this long after the delivery (Service Bus `MaxAutoLockRenewalDuration`,
+    /// 5 min); absent: no bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renew_max: Option<Dur>,
+}
+
+impl Lease {
+    /// Whether the file left `[lease]` out.
+    pub fn is_empty(&self) -> bool {
+        *self == Lease::default()
+    }
 }
 
 /// How consumers are hosted ([MDB-or-batch]).
@@ -466,6 +533,11 @@ pub struct Redelivery {
     /// `"drop"` (deleted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dead_letter: Option<DeadLetter>,
+    /// Where a message goes back in its queue after a rollback, a redelivery delay, a lease
+    /// expiry or its consumer leaving: `"head"` (ahead of everything queued), `"tail"` (behind
+    /// it) or `"original"` (among the queued messages in production order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requeue: Option<Requeue>,
 }
 
 /// Run bounds.
@@ -578,7 +650,19 @@ impl Scenario {
 
     /// `[redelivery]` with the flavour's defaults filled in.
     pub fn redelivery_policy(&self) -> RedeliveryPolicy {
-        RedeliveryPolicy::resolve(self.flavour, &self.redelivery)
+        RedeliveryPolicy::resolve(self.flavour, &self.redelivery, &self.lease)
+    }
+
+    /// `[lease]` with the flavour's defaults filled in: None when deliveries are not leased.
+    pub fn lease_policy(&self) -> Option<LeasePolicy> {
+        LeasePolicy::resolve(self.flavour, &self.lease)
+    }
+
+    /// `[consumers] crash_detection`, else the flavour's.
+    pub fn crash_detection(&self) -> CrashDetection {
+        self.consumers
+            .crash_detection
+            .unwrap_or_else(|| self.flavour.crash_detection())
     }
 
     /// Index of a broker by name.

@@ -321,6 +321,49 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
             ),
         );
     }
+    let lease = s.lease_policy();
+    if let Some(l) = lease {
+        if l.duration < MIN_RECONNECT_DELAY {
+            err(
+                p(&["lease", "duration"]),
+                format!(
+                    "must be at least {MIN_RECONNECT_DELAY}, got {}",
+                    l.duration.readable()
+                ),
+            );
+        }
+        if let Some(every) = l.renew_every {
+            if every < MIN_RECONNECT_DELAY || every >= l.duration {
+                err(
+                    p(&["lease", "renew_every"]),
+                    format!(
+                        "must be at least {MIN_RECONNECT_DELAY} and shorter than the lease ({}), got {}",
+                        l.duration.readable(),
+                        every.readable()
+                    ),
+                );
+            }
+        } else if l.renew_max.is_some() {
+            err(
+                p(&["lease", "renew_max"]),
+                "bounds renewal: give renew_every too".into(),
+            );
+        }
+    } else if !s.lease.is_empty() {
+        err(
+            p(&["lease", "duration"]),
+            format!(
+                "is required: the `{}` flavour leases nothing by default",
+                s.flavour.name()
+            ),
+        );
+    }
+    if s.crash_detection() == super::CrashDetection::Lease && lease.is_none() {
+        err(
+            p(&["consumers", "crash_detection"]),
+            "\"lease\" needs a [lease] duration (or flavour = \"sqs\"): without one a dead consumer's messages would never come back".into(),
+        );
+    }
     if s.run.max_events == 0 {
         err(p(&["run", "max_events"]), "must be at least 1".into());
     }

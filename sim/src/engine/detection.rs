@@ -1,0 +1,85 @@
+//! How a broker learns that a consumer process died (`[consumers] crash_detection`): at once
+//! when its socket closes (`connection`, the JMS brokers: `consumer.rs` detaches it), after
+//! `failure_detection` without a heartbeat (`timeout`: a host that died without closing its
+//! sockets, Kafka's session timeout), or never (`lease`: SQS has no connection; each delivery
+//! the dead process held comes back when its lease ends, `lease.rs`).
+
+use super::events::Ev;
+use super::state::Phase;
+use super::Engine;
+use crate::history::{Event, Node, Observer};
+use crate::scenario::CrashDetection;
+use crate::strategy::Strategy;
+
+impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+    /// Consumer `c`'s process just died, unnoticed by its broker (`timeout` or `lease`). The
+    /// message in hand is dropped (the strategy releases what `begin` took for it).
+    pub(super) fn die_unnoticed(&mut self, c: u32) {
+        let cs = &mut self.w.consumers[c as usize];
+        let abandoned = match cs.phase {
+            Phase::Serving { job, .. } | Phase::Parked { job, .. } => {
+                cs.buffer.push_front(job.d);
+                Some(job.view)
+            }
+            Phase::Waiting { d } => {
+                cs.buffer.push_front(d);
+                None
+            }
+            Phase::Idle => None,
+        };
+        cs.phase = Phase::Idle;
+        // Its copies of expired messages die with it.
+        cs.buffer.retain(|d| d.delivery != 0);
+        self.drop_orphans(c);
+        if let Some(view) = abandoned {
+            self.strategy.abandon(self.now, c, &view, &mut self.ctl);
+        }
+        match self.crash_detection {
+            CrashDetection::Timeout => {
+                // The broker still counts every delivery as the consumer's (and a push broker
+                // may give it more, up to its prefetch) until the timeout.
+                let epoch = self.w.consumers[c as usize].epoch;
+                let at = self.now + self.sc.consumers.failure_detection.0;
+                self.q.push(at, Ev::CrashDetected { c, epoch });
+                self.sync_load(c);
+            }
+            CrashDetection::Lease | CrashDetection::Connection => {
+                // No more receives; what it received stays leased to it until each lease ends.
+                let cs = &mut self.w.consumers[c as usize];
+                cs.buffer.clear();
+                cs.ack_pending.clear();
+                self.sync_load(c);
+                if let Some(b) = self.w.consumers[c as usize].broker.take() {
+                    let att = &mut self.w.brokers[b as usize].attached;
+                    if let Some(i) = att.iter().position(|&x| x == c) {
+                        att.remove(i);
+                    }
+                    self.strategy.on_detach(self.now, b, c, &mut self.ctl);
+                    if self.w.brokers[b as usize].attached.is_empty() {
+                        self.demand_lost(b);
+                    }
+                }
+            }
+        }
+        self.apply_control();
+    }
+
+    /// The failure-detection timeout of a consumer that died in incarnation `epoch`: the broker
+    /// drops its session and redelivers what it held.
+    pub(super) fn crash_detected(&mut self, c: u32, epoch: u32) {
+        let cs = &self.w.consumers[c as usize];
+        if cs.epoch != epoch || cs.up || cs.broker.is_none() {
+            return;
+        }
+        self.session_gone(c);
+    }
+
+    /// The broker drops dead consumer `c`'s session (its timeout, or the process restarted).
+    pub(super) fn session_gone(&mut self, c: u32) {
+        self.emit(Event::Disconnect {
+            t: self.now,
+            node: Node::Consumer(c),
+        });
+        self.detach(c, false);
+    }
+}

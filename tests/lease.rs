@@ -1,0 +1,389 @@
+//! Delivery leases, requeue positions, crash detection, partial-batch failure and replay from the
+//! dead-letter queue (issue 13): the broker's side of what SQS, Service Bus and Kafka do that JMS
+//! brokers do not.
+
+use crate::common;
+
+use sim::history::{Event, Node};
+
+/// Runs `strategy` on `text`, keeping the history.
+fn history(text: &str, strategy: &str) -> (sim::Metrics, Vec<Event>) {
+    let sc = common::scenario(text);
+    let mut events = Vec::new();
+    let m = common::run_with(&sc, strategy, 1, |e| events.push(*e));
+    (m, events)
+}
+
+/// One message at 1s to two competing consumers; consumer 0 is 5 times slower than the 10s
+/// service (50s) while consumer 1 is not; plus `extra`.
+fn one_slow_message(extra: &str) -> String {
+    format!(
+        r#"
+strategies = ["competing"]
+[workload]
+messages = 1
+rate = "1/s"
+arrival = "constant"
+keys = 1
+[[broker]]
+name = "a"
+[consumers]
+count = 2
+service = "10s"
+[[fault]]
+kind = "slow_consumer"
+consumer = 0
+factor = 5
+at = "0s"
+for = "100s"
+{extra}
+"#
+    )
+}
+
+/// The lease ends at 31s while consumer 0 still works: the broker hands the message to
+/// consumer 1 (delivery 2, redelivered), which writes and acks it at 41s; consumer 0 writes it
+/// again at 51s (a duplicate) and its ack is refused.
+#[test]
+fn an_expired_lease_hands_the_message_to_another_while_the_first_still_works() {
+    let (m, events) = history(
+        &one_slow_message("[lease]\nduration = \"30s\""),
+        "competing",
+    );
+    let expire = events.iter().find_map(|e| match *e {
+        Event::Expire { t, consumer, .. } => Some((t, consumer)),
+        _ => None,
+    });
+    assert_eq!(expire, Some((31_000_000, 0)));
+    let dispatches: Vec<_> = events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Dispatch {
+                t,
+                consumer,
+                delivery,
+                redelivered,
+                ..
+            } => Some((t, consumer, delivery, redelivered)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        dispatches,
+        [(1_000_000, 0, 1, false), (31_000_000, 1, 2, true)]
+    );
+    let applies: Vec<_> = events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Apply { t, consumer, .. } => Some((t, consumer)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(applies, [(41_000_000, 1), (51_000_000, 0)]);
+    let refused = events.iter().find_map(|e| match *e {
+        Event::AckFail { t, consumer, .. } => Some((t, consumer)),
+        _ => None,
+    });
+    assert_eq!(refused, Some((51_000_000, 0)));
+    assert_eq!(
+        (m.applied, m.duplicates, m.lost, m.pending_at_end),
+        (1, 1, 0, 0)
+    );
+    assert_eq!((m.coverage.lease_expiries, m.coverage.failed_acks), (1, 1));
+}
+
+/// Renewing every 10s keeps the lease while the consumer works: nothing expires, one write.
+#[test]
+fn a_renewed_lease_does_not_expire_while_the_consumer_works() {
+    let (m, events) = history(
+        &one_slow_message("[lease]\nduration = \"30s\"\nrenew_every = \"10s\""),
+        "competing",
+    );
+    assert!(!events.iter().any(|e| matches!(e, Event::Expire { .. })));
+    assert_eq!((m.applied, m.duplicates, m.coverage.failed_acks), (1, 0, 0));
+}
+
+/// Renewal stops `renew_max` after the delivery (Service Bus's MaxAutoLockRenewalDuration):
+/// delivered at 1s, renewed at 11s (to 41s); at 21s renewal has run 20s > 15s and stops, so the
+/// lease ends at 41s.
+#[test]
+fn renewal_stops_after_renew_max() {
+    let (m, events) = history(
+        &one_slow_message(
+            "[lease]\nduration = \"30s\"\nrenew_every = \"10s\"\nrenew_max = \"15s\"",
+        ),
+        "competing",
+    );
+    let expire = events.iter().find_map(|e| match *e {
+        Event::Expire { t, .. } => Some(t),
+        _ => None,
+    });
+    assert_eq!(expire, Some(41_000_000));
+    assert_eq!(m.duplicates, 1);
+}
+
+/// A paused process cannot renew: a pause past the lease hands its message to another, and the
+/// paused consumer writes it when it resumes (a zombie write without any failure detection).
+#[test]
+fn a_paused_consumer_cannot_renew() {
+    let text = one_slow_message(
+        "[lease]\nduration = \"30s\"\nrenew_every = \"10s\"\n[[fault]]\nkind = \"consumer_pause\"\nconsumer = 0\nat = \"5s\"\nfor = \"60s\"",
+    );
+    let (m, events) = history(&text, "competing");
+    let expire = events.iter().find_map(|e| match *e {
+        Event::Expire { t, consumer, .. } => Some((t, consumer)),
+        _ => None,
+    });
+    // Paused from 5s, before its first renewal (11s): the lease from 1s ends at 31s.
+    assert_eq!(expire, Some((31_000_000, 0)));
+    assert_eq!(m.duplicates, 1, "{m:?}");
+}
+
+/// A message its lease brought back enough times is redriven to the dead-letter queue
+/// (`backout_threshold`, SQS's maxReceiveCount).
+#[test]
+fn lease_expiries_count_toward_the_redrive_threshold() {
+    // Both consumers take 50s; lease 30s: every delivery expires; the 2nd expiry redrives it.
+    let text = format!(
+        "flavour = \"sqs\"\n{}",
+        one_slow_message(
+            "[redelivery]\nbackout_threshold = 2\n[[fault]]\nkind = \"slow_consumer\"\nconsumer = 1\nfactor = 5\nat = \"0s\"\nfor = \"100s\"",
+        )
+    );
+    let (m, events) = history(&text, "competing");
+    let dead = events.iter().find_map(|e| match *e {
+        Event::DeadLetter { t, .. } => Some(t),
+        _ => None,
+    });
+    assert_eq!(
+        dead,
+        Some(61_000_000),
+        "delivered at 1s and 31s, both leases ended"
+    );
+    // Both consumers still wrote it (applied wins; the second write is a duplicate).
+    assert_eq!((m.applied, m.duplicates, m.dead_lettered), (1, 1, 0));
+    assert_eq!(m.coverage.failed_acks, 2);
+}
+
+/// Three messages of one key (at 10, 20 and 30ms); the first fails at 60ms in an outage until
+/// 100ms and is requeued (no delay) where `requeue` says, while the next two wait in the queue:
+/// head or original keep it first, tail puts it behind them (an ordering violation on a single
+/// consumer).
+#[test]
+fn requeue_position_decides_what_comes_after_a_rollback() {
+    let run = |requeue: &str| {
+        let sc = common::scenario(&format!(
+            r#"
+strategies = ["single"]
+flavour = "artemis"
+[workload]
+messages = 3
+rate = "100/s"
+arrival = "constant"
+keys = 1
+[[broker]]
+name = "a"
+[consumers]
+count = 1
+service = "50ms"
+[redelivery]
+requeue = "{requeue}"
+[[fault]]
+kind = "db_outage"
+at = "0s"
+for = "100ms"
+"#
+        ));
+        let mut order = Vec::new();
+        let m = common::run_with(&sc, "single", 1, |e| {
+            if let Event::Apply { msg, .. } = e {
+                order.push(msg.seq);
+            }
+        });
+        (order, m.ordering_violations)
+    };
+    assert_eq!(run("head"), (vec![0, 1, 2], 0));
+    assert_eq!(run("original"), (vec![0, 1, 2], 0));
+    let (order, violations) = run("tail");
+    assert_eq!(order, vec![1, 2, 0]);
+    assert_eq!(violations, 1);
+}
+
+/// A consumer crash with `crash_detection = "timeout"`: its deliveries stay assigned to it until
+/// the failure detection (30s) drops its session; with `connection` they come back at once.
+#[test]
+fn a_crash_is_noticed_after_the_detection_timeout() {
+    let text = |mode: &str| {
+        format!(
+            r#"
+strategies = ["competing"]
+[workload]
+messages = 1
+rate = "1/s"
+arrival = "constant"
+keys = 1
+[[broker]]
+name = "a"
+[consumers]
+count = 2
+service = "10s"
+crash_detection = "{mode}"
+[[fault]]
+kind = "consumer_crash"
+consumer = 0
+at = "2s"
+"#
+        )
+    };
+    let redelivered_at = |mode: &str| {
+        let (m, events) = history(&text(mode), "competing");
+        assert_eq!((m.applied, m.lost, m.pending_at_end), (1, 0, 0));
+        events.iter().find_map(|e| match *e {
+            Event::Dispatch {
+                t,
+                redelivered: true,
+                consumer: 1,
+                ..
+            } => Some(t),
+            _ => None,
+        })
+    };
+    assert_eq!(redelivered_at("connection"), Some(2_000_000));
+    assert_eq!(redelivered_at("timeout"), Some(32_000_000));
+    let (_, events) = history(&text("timeout"), "competing");
+    assert!(events.iter().any(|e| matches!(
+        *e,
+        Event::Disconnect {
+            t: 32_000_000,
+            node: Node::Consumer(0)
+        }
+    )));
+}
+
+/// With `crash_detection = "lease"` (SQS) a dead consumer's receive comes back when its lease
+/// ends, not before.
+#[test]
+fn a_dead_consumers_receive_comes_back_when_its_lease_ends() {
+    let text = r#"
+strategies = ["competing"]
+flavour = "sqs"
+[workload]
+messages = 1
+rate = "1/s"
+arrival = "constant"
+keys = 1
+[[broker]]
+name = "a"
+[consumers]
+count = 2
+service = "10s"
+[[fault]]
+kind = "consumer_crash"
+consumer = 0
+at = "2s"
+"#;
+    let (m, events) = history(text, "competing");
+    let again = events.iter().find_map(|e| match *e {
+        Event::Dispatch {
+            t,
+            redelivered: true,
+            ..
+        } => Some(t),
+        _ => None,
+    });
+    assert_eq!(again, Some(31_000_000));
+    assert_eq!((m.applied, m.duplicates, m.lost), (1, 0, 0));
+}
+
+/// Partial-batch failure: messages of one key arrive faster than one consumer processes them, so
+/// each receive takes several (SQS FIFO: up to 10 of a group); one of a receive fails in an
+/// outage. `continue` goes on with the rest (they overtake the failed one); `fail_rest`
+/// gives them back with it, and order holds.
+#[test]
+fn fail_rest_keeps_order_where_continue_breaks_it() {
+    let text = |mode: &str| {
+        format!(
+            r#"
+strategies = ["sqs_fifo"]
+flavour = "sqs"
+[workload]
+messages = 20
+rate = "100/s"
+arrival = "constant"
+keys = 1
+[[broker]]
+name = "a"
+[consumers]
+count = 1
+prefetch = 10
+service = "20ms"
+partial_failure = "{mode}"
+[redelivery]
+initial_delay = "1s"
+[[fault]]
+kind = "db_outage"
+at = "100ms"
+for = "30ms"
+"#
+        )
+    };
+    let cont = common::run(&common::scenario(&text("continue")), "sqs_fifo", 1);
+    let rest = common::run(&common::scenario(&text("fail_rest")), "sqs_fifo", 1);
+    assert!(cont.ordering_violations > 0, "{cont:?}");
+    assert_eq!(rest.ordering_violations, 0, "{rest:?}");
+    assert_eq!((rest.applied, rest.lost), (20, 0));
+}
+
+/// An outage dead-letters innocent messages (2 deliveries allowed); an operator replays the
+/// dead-letter queue at 12s, after the last message: every message is applied in the end (nothing dead-lettered), but
+/// the replayed ones after newer messages of their keys (ordering violations, stale writes, wrong
+/// final states).
+#[test]
+fn a_dlq_replay_brings_messages_back_late() {
+    let text = |replay: bool| {
+        format!(
+            r#"
+strategies = ["single"]
+flavour = "artemis"
+[workload]
+messages = 200
+rate = "20/s"
+arrival = "constant"
+keys = 5
+[[broker]]
+name = "a"
+[consumers]
+count = 1
+service = "5ms"
+[redelivery]
+max_redeliveries = 1
+dead_letter = "queue"
+[[fault]]
+kind = "db_outage"
+at = "2s"
+for = "1s"
+{}
+"#,
+            if replay {
+                "[[fault]]\nkind = \"dlq_replay\"\nat = \"12s\""
+            } else {
+                ""
+            }
+        )
+    };
+    let (before, _) = history(&text(false), "single");
+    assert!(before.dead_lettered > 0);
+    let (after, events) = history(&text(true), "single");
+    let replayed = events
+        .iter()
+        .filter(|e| matches!(e, Event::Replay { t: 12_000_000, .. }))
+        .count() as u64;
+    assert_eq!(replayed, before.dead_lettered);
+    assert_eq!(after.coverage.dlq_replays, replayed);
+    assert_eq!(
+        (after.dead_lettered, after.applied, after.lost),
+        (0, 200, 0)
+    );
+    assert!(after.ordering_violations > 0);
+    assert!(after.final_state_mismatches > 0);
+}
