@@ -239,6 +239,9 @@ impl Shrink for Case {
                 out.push((format!("producers {p} -> {}", p - 1), self.producers(p - 1)));
             }
         }
+        // The structural steps so far (messages, keys, consumers, producers), to combine with a
+        // moved fault below.
+        let structural = out.len() - sc.faults.len();
         let pf = sc.consumers.prefetch;
         if pf > 1 {
             out.push((
@@ -327,9 +330,33 @@ impl Shrink for Case {
                 self.with(|s| s.workload.group_header_missing = 0.0),
             ));
         }
+        // Last, two steps at once: a structural step with one fault moved earlier. A failure
+        // that needs a coincidence at the fault's instant (two messages of a key in flight) is
+        // lost by a step that changes which messages are where, and may be found again nearby.
+        let mut compound = Vec::new();
+        for (what, c) in out.iter().skip(sc.faults.len()).take(structural) {
+            for i in 0..c.sc.faults.len() {
+                let Some(at) = c.sc.faults[i].at.filter(|a| a.0 > 0) else {
+                    continue;
+                };
+                for k in 1..COMPOUND_MOVES {
+                    let t = at.0 / COMPOUND_MOVES * k;
+                    let mut moved = c.clone();
+                    moved.sc.faults[i].at = Some(Dur(t));
+                    compound.push((
+                        format!("{what}, with fault {} moved to {}", i, Dur(t).readable()),
+                        moved,
+                    ));
+                }
+            }
+        }
+        out.extend(compound);
         out
     }
 }
+
+/// With a structural step, a fault is tried at `k / COMPOUND_MOVES` of its time.
+const COMPOUND_MOVES: u64 = 32;
 
 #[cfg(test)]
 mod tests {
