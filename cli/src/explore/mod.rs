@@ -84,6 +84,7 @@ impl Property {
             let bounds: Vec<(String, Bound)> = x
                 .expand(&[strategy.to_string()])
                 .into_iter()
+                .filter(|(_, f, _)| !is_coverage(f))
                 .map(|(_, f, b)| {
                     (
                         f,
@@ -133,6 +134,15 @@ impl Property {
     }
 }
 
+/// Whether `name` is a coverage counter (`broker_crashes`, `coverage.failovers`): a bound on it
+/// describes the scenario's own faults, which the exploration replaces.
+pub fn is_coverage(name: &str) -> bool {
+    let flat = name.replace('.', "_");
+    let fields = Metrics::default().fields();
+    let has = |n: &str| fields.iter().any(|(k, _)| k == n);
+    flat.starts_with("coverage_") || (!has(&flat) && has(&format!("coverage_{flat}")))
+}
+
 /// Parses `--property NAME=BOUND`: `lost=0`, `ordering_violations == 0`, `latency_ms.p99<5000`.
 pub fn parse_property(p: &str) -> Result<(String, Bound), CliError> {
     let bad = |why: String| {
@@ -162,21 +172,40 @@ pub fn parse_property(p: &str) -> Result<(String, Bound), CliError> {
     Ok((name.to_string(), bound))
 }
 
+/// Why a run gave no figures.
+#[derive(Debug)]
+pub enum NoFigures {
+    /// The strategy cannot run in this scenario (bad input: exit 2).
+    NotApplicable(String),
+    /// The run broke a self-check (a bug: exit 1 with a repro line).
+    Broke(sim::RunError),
+}
+
 /// One run of `strategy` on `sc` with `seed`: its figures, or why there are none.
-pub fn run_once(sc: &Scenario, seed: u64, strategy: &str) -> Result<Metrics, String> {
+pub fn run_once(sc: &Scenario, seed: u64, strategy: &str) -> Result<Metrics, NoFigures> {
     let plan = FaultPlan::resolve(sc, seed);
     let opts = RunOptions {
         seed,
         max_events: None,
         max_sim_time: None,
     };
-    let s = strategies::run_named(strategy, sc, &plan, &opts, None).map_err(|e| e.to_string())?;
+    let s = strategies::run_named(strategy, sc, &plan, &opts, None).map_err(NoFigures::Broke)?;
     match (s.status, s.metrics) {
         (Status::Ok, Some(m)) => Ok(m),
-        _ => Err(format!(
+        _ => Err(NoFigures::NotApplicable(format!(
             "{strategy} is not applicable here: {}",
             s.reason.unwrap_or_else(|| "no reason given".into())
-        )),
+        ))),
+    }
+}
+
+impl NoFigures {
+    /// The error of the command, `repro` the command that gets there again.
+    fn into_error(self, file: &str, repro: String) -> CliError {
+        match self {
+            NoFigures::NotApplicable(why) => CliError::Usage(format!("{file}: {why}")),
+            NoFigures::Broke(error) => CliError::Run { error, repro },
+        }
     }
 }
 
@@ -294,7 +323,7 @@ pub fn explore(req: &ExploreRequest) -> Result<Explored, CliError> {
     let mut next = 0u64;
     while next < req.runs && failure.is_none() {
         let end = (next + chunk).min(req.runs);
-        let results: Vec<Result<Option<(usize, f64)>, String>> = pool.install(|| {
+        let results: Vec<Result<Option<(usize, f64)>, NoFigures>> = pool.install(|| {
             (next..end)
                 .into_par_iter()
                 .map(|i| {
@@ -311,10 +340,14 @@ pub fn explore(req: &ExploreRequest) -> Result<Explored, CliError> {
             let i = next + k as u64;
             match r {
                 Err(e) => {
-                    return Err(CliError::Usage(format!(
-                        "{file}: run {i} of {}: {e}",
-                        req.strategy
-                    )))
+                    return Err(e.into_error(
+                        &file,
+                        format!(
+                            "sim explore {file} --strategy {} --seed {seed} --runs {}",
+                            req.strategy,
+                            i + 1
+                        ),
+                    ))
                 }
                 Ok(Some((b, v))) => {
                     let mix = palette.draw(seed, i);
@@ -399,8 +432,12 @@ pub fn explore(req: &ExploreRequest) -> Result<Explored, CliError> {
         text.push_str(n);
     }
     let shrink_time = shrink_started.elapsed();
+    let repro = format!(
+        "sim explore {file} --strategy {} --seed {seed} --runs {}",
+        req.strategy, req.runs
+    );
     let shrunk_measured = run_once(&shrunk.value.sc, shrunk.value.seed, &req.strategy)
-        .map_err(|e| CliError::Usage(format!("{file}: the shrunk case: {e}")))?
+        .map_err(|e| e.into_error(&file, repro.clone()))?
         .numeric(field)
         .unwrap_or(f64::NAN);
 
@@ -421,14 +458,21 @@ pub fn explore(req: &ExploreRequest) -> Result<Explored, CliError> {
     };
     let contents = write::scenario_text(&sc, &ctx);
     // The file must load as any scenario does and fail as the run did.
-    let reloaded = crate::load_text(&target.display().to_string(), &contents)
-        .map_err(|e| CliError::Usage(format!("bug: the shrunk scenario does not load: {e}")))?;
+    let reloaded = crate::load_text(&target.display().to_string(), &contents).map_err(|e| {
+        CliError::Output {
+            path: target.display().to_string(),
+            reason: format!("a bug: the shrunk scenario does not load back: {e}\nrepro: {repro}"),
+        }
+    })?;
     let again = run_once(&reloaded, reloaded.seed, &req.strategy)
-        .map_err(|e| CliError::Usage(format!("bug: the shrunk scenario does not run: {e}")))?;
+        .map_err(|e| e.into_error(&file, repro.clone()))?;
     if property.first_failure(&again).is_none() {
-        return Err(CliError::Usage(
-            "bug: the shrunk scenario, written and loaded back, no longer fails".into(),
-        ));
+        return Err(CliError::Output {
+            path: target.display().to_string(),
+            reason: format!(
+                "a bug: the shrunk scenario, loaded back, no longer fails\nrepro: {repro}"
+            ),
+        });
     }
     crate::create_dir(&out_dir)?;
     crate::write_atomic(&target, contents.as_bytes())?;
@@ -539,6 +583,31 @@ fn without_overlaps(faults: &[sim::scenario::Fault], merge: bool) -> Vec<sim::sc
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn coverage_bounds_of_expect_are_left_out() {
+        assert!(is_coverage("broker_crashes") && is_coverage("coverage.failovers"));
+        assert!(!is_coverage("ordering_violations") && !is_coverage("latency_ms.p99"));
+        let sc = crate::load(std::path::Path::new("../scenarios/failover.toml")).unwrap();
+        let p = Property::of(&sc, "message_groups", &[]).unwrap();
+        assert_eq!(p.source, PropertySource::Expect);
+        assert_eq!(
+            p.text(),
+            "dead_lettered == 0, lost == 0, ordering_violations > 0, pending_at_end == 0"
+        );
+        let p = Property::of(&sc, "message_groups", &["lost=0".into()]).unwrap();
+        assert_eq!(
+            (p.source, p.text().as_str()),
+            (PropertySource::Flags, "lost == 0")
+        );
+        let mut bare = sc.clone();
+        bare.expect = None;
+        let p = Property::of(&bare, "cache_pessimistic", &[]).unwrap();
+        assert_eq!(
+            p.text(),
+            "stale_writes == 0, lost == 0, final_state_mismatches == 0"
+        );
+    }
 
     #[test]
     fn properties_parse() {
