@@ -163,36 +163,27 @@ pub fn scenario_text(base: &Scenario, ctx: &Context) -> String {
     ));
     c("");
     c(&format!("Found by: {}", command(ctx)));
-    for l in wrap(
-        &format!(
-            "Run {} (seed {}) drew the fault mix: {}",
-            ctx.run,
-            ctx.mix.seed,
-            ctx.mix.describe()
-        ),
-        96,
-    ) {
-        c(&l);
-    }
-    c(&format!(
-        "and measured {field} = {} on {}.",
+    let story = format!(
+        "Run {} (seed {}) drew the fault mix: {}; it measured {field} = {} on {}. Shrunk in {} \
+         candidate runs{}, each the same seed with the random faults scripted at the times they \
+         fired, to {}: {field} = {} here.",
+        ctx.run,
+        ctx.mix.seed,
+        ctx.mix.describe(),
         ctx.measured,
-        size(ctx.original)
-    ));
-    c(&format!(
-        "Shrunk in {} candidate runs{}, each the same seed",
+        size(ctx.original),
         s.tries,
         if s.local_minimum {
             " to a local minimum (no single reduction step still fails)"
         } else {
             " (not a local minimum: the run budget ran out, or the faults stayed random)"
-        }
-    ));
-    c(&format!(
-        "with the random faults scripted at the times they fired, to {}:",
-        size(&sc)
-    ));
-    c(&format!("{field} = {} here.", ctx.shrunk_measured));
+        },
+        size(&sc),
+        ctx.shrunk_measured
+    );
+    for l in wrap(&story, 96) {
+        c(&l);
+    }
     if !s.steps.is_empty() {
         for l in wrap(
             &format!(
@@ -374,14 +365,16 @@ pub fn merged_steps(steps: &[String]) -> Vec<String> {
 fn wrap(text: &str, width: usize) -> Vec<String> {
     let mut lines = Vec::new();
     let mut line = String::new();
-    for w in text.split(' ') {
+    // `A -> B` stays on one line.
+    let text = text.replace(" -> ", "\u{0}->\u{0}");
+    for w in text.split(' ').map(|w| w.replace('\u{0}', " ")) {
         if !line.is_empty() && line.len() + 1 + w.len() > width {
             lines.push(std::mem::take(&mut line));
         }
         if !line.is_empty() {
             line.push(' ');
         }
-        line.push_str(w);
+        line.push_str(&w);
     }
     if !line.is_empty() {
         lines.push(line);
@@ -420,5 +413,6 @@ mod tests {
     #[test]
     fn wrapping_keeps_words() {
         assert_eq!(wrap("aa bb cc dd", 5), ["aa bb", "cc dd"]);
+        assert_eq!(wrap("keys 20 -> 10; x", 8), ["keys", "20 -> 10;", "x"]);
     }
 }
