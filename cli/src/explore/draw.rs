@@ -136,7 +136,37 @@ impl Palette {
         let max_kinds = spec
             .max_kinds
             .map_or(slots.len(), |m| (m as usize).min(slots.len()));
-        Ok(Palette { slots, max_kinds })
+        let palette = Palette { slots, max_kinds };
+        // The heaviest draw (every kind on, at its highest rate and longest mean) must be a
+        // scenario the loader accepts: a rate range too high for the fault window is refused
+        // here, not discovered as a run that takes an hour.
+        let mut heaviest = palette.draw(0, 0);
+        heaviest.faults = palette
+            .slots
+            .iter()
+            .map(|s| {
+                let mut f = s.template.clone();
+                f.at = None;
+                f.rate = Some(Rate::per_sec(s.rate.1));
+                f.duration = s.duration.map(|(_, hi)| {
+                    DurSpec(DurDist::Exponential {
+                        mean: Dur(hi.round().max(1.0) as u64),
+                    })
+                });
+                f
+            })
+            .collect();
+        let mut worst = heaviest.apply(sc);
+        worst.expect = None;
+        worst.sweep = None;
+        if let Some(e) = sim::scenario::validate(&worst).into_iter().next() {
+            return Err(CliError::Usage(format!(
+                "[explore]: at the top of its ranges a run would not load: {}: {}",
+                e.path_string(),
+                e.message
+            )));
+        }
+        Ok(palette)
     }
 
     /// One line per kind: its ranges.
@@ -359,6 +389,18 @@ service = "1ms"
                 k => panic!("{k:?} is not in the palette"),
             }
         }
+    }
+
+    #[test]
+    fn ranges_too_heavy_for_the_window_are_refused() {
+        let sc = scenario(
+            "[run]\nfault_window = \"1000h\"\n[explore]\nkinds = [\"db_outage\"]\nrate = [\"1/s\", \"1000/s\"]\n",
+        );
+        let e = Palette::of(&sc).unwrap_err().to_string();
+        assert!(
+            e.contains("[explore]") && e.contains("fault[0].rate"),
+            "{e}"
+        );
     }
 
     #[test]
