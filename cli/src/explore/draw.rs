@@ -348,19 +348,25 @@ service = "1ms"
 
     #[test]
     fn without_faults_every_kind_is_in_the_palette_and_each_run_turns_some_on() {
-        let p = Palette::of(&scenario("")).unwrap();
-        assert_eq!(p.slots.len(), FaultKind::ALL.len());
+        let sc = scenario("");
+        let p = Palette::of(&sc).unwrap();
+        // Every kind the explorer can give parameters to (a new kind with a required parameter
+        // it does not know is left out until default_template learns it).
+        let drawable: Vec<FaultKind> = FaultKind::ALL
+            .iter()
+            .map(|(k, _)| *k)
+            .filter(|k| template_problem(&sc, &default_template(*k)).is_none())
+            .collect();
+        assert!(drawable.len() >= 10, "{drawable:?}");
+        let kinds: Vec<FaultKind> = p.slots.iter().map(|s| s.template.kind).collect();
+        assert_eq!(kinds, drawable);
         let mut seen = std::collections::BTreeSet::new();
         for i in 0..100 {
             let m = p.draw(1, i);
             assert!(!m.faults.is_empty());
             seen.extend(m.faults.iter().map(|f| f.kind));
         }
-        assert_eq!(
-            seen.len(),
-            FaultKind::ALL.len(),
-            "every kind drawn sometime"
-        );
+        assert_eq!(seen.len(), drawable.len(), "every kind drawn sometime");
     }
 
     #[test]
