@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod charts;
 pub mod check;
+pub mod explore;
 pub mod library;
 pub mod progress;
 pub mod report;

@@ -77,6 +77,32 @@ enum Command {
         #[arg(long)]
         max_events: Option<u64>,
     },
+    /// Search fault mixes for a run that breaks a property, shrink it, and write it as a small
+    /// scenario file (exit 1 when a run fails, 0 when none does; docs/explore.md).
+    Explore {
+        /// The scenario file (its random faults and [explore] section say what to draw).
+        file: PathBuf,
+        /// The strategy to break.
+        #[arg(long)]
+        strategy: String,
+        /// Runs to try at most (each draws a seed and a fault mix).
+        #[arg(long, default_value_t = 100)]
+        runs: u64,
+        /// Seed of the exploration (default: the scenario's); the same seed gives the same output.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Runs in parallel (default: every core; the output does not depend on it).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// A bound every run must meet, NAME=BOUND (`lost=0`, `"latency_ms.p99 < 5000"`;
+        /// repeatable). Default: the scenario's [expect] bounds for the strategy, else its
+        /// guarantee figure, `lost` and `final_state_mismatches` are 0.
+        #[arg(long = "property")]
+        properties: Vec<String>,
+        /// Directory for the shrunk scenario file (default: the current directory).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Check a scenario file and print its resolved fault plan.
     Validate {
         /// The scenario file.
@@ -323,6 +349,33 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 } else {
                     "no anomaly in this run".into()
                 }));
+            }
+            Ok(())
+        }
+        Command::Explore {
+            file,
+            strategy,
+            runs,
+            seed,
+            jobs,
+            properties,
+            out,
+        } => {
+            let r = ordsim::explore::explore(&ordsim::explore::ExploreRequest {
+                file,
+                strategy,
+                runs,
+                seed,
+                jobs: jobs.unwrap_or_else(ordsim::default_jobs),
+                properties,
+                out,
+                progress: ordsim::progress::wanted(),
+            })?;
+            out!("{}", r.text);
+            // Wall-clock figures go to standard error: standard output depends on the seed only.
+            let _ = writeln!(std::io::stderr(), "{}", r.timing());
+            if r.found.is_some() {
+                return Err(CliError::Failed);
             }
             Ok(())
         }

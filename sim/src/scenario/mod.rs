@@ -79,6 +79,31 @@ pub struct Scenario {
     /// The sweep `sim report` runs for the committed reports (`[sweep]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<SweepSpec>,
+    /// Bounds of the fault mixes `sim explore` draws (`[explore]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explore: Option<ExploreSpec>,
+}
+
+/// `[explore]`: what `sim explore` may draw for each run. Every field is optional; the defaults
+/// are in docs/explore.md.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExploreSpec {
+    /// The fault kinds a run may turn on (default: the kinds of the scenario's random `[[fault]]`
+    /// entries; without any, every kind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kinds: Option<Vec<FaultKind>>,
+    /// At most this many kinds on in one run (default: all of them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_kinds: Option<u32>,
+    /// Range of each kind's rate, `["1/min", "10/min"]`, drawn log-uniformly (default: half an
+    /// occurrence to eight occurrences per fault window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<[Rate; 2]>,
+    /// Range of the mean of each kind's duration `for`, `["1s", "30s"]`, drawn log-uniformly
+    /// (default: a fiftieth to a fifth of the fault window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<[Dur; 2]>,
 }
 
 /// `[sweep]`: what `sim report` sweeps for this scenario, the same as

@@ -407,6 +407,9 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
             }
         }
     }
+    if let Some(x) = &s.explore {
+        explore(x, &mut err);
+    }
     if let Some(x) = &s.expect {
         for (path, msg) in crate::expect::validate(x, &s.strategies) {
             err(
@@ -416,6 +419,70 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
         }
     }
     e
+}
+
+/// `[explore]`: non-empty distinct kinds, ranges whose ends are in order and in bounds.
+fn explore(x: &super::ExploreSpec, err: &mut impl FnMut(Vec<PathSeg>, String)) {
+    if let Some(kinds) = &x.kinds {
+        if kinds.is_empty() {
+            err(
+                p(&["explore", "kinds"]),
+                "list at least one fault kind (see `sim list`)".into(),
+            );
+        }
+        for (i, k) in kinds.iter().enumerate() {
+            if kinds[..i].contains(k) {
+                err(
+                    vec!["explore".into(), "kinds".into(), PathSeg::Index(i)],
+                    format!("{:?} is listed twice", k.name()),
+                );
+            }
+        }
+    }
+    if x.max_kinds == Some(0) {
+        err(
+            p(&["explore", "max_kinds"]),
+            "must be at least 1 (a run with no fault kind explores nothing)".into(),
+        );
+    }
+    if let Some([lo, hi]) = x.rate {
+        for (i, r) in [lo, hi].into_iter().enumerate() {
+            if !(r.as_per_sec() > 0.0 && r.as_per_sec() <= 1000.0) {
+                err(
+                    vec!["explore".into(), "rate".into(), PathSeg::Index(i)],
+                    format!("must be greater than 0 and at most 1000/s, got {r}"),
+                );
+            }
+        }
+        if lo.as_per_sec() > hi.as_per_sec() {
+            err(
+                p(&["explore", "rate"]),
+                format!(
+                    "the first rate ({lo}) is higher than the second ({hi}): write [low, high]"
+                ),
+            );
+        }
+    }
+    if let Some([lo, hi]) = x.duration {
+        if lo == Dur::ZERO {
+            err(
+                vec!["explore".into(), "duration".into(), PathSeg::Index(0)],
+                "must be longer than 0s".into(),
+            );
+        }
+        if lo > hi {
+            err(
+                p(&["explore", "duration"]),
+                format!("the first duration ({lo}) is longer than the second ({hi}): write [short, long]"),
+            );
+        }
+        if hi > MAX_PRODUCTION {
+            err(
+                vec!["explore".into(), "duration".into(), PathSeg::Index(1)],
+                format!("must be at most {MAX_PRODUCTION}"),
+            );
+        }
+    }
 }
 
 /// `[network]`: the bridge's settings, and the values of ActiveMQ's settings that are not
