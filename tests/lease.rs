@@ -387,3 +387,54 @@ for = "1s"
     assert!(after.ordering_violations > 0);
     assert!(after.final_state_mismatches > 0);
 }
+
+/// `receive = "batch"`: a consumer asks for up to `prefetch` messages, and again only once it has
+/// settled all of them (an SQS receive loop); with `prefetch` the broker tops its buffer up as it
+/// acks. One consumer, prefetch 3, a message every 10ms, 25ms each.
+#[test]
+fn a_batch_receiver_asks_again_only_when_its_batch_is_done() {
+    let text = |receive: &str| {
+        format!(
+            r#"
+strategies = ["competing"]
+[workload]
+messages = 30
+rate = "100/s"
+arrival = "constant"
+keys = 3
+[[broker]]
+name = "a"
+[consumers]
+count = 1
+prefetch = 3
+service = "25ms"
+receive = "{receive}"
+"#
+        )
+    };
+    // (dispatches, acks before it) for each dispatch, in order.
+    let outstanding_at_dispatch = |receive: &str| {
+        let (m, events) = history(&text(receive), "competing");
+        assert_eq!((m.applied, m.lost, m.duplicates), (30, 0, 0));
+        let (mut dispatched, mut acked, mut last_t) = (0u32, 0u32, u64::MAX);
+        let mut held_at_new_receive = Vec::new();
+        for e in &events {
+            match *e {
+                Event::Dispatch { t, .. } => {
+                    if t != last_t {
+                        held_at_new_receive.push(dispatched - acked);
+                        last_t = t;
+                    }
+                    dispatched += 1;
+                }
+                Event::Ack { .. } => acked += 1,
+                _ => {}
+            }
+        }
+        held_at_new_receive
+    };
+    // A batch receiver holds nothing whenever it receives again.
+    assert!(outstanding_at_dispatch("batch").iter().all(|&n| n == 0));
+    // A topped-up prefetch receives while it still holds messages.
+    assert!(outstanding_at_dispatch("prefetch").iter().any(|&n| n > 0));
+}

@@ -36,6 +36,8 @@ struct Gen {
     fail_rest: bool,
     /// 0: the flavour's, 1: head, 2: tail, 3: original.
     requeue: u8,
+    /// 0: the flavour's, 1: prefetch, 2: batch.
+    receive: u8,
 }
 
 fn gen() -> impl Strategy<Value = Gen> {
@@ -59,7 +61,7 @@ fn gen() -> impl Strategy<Value = Gen> {
         ),
         prop::collection::vec((0u8..8, 1u32..=60, 10u32..=3000), 0..4),
         (0u8..3, 0usize..5, 0u8..3),
-        (0u8..3, 0u8..4, any::<bool>(), 0u8..4),
+        (0u8..3, 0u8..4, any::<bool>(), 0u8..4, 0u8..3),
         prop::sample::select(vec![
             "competing",
             "single",
@@ -78,7 +80,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 (poison, nb, maxr, ack, susp, cmd),
                 faults,
                 (counting, flavour, dead_letter),
-                (lease, crash_detection, fail_rest, requeue),
+                (lease, crash_detection, fail_rest, requeue, receive),
                 strategy,
             )| Gen {
                 // An SQS FIFO queue is one queue.
@@ -104,6 +106,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 crash_detection,
                 fail_rest,
                 requeue,
+                receive,
             },
         )
 }
@@ -153,6 +156,11 @@ fn toml_of(g: &Gen) -> String {
     }
     if g.fail_rest {
         writeln!(s, "partial_failure = \"fail_rest\"").unwrap();
+    }
+    match g.receive {
+        1 => writeln!(s, "receive = \"prefetch\"").unwrap(),
+        2 => writeln!(s, "receive = \"batch\"").unwrap(),
+        _ => {}
     }
     writeln!(
         s,

@@ -8,6 +8,21 @@ use crate::history::{DiscardReason, Event, Observer};
 use crate::scenario::{DeadLetter, Requeue};
 use crate::strategy::{ConsumerSlot, DispatchCtx, Select, Strategy};
 
+/// How many more messages a consumer holding `load` unsettled ones may receive: up to its
+/// prefetch, or (taking batches) a whole batch when it holds none and nothing before.
+#[inline(always)]
+fn free_of<const BATCH: bool>(load: u32, prefetch: u32) -> u32 {
+    if BATCH {
+        if load == 0 {
+            prefetch
+        } else {
+            0
+        }
+    } else {
+        prefetch.saturating_sub(load)
+    }
+}
+
 impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     /// Stores a message at the tail of broker `b`'s queue (a send or a forward arriving).
     pub(super) fn enqueue_back(&mut self, b: u16, slot: u32) {
@@ -85,7 +100,18 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     /// Hands queued messages to consumers with free prefetch, as the strategy's policy decides.
     /// Network bridges toward peers with consumers (`bridge`) are offered after the local
     /// consumers; with `idle_forward` a broker without consumers forwards its store instead.
+    #[inline]
     pub(super) fn dispatch(&mut self, b: u16) {
+        // Compiled twice, so that the receive mode costs one test per call, not per consumer.
+        if self.batch_receive {
+            self.dispatch_as::<true>(b)
+        } else {
+            self.dispatch_as::<false>(b)
+        }
+    }
+
+    /// [`Self::dispatch`], with consumers taking batches (`BATCH`) or a topped-up prefetch.
+    fn dispatch_as<const BATCH: bool>(&mut self, b: u16) {
         let bi = b as usize;
         if !self.w.brokers[bi].up || self.w.brokers[bi].queue.is_empty() {
             return;
@@ -111,7 +137,9 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         let any_free = {
             let load = &self.w.load;
             let bs = &self.w.brokers[bi];
-            bs.attached.iter().any(|&c| load[c as usize] < prefetch)
+            bs.attached
+                .iter()
+                .any(|&c| free_of::<BATCH>(load[c as usize], prefetch) > 0)
                 || (has_bridges
                     && bs
                         .bridges
@@ -135,7 +163,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                     consumers[c as usize].load(),
                     "stale load of consumer {c}"
                 );
-                let free = prefetch.saturating_sub(l);
+                let free = free_of::<BATCH>(l, prefetch);
                 total_free += free;
                 ConsumerSlot { id: c, free }
             }));

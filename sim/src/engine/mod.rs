@@ -54,7 +54,7 @@ use crate::faults::FaultPlan;
 use crate::history::{Event, MsgRef, Observer};
 use crate::rng::{stream, Component};
 use crate::scenario::{
-    Connect, ConsumerMode, CrashDetection, LeasePolicy, RedeliveryPolicy, Scenario,
+    Connect, ConsumerMode, CrashDetection, LeasePolicy, Receive, RedeliveryPolicy, Scenario,
 };
 use crate::strategy::{ConsumerSlot, Control, MsgView, Row, Strategy};
 use crate::summary::{EndReason, Metrics};
@@ -113,6 +113,8 @@ struct Engine<'a, S: Strategy, O: Observer> {
     lease: Option<LeasePolicy>,
     /// How the broker learns that a consumer died.
     crash_detection: CrashDetection,
+    /// Consumers take batches (`[consumers] receive = "batch"`), not a topped-up prefetch.
+    batch_receive: bool,
     ctl: Control,
     /// Dispatch's candidate list (reused buffer).
     scratch: Vec<ConsumerSlot>,
@@ -209,6 +211,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             policy: sc.redelivery_policy(),
             lease: sc.lease_policy(),
             crash_detection: sc.crash_detection(),
+            batch_receive: sc.receive() == Receive::Batch,
             ctl: Control::default(),
             scratch: Vec::with_capacity(sc.consumers.count as usize),
             started_scratch: Vec::with_capacity(sc.consumers.count as usize),

@@ -20,7 +20,7 @@
 //! DLQ handling [A2][A3], Artemis undelivered messages [A8], IBM MQ backout [I1][R4], WebLogic's
 //! redelivery attributes), SQS visibility timeout and redrive [Q3][Q4][Q7].
 
-use super::{Broker, CrashDetection, Lease, Redelivery, RedeliveryMode};
+use super::{Broker, CrashDetection, Lease, Receive, Redelivery, RedeliveryMode};
 use crate::time::Dur;
 use serde::{Deserialize, Serialize};
 
@@ -56,6 +56,14 @@ impl Flavour {
         match self {
             Flavour::Sqs => CrashDetection::Lease,
             _ => CrashDetection::Connection,
+        }
+    }
+
+    /// How its consumers take messages (SQS has no push: a consumer asks for a batch).
+    pub fn receive(self) -> Receive {
+        match self {
+            Flavour::Sqs => Receive::Batch,
+            _ => Receive::Prefetch,
         }
     }
 

@@ -416,6 +416,12 @@ pub struct Consumers {
     /// `SqsFifoPartialProcessor` does to keep a FIFO group's order).
     #[serde(default)]
     pub partial_failure: PartialFailure,
+    /// How a consumer takes messages: `prefetch` (the broker keeps up to `prefetch` unacked
+    /// messages pushed to it, topping up as it acks: JMS) or `batch` (it asks for up to
+    /// `prefetch` messages, and again only once it has settled all of them: an SQS
+    /// `ReceiveMessage` loop, a Kafka poll). Default: the flavour's (`batch` for `sqs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receive: Option<Receive>,
     /// Time from the apply to the broker receiving the ack; a crash in between makes a duplicate.
     #[serde(default)]
     pub ack_latency: Dur,
@@ -445,6 +451,16 @@ pub enum CrashDetection {
     Timeout,
     /// Never: each delivery it held comes back when its `[lease]` expires.
     Lease,
+}
+
+/// `[consumers] receive`: how a consumer takes messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Receive {
+    /// The broker keeps the consumer's prefetch buffer topped up.
+    Prefetch,
+    /// Up to `prefetch` at once, then nothing until all of them are settled.
+    Batch,
 }
 
 /// `[consumers] partial_failure`: the rest of a consumer's received messages after one fails.
@@ -681,6 +697,13 @@ impl Scenario {
     /// `[lease]` with the flavour's defaults filled in: None when deliveries are not leased.
     pub fn lease_policy(&self) -> Option<LeasePolicy> {
         LeasePolicy::resolve(self.flavour, &self.lease)
+    }
+
+    /// `[consumers] receive`, else the flavour's.
+    pub fn receive(&self) -> Receive {
+        self.consumers
+            .receive
+            .unwrap_or_else(|| self.flavour.receive())
     }
 
     /// `[consumers] crash_detection`, else the flavour's.
