@@ -438,3 +438,83 @@ receive = "{receive}"
     // A topped-up prefetch receives while it still holds messages.
     assert!(outstanding_at_dispatch("prefetch").iter().any(|&n| n > 0));
 }
+
+/// A received message whose lease ends before the consumer starts it is still processed by it (a
+/// client goes through what it received): consumer 1 is down until 5s, so consumer 0 (20s a
+/// message) receives all three messages at 0.1, 0.2 and 0.3s; the third one's lease ends at
+/// 30.3s while it is still in consumer 0's buffer. The broker hands it out again, and consumer 0
+/// still writes its own copy after the second (40.1s to 60.1s); that delete fails.
+#[test]
+fn a_received_message_whose_lease_ended_is_still_processed() {
+    let text = r#"
+strategies = ["competing"]
+[workload]
+messages = 3
+rate = "10/s"
+arrival = "constant"
+keys = 3
+[[broker]]
+name = "a"
+[consumers]
+count = 2
+prefetch = 3
+service = "1s"
+[lease]
+duration = "30s"
+[[fault]]
+kind = "consumer_crash"
+consumer = 1
+at = "0s"
+for = "5s"
+[[fault]]
+kind = "slow_consumer"
+consumer = 0
+factor = 20
+at = "0s"
+for = "200s"
+"#;
+    let (m, events) = history(text, "competing");
+    let third = events
+        .iter()
+        .find_map(|e| match *e {
+            Event::Expire {
+                t: 30_300_000,
+                msg,
+                consumer: 0,
+                ..
+            } => Some(msg.id),
+            _ => None,
+        })
+        .expect("the third message's lease ended in consumer 0's buffer");
+    let by_0 = |pick: fn(&Event) -> Option<(u64, u64, u32)>| -> Vec<u64> {
+        events
+            .iter()
+            .filter_map(pick)
+            .filter(|&(_, id, c)| id == third && c == 0)
+            .map(|(t, _, _)| t)
+            .collect()
+    };
+    let starts = by_0(|e| match *e {
+        Event::Start { t, msg, consumer } => Some((t, msg.id, consumer)),
+        _ => None,
+    });
+    let applies = by_0(|e| match *e {
+        Event::Apply {
+            t, msg, consumer, ..
+        } => Some((t, msg.id, consumer)),
+        _ => None,
+    });
+    let refused = by_0(|e| match *e {
+        Event::AckFail { t, msg, consumer } => Some((t, msg.id, consumer)),
+        _ => None,
+    });
+    assert_eq!(
+        starts.first(),
+        Some(&40_100_000),
+        "started after its lease ended"
+    );
+    assert_eq!(applies.first(), Some(&60_100_000));
+    assert_eq!(refused.first(), Some(&60_100_000));
+    assert_eq!((m.applied, m.lost, m.pending_at_end), (3, 0, 0));
+    assert!(m.duplicates >= 1);
+}

@@ -273,19 +273,11 @@ impl FaultPlan {
             .iter()
             .map(|p| {
                 let mut f = Fault {
-                    kind: p.action.kind(),
                     at: Some(Dur(p.at)),
-                    rate: None,
                     duration: p
                         .duration
                         .map(|d| DurSpec(DurDist::Constant { value: Dur(d) })),
-                    broker: None,
-                    consumer: None,
-                    producer: None,
-                    factor: None,
-                    skew: None,
-                    ahead: None,
-                    fraction: None,
+                    ..Fault::of(p.action.kind())
                 };
                 match p.action {
                     FaultAction::BrokerCrash { broker } => {

@@ -44,17 +44,8 @@ pub struct Mix {
 /// the scenario has no entry of it to copy.
 fn default_template(kind: FaultKind) -> Fault {
     let mut f = Fault {
-        kind,
-        at: None,
         rate: Some(Rate::per_sec(1.0)),
-        duration: None,
-        broker: None,
-        consumer: None,
-        producer: None,
-        factor: None,
-        skew: None,
-        ahead: None,
-        fraction: None,
+        ..Fault::of(kind)
     };
     match kind {
         FaultKind::SlowConsumer => f.factor = Some(10.0),

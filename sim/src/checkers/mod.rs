@@ -48,6 +48,24 @@ struct Rec {
 }
 
 impl Rec {
+    /// A message nothing has happened to yet, produced at `produced_at` ([`NONE`]: unknown).
+    fn open(produced_at: Time, poison: bool) -> Self {
+        Rec {
+            produced_at,
+            enqueued_at: NONE,
+            resolved_at: NONE,
+            applies: 0,
+            poison,
+            rejected: false,
+            acked: false,
+            dead_lettered: false,
+            dropped: false,
+            discarded: false,
+            pending: false,
+            in_hand: 0,
+        }
+    }
+
     /// The broker's copy is gone: dead-lettered, dropped or discarded.
     fn gone(&self) -> bool {
         self.dead_lettered || self.dropped || self.discarded
@@ -402,23 +420,7 @@ impl<A: Annotations> Checkers<A> {
         } else {
             t.innocent_dead_lettered -= 1;
         }
-        self.reopened.push((
-            msg,
-            Rec {
-                produced_at: NONE,
-                enqueued_at: NONE,
-                resolved_at: NONE,
-                applies: 0,
-                poison,
-                rejected: false,
-                acked: false,
-                dead_lettered: false,
-                dropped: false,
-                discarded: false,
-                pending: false,
-                in_hand: 0,
-            },
-        ));
+        self.reopened.push((msg, Rec::open(NONE, poison)));
     }
 
     /// Drops final records from the front of a key's window, classifying them.
@@ -610,20 +612,7 @@ impl<A: Annotations> Checkers<A> {
             k.expected_last = msg.seq + 1;
             k.expected_digest = fold(k.expected_digest, msg.seq);
         }
-        k.window.push_back(Rec {
-            produced_at: t,
-            enqueued_at: NONE,
-            resolved_at: NONE,
-            applies: 0,
-            poison,
-            rejected: false,
-            acked: false,
-            dead_lettered: false,
-            dropped: false,
-            discarded: false,
-            pending: false,
-            in_hand: 0,
-        });
+        k.window.push_back(Rec::open(t, poison));
     }
 
     fn resolve(&mut self, e: &Event, msg: MsgRef, t: Time, set: impl FnOnce(&mut Rec)) {

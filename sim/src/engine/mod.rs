@@ -409,13 +409,14 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
     }
 
     /// Whether a live consumer is still working on a message the broker no longer holds (it lost
-    /// its connection mid-message, or was paused past its failure detection): it will still
+    /// its connection mid-message, was paused past its failure detection, or its lease ended),
+    /// or still holds its own copy of one whose lease ended before it started it: it will still
     /// write, so the run is not over. Asked only when nothing else is left.
     fn zombies(&self) -> bool {
-        self.w
-            .consumers
-            .iter()
-            .any(|c| c.up && matches!(c.phase, Phase::Serving { .. } | Phase::Parked { .. }))
+        self.w.consumers.iter().any(|c| {
+            c.up && (matches!(c.phase, Phase::Serving { .. } | Phase::Parked { .. })
+                || c.buffer.iter().any(|d| d.delivery == 0))
+        })
     }
 
     fn finish(mut self) -> Result<Metrics, RunError> {

@@ -649,6 +649,25 @@ pub struct Fault {
     pub fraction: Option<f64>,
 }
 
+impl Fault {
+    /// A fault of `kind` with every other field left out (to be filled in).
+    pub fn of(kind: FaultKind) -> Self {
+        Fault {
+            kind,
+            at: None,
+            rate: None,
+            duration: None,
+            broker: None,
+            consumer: None,
+            producer: None,
+            factor: None,
+            skew: None,
+            ahead: None,
+            fraction: None,
+        }
+    }
+}
+
 /// Serde helper: an optional duration where `"never"` means `None`.
 mod opt_dur_never {
     use super::Dur;
