@@ -720,4 +720,88 @@ lock_wait = "{wait}"
         assert!(toml::from_str::<super::CachePessimisticParams>("ttl = \"soon\"").is_err());
         assert!(toml::from_str::<super::CachePessimisticParams>("lease = \"1s\"").is_err());
     }
+
+    // --- The cache and its lock table, called directly.
+
+    use super::{CachePessimistic, Entry, NONE};
+    use sim::strategy::{Control, Handler, MsgView, Strategy, WorldChange};
+    use sim::time::Time;
+
+    /// Consumer `c` waits for the lock of `key` (what `begin` does when another holds it).
+    fn wait(s: &mut CachePessimistic, c: u32, key: u32) {
+        s.waiters[key as usize].push_back(c);
+        s.sessions[c as usize].waiting = key;
+    }
+
+    #[test]
+    fn the_compare_accepts_only_a_strictly_newer_timestamp_until_the_entry_expires() {
+        let mut s = CachePessimistic::new(1, 1, 1, Default::default());
+        assert!(s.compare(0, 0, 0), "nothing cached");
+        s.cache[0] = Some(Entry {
+            ts: 50,
+            expires: 100,
+        });
+        assert!(s.compare(99, 0, 51));
+        assert!(!s.compare(99, 0, 50), "a tie is stale");
+        assert!(!s.compare(99, 0, 49));
+        assert!(
+            s.compare(100, 0, 10),
+            "at its expiry the entry reads as absent"
+        );
+    }
+
+    #[test]
+    fn a_consumer_that_leaves_withdraws_its_lock_request_and_releases_its_lock() {
+        let mut s = CachePessimistic::new(1, 1, 4, Default::default());
+        let ctl = &mut Control::default();
+        s.grant(0, 0, 0);
+        for c in 1..=3 {
+            wait(&mut s, c, 0);
+        }
+        // 2 gives up waiting (a lock_wait timeout): withdrawn, the others keep their places.
+        let msg = MsgView {
+            id: 0,
+            key: 0,
+            seq: 0,
+            timestamp: 0,
+            producer: 0,
+            redeliveries: 0,
+            group: None,
+        };
+        s.abandon(1, 2, &msg, ctl);
+        assert_eq!(s.waiters[0], [1, 3]);
+        assert_eq!(s.sessions[2].waiting, NONE);
+        // The holder crashes: its lock goes to the first waiter.
+        s.on_world(2, WorldChange::ConsumerCrashed(0), ctl);
+        assert_eq!(s.holder[0], 1);
+        assert_eq!(s.waiters[0], [3]);
+    }
+
+    #[test]
+    fn a_cache_collapse_forgets_every_entry_and_gives_each_held_lock_to_its_first_waiter() {
+        // Key 0 held by 0 with waiters 1 and 2; key 1 held by 3; key 2 free. 1's message is
+        // older than the cached timestamp.
+        let mut s = CachePessimistic::new(1, 3, 4, Default::default());
+        let ctl = &mut Control::default();
+        s.cache[0] = Some(Entry {
+            ts: 5,
+            expires: Time::MAX,
+        });
+        s.grant(0, 0, 0);
+        s.sessions[1].ts = 3;
+        wait(&mut s, 1, 0);
+        wait(&mut s, 2, 0);
+        s.grant(0, 3, 1);
+        s.on_world(10, WorldChange::CacheCollapse, ctl);
+        assert!(s.cache.iter().all(Option::is_none));
+        assert_eq!(s.holder, [1, NONE, NONE]);
+        assert_eq!(s.waiters[0], [2]);
+        assert!(
+            s.sessions[1].accept,
+            "the older message meets the empty cache"
+        );
+        // The old holder was not told: its unlock leaves the lock to its new holder.
+        s.unlock(11, 0, 0, ctl);
+        assert_eq!(s.holder[0], 1);
+    }
 }

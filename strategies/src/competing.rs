@@ -143,4 +143,13 @@ mod tests {
         pick(&mut c, &[1, 1, 1]);
         assert_eq!(pick(&mut c, &[1, 1]), Some(0));
     }
+
+    #[test]
+    fn after_the_last_consumer_the_search_restarts_at_the_first_even_with_more_attached() {
+        // Of two consumers the last (1) is chosen: the next search starts at 0, also when a
+        // third consumer has attached since.
+        let mut c = Competing::new(1);
+        assert_eq!(pick(&mut c, &[0, 1]), Some(1));
+        assert_eq!(pick(&mut c, &[1, 1, 1]), Some(0));
+    }
 }

@@ -390,4 +390,71 @@ mod tests {
             assert_eq!(v.final_state_mismatches, 0);
         }
     }
+
+    // --- `stale` called directly.
+
+    use super::{Compare, DbOptimistic, DbOptimisticParams};
+    use sim::strategy::{MsgView, Row};
+
+    fn with(compare: Compare) -> DbOptimistic {
+        DbOptimistic::new(
+            1,
+            1,
+            DbOptimisticParams {
+                compare,
+                ..Default::default()
+            },
+        )
+    }
+
+    fn msg(seq: u32, timestamp: u64) -> MsgView {
+        MsgView {
+            id: 0,
+            key: 0,
+            seq,
+            timestamp,
+            producer: 0,
+            redeliveries: 0,
+            group: None,
+        }
+    }
+
+    /// A row holding the state of `seq`, written by a message stamped `timestamp`.
+    fn row(seq: u32, timestamp: u64) -> Row {
+        Row {
+            state: seq + 1,
+            timestamp,
+            version: 1,
+        }
+    }
+
+    #[test]
+    fn a_message_is_stale_only_if_the_stored_timestamp_is_strictly_newer() {
+        let s = with(Compare::Timestamp);
+        assert!(s.stale(&row(5, 100), &msg(9, 99)), "an older timestamp");
+        assert!(!s.stale(&row(5, 100), &msg(0, 100)), "a tie is accepted");
+        assert!(!s.stale(&row(5, 100), &msg(0, 101)), "a newer timestamp");
+        let none = Row {
+            state: 0,
+            ..row(0, 100)
+        };
+        assert!(
+            !s.stale(&none, &msg(0, 99)),
+            "no row: nothing to be older than"
+        );
+    }
+
+    #[test]
+    fn a_message_is_stale_only_if_the_stored_version_is_strictly_greater() {
+        let s = with(Compare::Version);
+        assert!(
+            s.stale(&row(5, 0), &msg(4, 100)),
+            "older, whatever its timestamp"
+        );
+        assert!(
+            !s.stale(&row(5, 100), &msg(5, 0)),
+            "the same version (a redelivered duplicate) is written again"
+        );
+        assert!(!s.stale(&row(5, 100), &msg(6, 0)), "a newer version");
+    }
 }

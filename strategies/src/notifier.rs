@@ -385,4 +385,37 @@ mod tests {
             fast.latency_ms.p50
         );
     }
+
+    /// The defaults: a 2ms source read, a plain write, source access. The plain write's race
+    /// warning applies only with more than one consumer (one consumer cannot race itself).
+    #[test]
+    fn defaults_and_the_race_warning() {
+        let eff = crate::effective_params("notifier", &sc(50, 400, ""));
+        let shown: Vec<(&str, &str)> = eff
+            .0
+            .iter()
+            .map(|p| (p.name.as_str(), p.value.as_str()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("read_latency", "2ms"),
+                ("conditional_write", "false"),
+                ("source_access", "true")
+            ]
+        );
+        let two = simple_with(r#""notifier""#, 2, 100, 50, "", "");
+        let one = simple_with(r#""notifier""#, 1, 100, 50, "", "");
+        let w = crate::test_util::warning;
+        assert!(w(
+            &crate::test_util::summary(&two, "notifier", 1),
+            "conditional_write"
+        )
+        .is_some());
+        assert!(w(
+            &crate::test_util::summary(&one, "notifier", 1),
+            "conditional_write"
+        )
+        .is_none());
+    }
 }
