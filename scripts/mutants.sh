@@ -15,7 +15,7 @@
 # Options: --jobs N (cargo-mutants -j, default 1), --timeout S (per test run, default 120),
 # --out DIR (default target/mutants; its run*/ are replaced). Needs `cargo install --locked cargo-mutants`.
 # It runs on a copy of the working tree (uncommitted changes included), so you can keep editing;
-# CARGO_TARGET_DIR is honoured (default: the repository's target/).
+# It builds into target/mutants-build (MUTANTS_TARGET_DIR to change it), never the tree's own.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -115,7 +115,9 @@ if [ -n "$diff_base" ]; then
     git -C "$root" diff "$diff_base" > "$out/changes.diff"
     extra+=(--in-diff "$out/changes.diff")
 fi
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
+# The copy builds into its own target directory: sharing the tree's would let a later `cargo
+# test` in the tree take the last mutant's build for up to date.
+export CARGO_TARGET_DIR="${MUTANTS_TARGET_DIR:-$root/target/mutants-build}"
 
 # One cargo-mutants run per test set (files sharing one run share its build).
 declare -A groups=()
