@@ -518,3 +518,51 @@ for = "200s"
     assert_eq!((m.applied, m.lost, m.pending_at_end), (3, 0, 0));
     assert!(m.duplicates >= 1);
 }
+
+/// SQS FIFO with a redrive policy (`maxReceiveCount` 2): an outage makes the head of a group fail
+/// twice and it is redriven to the dead-letter queue, so the rest of its group goes on without it
+/// (the group's order is broken for good, [Q3]); redriving it back later applies it after newer
+/// messages of its group.
+#[test]
+fn sqs_redrive_lets_the_group_go_on_without_its_head() {
+    let text = |replay: &str| {
+        format!(
+            r#"
+strategies = ["sqs_fifo"]
+flavour = "sqs"
+[workload]
+messages = 100
+rate = "10/s"
+arrival = "constant"
+keys = 2
+[[broker]]
+name = "q"
+[consumers]
+count = 2
+service = "20ms"
+[redelivery]
+backout_threshold = 2
+initial_delay = "100ms"
+[[fault]]
+kind = "db_outage"
+at = "2s"
+for = "1s"
+{replay}
+"#
+        )
+    };
+    let (m, _) = history(&text(""), "sqs_fifo");
+    assert!(m.dead_lettered > 0, "{m:?}");
+    assert_eq!(m.innocent_dead_lettered, m.dead_lettered);
+    assert_eq!(m.pending_at_end, 0, "the groups went on");
+    assert_eq!(m.applied + m.dead_lettered, 100);
+    let (r, _) = history(
+        &text("[[fault]]\nkind = \"dlq_replay\"\nat = \"15s\""),
+        "sqs_fifo",
+    );
+    assert_eq!((r.applied, r.dead_lettered), (100, 0));
+    assert!(
+        r.ordering_violations > 0 && r.final_state_mismatches > 0,
+        "{r:?}"
+    );
+}
