@@ -366,14 +366,22 @@ impl<A: Annotations> Checkers<A> {
         }
     }
 
-    /// The record of a message still in its key's window.
-    #[inline]
+    /// The record of a message: in its key's window, or reopened by a replay.
+    // Inlined: it is on the path of most events; a reopened record (a replay from a dead-letter
+    // queue, rare) costs the fast path one length test.
+    #[inline(always)]
     fn rec(&mut self, m: MsgRef) -> Option<&mut Rec> {
-        let base = self.keys.get(m.key as usize)?.base;
-        match m.seq.checked_sub(base) {
-            Some(i) => self.keys[m.key as usize].window.get_mut(i as usize),
-            None => self.reopened_rec(m),
+        if !self.reopened.is_empty()
+            && self
+                .keys
+                .get(m.key as usize)
+                .is_some_and(|k| m.seq < k.base)
+        {
+            return self.reopened_rec(m);
         }
+        let k = self.keys.get_mut(m.key as usize)?;
+        let i = m.seq.checked_sub(k.base)? as usize;
+        k.window.get_mut(i)
     }
 
     /// The reopened record of `m`, if a replay reopened it.

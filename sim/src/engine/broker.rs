@@ -100,7 +100,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     /// Hands queued messages to consumers with free prefetch, as the strategy's policy decides.
     /// Network bridges toward peers with consumers (`bridge`) are offered after the local
     /// consumers; with `idle_forward` a broker without consumers forwards its store instead.
-    #[inline]
+    #[inline(always)]
     pub(super) fn dispatch(&mut self, b: u16) {
         // Compiled twice, so that the receive mode costs one test per call, not per consumer.
         if self.batch_receive {

@@ -44,6 +44,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     }
 
     /// Broker `b` pushes a message to consumer `c`.
+    // One call site (dispatch, compiled once per receive mode): inlined there, as before the split.
+    #[inline(always)]
     pub(super) fn deliver(&mut self, b: u16, c: u32, slot: u32) {
         let m = self.w.slab.get_mut(slot);
         m.deliveries += 1;

@@ -68,6 +68,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     }
 
     /// Asks the strategy where the send goes and stores it there; `Err(block)` if it failed.
+    // Inlined into the send path (it stopped being when the message grew its lease fields).
+    #[inline(always)]
     pub(super) fn route_and_enqueue(&mut self, p: u32, slot: u32) -> Result<(), bool> {
         let connected = self.w.producers[p as usize].broker.expect("connected");
         let view = self.view(slot);
