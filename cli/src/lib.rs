@@ -6,6 +6,8 @@ pub mod charts;
 pub mod check;
 pub mod explore;
 pub mod library;
+#[cfg(feature = "live")]
+pub mod live;
 pub mod progress;
 pub mod report;
 pub mod sweep;

@@ -1,0 +1,370 @@
+//! `sim live`: the live twin. The same scenario and the same checkers against a real ActiveMQ
+//! Classic started as a child process (docs/live.md). Behind the cargo feature `live`.
+//!
+//! - [`stomp`]: a minimal STOMP 1.2 client;
+//! - [`broker`]: broker processes (configuration, start, SIGKILL, restart, cleanup, Ctrl-C);
+//! - [`run`]: producers, consumers, the fault driver and the recorder of one run.
+//!
+//! Only what can be staged faithfully runs: one broker, the strategies `competing`, `single`
+//! and `message_groups`, the faults `consumer_crash` and `broker_crash`. Anything else in the
+//! scenario file is refused (exit 2) with the field named.
+
+pub mod broker;
+pub mod run;
+pub mod stomp;
+
+use crate::report;
+use crate::trace::TraceHeader;
+use crate::{scenario_name, CliError};
+use run::{Action, LiveStrategy, Plan};
+use sim::checkers::Checkers;
+use sim::faults::FaultAction;
+use sim::history::Event;
+use sim::{FaultPlan, Params, RunSummary, Scenario, Status, StrategySummary};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What `sim live` was asked.
+pub struct LiveRequest {
+    /// The scenario file.
+    pub file: PathBuf,
+    /// Strategies (default: those of the scenario that can be staged; refused if any cannot).
+    pub strategies: Vec<String>,
+    /// Runs per strategy (seeds `seed`, `seed + 1`, ...).
+    pub runs: u32,
+    /// First seed (default: the scenario's).
+    pub seed: Option<u64>,
+    /// Where to write the histories.
+    pub out: Option<PathBuf>,
+    /// Longest wait for the queue to drain after production and faults.
+    pub drain_timeout: Duration,
+}
+
+/// Keys `sim live` stages, per table of the scenario file. `None`: the whole table is accepted.
+const STAGED: &[(&str, &[&str])] = &[
+    (
+        "",
+        &[
+            "name",
+            "description",
+            "seed",
+            "flavour",
+            "strategies",
+            "workload",
+            "producers",
+            "broker",
+            "consumers",
+            "fault",
+            "expect",
+            "strategy",
+            "redelivery",
+        ],
+    ),
+    (
+        "workload",
+        &[
+            "messages",
+            "rate",
+            "arrival",
+            "keys",
+            "kind",
+            "key_distribution",
+        ],
+    ),
+    ("producers", &["count", "names", "timestamp_resolution"]),
+    ("broker", &["name", "persistent"]),
+    (
+        "consumers",
+        &[
+            "count",
+            "names",
+            "prefetch",
+            "service",
+            "ack_latency",
+            "reconnect_delay",
+        ],
+    ),
+    (
+        "fault",
+        &["kind", "consumer", "broker", "at", "for", "rate"],
+    ),
+    ("redelivery", &["mode", "initial_delay", "max_deliveries"]),
+];
+
+fn staged(table: &str) -> &'static [&'static str] {
+    STAGED
+        .iter()
+        .find(|(t, _)| *t == table)
+        .map(|(_, k)| *k)
+        .unwrap_or(&[])
+}
+
+fn check_keys(table: &str, keys: impl Iterator<Item = String>, out: &mut Vec<String>) {
+    let ok = staged(table);
+    for k in keys {
+        if !ok.contains(&k.as_str()) {
+            if table.is_empty() {
+                out.push(format!("[{k}]"));
+            } else {
+                out.push(format!("{table}.{k}"));
+            }
+        }
+    }
+}
+
+/// What in the scenario `sim live` cannot stage faithfully, each naming its field (empty: it
+/// can stage everything the file asks for `strategies`).
+pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let doc: toml_edit::DocumentMut = match text.parse() {
+        Ok(d) => d,
+        Err(e) => return vec![format!("the file does not parse: {e}")],
+    };
+    let names = |item: &toml_edit::Item| -> Vec<String> {
+        item.as_table_like()
+            .map(|t| t.iter().map(|(k, _)| k.to_string()).collect())
+            .unwrap_or_default()
+    };
+    check_keys("", doc.iter().map(|(k, _)| k.to_string()), &mut out);
+    for table in ["workload", "producers", "consumers", "redelivery"] {
+        if let Some(item) = doc.get(table) {
+            check_keys(table, names(item).into_iter(), &mut out);
+        }
+    }
+    for arr in ["broker", "fault"] {
+        if let Some(a) = doc.get(arr).and_then(|i| i.as_array_of_tables()) {
+            for t in a.iter() {
+                check_keys(arr, t.iter().map(|(k, _)| k.to_string()), &mut out);
+            }
+        }
+    }
+    if sc.brokers.len() != 1 {
+        out.push(format!(
+            "[[broker]]: {} brokers (a network of brokers is not staged yet; one broker only)",
+            sc.brokers.len()
+        ));
+    }
+    if sc.flavour != sim::scenario::Flavour::default()
+        && doc.get("flavour").and_then(|f| f.as_str()) != Some("activemq")
+    {
+        out.push(format!(
+            "flavour = {:?} (the live broker is ActiveMQ Classic)",
+            doc.get("flavour").and_then(|f| f.as_str()).unwrap_or("?")
+        ));
+    }
+    if let Some(k) = doc
+        .get("workload")
+        .and_then(|w| w.get("key_distribution"))
+        .and_then(|v| v.as_str())
+    {
+        if k != "uniform" {
+            out.push(format!("workload.key_distribution = {k:?} (uniform only)"));
+        }
+    }
+    for f in &sc.faults {
+        let kind = f.kind.name();
+        if kind != "consumer_crash" && kind != "broker_crash" {
+            out.push(format!(
+                "[[fault]] kind = {kind:?} (staged: consumer_crash, broker_crash)"
+            ));
+        }
+    }
+    if sc.consumers.count == 0 {
+        out.push("consumers.count = 0".into());
+    }
+    for s in strategies {
+        if LiveStrategy::parse(s).is_none() {
+            out.push(format!(
+                "strategy {s:?} (staged: competing, single, message_groups)"
+            ));
+        }
+        if let Some(t) = sc.strategy.get(s) {
+            for (k, v) in t {
+                // ActiveMQ's exclusive consumer fails over at once: takeover_delay 0s only.
+                let zero = s == "single"
+                    && k == "takeover_delay"
+                    && v.as_str()
+                        .and_then(|d| sim::time::Dur::parse(d).ok())
+                        .is_some_and(|d| d.micros() == 0);
+                if !zero {
+                    out.push(format!("[strategy.{s}] {k}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The run plan of `strategy` with `seed`.
+fn plan(sc: &Scenario, strategy: LiveStrategy, seed: u64, drain: Duration) -> Result<Plan, String> {
+    let fp = FaultPlan::resolve(sc, seed);
+    let mut faults = Vec::new();
+    for f in &fp.faults {
+        let at = Duration::from_micros(f.at);
+        match f.action {
+            FaultAction::BrokerCrash { .. } => {
+                let d = f.duration.ok_or_else(|| {
+                    "broker_crash without `for`: a broker that never comes back is not staged"
+                        .to_string()
+                })?;
+                faults.push((at, Action::KillBroker));
+                faults.push((at + Duration::from_micros(d), Action::RestartBroker));
+            }
+            FaultAction::ConsumerCrash { consumer } => {
+                let d = f.duration.ok_or_else(|| {
+                    "consumer_crash without `for`: a consumer that never comes back is not staged"
+                        .to_string()
+                })?;
+                faults.push((
+                    at,
+                    Action::CrashConsumer {
+                        c: consumer,
+                        down: Duration::from_micros(d),
+                    },
+                ));
+            }
+            ref a => return Err(format!("fault {:?} is not staged", a.kind().name())),
+        }
+    }
+    faults.sort_by_key(|(t, _)| *t);
+    Ok(Plan {
+        strategy,
+        keys: sc.workload.keys,
+        kind: sc.workload.kind,
+        producers: sc.producers.count.max(1),
+        consumers: sc.consumers.count,
+        prefetch: sc.consumers.prefetch,
+        persistent: sc.brokers[0].persistent,
+        broker: sc.brokers[0].name.clone(),
+        service: sc.consumers.service.0.clone(),
+        ack_latency: Duration::from_micros(sc.consumers.ack_latency.0),
+        reconnect_delay: Duration::from_micros(sc.consumers.reconnect_delay.0),
+        schedule: run::schedule(sc, seed),
+        faults,
+        drain_timeout: drain,
+        seed,
+    })
+}
+
+/// Judges a live history with the simulator's checkers.
+pub fn judge(
+    events: &[Event],
+    keys: u32,
+    kind: sim::scenario::WorkloadKind,
+) -> Result<sim::Metrics, String> {
+    let mut ch = Checkers::new(keys, kind);
+    for e in events {
+        ch.observe(e);
+    }
+    let end = events.last().map(|e| e.time()).unwrap_or(0);
+    ch.finish(events.len() as u64, end)
+        .map_err(|e| format!("the live history breaks a self-check: {e}"))
+}
+
+/// `sim live`: runs, prints the comparison table (one row per strategy and run).
+pub fn live(req: &LiveRequest) -> Result<String, CliError> {
+    let text = std::fs::read_to_string(&req.file)
+        .map_err(|e| CliError::Usage(format!("{}: {e}", req.file.display())))?;
+    let sc = crate::load_text(&req.file.display().to_string(), &text)?;
+    let names = if req.strategies.is_empty() {
+        sc.strategies.clone()
+    } else {
+        req.strategies.clone()
+    };
+    crate::check_strategy_names(&names)?;
+    let refused = refusals(&text, &sc, &names);
+    if !refused.is_empty() {
+        return Err(CliError::Usage(format!(
+            "sim live cannot stage {} faithfully: {}",
+            req.file.display(),
+            refused.join("; ")
+        )));
+    }
+    if req.runs == 0 {
+        return Err(CliError::Usage("--runs must be at least 1".into()));
+    }
+    if let Some(why) = broker::missing() {
+        return Err(CliError::Usage(format!("sim live needs ActiveMQ: {why}")));
+    }
+    if let Some(dir) = &req.out {
+        crate::create_dir(dir)?;
+    }
+    broker::install_interrupt_handler();
+    let seed0 = req.seed.unwrap_or(sc.seed);
+    let mut entries = Vec::new();
+    for name in &names {
+        let strategy = LiveStrategy::parse(name).expect("refused above");
+        for i in 0..req.runs {
+            let seed = seed0 + i as u64;
+            let p = plan(&sc, strategy, seed, req.drain_timeout).map_err(CliError::Usage)?;
+            let events = run::run(&p).map_err(|e| live_error(&e, &entries))?;
+            if let Some(dir) = &req.out {
+                write_history(dir, &sc, &req.file, name, seed, &events)?;
+            }
+            let m = judge(&events, sc.workload.keys, sc.workload.kind)
+                .map_err(|e| CliError::Usage(format!("{name} seed {seed}: {e}")))?;
+            entries.push(StrategySummary {
+                strategy: if req.runs > 1 {
+                    format!("{name}@{seed}")
+                } else {
+                    name.clone()
+                },
+                status: Status::Ok,
+                reason: None,
+                metrics: Some(m),
+                params: Params::default(),
+            });
+        }
+    }
+    let summary = RunSummary {
+        scenario: scenario_name(&sc, &req.file),
+        seed: seed0,
+        strategies: entries,
+    };
+    Ok(format!(
+        "live: sim live {} (seeds {}..{}), ActiveMQ Classic at {}\n{}",
+        req.file.display(),
+        seed0,
+        seed0 + req.runs as u64 - 1,
+        broker::activemq_home().display(),
+        report::table(&summary)
+    ))
+}
+
+fn live_error(e: &str, done: &[StrategySummary]) -> CliError {
+    if e == "interrupted" {
+        CliError::Interrupted {
+            done: done.len() as u64,
+            total: 0,
+            resume: "sim live FILE (a live run cannot be resumed; run it again)".into(),
+        }
+    } else {
+        CliError::Output {
+            path: "sim live".into(),
+            reason: e.to_string(),
+        }
+    }
+}
+
+/// `DIR/STRATEGY-SEED.jsonl`: the trace header, then the events.
+fn write_history(
+    dir: &Path,
+    sc: &Scenario,
+    file: &Path,
+    strategy: &str,
+    seed: u64,
+    events: &[Event],
+) -> Result<(), CliError> {
+    let mut header = TraceHeader::of(sc, file, Some(strategy), Some(seed));
+    header.description = Some(format!(
+        "live run against ActiveMQ Classic: {}",
+        sc.description.clone().unwrap_or_default()
+    ));
+    let mut out = serde_json::to_vec(&header).expect("header serializes");
+    out.push(b'\n');
+    for e in events {
+        serde_json::to_writer(&mut out, e).expect("events serialize");
+        out.push(b'\n');
+    }
+    crate::write_atomic(&dir.join(format!("{strategy}-{seed}.jsonl")), &out)
+}
