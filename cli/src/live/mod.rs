@@ -368,3 +368,172 @@ fn write_history(
     }
     crate::write_atomic(&dir.join(format!("{strategy}-{seed}.jsonl")), &out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sim::history::{MsgRef, Node};
+
+    fn refused(text: &str, strategies: &[&str]) -> Vec<String> {
+        let sc = crate::load_text("t", text).unwrap();
+        let names: Vec<String> = strategies.iter().map(|s| s.to_string()).collect();
+        refusals(text, &sc, &names)
+    }
+
+    const BASE: &str = r#"
+strategies = ["competing"]
+[workload]
+messages = 10
+rate = "10/s"
+keys = 2
+[[broker]]
+name = "a"
+persistent = true
+[consumers]
+count = 2
+prefetch = 1
+service = "1ms"
+"#;
+
+    #[test]
+    fn the_staged_subset_is_accepted() {
+        let t = format!(
+            "{BASE}[[fault]]\nkind = \"consumer_crash\"\nconsumer = 0\nat = \"1s\"\nfor = \"1s\"\n\
+             [[fault]]\nkind = \"broker_crash\"\nbroker = \"a\"\nat = \"2s\"\nfor = \"1s\"\n"
+        );
+        assert_eq!(
+            refused(&t, &["competing", "single", "message_groups"]),
+            Vec::<String>::new()
+        );
+        let bundled = include_str!("../../../scenarios/calibration/crash-groups.toml");
+        assert_eq!(
+            refused(bundled, &["competing", "message_groups"]),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn what_cannot_be_staged_is_named() {
+        assert_eq!(refused(BASE, &["notifier"]).len(), 1);
+        assert!(refused(BASE, &["notifier"])[0].contains("\"notifier\""));
+        let t = format!(
+            "{BASE}[[fault]]\nkind = \"network_blip\"\nconsumer = 0\nat = \"1s\"\nfor = \"1s\"\n"
+        );
+        assert!(refused(&t, &["competing"])[0].contains("network_blip"));
+        let t = BASE.replace(
+            "service = \"1ms\"",
+            "service = \"1ms\"\nsuspend_after_failures = 3",
+        );
+        assert_eq!(
+            refused(&t, &["competing"]),
+            vec!["consumers.suspend_after_failures".to_string()]
+        );
+        let t = BASE.replace("keys = 2", "keys = 2\npoison_fraction = 0.1");
+        assert_eq!(
+            refused(&t, &["competing"]),
+            vec!["workload.poison_fraction".to_string()]
+        );
+        let t = format!("{BASE}[strategy.single]\ntakeover_delay = \"2s\"\n");
+        assert_eq!(
+            refused(&t, &["single"]),
+            vec!["[strategy.single] takeover_delay".to_string()]
+        );
+        let t = format!("{BASE}[strategy.single]\ntakeover_delay = \"0s\"\n");
+        assert!(refused(&t, &["single"]).is_empty());
+    }
+
+    #[test]
+    fn frames_carry_the_strategy() {
+        let m = MsgRef {
+            id: 7,
+            key: 3,
+            seq: 2,
+        };
+        let f = run::send_frame(m, LiveStrategy::MessageGroups, true);
+        assert_eq!(f.get("JMSXGroupID"), Some("k3"));
+        assert_eq!(f.get("persistent"), Some("true"));
+        assert_eq!(run::msg_of(&f), Some(m));
+        assert_eq!(
+            run::send_frame(m, LiveStrategy::Competing, false).get("JMSXGroupID"),
+            None
+        );
+        let s = run::subscribe_frame(LiveStrategy::Single, 10);
+        assert_eq!(s.get("activemq.exclusive"), Some("true"));
+        assert_eq!(s.get("activemq.prefetchSize"), Some("10"));
+        assert_eq!(s.get("ack"), Some("client-individual"));
+        assert_eq!(
+            run::subscribe_frame(LiveStrategy::Competing, 10).get("activemq.exclusive"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_client_only_history_is_judged() {
+        // What a live run records: no enqueue, no broker-side dispatch bookkeeping, a crash, a
+        // replayed (duplicate, out of order) apply, and a message left in the queue.
+        let rec = run::Recorder::new(1);
+        let a = rec.produce(0, 0);
+        let b = rec.produce(0, 0);
+        let c = rec.produce(0, 0);
+        for (m, consumer) in [(a, 0), (b, 1)] {
+            rec.push(|t| Event::Dispatch {
+                t,
+                msg: m,
+                broker: 0,
+                consumer,
+                delivery: 1,
+                redelivered: false,
+            });
+            rec.push(|t| Event::Start {
+                t,
+                msg: m,
+                consumer,
+            });
+            rec.push(|t| Event::Apply {
+                t,
+                msg: m,
+                consumer,
+                state_seq: m.seq,
+            });
+        }
+        rec.push(|t| Event::Ack {
+            t,
+            msg: b,
+            consumer: 1,
+        });
+        rec.push(|t| Event::Crash {
+            t,
+            node: Node::Consumer(0),
+        });
+        rec.push(|t| Event::Apply {
+            t,
+            msg: a,
+            consumer: 1,
+            state_seq: a.seq,
+        });
+        rec.push(|t| Event::Ack {
+            t,
+            msg: a,
+            consumer: 1,
+        });
+        rec.push(|t| Event::Pending { t, msg: c });
+        assert!(rec.applied(a.id) && !rec.applied(c.id));
+        let m = judge(&rec.into_events(), 1, sim::scenario::WorkloadKind::State).unwrap();
+        assert_eq!(m.produced, 3);
+        assert_eq!(m.applied, 2);
+        assert_eq!(m.duplicates, 1);
+        assert_eq!(m.ordering_violations, 1);
+        assert_eq!(m.pending_at_end, 1);
+        assert_eq!(m.coverage.consumer_crashes, 1);
+    }
+
+    #[test]
+    fn the_schedule_follows_the_workload() {
+        let sc = crate::load_text("t", BASE).unwrap();
+        let s = run::schedule(&sc, 1);
+        assert_eq!(s.len(), 10);
+        assert!(s.windows(2).all(|w| w[0].0 <= w[1].0));
+        assert!(s.iter().all(|&(_, p, k)| p == 0 && k < 2));
+        assert_eq!(s, run::schedule(&sc, 1));
+    }
+}
