@@ -84,6 +84,9 @@ pub enum CliError {
         /// Why.
         reason: String,
     },
+    /// `sim live`: a broker did not start, or the live history broke a checker self-check (exit 1).
+    #[error("sim live: {0}")]
+    Live(String),
 }
 
 impl CliError {
@@ -93,6 +96,7 @@ impl CliError {
             CliError::Scenario(_) | CliError::Usage(_) => 2,
             CliError::Run { .. }
             | CliError::Output { .. }
+            | CliError::Live(_)
             | CliError::Failed
             | CliError::Unsettled(_)
             | CliError::NothingChecked(_)

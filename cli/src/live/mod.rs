@@ -302,7 +302,7 @@ pub fn live(req: &LiveRequest) -> Result<String, CliError> {
                 write_history(dir, &sc, &req.file, name, seed, &events)?;
             }
             let m = judge(&events, sc.workload.keys, sc.workload.kind)
-                .map_err(|e| CliError::Usage(format!("{name} seed {seed}: {e}")))?;
+                .map_err(|e| CliError::Live(format!("{name} seed {seed}: {e}")))?;
             entries.push(StrategySummary {
                 strategy: if req.runs > 1 {
                     format!("{name}@{seed}")
@@ -339,10 +339,7 @@ fn live_error(e: &str, done: &[StrategySummary]) -> CliError {
             resume: "sim live FILE (a live run cannot be resumed; run it again)".into(),
         }
     } else {
-        CliError::Output {
-            path: "sim live".into(),
-            reason: e.to_string(),
-        }
+        CliError::Live(e.to_string())
     }
 }
 

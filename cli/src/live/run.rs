@@ -362,6 +362,21 @@ fn consumer(sh: &Shared, c: u32, plan: &Plan) {
         if sh.aborted() {
             return;
         }
+        // A crash ordered while disconnected (the broker is down): the process dies now.
+        if let Some(until) = crash_order(sh, c) {
+            sh.rec.push(|t| Event::Crash {
+                t,
+                node: Node::Consumer(c),
+            });
+            if !sleep_until(sh, until) {
+                return;
+            }
+            sh.rec.push(|t| Event::Recover {
+                t,
+                node: Node::Consumer(c),
+            });
+            failover = false;
+        }
         let mut conn = match Conn::connect(sh.port, Duration::from_secs(1)).and_then(|mut k| {
             k.send(&subscribe_frame(plan.strategy, plan.prefetch))?;
             Ok(k)
