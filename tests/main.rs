@@ -13,6 +13,8 @@ mod explore;
 mod hostile;
 mod hostile_io;
 mod lease;
+#[cfg(feature = "live")]
+mod live;
 mod network;
 mod pause;
 mod physics;

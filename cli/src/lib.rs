@@ -6,6 +6,8 @@ pub mod charts;
 pub mod check;
 pub mod explore;
 pub mod library;
+#[cfg(feature = "live")]
+pub mod live;
 pub mod progress;
 pub mod report;
 pub mod sweep;
@@ -82,6 +84,9 @@ pub enum CliError {
         /// Why.
         reason: String,
     },
+    /// `sim live`: a broker did not start, or the live history broke a checker self-check (exit 1).
+    #[error("sim live: {0}")]
+    Live(String),
 }
 
 impl CliError {
@@ -91,6 +96,7 @@ impl CliError {
             CliError::Scenario(_) | CliError::Usage(_) => 2,
             CliError::Run { .. }
             | CliError::Output { .. }
+            | CliError::Live(_)
             | CliError::Failed
             | CliError::Unsettled(_)
             | CliError::NothingChecked(_)

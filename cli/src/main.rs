@@ -53,6 +53,27 @@ enum Command {
         #[arg(long)]
         strict: bool,
     },
+    /// Run a scenario against a real ActiveMQ Classic started as a child process and judge the
+    /// recorded history with the same checkers (needs the `live` cargo feature; docs/live.md).
+    Live {
+        /// The scenario file (TOML).
+        file: PathBuf,
+        /// Run only this strategy (repeatable; staged: competing, single, message_groups).
+        #[arg(long = "strategy")]
+        strategies: Vec<String>,
+        /// Runs per strategy, with seeds SEED, SEED+1, ...
+        #[arg(long, default_value_t = 1)]
+        runs: u32,
+        /// First seed (default: the scenario's).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Write each run's history (trace format) into this directory.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Longest wait for the queue to drain after production and the faults, e.g. "30s".
+        #[arg(long, default_value = "30s")]
+        drain_timeout: String,
+    },
     /// Tell one key's story around its first anomaly: a text timeline, and timeline.html with
     /// --out (exit 1 when there is no anomaly to show).
     Trace {
@@ -317,6 +338,33 @@ fn run(cli: Cli) -> Result<(), CliError> {
             }
             Ok(())
         }
+        #[cfg(feature = "live")]
+        Command::Live {
+            file,
+            strategies,
+            runs,
+            seed,
+            out,
+            drain_timeout,
+        } => {
+            let drain_timeout = sim::time::Dur::parse(&drain_timeout)
+                .map(|d| std::time::Duration::from_micros(d.micros()))
+                .map_err(|e| CliError::Usage(format!("--drain-timeout: {e}")))?;
+            let text = ordsim::live::live(&ordsim::live::LiveRequest {
+                file,
+                strategies,
+                runs,
+                seed,
+                out,
+                drain_timeout,
+            })?;
+            out!("{text}");
+            Ok(())
+        }
+        #[cfg(not(feature = "live"))]
+        Command::Live { .. } => Err(CliError::Usage(
+            "sim live needs the `live` cargo feature: cargo run --release --features live --bin sim -- live FILE (docs/live.md)".into(),
+        )),
         Command::Trace {
             file,
             strategy,

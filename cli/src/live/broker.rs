@@ -1,0 +1,292 @@
+//! ActiveMQ Classic brokers as child processes: configuration generated into a temporary
+//! directory (a STOMP connector on 127.0.0.1, KahaDB under the directory, log4j 1.2 to a file),
+//! start, wait for the STOMP port, SIGKILL by PID, restart on the same store, and cleanup on drop.
+//! Every PID started is registered so that the Ctrl-C handler can kill it too.
+
+use super::stomp::Conn;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// PIDs of the children alive, for the Ctrl-C handler.
+static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// Set by Ctrl-C: every loop of a live run stops.
+pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Installs the Ctrl-C handler once: it SIGKILLs every registered child by PID at once, then
+/// sets [`INTERRUPTED`] so that the run unwinds (and removes its temporary directories).
+pub fn install_interrupt_handler() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = ctrlc::set_handler(|| {
+            kill_registered();
+            INTERRUPTED.store(true, Ordering::SeqCst);
+        });
+    });
+}
+
+fn kill_registered() {
+    let pids = CHILDREN.lock().map(|g| g.clone()).unwrap_or_default();
+    for pid in pids {
+        // SAFETY: kill(2) with a PID this process started and has not reaped yet.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGKILL);
+        }
+    }
+}
+
+fn register(pid: u32) {
+    if let Ok(mut g) = CHILDREN.lock() {
+        g.push(pid);
+    }
+}
+
+fn unregister(pid: u32) {
+    if let Ok(mut g) = CHILDREN.lock() {
+        g.retain(|&p| p != pid);
+    }
+}
+
+/// PIDs started by this process and not yet reaped (for tests).
+pub fn live_children() -> Vec<u32> {
+    CHILDREN.lock().map(|g| g.clone()).unwrap_or_default()
+}
+
+/// Where ActiveMQ is installed (`ORDSIM_ACTIVEMQ_HOME`, else Debian's `/usr/share/activemq`).
+pub fn activemq_home() -> PathBuf {
+    std::env::var_os("ORDSIM_ACTIVEMQ_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/share/activemq"))
+}
+
+/// Why ActiveMQ cannot be started here, if it cannot.
+pub fn missing() -> Option<String> {
+    let jar = activemq_home().join("bin/activemq.jar");
+    if !jar.is_file() {
+        return Some(format!(
+            "{} not found: run scripts/live-setup.sh (apt-get install activemq), or set ORDSIM_ACTIVEMQ_HOME",
+            jar.display()
+        ));
+    }
+    if Command::new(java())
+        .arg("-version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| !s.success())
+        .unwrap_or(true)
+    {
+        return Some("java not found (Debian's activemq package brings Java 17)".into());
+    }
+    None
+}
+
+fn java() -> PathBuf {
+    if let Some(h) = std::env::var_os("JAVA_HOME") {
+        let p = PathBuf::from(h).join("bin/java");
+        if p.is_file() {
+            return p;
+        }
+    }
+    PathBuf::from("java")
+}
+
+/// A temporary directory removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// A fresh directory under the system's temporary directory.
+    pub fn new(tag: &str) -> std::io::Result<TempDir> {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "ordsim-live-{}-{}-{tag}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        std::fs::create_dir_all(&p)?;
+        Ok(TempDir(p))
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released; the broker binds it next).
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// One ActiveMQ broker process.
+pub struct Broker {
+    /// Its scenario name.
+    pub name: String,
+    /// Its STOMP port on 127.0.0.1.
+    pub port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+/// The broker's activemq.xml: one STOMP connector on loopback, KahaDB (or no store) under `dir`,
+/// no JMX, no advisories, no scheduler (a NACK dead-letters at once).
+pub fn activemq_xml(name: &str, port: u16, persistent: bool, dir: &Path) -> String {
+    let data = dir.join("data");
+    format!(
+        r#"<beans xmlns="http://www.springframework.org/schema/beans"
+  xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
+  xsi:schemaLocation="http://www.springframework.org/schema/beans http://www.springframework.org/schema/beans/spring-beans-2.0.xsd
+  http://activemq.apache.org/schema/core http://activemq.apache.org/schema/core/activemq-core.xsd">
+  <broker xmlns="http://activemq.apache.org/schema/core" brokerName="{name}" useJmx="false"
+          persistent="{persistent}" advisorySupport="false" schedulerSupport="false"
+          dataDirectory="{data}">
+    <persistenceAdapter><kahaDB directory="{data}/kahadb"/></persistenceAdapter>
+    <transportConnectors>
+      <transportConnector name="stomp" uri="stomp://127.0.0.1:{port}"/>
+    </transportConnectors>
+  </broker>
+</beans>
+"#,
+        data = data.display()
+    )
+}
+
+/// log4j 1.2 configuration: warnings and errors to `broker.log` in the directory.
+pub fn log4j_properties(dir: &Path) -> String {
+    format!(
+        "log4j.rootLogger=WARN, file\n\
+         log4j.appender.file=org.apache.log4j.FileAppender\n\
+         log4j.appender.file.File={}\n\
+         log4j.appender.file.layout=org.apache.log4j.PatternLayout\n\
+         log4j.appender.file.layout.ConversionPattern=%d %-5p %c - %m%n\n",
+        dir.join("broker.log").display()
+    )
+}
+
+impl Broker {
+    /// Writes the configuration of broker `name` into `dir` (not started yet).
+    pub fn configure(name: &str, persistent: bool, dir: &Path) -> Result<Broker, String> {
+        let port = free_port().map_err(|e| format!("no free port: {e}"))?;
+        let conf = dir.join("conf");
+        std::fs::create_dir_all(&conf).map_err(|e| format!("{}: {e}", conf.display()))?;
+        let safe: String = name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        std::fs::write(
+            conf.join("activemq.xml"),
+            activemq_xml(&safe, port, persistent, dir),
+        )
+        .and_then(|_| std::fs::write(conf.join("log4j.properties"), log4j_properties(dir)))
+        .map_err(|e| format!("{}: {e}", conf.display()))?;
+        Ok(Broker {
+            name: name.to_string(),
+            port,
+            dir: dir.to_path_buf(),
+            child: None,
+        })
+    }
+
+    /// The PID of the running process.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// Starts the process and waits until its STOMP port answers CONNECT (at most `timeout`).
+    pub fn start(&mut self, timeout: Duration) -> Result<(), String> {
+        if self.child.is_some() {
+            return Ok(());
+        }
+        let home = activemq_home();
+        let conf = self.dir.join("conf");
+        let out = std::fs::File::create(self.dir.join("stdout.log")).map_err(|e| e.to_string())?;
+        let err = out.try_clone().map_err(|e| e.to_string())?;
+        let child = Command::new(java())
+            .arg("-Xms64m")
+            .arg("-Xmx256m")
+            .arg("-XX:+UseSerialGC")
+            .arg("-XX:TieredStopAtLevel=1")
+            .arg(format!("-Dactivemq.home={}", home.display()))
+            .arg(format!("-Dactivemq.base={}", self.dir.display()))
+            .arg(format!("-Dactivemq.conf={}", conf.display()))
+            .arg(format!(
+                "-Dactivemq.data={}",
+                self.dir.join("data").display()
+            ))
+            .arg(format!(
+                "-Dlog4j.configuration=file:{}",
+                conf.join("log4j.properties").display()
+            ))
+            .arg("-jar")
+            .arg(home.join("bin/activemq.jar"))
+            .arg("start")
+            .arg(format!(
+                "xbean:file:{}",
+                conf.join("activemq.xml").display()
+            ))
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("cannot start java: {e}"))?;
+        register(child.id());
+        self.child = Some(child);
+        let t0 = Instant::now();
+        loop {
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                self.kill();
+                return Err("interrupted".into());
+            }
+            if let Some(c) = &mut self.child {
+                if let Ok(Some(status)) = c.try_wait() {
+                    let pid = c.id();
+                    unregister(pid);
+                    self.child = None;
+                    return Err(format!(
+                        "broker {} exited ({status}) while starting; see {}",
+                        self.name,
+                        self.dir.join("stdout.log").display()
+                    ));
+                }
+            }
+            if let Ok(c) = Conn::connect(self.port, Duration::from_millis(500)) {
+                c.disconnect();
+                return Ok(());
+            }
+            if t0.elapsed() > timeout {
+                self.kill();
+                return Err(format!(
+                    "broker {} did not open STOMP port {} within {:?}",
+                    self.name, self.port, timeout
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// SIGKILL by PID and reap (the store stays for a restart).
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+            unregister(c.id());
+        }
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

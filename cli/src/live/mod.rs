@@ -1,0 +1,536 @@
+//! `sim live`: the live twin. The same scenario and the same checkers against a real ActiveMQ
+//! Classic started as a child process (docs/live.md). Behind the cargo feature `live`.
+//!
+//! - [`stomp`]: a minimal STOMP 1.2 client;
+//! - [`broker`]: broker processes (configuration, start, SIGKILL, restart, cleanup, Ctrl-C);
+//! - [`run`]: producers, consumers, the fault driver and the recorder of one run.
+//!
+//! Only what can be staged faithfully runs: one broker, the strategies `competing`, `single`
+//! and `message_groups`, the faults `consumer_crash` and `broker_crash`. Anything else in the
+//! scenario file is refused (exit 2) with the field named.
+
+pub mod broker;
+pub mod run;
+pub mod stomp;
+
+use crate::report;
+use crate::trace::TraceHeader;
+use crate::{scenario_name, CliError};
+use run::{Action, LiveStrategy, Plan};
+use sim::checkers::Checkers;
+use sim::faults::FaultAction;
+use sim::history::Event;
+use sim::{FaultPlan, Params, RunSummary, Scenario, Status, StrategySummary};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What `sim live` was asked.
+pub struct LiveRequest {
+    /// The scenario file.
+    pub file: PathBuf,
+    /// Strategies (default: those of the scenario that can be staged; refused if any cannot).
+    pub strategies: Vec<String>,
+    /// Runs per strategy (seeds `seed`, `seed + 1`, ...).
+    pub runs: u32,
+    /// First seed (default: the scenario's).
+    pub seed: Option<u64>,
+    /// Where to write the histories.
+    pub out: Option<PathBuf>,
+    /// Longest wait for the queue to drain after production and faults.
+    pub drain_timeout: Duration,
+}
+
+/// Keys `sim live` stages, per table of the scenario file. `None`: the whole table is accepted.
+const STAGED: &[(&str, &[&str])] = &[
+    (
+        "",
+        &[
+            "name",
+            "description",
+            "seed",
+            "flavour",
+            "strategies",
+            "workload",
+            "producers",
+            "broker",
+            "consumers",
+            "fault",
+            "expect",
+            "strategy",
+            "redelivery",
+        ],
+    ),
+    (
+        "workload",
+        &[
+            "messages",
+            "rate",
+            "arrival",
+            "keys",
+            "kind",
+            "key_distribution",
+        ],
+    ),
+    ("producers", &["count", "names", "timestamp_resolution"]),
+    ("broker", &["name", "persistent"]),
+    (
+        "consumers",
+        &[
+            "count",
+            "names",
+            "prefetch",
+            "service",
+            "ack_latency",
+            "reconnect_delay",
+        ],
+    ),
+    (
+        "fault",
+        &["kind", "consumer", "broker", "at", "for", "rate"],
+    ),
+    ("redelivery", &["mode", "initial_delay", "max_deliveries"]),
+];
+
+fn staged(table: &str) -> &'static [&'static str] {
+    STAGED
+        .iter()
+        .find(|(t, _)| *t == table)
+        .map(|(_, k)| *k)
+        .unwrap_or(&[])
+}
+
+fn check_keys(table: &str, keys: impl Iterator<Item = String>, out: &mut Vec<String>) {
+    let ok = staged(table);
+    for k in keys {
+        if !ok.contains(&k.as_str()) {
+            if table.is_empty() {
+                out.push(format!("[{k}]"));
+            } else {
+                out.push(format!("{table}.{k}"));
+            }
+        }
+    }
+}
+
+/// What in the scenario `sim live` cannot stage faithfully, each naming its field (empty: it
+/// can stage everything the file asks for `strategies`).
+pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let doc: toml_edit::DocumentMut = match text.parse() {
+        Ok(d) => d,
+        Err(e) => return vec![format!("the file does not parse: {e}")],
+    };
+    let names = |item: &toml_edit::Item| -> Vec<String> {
+        item.as_table_like()
+            .map(|t| t.iter().map(|(k, _)| k.to_string()).collect())
+            .unwrap_or_default()
+    };
+    check_keys("", doc.iter().map(|(k, _)| k.to_string()), &mut out);
+    for table in ["workload", "producers", "consumers", "redelivery"] {
+        if let Some(item) = doc.get(table) {
+            check_keys(table, names(item).into_iter(), &mut out);
+        }
+    }
+    for arr in ["broker", "fault"] {
+        if let Some(a) = doc.get(arr).and_then(|i| i.as_array_of_tables()) {
+            for t in a.iter() {
+                check_keys(arr, t.iter().map(|(k, _)| k.to_string()), &mut out);
+            }
+        }
+    }
+    if sc.brokers.len() != 1 {
+        out.push(format!(
+            "[[broker]]: {} brokers (a network of brokers is not staged yet; one broker only)",
+            sc.brokers.len()
+        ));
+    }
+    if sc.flavour != sim::scenario::Flavour::default()
+        && doc.get("flavour").and_then(|f| f.as_str()) != Some("activemq")
+    {
+        out.push(format!(
+            "flavour = {:?} (the live broker is ActiveMQ Classic)",
+            doc.get("flavour").and_then(|f| f.as_str()).unwrap_or("?")
+        ));
+    }
+    if let Some(k) = doc
+        .get("workload")
+        .and_then(|w| w.get("key_distribution"))
+        .and_then(|v| v.as_str())
+    {
+        if k != "uniform" {
+            out.push(format!("workload.key_distribution = {k:?} (uniform only)"));
+        }
+    }
+    for f in &sc.faults {
+        let kind = f.kind.name();
+        if kind != "consumer_crash" && kind != "broker_crash" {
+            out.push(format!(
+                "[[fault]] kind = {kind:?} (staged: consumer_crash, broker_crash)"
+            ));
+        }
+    }
+    if sc.consumers.count == 0 {
+        out.push("consumers.count = 0".into());
+    }
+    for s in strategies {
+        if LiveStrategy::parse(s).is_none() {
+            out.push(format!(
+                "strategy {s:?} (staged: competing, single, message_groups)"
+            ));
+        }
+        if let Some(t) = sc.strategy.get(s) {
+            for (k, v) in t {
+                // ActiveMQ's exclusive consumer fails over at once: takeover_delay 0s only.
+                let zero = s == "single"
+                    && k == "takeover_delay"
+                    && v.as_str()
+                        .and_then(|d| sim::time::Dur::parse(d).ok())
+                        .is_some_and(|d| d.micros() == 0);
+                if !zero {
+                    out.push(format!("[strategy.{s}] {k}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The run plan of `strategy` with `seed`.
+fn plan(sc: &Scenario, strategy: LiveStrategy, seed: u64, drain: Duration) -> Result<Plan, String> {
+    let fp = FaultPlan::resolve(sc, seed);
+    let mut faults = Vec::new();
+    for f in &fp.faults {
+        let at = Duration::from_micros(f.at);
+        match f.action {
+            FaultAction::BrokerCrash { .. } => {
+                let d = f.duration.ok_or_else(|| {
+                    "broker_crash without `for`: a broker that never comes back is not staged"
+                        .to_string()
+                })?;
+                faults.push((at, Action::KillBroker));
+                faults.push((at + Duration::from_micros(d), Action::RestartBroker));
+            }
+            FaultAction::ConsumerCrash { consumer } => {
+                let d = f.duration.ok_or_else(|| {
+                    "consumer_crash without `for`: a consumer that never comes back is not staged"
+                        .to_string()
+                })?;
+                faults.push((
+                    at,
+                    Action::CrashConsumer {
+                        c: consumer,
+                        down: Duration::from_micros(d),
+                    },
+                ));
+            }
+            ref a => return Err(format!("fault {:?} is not staged", a.kind().name())),
+        }
+    }
+    faults.sort_by_key(|(t, _)| *t);
+    Ok(Plan {
+        strategy,
+        keys: sc.workload.keys,
+        kind: sc.workload.kind,
+        producers: sc.producers.count.max(1),
+        consumers: sc.consumers.count,
+        prefetch: sc.consumers.prefetch,
+        persistent: sc.brokers[0].persistent,
+        broker: sc.brokers[0].name.clone(),
+        service: sc.consumers.service.0.clone(),
+        ack_latency: Duration::from_micros(sc.consumers.ack_latency.0),
+        reconnect_delay: Duration::from_micros(sc.consumers.reconnect_delay.0),
+        schedule: run::schedule(sc, seed),
+        faults,
+        drain_timeout: drain,
+        seed,
+    })
+}
+
+/// Judges a live history with the simulator's checkers.
+pub fn judge(
+    events: &[Event],
+    keys: u32,
+    kind: sim::scenario::WorkloadKind,
+) -> Result<sim::Metrics, String> {
+    let mut ch = Checkers::new(keys, kind);
+    for e in events {
+        ch.observe(e);
+    }
+    let end = events.last().map(|e| e.time()).unwrap_or(0);
+    ch.finish(events.len() as u64, end)
+        .map_err(|e| format!("the live history breaks a self-check: {e}"))
+}
+
+/// `sim live`: runs, prints the comparison table (one row per strategy and run).
+pub fn live(req: &LiveRequest) -> Result<String, CliError> {
+    let text = std::fs::read_to_string(&req.file)
+        .map_err(|e| CliError::Usage(format!("{}: {e}", req.file.display())))?;
+    let sc = crate::load_text(&req.file.display().to_string(), &text)?;
+    let names = if req.strategies.is_empty() {
+        sc.strategies.clone()
+    } else {
+        req.strategies.clone()
+    };
+    crate::check_strategy_names(&names)?;
+    let refused = refusals(&text, &sc, &names);
+    if !refused.is_empty() {
+        return Err(CliError::Usage(format!(
+            "sim live cannot stage {} faithfully: {}",
+            req.file.display(),
+            refused.join("; ")
+        )));
+    }
+    if req.runs == 0 {
+        return Err(CliError::Usage("--runs must be at least 1".into()));
+    }
+    if let Some(why) = broker::missing() {
+        return Err(CliError::Usage(format!("sim live needs ActiveMQ: {why}")));
+    }
+    if let Some(dir) = &req.out {
+        crate::create_dir(dir)?;
+    }
+    broker::install_interrupt_handler();
+    let seed0 = req.seed.unwrap_or(sc.seed);
+    let mut entries = Vec::new();
+    for name in &names {
+        let strategy = LiveStrategy::parse(name).expect("refused above");
+        for i in 0..req.runs {
+            let seed = seed0 + i as u64;
+            let p = plan(&sc, strategy, seed, req.drain_timeout).map_err(CliError::Usage)?;
+            let events = run::run(&p).map_err(|e| live_error(&e, &entries))?;
+            if let Some(dir) = &req.out {
+                write_history(dir, &sc, &req.file, name, seed, &events)?;
+            }
+            let m = judge(&events, sc.workload.keys, sc.workload.kind)
+                .map_err(|e| CliError::Live(format!("{name} seed {seed}: {e}")))?;
+            entries.push(StrategySummary {
+                strategy: if req.runs > 1 {
+                    format!("{name}@{seed}")
+                } else {
+                    name.clone()
+                },
+                status: Status::Ok,
+                reason: None,
+                metrics: Some(m),
+                params: Params::default(),
+            });
+        }
+    }
+    let summary = RunSummary {
+        scenario: scenario_name(&sc, &req.file),
+        seed: seed0,
+        strategies: entries,
+    };
+    Ok(format!(
+        "live: sim live {} (seeds {}..{}), ActiveMQ Classic at {}\n{}",
+        req.file.display(),
+        seed0,
+        seed0 + req.runs as u64 - 1,
+        broker::activemq_home().display(),
+        report::table(&summary)
+    ))
+}
+
+fn live_error(e: &str, done: &[StrategySummary]) -> CliError {
+    if e == "interrupted" {
+        CliError::Interrupted {
+            done: done.len() as u64,
+            total: 0,
+            resume: "sim live FILE (a live run cannot be resumed; run it again)".into(),
+        }
+    } else {
+        CliError::Live(e.to_string())
+    }
+}
+
+/// `DIR/STRATEGY-SEED.jsonl`: the trace header, then the events.
+fn write_history(
+    dir: &Path,
+    sc: &Scenario,
+    file: &Path,
+    strategy: &str,
+    seed: u64,
+    events: &[Event],
+) -> Result<(), CliError> {
+    let mut header = TraceHeader::of(sc, file, Some(strategy), Some(seed));
+    header.description = Some(format!(
+        "live run against ActiveMQ Classic: {}",
+        sc.description.clone().unwrap_or_default()
+    ));
+    let mut out = serde_json::to_vec(&header).expect("header serializes");
+    out.push(b'\n');
+    for e in events {
+        serde_json::to_writer(&mut out, e).expect("events serialize");
+        out.push(b'\n');
+    }
+    crate::write_atomic(&dir.join(format!("{strategy}-{seed}.jsonl")), &out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sim::history::{MsgRef, Node};
+
+    fn refused(text: &str, strategies: &[&str]) -> Vec<String> {
+        let sc = crate::load_text("t", text).unwrap();
+        let names: Vec<String> = strategies.iter().map(|s| s.to_string()).collect();
+        refusals(text, &sc, &names)
+    }
+
+    const BASE: &str = r#"
+strategies = ["competing"]
+[workload]
+messages = 10
+rate = "10/s"
+keys = 2
+[[broker]]
+name = "a"
+persistent = true
+[consumers]
+count = 2
+prefetch = 1
+service = "1ms"
+"#;
+
+    #[test]
+    fn the_staged_subset_is_accepted() {
+        let t = format!(
+            "{BASE}[[fault]]\nkind = \"consumer_crash\"\nconsumer = 0\nat = \"1s\"\nfor = \"1s\"\n\
+             [[fault]]\nkind = \"broker_crash\"\nbroker = \"a\"\nat = \"2s\"\nfor = \"1s\"\n"
+        );
+        assert_eq!(
+            refused(&t, &["competing", "single", "message_groups"]),
+            Vec::<String>::new()
+        );
+        let bundled = include_str!("../../../scenarios/calibration/crash-groups.toml");
+        assert_eq!(
+            refused(bundled, &["competing", "message_groups"]),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn what_cannot_be_staged_is_named() {
+        assert_eq!(refused(BASE, &["notifier"]).len(), 1);
+        assert!(refused(BASE, &["notifier"])[0].contains("\"notifier\""));
+        let t = format!(
+            "{BASE}[[fault]]\nkind = \"network_blip\"\nconsumer = 0\nat = \"1s\"\nfor = \"1s\"\n"
+        );
+        assert!(refused(&t, &["competing"])[0].contains("network_blip"));
+        let t = BASE.replace(
+            "service = \"1ms\"",
+            "service = \"1ms\"\nsuspend_after_failures = 3",
+        );
+        assert_eq!(
+            refused(&t, &["competing"]),
+            vec!["consumers.suspend_after_failures".to_string()]
+        );
+        let t = BASE.replace("keys = 2", "keys = 2\npoison_fraction = 0.1");
+        assert_eq!(
+            refused(&t, &["competing"]),
+            vec!["workload.poison_fraction".to_string()]
+        );
+        let t = format!("{BASE}[strategy.single]\ntakeover_delay = \"2s\"\n");
+        assert_eq!(
+            refused(&t, &["single"]),
+            vec!["[strategy.single] takeover_delay".to_string()]
+        );
+        let t = format!("{BASE}[strategy.single]\ntakeover_delay = \"0s\"\n");
+        assert!(refused(&t, &["single"]).is_empty());
+    }
+
+    #[test]
+    fn frames_carry_the_strategy() {
+        let m = MsgRef {
+            id: 7,
+            key: 3,
+            seq: 2,
+        };
+        let f = run::send_frame(m, LiveStrategy::MessageGroups, true);
+        assert_eq!(f.get("JMSXGroupID"), Some("k3"));
+        assert_eq!(f.get("persistent"), Some("true"));
+        assert_eq!(run::msg_of(&f), Some(m));
+        assert_eq!(
+            run::send_frame(m, LiveStrategy::Competing, false).get("JMSXGroupID"),
+            None
+        );
+        let s = run::subscribe_frame(LiveStrategy::Single, 10);
+        assert_eq!(s.get("activemq.exclusive"), Some("true"));
+        assert_eq!(s.get("activemq.prefetchSize"), Some("10"));
+        assert_eq!(s.get("ack"), Some("client-individual"));
+        assert_eq!(
+            run::subscribe_frame(LiveStrategy::Competing, 10).get("activemq.exclusive"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_client_only_history_is_judged() {
+        // What a live run records: no enqueue, no broker-side dispatch bookkeeping, a crash, a
+        // replayed (duplicate, out of order) apply, and a message left in the queue.
+        let rec = run::Recorder::new(1);
+        let a = rec.produce(0, 0);
+        let b = rec.produce(0, 0);
+        let c = rec.produce(0, 0);
+        for (m, consumer) in [(a, 0), (b, 1)] {
+            rec.push(|t| Event::Dispatch {
+                t,
+                msg: m,
+                broker: 0,
+                consumer,
+                delivery: 1,
+                redelivered: false,
+            });
+            rec.push(|t| Event::Start {
+                t,
+                msg: m,
+                consumer,
+            });
+            rec.push(|t| Event::Apply {
+                t,
+                msg: m,
+                consumer,
+                state_seq: m.seq,
+            });
+        }
+        rec.push(|t| Event::Ack {
+            t,
+            msg: b,
+            consumer: 1,
+        });
+        rec.push(|t| Event::Crash {
+            t,
+            node: Node::Consumer(0),
+        });
+        rec.push(|t| Event::Apply {
+            t,
+            msg: a,
+            consumer: 1,
+            state_seq: a.seq,
+        });
+        rec.push(|t| Event::Ack {
+            t,
+            msg: a,
+            consumer: 1,
+        });
+        rec.push(|t| Event::Pending { t, msg: c });
+        assert!(rec.applied(a.id) && !rec.applied(c.id));
+        let m = judge(&rec.into_events(), 1, sim::scenario::WorkloadKind::State).unwrap();
+        assert_eq!(m.produced, 3);
+        assert_eq!(m.applied, 2);
+        assert_eq!(m.duplicates, 1);
+        assert_eq!(m.ordering_violations, 1);
+        assert_eq!(m.pending_at_end, 1);
+        assert_eq!(m.coverage.consumer_crashes, 1);
+    }
+
+    #[test]
+    fn the_schedule_follows_the_workload() {
+        let sc = crate::load_text("t", BASE).unwrap();
+        let s = run::schedule(&sc, 1);
+        assert_eq!(s.len(), 10);
+        assert!(s.windows(2).all(|w| w[0].0 <= w[1].0));
+        assert!(s.iter().all(|&(_, p, k)| p == 0 && k < 2));
+        assert_eq!(s, run::schedule(&sc, 1));
+    }
+}
