@@ -208,6 +208,44 @@ mod tests {
         assert_eq!(select_at(&mut s, 32, &slots, &msg(3, 0), &mut ctl), Ok(1));
     }
 
+    /// A later receive takes none of a busy group even with room left in the first one's batch
+    /// and its consumer free: only the receive of the same instant adds to it.
+    #[test]
+    fn a_later_receive_takes_none_of_a_busy_group_even_below_the_batch() {
+        let mut s = SqsFifo::new(1, 1, 10);
+        let mut ctl = Control::default();
+        let slots = [(0, 5), (1, 5)];
+        assert_eq!(select_at(&mut s, 10, &slots, &msg(1, 0), &mut ctl), Ok(0));
+        assert_eq!(
+            select_at(&mut s, 11, &slots, &msg(2, 0), &mut ctl),
+            Err(Select::Hold)
+        );
+    }
+
+    /// A receive returns up to 10 messages of a group unless the table says otherwise.
+    #[test]
+    fn the_default_batch_is_10() {
+        assert_eq!(SqsFifoParams::default().batch, 10);
+        let p: SqsFifoParams = toml::from_str("").unwrap();
+        assert_eq!(p.batch, 10);
+    }
+
+    /// `batch` is SQS's MaxNumberOfMessages, 1 to 10; the queue is one `[[broker]]`.
+    #[test]
+    fn build_takes_a_batch_of_1_to_10_and_one_broker() {
+        use crate::Named;
+        let one = scenario(SQS);
+        for batch in [1, 10] {
+            let s = SqsFifo::build(&one, SqsFifoParams { batch }).expect("valid");
+            assert_eq!(s.batch, batch);
+        }
+        for batch in [0, 11] {
+            assert!(SqsFifo::build(&one, SqsFifoParams { batch }).is_err());
+        }
+        let two = scenario(&format!("{SQS}[[broker]]\nname = \"r\"\n"));
+        assert!(SqsFifo::build(&two, SqsFifoParams { batch: 10 }).is_err());
+    }
+
     /// The receive that made a group busy cannot add to a full consumer: the message waits.
     #[test]
     fn more_of_a_busy_group_waits_when_its_consumer_is_full() {
