@@ -15,6 +15,7 @@ mod hostile_io;
 mod lease;
 #[cfg(feature = "live")]
 mod live;
+mod log;
 mod network;
 mod pause;
 mod physics;

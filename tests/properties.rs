@@ -38,6 +38,8 @@ struct Gen {
     requeue: u8,
     /// 0: the flavour's, 1: prefetch, 2: batch.
     receive: u8,
+    /// 0: the flavour's, 1: each, 2: batch, 3: every 200ms.
+    commit: u8,
 }
 
 fn gen() -> impl Strategy<Value = Gen> {
@@ -59,9 +61,9 @@ fn gen() -> impl Strategy<Value = Gen> {
             0u32..=3,
             any::<bool>(),
         ),
-        prop::collection::vec((0u8..8, 1u32..=60, 10u32..=3000), 0..4),
-        (0u8..3, 0usize..5, 0u8..3),
-        (0u8..3, 0u8..4, any::<bool>(), 0u8..4, 0u8..3),
+        prop::collection::vec((0u8..10, 1u32..=60, 10u32..=3000), 0..4),
+        (0u8..3, 0usize..6, 0u8..3),
+        (0u8..3, 0u8..4, any::<bool>(), 0u8..4, 0u8..3, 0u8..4),
         prop::sample::select(vec![
             "competing",
             "single",
@@ -72,6 +74,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             "unit_of_order",
             "resequencer",
             "sqs_fifo",
+            "kafka",
         ]),
     )
         .prop_map(
@@ -80,11 +83,15 @@ fn gen() -> impl Strategy<Value = Gen> {
                 (poison, nb, maxr, ack, susp, cmd),
                 faults,
                 (counting, flavour, dead_letter),
-                (lease, crash_detection, fail_rest, requeue, receive),
+                (lease, crash_detection, fail_rest, requeue, receive, commit),
                 strategy,
             )| Gen {
-                // An SQS FIFO queue is one queue.
-                brokers: if strategy == "sqs_fifo" { 1 } else { brokers },
+                // An SQS FIFO queue is one queue; a Kafka cluster is one broker here.
+                brokers: if matches!(strategy, "sqs_fifo" | "kafka") {
+                    1
+                } else {
+                    brokers
+                },
                 persistent,
                 consumers,
                 prefetch,
@@ -107,6 +114,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 fail_rest,
                 requeue,
                 receive,
+                commit,
             },
         )
 }
@@ -114,7 +122,7 @@ fn gen() -> impl Strategy<Value = Gen> {
 fn toml_of(g: &Gen) -> String {
     let mut s = String::new();
     writeln!(s, "strategies = [\"{}\"]", g.strategy).unwrap();
-    let flavour = ["activemq", "artemis", "ibm_mq", "weblogic", "sqs"][g.flavour];
+    let flavour = ["activemq", "artemis", "ibm_mq", "weblogic", "sqs", "kafka"][g.flavour];
     writeln!(s, "flavour = \"{flavour}\"").unwrap();
     writeln!(
         s,
@@ -162,6 +170,12 @@ fn toml_of(g: &Gen) -> String {
         2 => writeln!(s, "receive = \"batch\"").unwrap(),
         _ => {}
     }
+    match g.commit {
+        1 => writeln!(s, "commit = \"each\"").unwrap(),
+        2 => writeln!(s, "commit = \"batch\"").unwrap(),
+        3 => writeln!(s, "commit = \"interval\"\ncommit_interval = \"200ms\"").unwrap(),
+        _ => {}
+    }
     writeln!(
         s,
         "[redelivery]\nmode = \"{}\"\ninitial_delay = \"200ms\"\nmultiplier = 2.0\nmax_delay = \"2s\"",
@@ -187,6 +201,9 @@ fn toml_of(g: &Gen) -> String {
         2 => writeln!(s, "[lease]\nduration = \"50ms\"\nrenew_every = \"20ms\"").unwrap(),
         _ => {}
     }
+    if g.strategy == "kafka" {
+        writeln!(s, "[strategy.kafka]\npartitions = 3").unwrap();
+    }
     writeln!(s, "[run]\ndrain_timeout = \"2m\"").unwrap();
     for &(kind, per_min, ms) in &g.faults {
         let kind = [
@@ -198,9 +215,13 @@ fn toml_of(g: &Gen) -> String {
             "poison",
             "consumer_pause",
             "dlq_replay",
+            "consumer_leave",
+            "add_partitions",
         ][kind as usize];
         writeln!(s, "[[fault]]\nkind = \"{kind}\"\nrate = \"{per_min}/min\"").unwrap();
-        if kind != "dlq_replay" {
+        if kind == "add_partitions" {
+            writeln!(s, "count = 2").unwrap();
+        } else if kind != "dlq_replay" {
             writeln!(s, "for = {{ dist = \"exponential\", mean = \"{ms}ms\" }}").unwrap();
         }
         if kind == "slow_consumer" {
@@ -236,7 +257,7 @@ proptest! {
         // Without faults, and without leases (a lease is a timeout: a slow message is handed out
         // twice), the serialising strategies keep order.
         let leased = g.lease > 0 || g.flavour == 4;
-        if g.faults.is_empty() && g.poison == 0.0 && !leased && matches!(g.strategy, "single" | "message_groups" | "sqs_fifo") {
+        if g.faults.is_empty() && g.poison == 0.0 && !leased && matches!(g.strategy, "single" | "message_groups" | "sqs_fifo" | "kafka") {
             prop_assert_eq!(m.ordering_violations, 0);
         }
     }

@@ -193,10 +193,16 @@ pub fn describe(h: &TraceHeader, e: &Event) -> (&'static str, String) {
         Event::AckFail { msg, consumer, .. } => (
             "ack_fail",
             format!(
-                "seq {}: {}'s late ack refused (its lease had ended)",
+                "seq {}: {}'s late ack refused (no longer its delivery)",
                 msg.seq,
                 c(consumer)
             ),
+        ),
+        Event::Commit {
+            consumer, records, ..
+        } => (
+            "commit",
+            format!("{} commits {records} processed records", c(consumer)),
         ),
         Event::DeadLetter { msg, broker, .. } => (
             "dead_letter",
@@ -584,6 +590,7 @@ impl<'a> Page<'a> {
                 | Event::Reject { consumer, .. }
                 | Event::Ack { consumer, .. }
                 | Event::AckFail { consumer, .. }
+                | Event::Commit { consumer, .. }
                 | Event::Rollback { consumer, .. }
                 | Event::Suspend { consumer, .. }
                 | Event::Resume { consumer, .. }

@@ -55,17 +55,23 @@ pub enum FaultKind {
     /// broker's) back to the tail of its queue (an instant, no `for`): ActiveMQ's console "retry"
     /// or a DLQ redrive, SQS's `StartMessageMoveTask`.
     DlqReplay,
+    /// A consumer leaves its group gracefully (it finishes the message in hand, commits and
+    /// closes) and joins again after `for`: two membership changes (rebalances), no failure.
+    ConsumerLeave,
+    /// `count` partitions are added to the topic (an instant): a key-hashing partitioner maps
+    /// some keys to new partitions from then on.
+    AddPartitions,
 }
 
 /// The optional `[[fault]]` fields whose meaning depends on the kind (`kind`, `at` and `rate`
 /// apply to every kind).
-pub const KIND_FIELDS: [&str; 8] = [
-    "for", "broker", "consumer", "producer", "factor", "skew", "ahead", "fraction",
+pub const KIND_FIELDS: [&str; 9] = [
+    "for", "broker", "consumer", "producer", "factor", "skew", "ahead", "fraction", "count",
 ];
 
 impl FaultKind {
     /// Every kind, with one line of explanation (for `sim list`).
-    pub const ALL: [(FaultKind, &'static str); 11] = [
+    pub const ALL: [(FaultKind, &'static str); 13] = [
         (FaultKind::BrokerCrash, "a broker goes down; a persistent store keeps its messages stuck until it returns, producers and consumers fail over"),
         (FaultKind::ConsumerCrash, "a consumer process dies; its unacked and prefetched messages are redelivered (marked redelivered)"),
         (FaultKind::NetworkBlip, "a consumer loses its connection: it still applies the message in hand but its ack is lost (duplicate)"),
@@ -77,6 +83,8 @@ impl FaultKind {
         (FaultKind::CacheCollapse, "the cache cluster loses every entry and lock at once (an instant: no `for`)"),
         (FaultKind::ConsumerPause, "a consumer stops (GC pause, frozen VM) with its connection open: after [consumers] failure_detection the broker redelivers its messages; it then resumes and writes what it had in hand (a zombie)"),
         (FaultKind::DlqReplay, "an operator moves the dead-letter queue's messages back to the tail of their queue (`broker`, absent: every broker; an instant: no `for`)"),
+        (FaultKind::ConsumerLeave, "a consumer leaves its group gracefully (finishes the message in hand, commits, closes) and joins again after `for` (absent: for good): a membership change, not a failure"),
+        (FaultKind::AddPartitions, "`count` partitions are added to the topic (an instant): strategies that hash keys to partitions (`kafka`) remap some keys"),
     ];
 
     /// Its name as written in scenario files.
@@ -93,6 +101,8 @@ impl FaultKind {
             FaultKind::CacheCollapse => "cache_collapse",
             FaultKind::ConsumerPause => "consumer_pause",
             FaultKind::DlqReplay => "dlq_replay",
+            FaultKind::ConsumerLeave => "consumer_leave",
+            FaultKind::AddPartitions => "add_partitions",
         }
     }
 
@@ -100,15 +110,16 @@ impl FaultKind {
     pub fn takes(self, field: &str) -> bool {
         use FaultKind::*;
         match field {
-            "for" => !matches!(self, CacheCollapse | DlqReplay),
+            "for" => !matches!(self, CacheCollapse | DlqReplay | AddPartitions),
             "broker" => matches!(self, BrokerCrash | DlqReplay),
             "consumer" => matches!(
                 self,
-                ConsumerCrash | NetworkBlip | SlowConsumer | ConsumerPause
+                ConsumerCrash | NetworkBlip | SlowConsumer | ConsumerPause | ConsumerLeave
             ),
             "producer" | "skew" | "ahead" => self == ClockSkew,
             "factor" => self == SlowConsumer,
             "fraction" => self == Poison,
+            "count" => self == AddPartitions,
             _ => false,
         }
     }
@@ -119,6 +130,7 @@ impl FaultKind {
             FaultKind::SlowConsumer => Some(("factor", "e.g. 10.0")),
             FaultKind::ClockSkew => Some(("skew", "e.g. \"200ms\"")),
             FaultKind::Poison => Some(("fraction", "in [0, 1]")),
+            FaultKind::AddPartitions => Some(("count", "e.g. 6")),
             // A process paused for good never writes again: that is a crash, not a pause.
             FaultKind::ConsumerPause => {
                 Some(("for", "e.g. \"45s\"; a pause for good is a consumer_crash"))
@@ -132,13 +144,20 @@ impl FaultKind {
     fn random_needs_duration(self) -> bool {
         !matches!(
             self,
-            FaultKind::ClockSkew | FaultKind::CacheCollapse | FaultKind::DlqReplay
+            FaultKind::ClockSkew
+                | FaultKind::CacheCollapse
+                | FaultKind::DlqReplay
+                | FaultKind::AddPartitions
+                | FaultKind::ConsumerLeave
         )
     }
 
     /// Whether the kind is an instant (no `for`).
     pub fn is_instant(self) -> bool {
-        matches!(self, FaultKind::CacheCollapse | FaultKind::DlqReplay)
+        matches!(
+            self,
+            FaultKind::CacheCollapse | FaultKind::DlqReplay | FaultKind::AddPartitions
+        )
     }
 }
 
@@ -197,6 +216,16 @@ pub enum FaultAction {
         /// Broker index, or every broker.
         broker: Option<u16>,
     },
+    /// Consumer `consumer` leaves its group gracefully (and joins again at the fault's end).
+    ConsumerLeave {
+        /// Consumer index.
+        consumer: u32,
+    },
+    /// `count` partitions are added (an instant).
+    AddPartitions {
+        /// How many, at least 1.
+        count: u32,
+    },
 }
 
 impl FaultAction {
@@ -214,6 +243,8 @@ impl FaultAction {
             FaultAction::SourceOutage => FaultKind::SourceOutage,
             FaultAction::CacheCollapse => FaultKind::CacheCollapse,
             FaultAction::DlqReplay { .. } => FaultKind::DlqReplay,
+            FaultAction::ConsumerLeave { .. } => FaultKind::ConsumerLeave,
+            FaultAction::AddPartitions { .. } => FaultKind::AddPartitions,
         }
     }
 }
@@ -285,7 +316,9 @@ impl FaultPlan {
                     }
                     FaultAction::ConsumerCrash { consumer }
                     | FaultAction::NetworkBlip { consumer }
-                    | FaultAction::ConsumerPause { consumer } => f.consumer = Some(consumer),
+                    | FaultAction::ConsumerPause { consumer }
+                    | FaultAction::ConsumerLeave { consumer } => f.consumer = Some(consumer),
+                    FaultAction::AddPartitions { count } => f.count = Some(count),
                     FaultAction::SlowConsumer { consumer, factor } => {
                         f.consumer = Some(consumer);
                         f.factor = Some(factor);
@@ -337,6 +370,12 @@ fn instance<R: Rng>(s: &Scenario, f: &Fault, source: usize, at: Time, rng: &mut 
         FaultKind::ConsumerPause => FaultAction::ConsumerPause {
             consumer: consumer(rng),
         },
+        FaultKind::ConsumerLeave => FaultAction::ConsumerLeave {
+            consumer: consumer(rng),
+        },
+        FaultKind::AddPartitions => FaultAction::AddPartitions {
+            count: f.count.expect("validated: add_partitions has a count"),
+        },
         FaultKind::SlowConsumer => FaultAction::SlowConsumer {
             consumer: consumer(rng),
             factor: f.factor.expect("validated: slow_consumer has a factor"),
@@ -387,9 +426,11 @@ impl PlannedFault {
             }
             FaultAction::ConsumerCrash { consumer }
             | FaultAction::NetworkBlip { consumer }
-            | FaultAction::ConsumerPause { consumer } => {
+            | FaultAction::ConsumerPause { consumer }
+            | FaultAction::ConsumerLeave { consumer } => {
                 line.push_str(&format!(" consumer {consumer}"))
             }
+            FaultAction::AddPartitions { count } => line.push_str(&format!(" count {count}")),
             FaultAction::SlowConsumer { consumer, factor } => {
                 line.push_str(&format!(" consumer {consumer} x{factor}"))
             }
@@ -481,6 +522,7 @@ fn validate_one(
         ("skew", f.skew.is_some()),
         ("ahead", f.ahead.is_some()),
         ("fraction", f.fraction.is_some()),
+        ("count", f.count.is_some()),
     ];
     debug_assert_eq!(present.map(|(n, _)| n), KIND_FIELDS);
     for (field, given) in present {
@@ -583,6 +625,14 @@ fn validate_one(
             err(
                 fault_path(i, "fraction"),
                 format!("must be a probability in [0, 1], got {x}"),
+            );
+        }
+    }
+    if let Some(n) = f.count {
+        if !(1..=10_000).contains(&n) {
+            err(
+                fault_path(i, "count"),
+                format!("must be between 1 and 10000 partitions, got {n}"),
             );
         }
     }
@@ -702,6 +752,7 @@ service = "1ms"
             "skew" => "\"5ms\"",
             "ahead" => "false",
             "fraction" => "0.5",
+            "count" => "3",
             other => panic!("no value for {other}"),
         }
     }

@@ -211,6 +211,17 @@ pub enum Event {
         /// Consumer.
         consumer: u32,
     },
+    /// A consumer committed what it processed since its last commit (`[consumers] commit`:
+    /// offsets in a log): each record the commit settles follows as an `ack`, each it could not
+    /// (its delivery was no longer the consumer's: its partition moved) as an `ack_fail`.
+    Commit {
+        /// Time.
+        t: Time,
+        /// Consumer.
+        consumer: u32,
+        /// How many processed records it covered.
+        records: u32,
+    },
     /// An operator moved the message from `broker`'s dead-letter queue back to its queue (the
     /// `dlq_replay` fault): it is deliverable again, as new.
     Replay {
@@ -401,6 +412,7 @@ impl Event {
             | Event::Redelivery { t, .. }
             | Event::Expire { t, .. }
             | Event::AckFail { t, .. }
+            | Event::Commit { t, .. }
             | Event::Replay { t, .. }
             | Event::DeadLetter { t, .. }
             | Event::Drop { t, .. }

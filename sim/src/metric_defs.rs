@@ -342,7 +342,14 @@ pub const METRICS: &[MetricDef] = &[
         title: "Failed acks",
         column: None,
         unit: "count",
-        meaning: "acks (deletes) the broker refused because the delivery's lease had ended; the consumer's write, if any, had happened",
+        meaning: "acks (deletes, offset commits) the broker refused because the delivery was no longer the consumer's (its lease had ended, its partition moved to another member); the consumer's write, if any, had happened",
+    },
+    MetricDef {
+        path: "coverage.commits",
+        title: "Commits",
+        column: None,
+        unit: "count",
+        meaning: "offset commits (`[consumers] commit = \"batch\"` or `\"interval\"`), each settling the records its consumer processed since its last one",
     },
     MetricDef {
         path: "coverage.dlq_replays",

@@ -193,7 +193,22 @@ pub struct HandlerCtx<'a> {
     pub(crate) source: &'a [Row],
 }
 
-impl HandlerCtx<'_> {
+impl<'a> HandlerCtx<'a> {
+    /// A context for a strategy's unit tests: at `now`, consumer `consumer`, step 0, the target
+    /// and source up (both with `rows`), the message not poison.
+    pub fn for_tests(now: Time, consumer: u32, rows: &'a [Row]) -> Self {
+        HandlerCtx {
+            now,
+            consumer,
+            step: 0,
+            db_up: true,
+            source_up: true,
+            poison: false,
+            rows,
+            source: rows,
+        }
+    }
+
     /// Tries the message's business processing: fails when the target is down or the message is
     /// poison (only processing discovers it). A strategy calls this before deciding to write.
     pub fn process(&self) -> Result<(), FailReason> {
@@ -252,6 +267,12 @@ pub enum WorldChange {
         /// Whether it is up now.
         up: bool,
     },
+    /// A broker crashed (its consumers and producers fail over).
+    BrokerCrashed(u16),
+    /// A broker is back.
+    BrokerRestarted(u16),
+    /// This many partitions were added to the topic (the `add_partitions` fault).
+    PartitionsAdded(u32),
 }
 
 /// One request of a strategy to the engine (see the [`Control`] methods that make them).
@@ -284,6 +305,8 @@ pub(crate) enum Request {
     },
     /// [`Control::discard`].
     Discard(MsgView),
+    /// [`Control::commit`].
+    Commit(u32),
     /// [`Control::source_read`].
     SourceRead {
         /// The key read.
@@ -349,6 +372,22 @@ impl Control {
     /// Records in the history that `broker` gave ownership to `consumer`.
     pub fn reassigned(&mut self, broker: u16, consumer: u32) {
         self.requests.push(Request::Reassigned { broker, consumer });
+    }
+
+    /// Consumer `consumer` commits now what it processed (with `[consumers] commit = "batch"`
+    /// or `"interval"`; a rebalance makes each member commit before giving up a partition). A
+    /// consumer that is down or paused cannot.
+    pub fn commit(&mut self, consumer: u32) {
+        self.requests.push(Request::Commit(consumer));
+    }
+
+    /// The commits requested so far, by consumer, in order (for unit tests).
+    pub fn commits(&self) -> Vec<u32> {
+        let commit = |r: &Request| match *r {
+            Request::Commit(c) => Some(c),
+            _ => None,
+        };
+        self.requests.iter().filter_map(commit).collect()
     }
 
     /// A consumer parked by [`Begin::Wait`] may proceed with its message now.

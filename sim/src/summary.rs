@@ -61,9 +61,13 @@ pub struct Coverage {
     /// broker while a consumer may still work on it.
     #[serde(default)]
     pub lease_expiries: u64,
-    /// Acks (deletes) the broker refused because the delivery's lease had ended.
+    /// Acks (deletes, offset commits) the broker refused because the delivery was no longer the
+    /// consumer's (its lease had ended, its partition moved).
     #[serde(default)]
     pub failed_acks: u64,
+    /// Offset commits made (`[consumers] commit = "batch"` or `"interval"`).
+    #[serde(default)]
+    pub commits: u64,
     /// Messages moved back from a dead-letter queue to their queue (`dlq_replay`).
     #[serde(default)]
     pub dlq_replays: u64,

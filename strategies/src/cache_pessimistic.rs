@@ -354,7 +354,11 @@ impl Strategy for CachePessimistic {
                     }
                 }
             }
-            WorldChange::ConsumerRestarted(_) | WorldChange::Target { .. } => {}
+            WorldChange::ConsumerRestarted(_)
+            | WorldChange::Target { .. }
+            | WorldChange::BrokerCrashed(_)
+            | WorldChange::BrokerRestarted(_)
+            | WorldChange::PartitionsAdded(_) => {}
         }
     }
 }

@@ -8,6 +8,7 @@
 pub mod cache_pessimistic;
 pub mod competing;
 pub mod db_optimistic;
+pub mod kafka;
 pub mod message_groups;
 pub mod notifier;
 pub mod resequencer;
@@ -25,6 +26,7 @@ use sim::{FaultPlan, ParamValue, Params, RunError, RunOptions, Status, StrategyS
 pub use cache_pessimistic::CachePessimistic;
 pub use competing::Competing;
 pub use db_optimistic::DbOptimistic;
+pub use kafka::Kafka;
 pub use message_groups::MessageGroups;
 pub use notifier::Notifier;
 pub use resequencer::Resequencer;
@@ -257,6 +259,7 @@ registry! {
     UnitOfOrder,
     Resequencer,
     SqsFifo,
+    Kafka,
 }
 
 /// Whether `name` is a known strategy.

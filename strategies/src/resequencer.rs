@@ -1228,7 +1228,10 @@ impl Strategy for Resequencer {
             WorldChange::ConsumerCrashed(c) => self.crash(c, ctl),
             WorldChange::ConsumerRestarted(c) => self.restart(c, now, ctl),
             WorldChange::Target { up } => self.target_up = up,
-            WorldChange::CacheCollapse => {}
+            WorldChange::CacheCollapse
+            | WorldChange::BrokerCrashed(_)
+            | WorldChange::BrokerRestarted(_)
+            | WorldChange::PartitionsAdded(_) => {}
         }
     }
 }

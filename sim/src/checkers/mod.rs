@@ -559,6 +559,7 @@ impl<A: Annotations> Checkers<A> {
                 self.coverage.failed_acks += 1;
                 self.unknown(e, msg);
             }
+            Event::Commit { .. } => self.coverage.commits += 1,
             Event::Crash { node, .. } => match node {
                 Node::Broker(_) => self.coverage.broker_crashes += 1,
                 Node::Consumer(c) => {

@@ -6,7 +6,7 @@ use super::events::Ev;
 use super::state::{Delivery, Job, Loc, Phase};
 use super::Engine;
 use crate::history::{Event, FailReason, MsgRef, Node, Observer};
-use crate::scenario::CrashDetection;
+use crate::scenario::{Commit, CrashDetection};
 use crate::strategy::{Begin, HandlerCtx, Outcome, Row, Strategy, WorldChange};
 
 /// The handler's view of the world.
@@ -79,6 +79,10 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     pub(super) fn start_next(&mut self, c: u32) {
         let cs = &mut self.w.consumers[c as usize];
         if !cs.up || cs.suspended || cs.pause_depth > 0 || !matches!(cs.phase, Phase::Idle) {
+            return;
+        }
+        if cs.leaving {
+            self.leave_now(c);
             return;
         }
         let Some(d) = cs.buffer.pop_front() else {
@@ -260,6 +264,10 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         cs.failures_in_row = 0;
         cs.job_retries = 0;
         cs.phase = Phase::Idle;
+        if self.commit != Commit::Each {
+            self.processed(c, d, msg);
+            return;
+        }
         let latency = self.sc.consumers.ack_latency.0;
         if latency == 0 {
             self.sync_load(c);
@@ -320,6 +328,12 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         let cs = &mut self.w.consumers[c as usize];
         let mut back: Vec<Delivery> = cs.buffer.drain(..).collect();
         back.append(&mut cs.ack_pending);
+        // Processed but not committed: the group resumes from the last commit. A process that
+        // goes on (a zombie) still tries to commit them later, and is refused.
+        back.extend(cs.uncommitted.iter().map(|(d, _)| *d));
+        if !keep_current {
+            cs.uncommitted.clear();
+        }
         let mut abandoned = None;
         match cs.phase {
             Phase::Serving { job, .. } | Phase::Parked { job, .. } => {
@@ -382,6 +396,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         cs.up = false;
         cs.epoch += 1;
         cs.job_running = false;
+        cs.commit_armed = false;
+        cs.leaving = false;
         cs.lost_connection = true;
         self.emit(Event::Crash {
             t: self.now,
@@ -399,6 +415,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         if cs.broker.is_none() {
             cs.buffer.clear();
             cs.ack_pending.clear();
+            cs.uncommitted.clear();
         }
         cs.failures_in_row = 0;
         self.sync_load(c);
@@ -416,6 +433,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         cs.up = true;
         cs.epoch += 1;
         let epoch = cs.epoch;
+        self.sync_load(c);
         self.emit(Event::Recover {
             t: self.now,
             node: Node::Consumer(c),

@@ -43,6 +43,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 } => self.apply_for_strategy(msg, state_seq, worker),
                 Request::Discard(msg) => self.discard_for_strategy(msg),
                 Request::Unpark(c) => self.unpark(c),
+                Request::Commit(c) => self.commit_now(c),
             }
         }
         // Give the buffer back (nothing above calls a strategy hook, so nothing new was asked

@@ -39,7 +39,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 // The broker still counts every delivery as the consumer's (and a push broker
                 // may give it more, up to its prefetch) until the timeout.
                 let epoch = self.w.consumers[c as usize].epoch;
-                let at = self.now + self.sc.consumers.failure_detection.0;
+                let at = self.now + self.sc.failure_detection().0;
                 self.q.push(at, Ev::CrashDetected { c, epoch });
                 self.sync_load(c);
             }
@@ -48,6 +48,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 let cs = &mut self.w.consumers[c as usize];
                 cs.buffer.clear();
                 cs.ack_pending.clear();
+                cs.uncommitted.clear();
                 self.sync_load(c);
                 if let Some(b) = self.w.consumers[c as usize].broker.take() {
                     let att = &mut self.w.brokers[b as usize].attached;

@@ -63,6 +63,11 @@ pub(super) enum Ev {
         c: u32,
         epoch: u32,
     },
+    /// A consumer's periodic offset commit (`commit.rs`, `[consumers] commit = "interval"`).
+    CommitDue {
+        c: u32,
+        epoch: u32,
+    },
     FaultStart(u32),
     FaultEnd(u32),
     Wake(u64),

@@ -7,7 +7,7 @@ use super::state::Loc;
 use super::Engine;
 use crate::history::{DiscardReason, Event, Node, Observer};
 use crate::scenario::ConsumerMode;
-use crate::strategy::Strategy;
+use crate::strategy::{Strategy, WorldChange};
 
 impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     /// Broker `b` goes down: its clients lose their connection; a non-persistent store loses
@@ -62,6 +62,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             }
         }
         self.apply_control();
+        self.world_change(WorldChange::BrokerCrashed(b));
     }
 
     /// Broker `b` is back; its store is dispatched again (to its bridges toward peers with
@@ -81,6 +82,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         if self.bridged() {
             self.bridges_broker_up(b);
         }
+        self.world_change(WorldChange::BrokerRestarted(b));
         self.dispatch(b);
     }
 
@@ -152,7 +154,13 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     /// A connection attempt through the failover list; retried after the reconnect delay.
     pub(super) fn consumer_reconnect(&mut self, c: u32, epoch: u32) {
         let cs = &self.w.consumers[c as usize];
-        if cs.epoch != epoch || !cs.up || cs.broker.is_some() || cs.blip_depth > 0 || cs.suspended {
+        if cs.epoch != epoch
+            || !cs.up
+            || cs.broker.is_some()
+            || cs.blip_depth > 0
+            || cs.suspended
+            || cs.away_depth > 0
+        {
             return;
         }
         if self.sc.consumers.mode == ConsumerMode::Batch && !cs.job_running {

@@ -17,6 +17,10 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             FaultAction::ConsumerCrash { consumer } => self.consumer_crash(consumer),
             FaultAction::NetworkBlip { consumer } => self.blip_start(consumer),
             FaultAction::ConsumerPause { consumer } => self.pause_start(consumer),
+            FaultAction::ConsumerLeave { consumer } => self.leave_start(consumer),
+            FaultAction::AddPartitions { count } => {
+                self.world_change(WorldChange::PartitionsAdded(count))
+            }
             FaultAction::DbOutage => {
                 self.w.db_down += 1;
                 if self.w.db_down == 1 {
@@ -77,6 +81,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             FaultAction::ConsumerCrash { consumer } => self.consumer_restart(consumer),
             FaultAction::NetworkBlip { consumer } => self.blip_end(consumer),
             FaultAction::ConsumerPause { consumer } => self.pause_end(consumer),
+            FaultAction::ConsumerLeave { consumer } => self.leave_end(consumer),
             FaultAction::DbOutage => {
                 self.w.db_down -= 1;
                 if self.w.db_down == 0 {
@@ -109,7 +114,9 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 }
             }
             // An instant: the plan never gives it a duration (validation refuses `for`).
-            FaultAction::CacheCollapse | FaultAction::DlqReplay { .. } => {}
+            FaultAction::CacheCollapse
+            | FaultAction::DlqReplay { .. }
+            | FaultAction::AddPartitions { .. } => {}
         }
         self.phase_step();
     }

@@ -18,6 +18,8 @@
 //! | `broker.rs` | the queue, dispatch with prefetch through the strategy's `select`, settlement (ack, dead-letter) |
 //! | `network.rs` | the network of brokers: ActiveMQ's bridge (one more consumer, driven by the peer's demand) or idle store-and-forward |
 //! | `consumer.rs` | delivery, processing (`begin`, `handle`), the ack; attach/detach, crash, blip, suspension |
+//! | `commit.rs` | a log's consumer settles what it processed by offset commits (per batch, periodic, or on a rebalance); a commit of records no longer its own is refused |
+//! | `membership.rs` | a consumer leaves its group gracefully and joins again (`consumer_leave`) |
 //! | `redelivery.rs` | a rollback: redelivery after the policy's delay (blocking or not), or the dead-letter queue |
 //! | `lease.rs` | delivery leases (visibility timeout, lock duration): expiry hands the message to another consumer, renewal, the late ack refused |
 //! | `pause.rs` | a consumer process that stops with its connection open (`consumer_pause`): dropped after `failure_detection`, then a zombie write |
@@ -33,6 +35,7 @@
 
 mod batch;
 mod broker;
+mod commit;
 mod consumer;
 mod control;
 mod detection;
@@ -40,6 +43,7 @@ mod events;
 mod failover;
 mod faults;
 mod lease;
+mod membership;
 mod network;
 mod pause;
 mod producer;
@@ -54,7 +58,7 @@ use crate::faults::FaultPlan;
 use crate::history::{Event, MsgRef, Observer};
 use crate::rng::{stream, Component};
 use crate::scenario::{
-    Connect, ConsumerMode, CrashDetection, LeasePolicy, Receive, RedeliveryPolicy, Scenario,
+    Commit, Connect, ConsumerMode, CrashDetection, LeasePolicy, Receive, RedeliveryPolicy, Scenario,
 };
 use crate::strategy::{ConsumerSlot, Control, MsgView, Row, Strategy};
 use crate::summary::{EndReason, Metrics};
@@ -115,6 +119,9 @@ struct Engine<'a, S: Strategy, O: Observer> {
     crash_detection: CrashDetection,
     /// Consumers take batches (`[consumers] receive = "batch"`), not a topped-up prefetch.
     batch_receive: bool,
+    /// How consumers settle what they processed, and the period of `interval` commits.
+    commit: Commit,
+    commit_interval: Time,
     ctl: Control,
     /// Dispatch's candidate list (reused buffer).
     scratch: Vec<ConsumerSlot>,
@@ -166,6 +173,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             .map(|i| {
                 ConsumerState::new(
                     order(&sc.consumers.brokers, i, sc.consumers.connect),
+                    sc.receive() == Receive::Batch,
                     stream(seed, Component::Consumer, i as u32, 0),
                 )
             })
@@ -212,6 +220,8 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             lease: sc.lease_policy(),
             crash_detection: sc.crash_detection(),
             batch_receive: sc.receive() == Receive::Batch,
+            commit: sc.commit().0,
+            commit_interval: sc.commit().1 .0,
             ctl: Control::default(),
             scratch: Vec::with_capacity(sc.consumers.count as usize),
             started_scratch: Vec::with_capacity(sc.consumers.count as usize),
@@ -315,6 +325,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             Ev::LeaseExpire { slot, id } => self.lease_expire(slot, id),
             Ev::LeaseRenew { slot, id } => self.lease_renew(slot, id),
             Ev::CrashDetected { c, epoch } => self.crash_detected(c, epoch),
+            Ev::CommitDue { c, epoch } => self.commit_due(c, epoch),
             Ev::FaultStart(i) => self.fault_start(i),
             Ev::FaultEnd(i) => self.fault_end(i),
             Ev::Wake(token) => {

@@ -309,6 +309,15 @@ pub(super) struct ConsumerState {
     pub buffer: VecDeque<Delivery>,
     /// Applied (or rejected), ack not yet at the broker.
     pub ack_pending: Vec<Delivery>,
+    /// Processed, waiting for its next offset commit (`[consumers] commit = "batch"` or
+    /// `"interval"`): not part of its load (a log's consumer fetches on regardless).
+    pub uncommitted: Vec<(Delivery, MsgRef)>,
+    /// A periodic commit is scheduled.
+    pub commit_armed: bool,
+    /// `consumer_leave`: it leaves its group once the message in hand is done.
+    pub leaving: bool,
+    /// `consumer_leave` nesting: it stays out of its group while above 0.
+    pub away_depth: u32,
     pub failures_in_row: u32,
     pub suspended: bool,
     pub suspend_epoch: u32,
@@ -327,11 +336,14 @@ pub(super) struct ConsumerState {
     /// The process's own timers that came due while it was stopped, with the time they had left
     /// when it stopped: they run again when it resumes.
     pub deferred: Vec<(Time, Ev)>,
+    /// It asks for messages (`receive = "batch"`: an SQS receive, a Kafka poll): a process
+    /// that is dead or stopped asks for nothing, so nothing is handed to it.
+    pub pull: bool,
     pub rng: ChaCha8Rng,
 }
 
 impl ConsumerState {
-    pub fn new(list: Vec<u16>, rng: ChaCha8Rng) -> Self {
+    pub fn new(list: Vec<u16>, pull: bool, rng: ChaCha8Rng) -> Self {
         ConsumerState {
             list,
             up: true,
@@ -343,6 +355,10 @@ impl ConsumerState {
             phase: Phase::Idle,
             buffer: VecDeque::new(),
             ack_pending: Vec::new(),
+            uncommitted: Vec::new(),
+            commit_armed: false,
+            leaving: false,
+            away_depth: 0,
             failures_in_row: 0,
             suspended: false,
             suspend_epoch: 0,
@@ -354,14 +370,19 @@ impl ConsumerState {
             pause_serial: 0,
             deferred: Vec::new(),
             slow: 1.0,
+            pull,
             rng,
         }
     }
 
     /// Every unacknowledged delivery it holds: prefetched, in hand, or acked but not yet settled.
-    /// Free prefetch capacity is `prefetch` minus this.
+    /// Free prefetch capacity is `prefetch` minus this. A pulling consumer that is dead or
+    /// stopped counts as full.
     #[inline]
     pub fn load(&self) -> u32 {
+        if self.pull && (!self.up || self.pause_depth > 0) {
+            return u32::MAX / 2;
+        }
         let busy = u32::from(!matches!(self.phase, Phase::Idle));
         self.buffer.len() as u32 + busy + self.ack_pending.len() as u32
     }

@@ -9,6 +9,7 @@
 //! | `ibm_mq` | non-blocking, no delay: back at the head of the queue | 0 | `BOTHRESH = 0`: no backout, endless redelivery | the backout queue (`BOQNAME`) |
 //! | `weblogic` | non-blocking (the destination holds it for the delay) | 0 (`RedeliveryDelay`) | Redelivery Limit -1: unlimited | dropped: no error destination, expiration policy `Discard` |
 //! | `sqs` | non-blocking: a message not deleted reappears when its visibility timeout ends | the lease (30s) | no redrive policy: unlimited (`maxReceiveCount = N` is `backout_threshold = N`) | the redrive DLQ |
+//! | `kafka` | blocking (Spring Kafka's `DefaultErrorHandler` seeks back to the failed record) | 0 (`FixedBackOff(0, 9)`) | 9 retries (10 deliveries) | skipped: logged and its offset committed (`dead_letter = "queue"`: a `DeadLetterPublishingRecoverer`'s dead-letter topic) |
 //!
 //! Every flavour but `sqs` requeues at the head, holds deliveries without a lease and notices a
 //! consumer's death when its connection closes. `sqs` (a FIFO queue) leases each receive for the
@@ -16,11 +17,17 @@
 //! when their leases expire) and puts a message that becomes visible again back in its original
 //! place (the head of its message group).
 //!
+//! `kafka` is a log, not a queue: a consumer polls batches (`receive = "batch"`, `prefetch` is
+//! `max.poll.records`), commits its offsets every 5s (`enable.auto.commit`,
+//! `auto.commit.interval.ms`), and the group notices a dead member after its session timeout
+//! (45s, `session.timeout.ms`); records given back after a rebalance resume in offset order.
+//!
 //! Sources: docs/sources.md and ../shared/research/brokers.md (ActiveMQ `RedeliveryPolicy` and
 //! DLQ handling [A2][A3], Artemis undelivered messages [A8], IBM MQ backout [I1][R4], WebLogic's
-//! redelivery attributes), SQS visibility timeout and redrive [Q3][Q4][Q7].
+//! redelivery attributes), SQS visibility timeout and redrive [Q3][Q4][Q7], Kafka consumer
+//! configs and Spring Kafka's error handler [K3][K6].
 
-use super::{Broker, CrashDetection, Lease, Receive, Redelivery, RedeliveryMode};
+use super::{Broker, Commit, CrashDetection, Lease, Receive, Redelivery, RedeliveryMode};
 use crate::time::Dur;
 use serde::{Deserialize, Serialize};
 
@@ -39,30 +46,53 @@ pub enum Flavour {
     Weblogic,
     /// Amazon SQS (FIFO queues): visibility-timeout leases, redrive to a dead-letter queue.
     Sqs,
+    /// Apache Kafka (a partitioned log; consumer groups commit offsets), with Spring Kafka's
+    /// default error handler.
+    Kafka,
 }
 
 impl Flavour {
     /// Every flavour, in documentation order.
-    pub const ALL: [Flavour; 5] = [
+    pub const ALL: [Flavour; 6] = [
         Flavour::Activemq,
         Flavour::Artemis,
         Flavour::IbmMq,
         Flavour::Weblogic,
         Flavour::Sqs,
+        Flavour::Kafka,
     ];
 
     /// How this broker learns that a consumer process died.
     pub fn crash_detection(self) -> CrashDetection {
         match self {
             Flavour::Sqs => CrashDetection::Lease,
+            Flavour::Kafka => CrashDetection::Timeout,
             _ => CrashDetection::Connection,
+        }
+    }
+
+    /// How long until a consumer that stopped answering is dropped: ActiveMQ's
+    /// `maxInactivityDuration` (30s); Kafka's `session.timeout.ms` (45s since 3.0 [K3]).
+    pub fn failure_detection(self) -> Dur {
+        match self {
+            Flavour::Kafka => Dur::from_secs(45),
+            _ => Dur::from_secs(30),
+        }
+    }
+
+    /// How its consumers settle what they processed: one ack per message, or Kafka's auto-commit
+    /// of offsets every 5s (`enable.auto.commit = true`, `auto.commit.interval.ms = 5000` [K3]).
+    pub fn commit(self) -> (Commit, Dur) {
+        match self {
+            Flavour::Kafka => (Commit::Interval, Dur::from_secs(5)),
+            _ => (Commit::Each, Dur::from_secs(5)),
         }
     }
 
     /// How its consumers take messages (SQS has no push: a consumer asks for a batch).
     pub fn receive(self) -> Receive {
         match self {
-            Flavour::Sqs => Receive::Batch,
+            Flavour::Sqs | Flavour::Kafka => Receive::Batch,
             _ => Receive::Prefetch,
         }
     }
@@ -83,6 +113,7 @@ impl Flavour {
             Flavour::IbmMq => "ibm_mq",
             Flavour::Weblogic => "weblogic",
             Flavour::Sqs => "sqs",
+            Flavour::Kafka => "kafka",
         }
     }
 }
@@ -185,9 +216,10 @@ impl RedeliveryPolicy {
                 LeasePolicy::resolve(flavour, lease).map_or(Dur::ZERO, |l| l.duration),
                 Limit::Unlimited,
             ),
+            Kafka => (RedeliveryMode::Blocking, Dur::ZERO, Limit::Deliveries(10)),
         };
         let requeue = match flavour {
-            IbmMq | Sqs => Requeue::Original,
+            IbmMq | Sqs | Kafka => Requeue::Original,
             Activemq | Artemis | Weblogic => Requeue::Head,
         };
         let limit = match (r.max_redeliveries, r.backout_threshold) {
@@ -220,7 +252,7 @@ impl RedeliveryPolicy {
         self.dead_letter.unwrap_or(match self.flavour {
             Flavour::Activemq if !b.persistent => DeadLetter::Drop,
             Flavour::Activemq | Flavour::IbmMq | Flavour::Sqs => DeadLetter::Queue,
-            Flavour::Artemis | Flavour::Weblogic => DeadLetter::Drop,
+            Flavour::Artemis | Flavour::Weblogic | Flavour::Kafka => DeadLetter::Drop,
         })
     }
 
@@ -327,6 +359,23 @@ mod tests {
         let wls = p(Flavour::Weblogic);
         assert_eq!(wls.limit, Limit::Unlimited);
         assert_eq!(wls.dead_letter(&broker(true)), DeadLetter::Drop);
+        let kafka = p(Flavour::Kafka);
+        assert_eq!(
+            (kafka.mode, kafka.initial_delay, kafka.limit, kafka.requeue),
+            (
+                RedeliveryMode::Blocking,
+                Dur::ZERO,
+                Limit::Deliveries(10),
+                Requeue::Original
+            )
+        );
+        assert_eq!(kafka.dead_letter(&broker(true)), DeadLetter::Drop);
+        assert_eq!(Flavour::Kafka.failure_detection(), Dur::from_secs(45));
+        assert_eq!(
+            Flavour::Kafka.commit(),
+            (Commit::Interval, Dur::from_secs(5))
+        );
+        assert_eq!(Flavour::Activemq.commit().0, Commit::Each);
     }
 
     #[test]

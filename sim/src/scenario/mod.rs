@@ -138,9 +138,6 @@ pub mod defaults {
     pub(crate) fn resolution() -> Dur {
         Dur::from_millis(1)
     }
-    pub(crate) fn failure_detection() -> Dur {
-        Dur::from_secs(30)
-    }
     pub(crate) fn forward_delay() -> Dur {
         Dur::from_millis(5)
     }
@@ -401,9 +398,19 @@ pub struct Consumers {
     pub reconnect_delay: Dur,
     /// How long a broker waits without a sign of life from a consumer whose process stopped
     /// (`consumer_pause`) before it drops the connection and redelivers (ActiveMQ's
-    /// `maxInactivityDuration`, 30s). A process that dies closes its socket: noticed at once.
-    #[serde(default = "defaults::failure_detection")]
-    pub failure_detection: Dur,
+    /// `maxInactivityDuration`, 30s; Kafka's `session.timeout.ms`, 45s). Default: the flavour's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_detection: Option<Dur>,
+    /// How a consumer settles what it processed: `each` (an ack, or an offset commit, per
+    /// message), `batch` (one commit once its received batch is processed: Kafka's
+    /// `commitSync()` after the poll loop) or `interval` (every `commit_interval`: Kafka's
+    /// auto-commit). Until its commit a processed message stays unsettled: a consumer that dies,
+    /// or loses its partitions, before it commits has it redelivered. Default: the flavour's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<Commit>,
+    /// The period of `commit = "interval"` (Kafka's `auto.commit.interval.ms`, 5s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_interval: Option<Dur>,
     /// How the broker learns that a consumer process died: `connection` (its socket closes: at
     /// once; JMS brokers), `timeout` (after `failure_detection` without a heartbeat: a host that
     /// died without closing its sockets, Kafka's session timeout) or `lease` (never: each of its
@@ -451,6 +458,18 @@ pub enum CrashDetection {
     Timeout,
     /// Never: each delivery it held comes back when its `[lease]` expires.
     Lease,
+}
+
+/// `[consumers] commit`: how a consumer settles what it processed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Commit {
+    /// An ack (or offset commit) per message.
+    Each,
+    /// One commit once every message it received is processed.
+    Batch,
+    /// A commit every `commit_interval` of what it processed since the last one.
+    Interval,
 }
 
 /// `[consumers] receive`: how a consumer takes messages.
@@ -647,6 +666,9 @@ pub struct Fault {
     /// Poison probability (poison), in [0, 1].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fraction: Option<f64>,
+    /// How many partitions are added (add_partitions), at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
 }
 
 impl Fault {
@@ -664,6 +686,7 @@ impl Fault {
             skew: None,
             ahead: None,
             fraction: None,
+            count: None,
         }
     }
 }
@@ -723,6 +746,22 @@ impl Scenario {
         self.consumers
             .receive
             .unwrap_or_else(|| self.flavour.receive())
+    }
+
+    /// `[consumers] failure_detection`, else the flavour's.
+    pub fn failure_detection(&self) -> Dur {
+        self.consumers
+            .failure_detection
+            .unwrap_or_else(|| self.flavour.failure_detection())
+    }
+
+    /// `[consumers] commit` and its interval, else the flavour's.
+    pub fn commit(&self) -> (Commit, Dur) {
+        let (mode, every) = self.flavour.commit();
+        (
+            self.consumers.commit.unwrap_or(mode),
+            self.consumers.commit_interval.unwrap_or(every),
+        )
     }
 
     /// `[consumers] crash_detection`, else the flavour's.

@@ -1,0 +1,45 @@
+//! Membership changes that are not failures (`consumer_leave`): a consumer closes gracefully
+//! (Kafka's `close()`: it finishes the record in hand, commits what it processed and leaves its
+//! group, which rebalances at once) and, after the fault's `for`, joins again (another
+//! rebalance). A crash is `consumer.rs`; this is the planned departure.
+
+use super::Engine;
+use crate::history::{Event, Node, Observer};
+use crate::strategy::Strategy;
+
+impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+    /// `consumer_leave` starts: consumer `c` leaves once the message in hand is done.
+    pub(super) fn leave_start(&mut self, c: u32) {
+        let cs = &mut self.w.consumers[c as usize];
+        cs.away_depth += 1;
+        if cs.away_depth > 1 || !cs.up || cs.broker.is_none() {
+            return;
+        }
+        cs.leaving = true;
+        // Leaves now if idle; else `start_next` does when the message in hand is done.
+        self.start_next(c);
+    }
+
+    /// Consumer `c`, idle, commits and leaves its broker; what it had fetched and not started
+    /// goes back (the group resumes from its commit).
+    pub(super) fn leave_now(&mut self, c: u32) {
+        self.w.consumers[c as usize].leaving = false;
+        self.commit_now(c);
+        self.emit(Event::Disconnect {
+            t: self.now,
+            node: Node::Consumer(c),
+        });
+        self.detach(c, false);
+    }
+
+    /// `consumer_leave` ends: consumer `c` joins again.
+    pub(super) fn leave_end(&mut self, c: u32) {
+        let cs = &mut self.w.consumers[c as usize];
+        cs.away_depth = cs.away_depth.saturating_sub(1);
+        if cs.away_depth == 0 {
+            cs.leaving = false;
+            let epoch = cs.epoch;
+            self.consumer_reconnect(c, epoch);
+        }
+    }
+}

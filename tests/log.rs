@@ -1,0 +1,283 @@
+//! Logs with offsets (issue 14): offset commits that settle what a consumer processed, a group
+//! that resumes from the last commit, graceful membership changes, a zombie whose commit is
+//! refused, and partitions added under a running group.
+
+use crate::common;
+
+use sim::history::{Event, Node};
+
+/// Runs `strategy` on `text`, keeping the history.
+fn history(text: &str, strategy: &str) -> (sim::Metrics, Vec<Event>) {
+    let sc = common::scenario(text);
+    let mut events = Vec::new();
+    let m = common::run_with(&sc, strategy, 1, |e| events.push(*e));
+    (m, events)
+}
+
+/// Ten records, one a second from 1s, of one key (a `kafka` topic of `partitions` partitions,
+/// `consumers` consumers with 100ms of work each), plus `extra`.
+fn ten_records(consumers: u32, partitions: u32, extra: &str) -> String {
+    format!(
+        r#"
+flavour = "kafka"
+strategies = ["kafka"]
+[workload]
+messages = 10
+rate = "1/s"
+arrival = "constant"
+keys = 1
+[[broker]]
+name = "kafka"
+[consumers]
+count = {consumers}
+prefetch = 500
+service = "100ms"
+[strategy.kafka]
+partitions = {partitions}
+{extra}
+"#
+    )
+}
+
+fn commits(events: &[Event]) -> Vec<(u64, u32, u32)> {
+    events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Commit {
+                t,
+                consumer,
+                records,
+            } => Some((t, consumer, records)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Auto-commit (the `kafka` flavour: every 5s after the first record processed since the last
+/// commit): records are acked only when the commit covers them, in commits of five.
+#[test]
+fn auto_commit_settles_processed_records_every_interval() {
+    let (m, events) = history(&ten_records(1, 1, ""), "kafka");
+    assert_eq!(commits(&events), [(6_100_000, 0, 5), (11_100_000, 0, 5)]);
+    let acks: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Ack { t, .. } => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(acks, [[6_100_000; 5], [11_100_000; 5]].concat());
+    assert_eq!(m.coverage.commits, 2);
+    assert_eq!((m.applied, m.duplicates, m.pending_at_end), (10, 0, 0));
+}
+
+/// `ten_records` with `[consumers]` lines added.
+fn with_consumers(text: &str, lines: &str) -> String {
+    text.replace("prefetch = 500", &format!("prefetch = 500\n{lines}"))
+}
+
+/// `commit = "each"` acks each record when it is processed (no `commit` event); `batch` commits
+/// once the records it fetched are processed (here each poll brings one).
+#[test]
+fn commit_each_acks_at_once_and_batch_commits_each_poll() {
+    let (m, events) = history(
+        &with_consumers(&ten_records(1, 1, ""), "commit = \"each\""),
+        "kafka",
+    );
+    assert!(commits(&events).is_empty());
+    assert_eq!((m.coverage.commits, m.applied), (0, 10));
+    let (m, events) = history(
+        &with_consumers(&ten_records(1, 1, ""), "commit = \"batch\""),
+        "kafka",
+    );
+    let c = commits(&events);
+    assert_eq!(c.len(), 10);
+    assert_eq!(c[0], (1_100_000, 0, 1));
+    assert_eq!(c[9], (10_100_000, 0, 1));
+    assert_eq!(m.applied, 10);
+}
+
+const CRASH: &str = r#"
+[[fault]]
+kind = "consumer_crash"
+consumer = 0
+at = "4500ms"
+for = "1s"
+"#;
+
+/// A consumer dies 0.4s after processing its fourth record, before its first auto-commit: when
+/// it comes back, the group resumes from the last commit (none) and the four records are
+/// delivered and applied again: four duplicates, each an older state written again. Committing
+/// each record leaves nothing to replay.
+#[test]
+fn a_crash_before_the_commit_replays_what_was_processed() {
+    let (m, events) = history(&ten_records(1, 1, CRASH), "kafka");
+    assert_eq!(m.duplicates, 4);
+    let replayed: Vec<(u64, u32)> = events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Dispatch {
+                t,
+                msg,
+                redelivered: true,
+                ..
+            } => Some((t, msg.seq)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        replayed,
+        [
+            (5_500_000, 0),
+            (5_500_000, 1),
+            (5_500_000, 2),
+            (5_500_000, 3)
+        ]
+    );
+    assert_eq!((m.applied, m.lost, m.pending_at_end), (10, 0, 0));
+    let each = with_consumers(&ten_records(1, 1, CRASH), "commit = \"each\"");
+    let (m, _) = history(&each, "kafka");
+    assert_eq!((m.duplicates, m.applied), (0, 10));
+}
+
+/// Consumer 0 owns the only partition and stops for 60s at 2.5s (a GC pause past the 45s session
+/// timeout; a stopped process polls for nothing more): the group drops it at 47.5s and consumer 1
+/// replays from the last commit (none). When consumer 0 wakes up and rejoins, its commit of the
+/// two records it had processed is refused.
+#[test]
+fn a_zombies_commit_is_refused_and_its_partition_replayed() {
+    let pause = r#"
+[[fault]]
+kind = "consumer_pause"
+consumer = 0
+at = "2500ms"
+for = "60s"
+"#;
+    let text = ten_records(2, 1, pause).replace("messages = 10", "messages = 80");
+    let (m, events) = history(&text, "kafka");
+    let dropped = events.iter().find_map(|e| match *e {
+        Event::Disconnect {
+            t,
+            node: Node::Consumer(0),
+        } => Some(t),
+        _ => None,
+    });
+    assert_eq!(dropped, Some(47_500_000), "2.5s + session.timeout.ms 45s");
+    let refused: Vec<(u32, u32)> = events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::AckFail { t, msg, consumer } if t >= 62_500_000 => Some((consumer, msg.seq)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(refused, [(0, 0), (0, 1)]);
+    assert_eq!(m.coverage.failed_acks, 2);
+    // Nothing was handed to the stopped process after it stopped.
+    assert!(!events.iter().any(|e| matches!(
+        e,
+        Event::Dispatch { t, consumer: 0, .. } if (2_500_000..62_500_000).contains(t)
+    )));
+    // Consumer 1 applied the first two again.
+    assert_eq!((m.duplicates, m.applied, m.lost), (2, 80, 0));
+}
+
+/// A graceful leave and join (two rebalances): the leaving member commits what it processed,
+/// the partitions move with nothing processed twice and nothing out of order; a crash of the
+/// same member at the same time replays what it had not committed.
+#[test]
+fn a_graceful_leave_and_join_hand_partitions_over_without_duplicates() {
+    let text = |kind: &str| {
+        format!(
+            r#"
+flavour = "kafka"
+strategies = ["kafka"]
+[workload]
+messages = 3000
+rate = "100/s"
+keys = 40
+[[broker]]
+name = "kafka"
+[consumers]
+count = 3
+prefetch = 500
+service = {{ dist = "exponential", mean = "5ms" }}
+[strategy.kafka]
+partitions = 6
+[[fault]]
+kind = "{kind}"
+consumer = 1
+at = "10s"
+for = "5s"
+"#
+        )
+    };
+    let (m, events) = history(&text("consumer_leave"), "kafka");
+    let c1: Vec<Event> = events
+        .iter()
+        .filter(|e| match e {
+            Event::Disconnect { node, .. } | Event::Connect { node, .. } => {
+                *node == Node::Consumer(1)
+            }
+            Event::Commit { consumer, .. } => *consumer == 1,
+            _ => false,
+        })
+        .copied()
+        .collect();
+    // It commits, then leaves at once (it was idle or finished its record), joins at 15s.
+    let leave_at = match c1.iter().find(|e| matches!(e, Event::Disconnect { .. })) {
+        Some(Event::Disconnect { t, .. }) => *t,
+        _ => panic!("no disconnect: {c1:?}"),
+    };
+    assert!((10_000_000..10_100_000).contains(&leave_at), "{leave_at}");
+    assert!(c1
+        .iter()
+        .any(|e| matches!(e, Event::Commit { t, .. } if *t == leave_at)));
+    assert!(c1
+        .iter()
+        .any(|e| matches!(e, Event::Connect { t: 15_000_000, .. })));
+    assert_eq!(
+        (m.ordering_violations, m.duplicates, m.applied, m.lost),
+        (0, 0, 3000, 0)
+    );
+    assert!(m.coverage.reassignments > 0);
+    let (m, _) = history(&text("consumer_crash"), "kafka");
+    assert!(m.duplicates > 0, "a crash replays from the last commit");
+    assert_eq!((m.applied, m.lost), (3000, 0));
+}
+
+/// One partition drained by consumer 0 with a backlog; two partitions are added at 10s: later
+/// records of some keys go to a new partition that consumer 1 owns and are applied before the
+/// older records of the same keys still queued in partition 0 [K4].
+#[test]
+fn adding_partitions_splits_a_key_across_owners() {
+    let text = |fault: &str| {
+        format!(
+            r#"
+flavour = "kafka"
+strategies = ["kafka"]
+[workload]
+messages = 2000
+rate = "100/s"
+keys = 20
+[[broker]]
+name = "kafka"
+[consumers]
+count = 2
+prefetch = 500
+service = "15ms"
+[strategy.kafka]
+partitions = 1
+{fault}
+"#
+        )
+    };
+    let (m, _) = history(&text(""), "kafka");
+    assert_eq!((m.ordering_violations, m.applied), (0, 2000));
+    let add = "[[fault]]\nkind = \"add_partitions\"\nat = \"10s\"\ncount = 2";
+    let (m, events) = history(&text(add), "kafka");
+    assert!(m.ordering_violations > 0, "{m:?}");
+    assert_eq!((m.applied, m.lost, m.duplicates), (2000, 0, 0));
+    assert!(events
+        .iter()
+        .any(|e| matches!(e, Event::Apply { consumer: 1, .. })));
+}
