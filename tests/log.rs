@@ -281,3 +281,44 @@ partitions = 1
         .iter()
         .any(|e| matches!(e, Event::Apply { consumer: 1, .. })));
 }
+
+/// Records that fail (the target is down for 300ms): Spring Kafka's default error handler retries
+/// a record in place, so its partition waits and order holds, but its 10 attempts without delay
+/// last 20ms here: records are skipped (dropped) through the outage. A retry topic (non-blocking,
+/// with a delay) loses nothing and lets later records of a key go first [K6].
+#[test]
+fn blocking_retry_keeps_a_partition_in_order_and_a_retry_topic_does_not() {
+    let text = |redelivery: &str| {
+        format!(
+            r#"
+flavour = "kafka"
+strategies = ["kafka"]
+[workload]
+messages = 400
+rate = "200/s"
+keys = 2
+[[broker]]
+name = "kafka"
+[consumers]
+count = 1
+prefetch = 500
+service = "2ms"
+[strategy.kafka]
+partitions = 1
+[[fault]]
+kind = "db_outage"
+at = "500ms"
+for = "300ms"
+{redelivery}
+"#
+        )
+    };
+    let (m, _) = history(&text(""), "kafka");
+    assert_eq!(m.ordering_violations, 0, "{m:?}");
+    assert!(m.innocent_dropped > 0, "{m:?}");
+    assert_eq!(m.applied + m.innocent_dropped, 400);
+    let retry_topic = "[redelivery]\nmode = \"non_blocking\"\ninitial_delay = \"1s\"\nbackout_threshold = 0";
+    let (m, _) = history(&text(retry_topic), "kafka");
+    assert!(m.ordering_violations > 0, "{m:?}");
+    assert_eq!((m.applied, m.dropped), (400, 0));
+}
