@@ -317,7 +317,8 @@ for = "300ms"
     assert_eq!(m.ordering_violations, 0, "{m:?}");
     assert!(m.innocent_dropped > 0, "{m:?}");
     assert_eq!(m.applied + m.innocent_dropped, 400);
-    let retry_topic = "[redelivery]\nmode = \"non_blocking\"\ninitial_delay = \"1s\"\nbackout_threshold = 0";
+    let retry_topic =
+        "[redelivery]\nmode = \"non_blocking\"\ninitial_delay = \"1s\"\nbackout_threshold = 0";
     let (m, _) = history(&text(retry_topic), "kafka");
     assert!(m.ordering_violations > 0, "{m:?}");
     assert_eq!((m.applied, m.dropped), (400, 0));

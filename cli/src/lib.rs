@@ -770,6 +770,12 @@ pub fn list_text() -> String {
             i.name, i.guarantee, i.summary
         ));
     }
+    s.push_str(&format!(
+        "\ncomposed strategies (one's dispatch with another's handler, each part configured by its own [strategy.NAME]):\n  DISPATCH+HANDLER with DISPATCH one of {} and HANDLER one of {}\n  (e.g. kafka+db_optimistic; {} pairs)\n",
+        strategies::compose::DISPATCH_PARTS.join(", "),
+        strategies::compose::HANDLER_PARTS.join(", "),
+        strategies::compose::pairs().len()
+    ));
     s.push_str(
         "\nstrategy parameters: sim list --params\nthe figures of a run: sim list --metrics\n",
     );

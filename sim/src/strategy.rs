@@ -463,6 +463,20 @@ pub trait Strategy: Handler {
     /// consumer holds for a blocking redelivery has not come back.)
     fn on_returned(&mut self, _now: Time, _broker: u16, _msg: &MsgView, _ctl: &mut Control) {}
 
+    /// The handler returned `outcome` for `msg` on `consumer` (before the engine acts on it):
+    /// the dispatch side's view of what the handler did, so that a dispatch policy does not
+    /// depend on which handler runs (a composed strategy, `kafka+db_optimistic`, pairs one
+    /// strategy's dispatch with another's handler).
+    fn on_handled(
+        &mut self,
+        _now: Time,
+        _consumer: u32,
+        _msg: &MsgView,
+        _outcome: &Outcome,
+        _ctl: &mut Control,
+    ) {
+    }
+
     /// A message left the broker for good (acked or dead-lettered).
     fn on_settled(&mut self, _now: Time, _msg: &MsgView, _ctl: &mut Control) {}
 

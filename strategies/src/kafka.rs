@@ -29,8 +29,7 @@
 
 use serde::{Deserialize, Serialize};
 use sim::strategy::{
-    Control, DispatchCtx, Handler, HandlerCtx, MsgView, Outcome, Route, RouteCtx, Select, Strategy,
-    WorldChange,
+    Control, DispatchCtx, Handler, MsgView, Outcome, Route, RouteCtx, Select, Strategy, WorldChange,
 };
 use sim::time::Time;
 use std::collections::BTreeMap;
@@ -247,26 +246,7 @@ impl Kafka {
     }
 }
 
-impl Handler for Kafka {
-    fn handle(&mut self, ctx: &HandlerCtx, msg: &MsgView, ctl: &mut Control) -> Outcome {
-        match ctx.process() {
-            Ok(()) => {
-                // Only the record's current holder counts (a zombie's copy was given back).
-                if self
-                    .holding
-                    .get(&msg.id)
-                    .is_some_and(|h| h.1 == ctx.consumer)
-                {
-                    let (p, c) = self.holding.remove(&msg.id).expect("present");
-                    self.processed.insert(msg.id, c);
-                    self.done(p, ctl);
-                }
-                Outcome::Applied { state_seq: msg.seq }
-            }
-            Err(r) => Outcome::Failed(r),
-        }
-    }
-}
+impl Handler for Kafka {}
 
 impl crate::Named for Kafka {
     const NAME: &'static str = "kafka";
@@ -358,6 +338,25 @@ impl Strategy for Kafka {
                 }
             }
             self.rebalance(broker, ctl);
+        }
+    }
+
+    fn on_handled(
+        &mut self,
+        _now: Time,
+        consumer: u32,
+        msg: &MsgView,
+        outcome: &Outcome,
+        ctl: &mut Control,
+    ) {
+        // Processed (written, or refused as stale by a guarding handler); only the record's
+        // current holder counts (a zombie's copy was given back).
+        if matches!(outcome, Outcome::Applied { .. } | Outcome::Rejected)
+            && self.holding.get(&msg.id).is_some_and(|h| h.1 == consumer)
+        {
+            let (p, c) = self.holding.remove(&msg.id).expect("present");
+            self.processed.insert(msg.id, c);
+            self.done(p, ctl);
         }
     }
 
@@ -482,20 +481,17 @@ mod tests {
             "consumer 0 still has record 1 of partition 1"
         );
         // Consumer 0 processes record 1: it commits, and consumer 1 may have the partition.
-        let rows = [sim::strategy::Row::default(); 50];
-        let ctx = sim::strategy::HandlerCtx::for_tests(3, 0, &rows);
+        let applied = Outcome::Applied { state_seq: 1 };
         let mut ctl = Control::default();
-        assert_eq!(
-            k.handle(&ctx, &msg(1, key1), &mut ctl),
-            Outcome::Applied { state_seq: 1 }
-        );
+        k.on_handled(3, 0, &msg(1, key1), &applied, &mut ctl);
         assert_eq!(ctl.commits(), [0]);
         assert!(ctl.redispatch_requested());
         assert_eq!(select_at(&mut k, 3, &slots, &msg(2, key1), &mut ctl), Ok(1));
-        // A zombie's copy (not its holder's) changes nothing.
-        let ctx = sim::strategy::HandlerCtx::for_tests(4, 0, &rows);
+        // A zombie's copy (not its holder's) changes nothing; nor does a failure.
         let mut ctl = Control::default();
-        k.handle(&ctx, &msg(2, key1), &mut ctl);
+        k.on_handled(4, 0, &msg(2, key1), &applied, &mut ctl);
+        let failed = Outcome::Failed(sim::history::FailReason::Outage);
+        k.on_handled(4, 1, &msg(2, key1), &failed, &mut ctl);
         assert!(ctl.commits().is_empty());
         assert_eq!(k.partitions[1].unprocessed, 1);
     }

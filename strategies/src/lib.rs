@@ -7,6 +7,7 @@
 
 pub mod cache_pessimistic;
 pub mod competing;
+pub mod compose;
 pub mod db_optimistic;
 pub mod kafka;
 pub mod message_groups;
@@ -234,6 +235,9 @@ macro_rules! registry {
             opts: &RunOptions,
             observer: Option<&mut dyn Observer>,
         ) -> Result<StrategySummary, RunError> {
+            if name.contains('+') {
+                return compose::run_composed(name, sc, plan, opts, observer);
+            }
             $(if name == <$ty as Named>::NAME {
                 return run_one::<$ty>(sc, plan, opts, observer);
             })*
@@ -262,9 +266,12 @@ registry! {
     Kafka,
 }
 
-/// Whether `name` is a known strategy.
+/// Whether `name` is a known strategy, or a valid composed pair (`kafka+db_optimistic`).
 pub fn is_known(name: &str) -> bool {
-    ALL.iter().any(|i| i.name == name)
+    match name.split_once('+') {
+        Some((d, h)) => compose::refusal(d, h).is_none(),
+        None => ALL.iter().any(|i| i.name == name),
+    }
 }
 
 /// Checks strategy names and `[strategy.NAME]` tables; used by the scenario loader.
@@ -272,6 +279,19 @@ pub fn validate(sc: &Scenario) -> Vec<FieldError> {
     let known = ALL.iter().map(|i| i.name).collect::<Vec<_>>().join(", ");
     let mut errs = Vec::new();
     for (i, name) in sc.strategies.iter().enumerate() {
+        if let Some((d, h)) = name.split_once('+') {
+            if let Some(reason) = compose::refusal(d, h) {
+                errs.push(FieldError::new(
+                    vec![PathSeg::from("strategies"), PathSeg::Index(i)],
+                    format!(
+                        "{name:?}: {reason} (valid pairs: a dispatch part of {} + a handler part of {})",
+                        compose::DISPATCH_PARTS.join(", "),
+                        compose::HANDLER_PARTS.join(", ")
+                    ),
+                ));
+            }
+            continue;
+        }
         if !is_known(name) {
             errs.push(FieldError::new(
                 vec![PathSeg::from("strategies"), PathSeg::Index(i)],

@@ -83,7 +83,7 @@
 use serde::{Deserialize, Serialize};
 use sim::scenario::RedeliveryMode;
 use sim::strategy::{
-    Control, DispatchCtx, Handler, HandlerCtx, MsgView, Outcome, Route, RouteCtx, Select, Strategy,
+    Control, DispatchCtx, Handler, MsgView, Outcome, Route, RouteCtx, Select, Strategy,
 };
 use sim::time::Time;
 
@@ -295,28 +295,7 @@ impl UnitOfOrder {
     }
 }
 
-impl Handler for UnitOfOrder {
-    fn handle(&mut self, ctx: &HandlerCtx, msg: &MsgView, _ctl: &mut Control) -> Outcome {
-        match ctx.process() {
-            Ok(()) => Outcome::Applied { state_seq: msg.seq },
-            Err(r) => {
-                // Rolled back: with a non-blocking redelivery delay the message now waits at the
-                // broker, still blocking its unit; its consumer no longer holds it.
-                if self.non_blocking {
-                    if let Some(u) = msg.group {
-                        for i in self.scopes(u) {
-                            let st = &mut self.units[i];
-                            if st.inflight == msg.id && st.consumer == ctx.consumer {
-                                st.consumer = NO_CONSUMER;
-                            }
-                        }
-                    }
-                }
-                Outcome::Failed(r)
-            }
-        }
-    }
-}
+impl Handler for UnitOfOrder {}
 
 impl crate::Named for UnitOfOrder {
     const NAME: &'static str = "unit_of_order";
@@ -447,6 +426,28 @@ impl Strategy for UnitOfOrder {
             let st = self.units[i];
             if st.consumer == consumer && st.broker == broker {
                 self.complete(now, i, ctl);
+            }
+        }
+    }
+
+    fn on_handled(
+        &mut self,
+        _now: Time,
+        consumer: u32,
+        msg: &MsgView,
+        outcome: &Outcome,
+        _ctl: &mut Control,
+    ) {
+        // Rolled back: with a non-blocking redelivery delay the message now waits at the broker,
+        // still blocking its unit; its consumer no longer holds it.
+        if self.non_blocking && matches!(outcome, Outcome::Failed(_)) {
+            if let Some(u) = msg.group {
+                for i in self.scopes(u) {
+                    let st = &mut self.units[i];
+                    if st.inflight == msg.id && st.consumer == consumer {
+                        st.consumer = NO_CONSUMER;
+                    }
+                }
             }
         }
     }

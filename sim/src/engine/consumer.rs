@@ -220,6 +220,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             );
             self.strategy.handle(&ctx, &job.view, &mut self.ctl)
         };
+        self.strategy
+            .on_handled(self.now, c, &job.view, &outcome, &mut self.ctl);
         let msg = job.view.msg_ref();
         match outcome {
             Outcome::Applied { state_seq } => {
@@ -394,6 +396,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             return;
         }
         cs.up = false;
+        cs.refresh_blocked();
         cs.epoch += 1;
         cs.job_running = false;
         cs.commit_armed = false;
@@ -433,6 +436,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         cs.up = true;
         cs.epoch += 1;
         let epoch = cs.epoch;
+        cs.refresh_blocked();
         self.sync_load(c);
         self.emit(Event::Recover {
             t: self.now,

@@ -21,6 +21,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         cs.paused_at = self.now;
         cs.pause_serial += 1;
         let serial = cs.pause_serial;
+        cs.refresh_blocked();
         self.sync_load(c);
         let at = self.now + self.sc.failure_detection().0;
         self.q.push(at, Ev::PauseDetected { c, serial });
@@ -61,6 +62,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         for &(left, ev) in &deferred {
             self.q.push(self.now + left, ev);
         }
+        self.w.consumers[c as usize].refresh_blocked();
         self.sync_load(c);
         let cs = &self.w.consumers[c as usize];
         let (up, detached) = (cs.up, cs.broker.is_none());

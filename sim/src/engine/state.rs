@@ -339,6 +339,9 @@ pub(super) struct ConsumerState {
     /// It asks for messages (`receive = "batch"`: an SQS receive, a Kafka poll): a process
     /// that is dead or stopped asks for nothing, so nothing is handed to it.
     pub pull: bool,
+    /// Added to its load: `u32::MAX / 2` (full) while it is a pulling consumer that cannot ask,
+    /// else 0 ([`ConsumerState::refresh_blocked`]); kept so that `load` stays branch-free.
+    pub blocked: u32,
     pub rng: ChaCha8Rng,
 }
 
@@ -371,6 +374,7 @@ impl ConsumerState {
             deferred: Vec::new(),
             slow: 1.0,
             pull,
+            blocked: 0,
             rng,
         }
     }
@@ -380,10 +384,16 @@ impl ConsumerState {
     /// stopped counts as full.
     #[inline]
     pub fn load(&self) -> u32 {
-        if self.pull && (!self.up || self.pause_depth > 0) {
-            return u32::MAX / 2;
-        }
         let busy = u32::from(!matches!(self.phase, Phase::Idle));
-        self.buffer.len() as u32 + busy + self.ack_pending.len() as u32
+        self.buffer.len() as u32 + busy + self.ack_pending.len() as u32 + self.blocked
+    }
+
+    /// Recomputes `blocked` after the process died, restarted, stopped or resumed.
+    pub fn refresh_blocked(&mut self) {
+        self.blocked = if self.pull && (!self.up || self.pause_depth > 0) {
+            u32::MAX / 2
+        } else {
+            0
+        };
     }
 }

@@ -1,0 +1,336 @@
+//! Composed strategies: one strategy's dispatch with another's handler, written `DISPATCH+HANDLER`
+//! in a scenario's strategy list (`kafka+db_optimistic`: Kafka's partitions and commits, each
+//! write guarded by a version check). Each part keeps its own `[strategy.NAME]` table.
+//!
+//! A dispatch part decides who gets which message (`select`, `route`, membership, settlement,
+//! timers, and what the handler did through `on_handled`); a handler part decides what a
+//! delivery does to the target (`begin`, `handle`, `abandon`) and hears world changes. Only
+//! strategies whose dispatch is plain round-robin and whose handler state does not steer dispatch
+//! can be handler parts; only those whose mechanism is their dispatch can be dispatch parts.
+//!
+//! The engine stays monomorphised per dispatch part; the handler part is called through a trait
+//! object (one indirect call per `begin`/`handle`), so the build grows with the dispatch parts
+//! (6), not with the pairs (18).
+
+use crate::{effective, params, Named};
+use crate::{CachePessimistic, DbOptimistic, Kafka, Notifier};
+use crate::{Competing, MessageGroups, Single, SqsFifo, UnitOfOrder};
+use sim::history::{NoObserver, Observer};
+use sim::strategy::{
+    Begin, Control, DispatchCtx, Handler, HandlerCtx, MsgView, Outcome, Route, RouteCtx, Select,
+    Strategy, WorldChange,
+};
+use sim::time::Time;
+use sim::{FaultPlan, Params, RunError, RunOptions, Scenario, Status, StrategySummary};
+
+/// The strategies that can be the dispatch part (before the `+`).
+pub const DISPATCH_PARTS: [&str; 6] = [
+    Competing::NAME,
+    Single::NAME,
+    MessageGroups::NAME,
+    UnitOfOrder::NAME,
+    SqsFifo::NAME,
+    Kafka::NAME,
+];
+
+/// The strategies that can be the handler part (after the `+`).
+pub const HANDLER_PARTS: [&str; 3] = [DbOptimistic::NAME, Notifier::NAME, CachePessimistic::NAME];
+
+/// Why `name` cannot be the handler part of a composed strategy (None: it can).
+pub fn handler_refusal(name: &str) -> Option<String> {
+    if HANDLER_PARTS.contains(&name) {
+        None
+    } else if name == "resequencer" {
+        Some("resequencer cannot be a handler part: its handler owns dispatch state (it takes messages over into its aggregation repository and applies them from its own thread)".into())
+    } else if DISPATCH_PARTS.contains(&name) {
+        Some(format!("{name} cannot be a handler part: its mechanism is its dispatch (its handler is the plain one); write it before the +"))
+    } else {
+        Some(format!("unknown strategy {name:?}"))
+    }
+}
+
+/// Why `name` cannot be the dispatch part of a composed strategy (None: it can).
+pub fn dispatch_refusal(name: &str) -> Option<String> {
+    if DISPATCH_PARTS.contains(&name) {
+        None
+    } else if name == "resequencer" {
+        Some("resequencer cannot be a dispatch part: its ordering happens in its handler".into())
+    } else if HANDLER_PARTS.contains(&name) {
+        Some(format!("{name} cannot be a dispatch part: its mechanism is its handler (its dispatch is plain round-robin); write it after the +"))
+    } else {
+        Some(format!("unknown strategy {name:?}"))
+    }
+}
+
+/// Why the composed name `dispatch+handler` is refused (None: it is a valid pair).
+pub fn refusal(dispatch: &str, handler: &str) -> Option<String> {
+    dispatch_refusal(dispatch).or_else(|| handler_refusal(handler))
+}
+
+/// Every valid pair, `dispatch+handler` (for `sim list`).
+pub fn pairs() -> Vec<String> {
+    DISPATCH_PARTS
+        .iter()
+        .flat_map(|d| HANDLER_PARTS.iter().map(move |h| format!("{d}+{h}")))
+        .collect()
+}
+
+/// The handler half: a handler that also hears world changes (a cache collapse, a consumer
+/// crash releasing its locks).
+pub trait HandlerPart: Handler {
+    /// Something changed in the world.
+    fn world(&mut self, _now: Time, _change: WorldChange, _ctl: &mut Control) {}
+}
+
+impl HandlerPart for DbOptimistic {}
+impl HandlerPart for Notifier {}
+impl HandlerPart for CachePessimistic {
+    fn world(&mut self, now: Time, change: WorldChange, ctl: &mut Control) {
+        Strategy::on_world(self, now, change, ctl);
+    }
+}
+
+/// `D`'s dispatch with a handler part's handling.
+pub struct Composed<D> {
+    dispatch: D,
+    handler: Box<dyn HandlerPart>,
+}
+
+impl<D: Strategy> Handler for Composed<D> {
+    fn begin(&mut self, ctx: &HandlerCtx, msg: &MsgView, ctl: &mut Control) -> Begin {
+        self.handler.begin(ctx, msg, ctl)
+    }
+
+    fn handle(&mut self, ctx: &HandlerCtx, msg: &MsgView, ctl: &mut Control) -> Outcome {
+        self.handler.handle(ctx, msg, ctl)
+    }
+
+    fn abandon(&mut self, now: Time, consumer: u32, msg: &MsgView, ctl: &mut Control) {
+        self.handler.abandon(now, consumer, msg, ctl)
+    }
+}
+
+impl<D: Strategy> Strategy for Composed<D> {
+    fn select(&mut self, ctx: &DispatchCtx, msg: &MsgView, ctl: &mut Control) -> Select {
+        self.dispatch.select(ctx, msg, ctl)
+    }
+
+    fn route(&mut self, ctx: &RouteCtx, msg: &MsgView) -> Route {
+        self.dispatch.route(ctx, msg)
+    }
+
+    fn on_attach(&mut self, now: Time, broker: u16, consumer: u32, ctl: &mut Control) {
+        self.dispatch.on_attach(now, broker, consumer, ctl)
+    }
+
+    fn on_detach(&mut self, now: Time, broker: u16, consumer: u32, ctl: &mut Control) {
+        self.dispatch.on_detach(now, broker, consumer, ctl)
+    }
+
+    fn on_returned(&mut self, now: Time, broker: u16, msg: &MsgView, ctl: &mut Control) {
+        self.dispatch.on_returned(now, broker, msg, ctl)
+    }
+
+    fn on_handled(
+        &mut self,
+        now: Time,
+        consumer: u32,
+        msg: &MsgView,
+        outcome: &Outcome,
+        ctl: &mut Control,
+    ) {
+        self.dispatch.on_handled(now, consumer, msg, outcome, ctl)
+    }
+
+    fn on_settled(&mut self, now: Time, msg: &MsgView, ctl: &mut Control) {
+        self.dispatch.on_settled(now, msg, ctl)
+    }
+
+    // Handler parts set no timers: every wake-up is the dispatch part's.
+    fn on_wake(&mut self, now: Time, token: u64, ctl: &mut Control) {
+        self.dispatch.on_wake(now, token, ctl)
+    }
+
+    fn on_world(&mut self, now: Time, change: WorldChange, ctl: &mut Control) {
+        self.dispatch.on_world(now, change, ctl);
+        self.handler.world(now, change, ctl);
+    }
+}
+
+/// Builds strategy `N` from its `[strategy.NAME]` table.
+fn build<N: Named>(sc: &Scenario) -> Result<N, String> {
+    let p = params::<N>(sc).map_err(|e| e.message)?;
+    N::build(sc, p)
+}
+
+/// Builds the handler part `name`, with its effective parameters.
+fn handler_part(name: &str, sc: &Scenario) -> (Result<Box<dyn HandlerPart>, String>, Params) {
+    fn boxed<N: Named + HandlerPart + 'static>(
+        sc: &Scenario,
+    ) -> (Result<Box<dyn HandlerPart>, String>, Params) {
+        let shown = params::<N>(sc)
+            .map(|p| effective::<N>(sc, &p))
+            .unwrap_or_default();
+        let part = build::<N>(sc).map(|h| Box::new(h) as Box<dyn HandlerPart>);
+        (part, shown)
+    }
+    match name {
+        DbOptimistic::NAME => boxed::<DbOptimistic>(sc),
+        Notifier::NAME => boxed::<Notifier>(sc),
+        CachePessimistic::NAME => boxed::<CachePessimistic>(sc),
+        other => (
+            Err(handler_refusal(other).unwrap_or_default()),
+            Params::default(),
+        ),
+    }
+}
+
+/// Runs the composed strategy `name` (`dispatch+handler`).
+pub(crate) fn run_composed(
+    name: &str,
+    sc: &Scenario,
+    plan: &FaultPlan,
+    opts: &RunOptions,
+    observer: Option<&mut dyn Observer>,
+) -> Result<StrategySummary, RunError> {
+    let (d, h) = name.split_once('+').expect("a composed name");
+    let not_applicable = |reason: String, params: Params| StrategySummary {
+        strategy: name.to_string(),
+        status: Status::NotApplicable,
+        reason: Some(reason),
+        metrics: None,
+        params,
+    };
+    if let Some(reason) = refusal(d, h) {
+        return Ok(not_applicable(reason, Params::default()));
+    }
+    let (handler, handler_params) = handler_part(h, sc);
+    macro_rules! with_dispatch {
+        ($($ty:ty),*) => {
+            $(if d == <$ty as Named>::NAME {
+                let mut shown = params::<$ty>(sc)
+                    .map(|p| effective::<$ty>(sc, &p))
+                    .unwrap_or_default();
+                shown.0.extend(handler_params.0);
+                let parts = build::<$ty>(sc).and_then(|dispatch| Ok((dispatch, handler?)));
+                let (dispatch, handler) = match parts {
+                    Ok(p) => p,
+                    Err(reason) => return Ok(not_applicable(reason, shown)),
+                };
+                let strategy = Composed { dispatch, handler };
+                let metrics = match observer {
+                    None => sim::run(sc, plan, strategy, opts, &mut NoObserver)?,
+                    Some(o) => sim::run(sc, plan, strategy, opts, &mut sim::history::DynObserver(o))?,
+                };
+                return Ok(StrategySummary {
+                    strategy: name.to_string(),
+                    status: Status::Ok,
+                    reason: None,
+                    metrics: Some(metrics),
+                    params: shown,
+                });
+            })*
+        };
+    }
+    with_dispatch!(
+        Competing,
+        Single,
+        MessageGroups,
+        UnitOfOrder,
+        SqsFifo,
+        Kafka
+    );
+    unreachable!("refusal() accepted only the dispatch parts above")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::{run, scenario};
+
+    #[test]
+    fn only_dispatch_mechanisms_go_first_and_only_self_contained_handlers_second() {
+        assert_eq!(refusal("kafka", "db_optimistic"), None);
+        assert_eq!(refusal("sqs_fifo", "cache_pessimistic"), None);
+        assert!(refusal("kafka", "resequencer")
+            .unwrap()
+            .contains("owns dispatch state"));
+        assert!(refusal("kafka", "unit_of_order")
+            .unwrap()
+            .contains("before the +"));
+        assert!(refusal("db_optimistic", "notifier")
+            .unwrap()
+            .contains("after the +"));
+        assert!(refusal("kafka", "nope").unwrap().contains("unknown"));
+        assert_eq!(pairs().len(), 18);
+        assert!(pairs().contains(&"message_groups+db_optimistic".to_string()));
+    }
+
+    /// Kafka's replay after a crash re-applies older states; with a version check in the target
+    /// (`kafka+db_optimistic`, comparing producer versions) they are refused instead: no stale
+    /// write, and the dispatch is still Kafka's (one owner per partition, commits).
+    #[test]
+    fn a_guarding_handler_refuses_what_kafka_replays() {
+        let sc = scenario(
+            r#"
+flavour = "kafka"
+strategies = ["kafka", "kafka+db_optimistic"]
+[workload]
+messages = 4000
+rate = "100/s"
+keys = 40
+[[broker]]
+name = "kafka"
+[consumers]
+count = 3
+prefetch = 500
+service = { dist = "exponential", mean = "10ms" }
+[strategy.kafka]
+partitions = 6
+[strategy.db_optimistic]
+compare = "version"
+[[fault]]
+kind = "consumer_crash"
+consumer = 0
+at = "7s"
+for = "10s"
+"#,
+        );
+        let plain = run(&sc, "kafka", 1);
+        assert!(plain.stale_writes > 0 && plain.duplicates > 0, "{plain:?}");
+        let guarded = run(&sc, "kafka+db_optimistic", 1);
+        // The replayed older states are refused (acked without a write); only a key's newest
+        // state, replayed, is written again (a harmless duplicate: the same version).
+        assert_eq!(guarded.stale_writes, 0, "{guarded:?}");
+        assert!(guarded.duplicates < plain.duplicates, "{guarded:?}");
+        assert!(guarded.redeliveries > 0, "the replay happened");
+        assert_eq!((guarded.lost, guarded.final_state_mismatches), (0, 0));
+        assert!(guarded.coverage.commits > 0, "Kafka's commits still run");
+        assert!(
+            guarded.coverage.reassignments > 0,
+            "Kafka's assignment still runs"
+        );
+    }
+
+    /// A refused pair is refused by the loader, with the reason.
+    #[test]
+    fn the_loader_refuses_a_pair_with_its_reason() {
+        let text = r#"
+strategies = ["kafka+resequencer"]
+[workload]
+messages = 10
+rate = "10/s"
+keys = 2
+[[broker]]
+name = "a"
+[consumers]
+count = 1
+service = "1ms"
+"#;
+        let err = sim::scenario::load_str("t.toml", text, &crate::validate)
+            .map(|_| ())
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("owns dispatch state"), "{err}");
+    }
+}
