@@ -18,6 +18,7 @@ mod live;
 mod network;
 mod pause;
 mod physics;
+mod producer;
 mod properties;
 mod reports;
 mod seed_claims;

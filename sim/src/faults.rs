@@ -55,6 +55,10 @@ pub enum FaultKind {
     /// broker's) back to the tail of its queue (an instant, no `for`): ActiveMQ's console "retry"
     /// or a DLQ redrive, SQS's `StartMessageMoveTask`.
     DlqReplay,
+    /// A producer's sends (`producer`; absent: every producer's) fail with probability `fraction`
+    /// (default 1) during the window, and are retried after its `retry_backoff`: with
+    /// `max_in_flight` above 1 and no `idempotence`, later sends may overtake a failed one.
+    SendError,
 }
 
 /// The optional `[[fault]]` fields whose meaning depends on the kind (`kind`, `at` and `rate`
@@ -65,7 +69,7 @@ pub const KIND_FIELDS: [&str; 8] = [
 
 impl FaultKind {
     /// Every kind, with one line of explanation (for `sim list`).
-    pub const ALL: [(FaultKind, &'static str); 11] = [
+    pub const ALL: [(FaultKind, &'static str); 12] = [
         (FaultKind::BrokerCrash, "a broker goes down; a persistent store keeps its messages stuck until it returns, producers and consumers fail over"),
         (FaultKind::ConsumerCrash, "a consumer process dies; its unacked and prefetched messages are redelivered (marked redelivered)"),
         (FaultKind::NetworkBlip, "a consumer loses its connection: it still applies the message in hand but its ack is lost (duplicate)"),
@@ -77,6 +81,7 @@ impl FaultKind {
         (FaultKind::CacheCollapse, "the cache cluster loses every entry and lock at once (an instant: no `for`)"),
         (FaultKind::ConsumerPause, "a consumer stops (GC pause, frozen VM) with its connection open: after [consumers] failure_detection the broker redelivers its messages; it then resumes and writes what it had in hand (a zombie)"),
         (FaultKind::DlqReplay, "an operator moves the dead-letter queue's messages back to the tail of their queue (`broker`, absent: every broker; an instant: no `for`)"),
+        (FaultKind::SendError, "a producer's sends fail with probability `fraction` (default 1) and are retried after [producers] retry_backoff (`producer`, absent: every producer); with max_in_flight > 1 and no idempotence up to max_in_flight - 1 later sends overtake a failed one"),
     ];
 
     /// Its name as written in scenario files.
@@ -93,6 +98,7 @@ impl FaultKind {
             FaultKind::CacheCollapse => "cache_collapse",
             FaultKind::ConsumerPause => "consumer_pause",
             FaultKind::DlqReplay => "dlq_replay",
+            FaultKind::SendError => "send_error",
         }
     }
 
@@ -106,9 +112,10 @@ impl FaultKind {
                 self,
                 ConsumerCrash | NetworkBlip | SlowConsumer | ConsumerPause
             ),
-            "producer" | "skew" | "ahead" => self == ClockSkew,
+            "producer" => matches!(self, ClockSkew | SendError),
+            "skew" | "ahead" => self == ClockSkew,
             "factor" => self == SlowConsumer,
-            "fraction" => self == Poison,
+            "fraction" => matches!(self, Poison | SendError),
             _ => false,
         }
     }
@@ -197,6 +204,13 @@ pub enum FaultAction {
         /// Broker index, or every broker.
         broker: Option<u16>,
     },
+    /// Sends of producer `producer` (None: of every producer) fail with probability `fraction`.
+    SendError {
+        /// Producer index, or every producer.
+        producer: Option<u32>,
+        /// Probability in [0, 1].
+        fraction: f64,
+    },
 }
 
 impl FaultAction {
@@ -214,6 +228,7 @@ impl FaultAction {
             FaultAction::SourceOutage => FaultKind::SourceOutage,
             FaultAction::CacheCollapse => FaultKind::CacheCollapse,
             FaultAction::DlqReplay { .. } => FaultKind::DlqReplay,
+            FaultAction::SendError { .. } => FaultKind::SendError,
         }
     }
 }
@@ -299,6 +314,10 @@ impl FaultPlan {
                     FaultAction::DlqReplay { broker } => {
                         f.broker = broker.map(|b| s.brokers[b as usize].name.clone())
                     }
+                    FaultAction::SendError { producer, fraction } => {
+                        f.producer = producer;
+                        f.fraction = Some(fraction);
+                    }
                     FaultAction::DbOutage
                     | FaultAction::SourceOutage
                     | FaultAction::CacheCollapse => {}
@@ -363,6 +382,11 @@ fn instance<R: Rng>(s: &Scenario, f: &Fault, source: usize, at: Time, rng: &mut 
                 .as_ref()
                 .map(|n| s.broker_index(n).expect("validated broker name") as u16),
         },
+        // No draw: absent `producer` means every producer, not a random one.
+        FaultKind::SendError => FaultAction::SendError {
+            producer: f.producer,
+            fraction: f.fraction.unwrap_or(1.0),
+        },
     };
     PlannedFault {
         at,
@@ -403,6 +427,13 @@ impl PlannedFault {
                 Some(b) => line.push_str(&format!(" broker {}", s.brokers[b as usize].name)),
                 None => line.push_str(" every broker"),
             },
+            FaultAction::SendError { producer, fraction } => {
+                match producer {
+                    Some(p) => line.push_str(&format!(" producer {p}")),
+                    None => line.push_str(" every producer"),
+                }
+                line.push_str(&format!(" fraction {fraction}"));
+            }
             FaultAction::DbOutage | FaultAction::SourceOutage | FaultAction::CacheCollapse => {}
         }
         match self.duration {
@@ -615,6 +646,7 @@ fn check_overlaps(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
                     | FaultKind::Poison
                     | FaultKind::CacheCollapse
                     | FaultKind::DlqReplay
+                    | FaultKind::SendError
             )
         })
         .collect();

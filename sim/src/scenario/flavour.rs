@@ -16,6 +16,10 @@
 //! when their leases expire) and puts a message that becomes visible again back in its original
 //! place (the head of its message group).
 //!
+//! Producers: every flavour above sends synchronously (`max_in_flight` 1), without idempotence,
+//! and retries a failed send after the producer's `reconnect_delay`
+//! ([`Flavour::max_in_flight`], [`Flavour::idempotence`], [`Flavour::retry_backoff`]).
+//!
 //! Sources: docs/sources.md and ../shared/research/brokers.md (ActiveMQ `RedeliveryPolicy` and
 //! DLQ handling [A2][A3], Artemis undelivered messages [A8], IBM MQ backout [I1][R4], WebLogic's
 //! redelivery attributes), SQS visibility timeout and redrive [Q3][Q4][Q7].
@@ -75,6 +79,27 @@ impl Flavour {
         }
     }
 
+    /// How many sends a producer may have outstanding (`[producers] max_in_flight`): 1 for every
+    /// JMS flavour, whose `send` is synchronous (a Kafka flavour would give 5,
+    /// `max.in.flight.requests.per.connection` [K1]).
+    pub fn max_in_flight(self) -> u32 {
+        1
+    }
+
+    /// Whether the broker refuses a producer's out-of-sequence sends (`[producers] idempotence`):
+    /// false for every JMS flavour (a Kafka flavour would give true, `enable.idempotence` since
+    /// 3.0 [K1][K2]).
+    pub fn idempotence(self) -> bool {
+        false
+    }
+
+    /// The delay before a failed send is retried (`[producers] retry_backoff`); None: the
+    /// producer's `reconnect_delay` (every JMS flavour; a Kafka flavour would give 100ms,
+    /// `retry.backoff.ms` [K1]).
+    pub fn retry_backoff(self) -> Option<Dur> {
+        None
+    }
+
     /// The name a scenario file uses.
     pub fn name(self) -> &'static str {
         match self {
@@ -86,6 +111,11 @@ impl Flavour {
         }
     }
 }
+
+/// The largest `max_in_flight` an idempotent producer may have: Kafka's broker keeps the sequence
+/// state of the last 5 batches per producer, and the client refuses `enable.idempotence = true`
+/// with `max.in.flight.requests.per.connection` above 5 [K1].
+pub const MAX_IDEMPOTENT_IN_FLIGHT: u32 = 5;
 
 /// What a broker does with a message once the redelivery limit is reached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -327,6 +357,38 @@ mod tests {
         let wls = p(Flavour::Weblogic);
         assert_eq!(wls.limit, Limit::Unlimited);
         assert_eq!(wls.dead_letter(&broker(true)), DeadLetter::Drop);
+    }
+
+    /// Every JMS flavour (and SQS) sends synchronously, without idempotence, and retries after
+    /// the reconnect delay; the file's values win, and an absent backoff is the reconnect delay.
+    #[test]
+    fn producers_send_synchronously_by_default() {
+        for f in Flavour::ALL {
+            assert_eq!(
+                (f.max_in_flight(), f.idempotence(), f.retry_backoff()),
+                (1, false, None),
+                "{}",
+                f.name()
+            );
+        }
+        let sc: crate::scenario::Scenario = toml::from_str(
+            "strategies = [\"single\"]\n[workload]\nmessages = 1\nrate = \"1/s\"\nkeys = 1\n\
+             [producers]\nreconnect_delay = \"2s\"\n[[broker]]\nname = \"a\"\n\
+             [consumers]\ncount = 1\nservice = \"1ms\"",
+        )
+        .unwrap();
+        assert_eq!(
+            (sc.max_in_flight(), sc.idempotence(), sc.retry_backoff()),
+            (1, false, Dur::from_secs(2))
+        );
+        let mut sc = sc;
+        sc.producers.max_in_flight = Some(4);
+        sc.producers.idempotence = Some(true);
+        sc.producers.retry_backoff = Some(Dur::from_millis(100));
+        assert_eq!(
+            (sc.max_in_flight(), sc.idempotence(), sc.retry_backoff()),
+            (4, true, Dur::from_millis(100))
+        );
     }
 
     #[test]
