@@ -59,6 +59,9 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
 
     /// A send: buffered while disconnected, queued behind earlier failed sends when those block,
     /// else routed by the strategy (and during a `send_error` fault perhaps failed first).
+    // Inlined into its two callers (an arrival, a reconnect's flush): on the hot path a call
+    // frame costs more than the send-error test it carries.
+    #[inline(always)]
     pub(super) fn send(&mut self, p: u32, slot: u32) {
         let ps = &mut self.w.producers[p as usize];
         if ps.broker.is_none() {
@@ -103,6 +106,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     /// Whether this send of producer `p` fails, under the `send_error` faults in force (the
     /// highest `fraction` of those on `p` or every producer). Draws from `p`'s own stream, and
     /// only when such a fault is on `p` with a fraction above 0.
+    #[inline(never)]
     fn send_error_hits(&mut self, p: u32) -> bool {
         let fraction = self
             .w
@@ -117,6 +121,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     /// backoff. If nothing was waiting yet, it opens the in-flight window: how many later sends
     /// may still go ahead of it ([`Engine::send_behind_failure`]); a send that fails inside an
     /// open window waits with the others and leaves the window as it is.
+    #[inline(never)]
     fn send_errored(&mut self, p: u32, slot: u32) {
         let msg = self.msg_ref(slot);
         self.emit(Event::SendFail {
