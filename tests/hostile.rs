@@ -75,6 +75,9 @@ const FIELDS: &[(&str, &str)] = &[
     ("network", "decrease_network_consumer_priority"),
     ("", "flavour"),
     ("redelivery", "dead_letter"),
+    ("producers", "max_in_flight"),
+    ("producers", "idempotence"),
+    ("producers", "retry_backoff"),
 ];
 
 fn toml_value() -> impl Strategy<Value = toml::Value> {
@@ -108,6 +111,7 @@ fn toml_value() -> impl Strategy<Value = toml::Value> {
             Just("never"),
             Just("broker_crash"),
             Just("cache_collapse"),
+            Just("send_error"),
             Just("a"),
             Just("zz"),
         ]

@@ -19,6 +19,7 @@ mod log;
 mod network;
 mod pause;
 mod physics;
+mod producer;
 mod properties;
 mod reports;
 mod seed_claims;

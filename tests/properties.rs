@@ -40,6 +40,11 @@ struct Gen {
     receive: u8,
     /// 0: the flavour's, 1: each, 2: batch, 3: every 200ms.
     commit: u8,
+    /// `[producers] max_in_flight` (0: left out), `idempotence` (None: left out) and whether
+    /// `retry_backoff` is set (50ms).
+    max_in_flight: u32,
+    idempotence: Option<bool>,
+    retry_backoff: bool,
 }
 
 fn gen() -> impl Strategy<Value = Gen> {
@@ -61,9 +66,10 @@ fn gen() -> impl Strategy<Value = Gen> {
             0u32..=3,
             any::<bool>(),
         ),
-        prop::collection::vec((0u8..10, 1u32..=60, 10u32..=3000), 0..4),
+        prop::collection::vec((0u8..11, 1u32..=60, 10u32..=3000), 0..4),
         (0u8..3, 0usize..6, 0u8..3),
         (0u8..3, 0u8..4, any::<bool>(), 0u8..4, 0u8..3, 0u8..4),
+        (0u32..=5, prop::option::of(any::<bool>()), any::<bool>()),
         prop::sample::select(vec![
             "competing",
             "single",
@@ -84,6 +90,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 faults,
                 (counting, flavour, dead_letter),
                 (lease, crash_detection, fail_rest, requeue, receive, commit),
+                (max_in_flight, idempotence, retry_backoff),
                 strategy,
             )| Gen {
                 // An SQS FIFO queue is one queue; a Kafka cluster is one broker here.
@@ -115,6 +122,9 @@ fn gen() -> impl Strategy<Value = Gen> {
                 requeue,
                 receive,
                 commit,
+                max_in_flight,
+                idempotence,
+                retry_backoff,
             },
         )
 }
@@ -137,6 +147,15 @@ fn toml_of(g: &Gen) -> String {
     )
     .unwrap();
     writeln!(s, "[producers]\ncount = 2\nconnect = \"spread\"").unwrap();
+    if g.max_in_flight > 0 {
+        writeln!(s, "max_in_flight = {}", g.max_in_flight).unwrap();
+    }
+    if let Some(on) = g.idempotence {
+        writeln!(s, "idempotence = {on}").unwrap();
+    }
+    if g.retry_backoff {
+        writeln!(s, "retry_backoff = \"50ms\"").unwrap();
+    }
     for b in 0..g.brokers {
         writeln!(
             s,
@@ -217,6 +236,7 @@ fn toml_of(g: &Gen) -> String {
             "dlq_replay",
             "consumer_leave",
             "add_partitions",
+            "send_error",
         ][kind as usize];
         writeln!(s, "[[fault]]\nkind = \"{kind}\"\nrate = \"{per_min}/min\"").unwrap();
         if kind == "add_partitions" {
@@ -229,6 +249,9 @@ fn toml_of(g: &Gen) -> String {
         }
         if kind == "poison" {
             writeln!(s, "fraction = 0.2").unwrap();
+        }
+        if kind == "send_error" {
+            writeln!(s, "fraction = 0.5").unwrap();
         }
     }
     s

@@ -61,6 +61,10 @@ pub enum FaultKind {
     /// `count` partitions are added to the topic (an instant): a key-hashing partitioner maps
     /// some keys to new partitions from then on.
     AddPartitions,
+    /// A producer's sends (`producer`; absent: every producer's) fail with probability `fraction`
+    /// (default 1) during the window, and are retried after its `retry_backoff`: with
+    /// `max_in_flight` above 1 and no `idempotence`, later sends may overtake a failed one.
+    SendError,
 }
 
 /// The optional `[[fault]]` fields whose meaning depends on the kind (`kind`, `at` and `rate`
@@ -71,7 +75,7 @@ pub const KIND_FIELDS: [&str; 9] = [
 
 impl FaultKind {
     /// Every kind, with one line of explanation (for `sim list`).
-    pub const ALL: [(FaultKind, &'static str); 13] = [
+    pub const ALL: [(FaultKind, &'static str); 14] = [
         (FaultKind::BrokerCrash, "a broker goes down; a persistent store keeps its messages stuck until it returns, producers and consumers fail over"),
         (FaultKind::ConsumerCrash, "a consumer process dies; its unacked and prefetched messages are redelivered (marked redelivered)"),
         (FaultKind::NetworkBlip, "a consumer loses its connection: it still applies the message in hand but its ack is lost (duplicate)"),
@@ -85,6 +89,7 @@ impl FaultKind {
         (FaultKind::DlqReplay, "an operator moves the dead-letter queue's messages back to the tail of their queue (`broker`, absent: every broker; an instant: no `for`)"),
         (FaultKind::ConsumerLeave, "a consumer leaves its group gracefully (finishes the message in hand, commits, closes) and joins again after `for` (absent: for good): a membership change, not a failure"),
         (FaultKind::AddPartitions, "`count` partitions are added to the topic (an instant): strategies that hash keys to partitions (`kafka`) remap some keys"),
+        (FaultKind::SendError, "a producer's sends fail with probability `fraction` (default 1) and are retried after [producers] retry_backoff (`producer`, absent: every producer); with max_in_flight > 1 and no idempotence up to max_in_flight - 1 later sends overtake a failed one"),
     ];
 
     /// Its name as written in scenario files.
@@ -103,6 +108,7 @@ impl FaultKind {
             FaultKind::DlqReplay => "dlq_replay",
             FaultKind::ConsumerLeave => "consumer_leave",
             FaultKind::AddPartitions => "add_partitions",
+            FaultKind::SendError => "send_error",
         }
     }
 
@@ -116,9 +122,10 @@ impl FaultKind {
                 self,
                 ConsumerCrash | NetworkBlip | SlowConsumer | ConsumerPause | ConsumerLeave
             ),
-            "producer" | "skew" | "ahead" => self == ClockSkew,
+            "producer" => matches!(self, ClockSkew | SendError),
+            "skew" | "ahead" => self == ClockSkew,
             "factor" => self == SlowConsumer,
-            "fraction" => self == Poison,
+            "fraction" => matches!(self, Poison | SendError),
             "count" => self == AddPartitions,
             _ => false,
         }
@@ -226,6 +233,13 @@ pub enum FaultAction {
         /// How many, at least 1.
         count: u32,
     },
+    /// Sends of producer `producer` (None: of every producer) fail with probability `fraction`.
+    SendError {
+        /// Producer index, or every producer.
+        producer: Option<u32>,
+        /// Probability in [0, 1].
+        fraction: f64,
+    },
 }
 
 impl FaultAction {
@@ -245,6 +259,7 @@ impl FaultAction {
             FaultAction::DlqReplay { .. } => FaultKind::DlqReplay,
             FaultAction::ConsumerLeave { .. } => FaultKind::ConsumerLeave,
             FaultAction::AddPartitions { .. } => FaultKind::AddPartitions,
+            FaultAction::SendError { .. } => FaultKind::SendError,
         }
     }
 }
@@ -332,6 +347,10 @@ impl FaultPlan {
                     FaultAction::DlqReplay { broker } => {
                         f.broker = broker.map(|b| s.brokers[b as usize].name.clone())
                     }
+                    FaultAction::SendError { producer, fraction } => {
+                        f.producer = producer;
+                        f.fraction = Some(fraction);
+                    }
                     FaultAction::DbOutage
                     | FaultAction::SourceOutage
                     | FaultAction::CacheCollapse => {}
@@ -402,6 +421,11 @@ fn instance<R: Rng>(s: &Scenario, f: &Fault, source: usize, at: Time, rng: &mut 
                 .as_ref()
                 .map(|n| s.broker_index(n).expect("validated broker name") as u16),
         },
+        // No draw: absent `producer` means every producer, not a random one.
+        FaultKind::SendError => FaultAction::SendError {
+            producer: f.producer,
+            fraction: f.fraction.unwrap_or(1.0),
+        },
     };
     PlannedFault {
         at,
@@ -444,6 +468,13 @@ impl PlannedFault {
                 Some(b) => line.push_str(&format!(" broker {}", s.brokers[b as usize].name)),
                 None => line.push_str(" every broker"),
             },
+            FaultAction::SendError { producer, fraction } => {
+                match producer {
+                    Some(p) => line.push_str(&format!(" producer {p}")),
+                    None => line.push_str(" every producer"),
+                }
+                line.push_str(&format!(" fraction {fraction}"));
+            }
             FaultAction::DbOutage | FaultAction::SourceOutage | FaultAction::CacheCollapse => {}
         }
         match self.duration {
@@ -665,6 +696,7 @@ fn check_overlaps(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
                     | FaultKind::Poison
                     | FaultKind::CacheCollapse
                     | FaultKind::DlqReplay
+                    | FaultKind::SendError
             )
         })
         .collect();

@@ -314,7 +314,7 @@ pub const METRICS: &[MetricDef] = &[
         title: "Send failures",
         column: None,
         unit: "count",
-        meaning: "producer sends that failed (a Unit-of-Order member down) and were retried",
+        meaning: "producer sends that failed (a Unit-of-Order member down, a `send_error` fault) and were retried; a retry that fails counts again",
     },
     MetricDef {
         path: "coverage.batch_runs",

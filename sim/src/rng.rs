@@ -15,7 +15,8 @@ pub enum Component {
     Arrivals = 1,
     /// Key choice and poison flags.
     Keys = 2,
-    /// A producer (clock skew draw, choice of shared producer).
+    /// A producer (index = producer): purpose 0 its clock skew draw, purpose
+    /// [`SEND_ERRORS`] whether a send fails during a `send_error` fault.
     Producer = 3,
     /// A consumer's service times.
     Consumer = 4,
@@ -26,6 +27,9 @@ pub enum Component {
     /// Redelivery jitter and other broker-side draws (index = broker).
     Broker = 7,
 }
+
+/// The purpose of a producer's stream of `send_error` draws ([`Component::Producer`]).
+pub const SEND_ERRORS: u8 = 1;
 
 /// A deterministic random stream for `(component, index, purpose)` under `seed`.
 pub fn stream(seed: u64, component: Component, index: u32, purpose: u8) -> ChaCha8Rng {

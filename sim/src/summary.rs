@@ -51,7 +51,8 @@ pub struct Coverage {
     pub source_outages: u64,
     /// Cache-cluster collapses.
     pub cache_collapses: u64,
-    /// Producer sends that failed (e.g. a Unit-of-Order member down) and were retried.
+    /// Producer sends that failed (e.g. a Unit-of-Order member down, a `send_error` fault) and were
+    /// retried; a retry that fails counts again.
     pub send_failures: u64,
     /// Batch job runs started.
     pub batch_runs: u64,

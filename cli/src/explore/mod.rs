@@ -551,7 +551,10 @@ fn without_overlaps(faults: &[sim::scenario::Fault], merge: bool) -> Vec<sim::sc
     for f in faults {
         let exempt = matches!(
             f.kind,
-            FaultKind::ClockSkew | FaultKind::Poison | FaultKind::CacheCollapse
+            FaultKind::ClockSkew
+                | FaultKind::Poison
+                | FaultKind::CacheCollapse
+                | FaultKind::SendError
         );
         let start = f.at.map_or(0, |d| d.0);
         let over = kept.iter().position(|k| {

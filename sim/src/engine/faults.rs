@@ -39,6 +39,9 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 ps.clock_offset = ps.clock_offset.saturating_add(skew);
             }
             FaultAction::Poison { fraction } => self.w.poison_boost.push(fraction),
+            FaultAction::SendError { producer, fraction } => {
+                self.w.send_errors.push((producer, fraction))
+            }
             FaultAction::SourceOutage => {
                 self.w.source_down += 1;
                 if self.w.source_down == 1 {
@@ -111,6 +114,16 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             FaultAction::Poison { fraction } => {
                 if let Some(j) = self.w.poison_boost.iter().position(|&x| x == fraction) {
                     self.w.poison_boost.swap_remove(j);
+                }
+            }
+            FaultAction::SendError { producer, fraction } => {
+                if let Some(j) = self
+                    .w
+                    .send_errors
+                    .iter()
+                    .position(|&x| x == (producer, fraction))
+                {
+                    self.w.send_errors.swap_remove(j);
                 }
             }
             // An instant: the plan never gives it a duration (validation refuses `for`).

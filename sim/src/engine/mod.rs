@@ -14,7 +14,7 @@
 //!
 //! | file | what happens there |
 //! |---|---|
-//! | `producer.rs` | a message is produced, routed by the strategy, stored at a broker; failed sends are retried |
+//! | `producer.rs` | a message is produced, routed by the strategy, stored at a broker; failed sends (`send_error`) are retried, overtaken by at most `max_in_flight - 1` later ones without idempotence |
 //! | `broker.rs` | the queue, dispatch with prefetch through the strategy's `select`, settlement (ack, dead-letter) |
 //! | `network.rs` | the network of brokers: ActiveMQ's bridge (one more consumer, driven by the peer's demand) or idle store-and-forward |
 //! | `consumer.rs` | delivery, processing (`begin`, `handle`), the ack; attach/detach, crash, blip, suspension |
@@ -56,7 +56,7 @@ use crate::dist::Sampler;
 use crate::event_queue::EventQueue;
 use crate::faults::FaultPlan;
 use crate::history::{Event, MsgRef, Observer};
-use crate::rng::{stream, Component};
+use crate::rng::{stream, Component, SEND_ERRORS};
 use crate::scenario::{
     Commit, Connect, ConsumerMode, CrashDetection, LeasePolicy, Receive, RedeliveryPolicy, Scenario,
 };
@@ -122,6 +122,11 @@ struct Engine<'a, S: Strategy, O: Observer> {
     /// How consumers settle what they processed, and the period of `interval` commits.
     commit: Commit,
     commit_interval: Time,
+    /// `[producers]` send settings, the flavour's defaults filled in: how many later sends may
+    /// overtake one that failed by a `send_error` (`max_in_flight - 1`, or 0 with idempotence),
+    /// and the delay before a failed send is retried.
+    send_overtakes: u32,
+    retry_backoff: Time,
     ctl: Control,
     /// Dispatch's candidate list (reused buffer).
     scratch: Vec<ConsumerSlot>,
@@ -166,6 +171,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
                     order(&sc.producers.brokers, i, sc.producers.connect),
                     &sc.producers,
                     &mut rng,
+                    stream(seed, Component::Producer, i as u32, SEND_ERRORS),
                 )
             })
             .collect();
@@ -196,6 +202,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             source: vec![Row::default(); sc.workload.keys as usize],
             source_down: 0,
             poison_boost: Vec::new(),
+            send_errors: Vec::new(),
             produced: 0,
             returned: Vec::new(),
             acks: Vec::new(),
@@ -222,6 +229,12 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             batch_receive: sc.receive() == Receive::Batch,
             commit: sc.commit().0,
             commit_interval: sc.commit().1 .0,
+            send_overtakes: if sc.idempotence() {
+                0
+            } else {
+                sc.max_in_flight().saturating_sub(1)
+            },
+            retry_backoff: sc.retry_backoff().0,
             ctl: Control::default(),
             scratch: Vec::with_capacity(sc.consumers.count as usize),
             started_scratch: Vec::with_capacity(sc.consumers.count as usize),

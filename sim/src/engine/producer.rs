@@ -1,5 +1,7 @@
 //! Producers: a message is born (key, seq, producer clock), goes through the strategy's routing,
-//! and is stored at a broker; sends that fail (a Unit-of-Order member down) are retried in order.
+//! and is stored at a broker; sends that fail (a Unit-of-Order member down, a `send_error` fault)
+//! are retried after the retry backoff. Whether later sends wait behind a failed one or overtake
+//! it (`max_in_flight`, `idempotence`): [`Engine::send_behind_failure`].
 //! A producer without a connection buffers its sends (its failover transport: `failover.rs`).
 
 use super::events::Ev;
@@ -7,6 +9,7 @@ use super::state::{Loc, Msg};
 use super::Engine;
 use crate::history::{Event, MsgRef, Observer};
 use crate::strategy::{Route, RouteCtx, Strategy};
+use rand::Rng;
 use std::collections::VecDeque;
 
 impl<S: Strategy, O: Observer> Engine<'_, S, O> {
@@ -55,16 +58,87 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     }
 
     /// A send: buffered while disconnected, queued behind earlier failed sends when those block,
-    /// else routed by the strategy.
+    /// else routed by the strategy (and during a `send_error` fault perhaps failed first).
+    // Inlined into its two callers (an arrival, a reconnect's flush): on the hot path a call
+    // frame costs more than the send-error test it carries.
+    #[inline(always)]
     pub(super) fn send(&mut self, p: u32, slot: u32) {
         let ps = &mut self.w.producers[p as usize];
         if ps.broker.is_none() {
             ps.buffer.push_back(slot);
-        } else if ps.failed_block && !ps.failed.is_empty() {
-            ps.failed.push_back(slot);
+        } else if !ps.failed.is_empty() {
+            self.send_behind_failure(p, slot);
+        } else if !self.w.send_errors.is_empty() && self.send_error_hits(p) {
+            // The one test the send path pays for send errors: empty unless one is in force.
+            self.send_errored(p, slot);
         } else if let Err(block) = self.route_and_enqueue(p, slot) {
             self.send_failed(p, slot, block);
         }
+    }
+
+    /// A send while earlier ones wait for their retry: it waits too when they block (a blocking
+    /// retry loop in the application, an idempotent producer, or the in-flight window used up),
+    /// else it goes ahead of them.
+    ///
+    /// The rule for a send failed by a `send_error` (see [`Engine::send_errored`]): with
+    /// `idempotence`, or `max_in_flight` 1, every later send waits behind it (the broker refuses
+    /// sequence numbers out of order, so the retry keeps its place; a synchronous send has nothing
+    /// else in flight). Otherwise the `max_in_flight - 1` sends after it were in flight beside it:
+    /// they go ahead (each may fail too) and the ones after them wait. So a failed message lands
+    /// after at most `max_in_flight - 1` later ones.
+    #[inline(never)]
+    fn send_behind_failure(&mut self, p: u32, slot: u32) {
+        let ps = &mut self.w.producers[p as usize];
+        if ps.failed_block || ps.overtakes == Some(0) {
+            ps.failed.push_back(slot);
+            return;
+        }
+        if let Some(n) = ps.overtakes {
+            ps.overtakes = Some(n - 1);
+        }
+        if !self.w.send_errors.is_empty() && self.send_error_hits(p) {
+            self.send_errored(p, slot);
+        } else if let Err(block) = self.route_and_enqueue(p, slot) {
+            self.send_failed(p, slot, block);
+        }
+    }
+
+    /// Whether this send of producer `p` fails, under the `send_error` faults in force (the
+    /// highest `fraction` of those on `p` or every producer). Draws from `p`'s own stream, and
+    /// only when such a fault is on `p` with a fraction above 0.
+    #[inline(never)]
+    fn send_error_hits(&mut self, p: u32) -> bool {
+        let fraction = self
+            .w
+            .send_errors
+            .iter()
+            .filter(|(on, _)| on.is_none_or(|q| q == p))
+            .fold(0.0, |m: f64, &(_, f)| m.max(f));
+        fraction > 0.0 && self.w.producers[p as usize].send_rng.random::<f64>() < fraction
+    }
+
+    /// A send failed by a `send_error` (the broker did not store it): retried after the retry
+    /// backoff. If nothing was waiting yet, it opens the in-flight window: how many later sends
+    /// may still go ahead of it ([`Engine::send_behind_failure`]); a send that fails inside an
+    /// open window waits with the others and leaves the window as it is.
+    #[inline(never)]
+    fn send_errored(&mut self, p: u32, slot: u32) {
+        let msg = self.msg_ref(slot);
+        self.emit(Event::SendFail {
+            t: self.now,
+            msg,
+            producer: p,
+        });
+        let overtakes = self.send_overtakes;
+        let ps = &mut self.w.producers[p as usize];
+        if ps.failed.is_empty() {
+            ps.failed_block = false;
+            ps.overtakes = Some(overtakes);
+        } else if ps.overtakes.is_none() {
+            ps.overtakes = Some(overtakes);
+        }
+        ps.failed.push_back(slot);
+        self.schedule_producer_retry(p);
     }
 
     /// Asks the strategy where the send goes and stores it there; `Err(block)` if it failed.
@@ -91,6 +165,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         Ok(())
     }
 
+    /// The strategy's routing refused a send (e.g. a Unit-of-Order member down): retried after
+    /// the retry backoff; `block`: later sends wait behind it.
     pub(super) fn send_failed(&mut self, p: u32, slot: u32, block: bool) {
         let msg = self.msg_ref(slot);
         self.emit(Event::SendFail {
@@ -101,17 +177,28 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         let ps = &mut self.w.producers[p as usize];
         ps.failed.push_back(slot);
         ps.failed_block = block;
+        self.schedule_producer_retry(p);
+    }
+
+    /// A retry of `p`'s failed sends after its retry backoff, unless one is already scheduled.
+    fn schedule_producer_retry(&mut self, p: u32) {
+        let ps = &mut self.w.producers[p as usize];
         if !ps.retrying {
             ps.retrying = true;
-            let at = self.now + self.sc.producers.reconnect_delay.0.max(1);
+            let at = self.now + self.retry_backoff.max(1);
             self.q.push(at, Ev::ProducerRetry(p));
         }
     }
 
-    /// Retries the failed sends in order; a blocking failure keeps everything behind it waiting.
+    /// Retries the failed sends in order, each as a send again (a `send_error` in force may fail
+    /// it anew); a blocking failure keeps everything behind it waiting, and a send failed by a
+    /// `send_error` lets only the in-flight window's worth of the ones behind it go ahead (the
+    /// rule at [`Engine::send_behind_failure`]).
     pub(super) fn producer_retry(&mut self, p: u32) {
         let ps = &mut self.w.producers[p as usize];
         ps.retrying = false;
+        // The round sends everything again: no window is open until one of them fails.
+        ps.overtakes = None;
         if ps.broker.is_none() {
             // Reconnecting: the failed sends join the buffer, in order, ahead of later sends.
             let failed = std::mem::take(&mut ps.failed);
@@ -124,11 +211,27 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         let mut still = VecDeque::new();
         let mut block = false;
         while let Some(slot) = pending.pop_front() {
-            if block {
+            let overtakes = self.w.producers[p as usize].overtakes;
+            if block || overtakes == Some(0) {
                 still.push_back(slot);
                 continue;
             }
-            if let Err(b) = self.route_and_enqueue(p, slot) {
+            if let Some(n) = overtakes {
+                self.w.producers[p as usize].overtakes = Some(n - 1);
+            }
+            if !self.w.send_errors.is_empty() && self.send_error_hits(p) {
+                let msg = self.msg_ref(slot);
+                self.emit(Event::SendFail {
+                    t: self.now,
+                    msg,
+                    producer: p,
+                });
+                still.push_back(slot);
+                let ps = &mut self.w.producers[p as usize];
+                if ps.overtakes.is_none() {
+                    ps.overtakes = Some(self.send_overtakes);
+                }
+            } else if let Err(b) = self.route_and_enqueue(p, slot) {
                 let msg = self.msg_ref(slot);
                 self.emit(Event::SendFail {
                     t: self.now,
@@ -142,10 +245,10 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         }
         let ps = &mut self.w.producers[p as usize];
         ps.failed = still;
-        if !ps.failed.is_empty() && !ps.retrying {
-            ps.retrying = true;
-            let at = self.now + self.sc.producers.reconnect_delay.0.max(1);
-            self.q.push(at, Ev::ProducerRetry(p));
+        if ps.failed.is_empty() {
+            ps.overtakes = None;
+        } else {
+            self.schedule_producer_retry(p);
         }
     }
 }

@@ -33,6 +33,9 @@ pub(super) struct World {
     pub source_down: u32,
     /// Poison fractions of the `poison` faults in force.
     pub poison_boost: Vec<f64>,
+    /// The `send_error` faults in force: (producer, or every producer; failure probability).
+    /// Empty (the one test the send path pays) unless such a fault is in its window.
+    pub send_errors: Vec<(Option<u32>, f64)>,
     /// Messages produced so far.
     pub produced: u64,
     /// Deliveries going back to their brokers' queues (reused buffer).
@@ -183,18 +186,33 @@ pub(super) struct ProducerState {
     pub reconnecting: bool,
     /// Messages sent while disconnected, in send order.
     pub buffer: VecDeque<u32>,
-    /// Sends the strategy's routing refused (e.g. a Unit-of-Order member down), to retry.
+    /// Sends that failed (the strategy's routing refused them, e.g. a Unit-of-Order member down,
+    /// or a `send_error` fault), and the later sends waiting behind them, in send order, to retry.
     pub failed: VecDeque<u32>,
-    /// Later sends wait behind the failed ones (a blocking retry loop in the application).
+    /// Later sends wait behind the failed ones (the strategy's blocking retry loop in the
+    /// application; a `send_error` failure uses `overtakes`).
     pub failed_block: bool,
     /// A retry of the failed sends is scheduled.
     pub retrying: bool,
+    /// While a send that failed by a `send_error` waits for its retry and sends may overtake it
+    /// (`max_in_flight` > 1, no idempotence): how many more later sends may still go ahead of it
+    /// (they were in flight with it). At 0, later sends wait behind it (`failed_block`). None:
+    /// no such failure outstanding.
+    pub overtakes: Option<u32>,
+    /// Draws whether a send fails during a `send_error` fault (its own stream, so the draws
+    /// move nothing else).
+    pub send_rng: ChaCha8Rng,
     /// Clock offset in microseconds (fixed skew + clock_skew faults).
     pub clock_offset: i64,
 }
 
 impl ProducerState {
-    pub fn new(list: Vec<u16>, cfg: &Producers, rng: &mut ChaCha8Rng) -> Self {
+    pub fn new(
+        list: Vec<u16>,
+        cfg: &Producers,
+        rng: &mut ChaCha8Rng,
+        send_rng: ChaCha8Rng,
+    ) -> Self {
         let skew = cfg.clock_skew.0 as i64;
         let clock_offset = if skew > 0 {
             rng.random_range(-skew..=skew)
@@ -210,6 +228,8 @@ impl ProducerState {
             failed: VecDeque::new(),
             failed_block: false,
             retrying: false,
+            overtakes: None,
+            send_rng,
             clock_offset,
         }
     }

@@ -21,6 +21,9 @@
 //! `max.poll.records`), commits its offsets every 5s (`enable.auto.commit`,
 //! `auto.commit.interval.ms`), and the group notices a dead member after its session timeout
 //! (45s, `session.timeout.ms`); records given back after a rebalance resume in offset order.
+//! Producers: every flavour above sends synchronously (`max_in_flight` 1), without idempotence,
+//! and retries a failed send after the producer's `reconnect_delay`
+//! ([`Flavour::max_in_flight`], [`Flavour::idempotence`], [`Flavour::retry_backoff`]).
 //!
 //! Sources: docs/sources.md and ../shared/research/brokers.md (ActiveMQ `RedeliveryPolicy` and
 //! DLQ handling [A2][A3], Artemis undelivered messages [A8], IBM MQ backout [I1][R4], WebLogic's
@@ -105,6 +108,33 @@ impl Flavour {
         }
     }
 
+    /// How many sends a producer may have outstanding (`[producers] max_in_flight`): 1 for every
+    /// JMS flavour, whose `send` is synchronous; 5 for `kafka`
+    /// (`max.in.flight.requests.per.connection` [K1]).
+    pub fn max_in_flight(self) -> u32 {
+        match self {
+            Flavour::Kafka => 5,
+            _ => 1,
+        }
+    }
+
+    /// Whether the broker refuses a producer's out-of-sequence sends (`[producers] idempotence`):
+    /// false for every JMS flavour, true for `kafka` (`enable.idempotence` since
+    /// 3.0 [K1][K2]).
+    pub fn idempotence(self) -> bool {
+        self == Flavour::Kafka
+    }
+
+    /// The delay before a failed send is retried (`[producers] retry_backoff`); None: the
+    /// producer's `reconnect_delay` (every JMS flavour); 100ms for `kafka`
+    /// (`retry.backoff.ms` [K1]).
+    pub fn retry_backoff(self) -> Option<Dur> {
+        match self {
+            Flavour::Kafka => Some(Dur::from_millis(100)),
+            _ => None,
+        }
+    }
+
     /// The name a scenario file uses.
     pub fn name(self) -> &'static str {
         match self {
@@ -117,6 +147,11 @@ impl Flavour {
         }
     }
 }
+
+/// The largest `max_in_flight` an idempotent producer may have: Kafka's broker keeps the sequence
+/// state of the last 5 batches per producer, and the client refuses `enable.idempotence = true`
+/// with `max.in.flight.requests.per.connection` above 5 [K1].
+pub const MAX_IDEMPOTENT_IN_FLIGHT: u32 = 5;
 
 /// What a broker does with a message once the redelivery limit is reached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -376,6 +411,44 @@ mod tests {
             (Commit::Interval, Dur::from_secs(5))
         );
         assert_eq!(Flavour::Activemq.commit().0, Commit::Each);
+    }
+
+    /// Every JMS flavour (and SQS) sends synchronously, without idempotence, and retries after
+    /// the reconnect delay; the file's values win, and an absent backoff is the reconnect delay.
+    #[test]
+    fn producers_send_synchronously_by_default() {
+        for f in Flavour::ALL.into_iter().filter(|&f| f != Flavour::Kafka) {
+            assert_eq!(
+                (f.max_in_flight(), f.idempotence(), f.retry_backoff()),
+                (1, false, None),
+                "{}",
+                f.name()
+            );
+        }
+        // Kafka's producer: 5 in flight, idempotent since 3.0, 100ms between retries [K1][K2].
+        let k = Flavour::Kafka;
+        assert_eq!(
+            (k.max_in_flight(), k.idempotence(), k.retry_backoff()),
+            (5, true, Some(Dur::from_millis(100)))
+        );
+        let sc: crate::scenario::Scenario = toml::from_str(
+            "strategies = [\"single\"]\n[workload]\nmessages = 1\nrate = \"1/s\"\nkeys = 1\n\
+             [producers]\nreconnect_delay = \"2s\"\n[[broker]]\nname = \"a\"\n\
+             [consumers]\ncount = 1\nservice = \"1ms\"",
+        )
+        .unwrap();
+        assert_eq!(
+            (sc.max_in_flight(), sc.idempotence(), sc.retry_backoff()),
+            (1, false, Dur::from_secs(2))
+        );
+        let mut sc = sc;
+        sc.producers.max_in_flight = Some(4);
+        sc.producers.idempotence = Some(true);
+        sc.producers.retry_backoff = Some(Dur::from_millis(100));
+        assert_eq!(
+            (sc.max_in_flight(), sc.idempotence(), sc.retry_backoff()),
+            (4, true, Dur::from_millis(100))
+        );
     }
 
     #[test]

@@ -7,7 +7,9 @@ pub mod flavour;
 mod load;
 mod validate;
 
-pub use flavour::{DeadLetter, Flavour, LeasePolicy, Limit, RedeliveryPolicy, Requeue};
+pub use flavour::{
+    DeadLetter, Flavour, LeasePolicy, Limit, RedeliveryPolicy, Requeue, MAX_IDEMPOTENT_IN_FLIGHT,
+};
 
 pub use load::{
     display_path, load_file, load_str, read_bounded, read_scenario_text, FieldError, Location,
@@ -264,6 +266,22 @@ pub struct Producers {
     /// Producer timestamps are truncated to this resolution (JMS timestamps are milliseconds).
     #[serde(default = "defaults::resolution")]
     pub timestamp_resolution: Dur,
+    /// How many sends of a producer may be outstanding at once (Kafka's
+    /// `max.in.flight.requests.per.connection`). 1 (the default of every JMS flavour) is a
+    /// synchronous send. Matters only when a send fails (a `send_error` fault): without
+    /// `idempotence`, up to `max_in_flight - 1` later sends may be stored before the failed one's
+    /// retry, which then lands after them. Default: the flavour's ([`Flavour::max_in_flight`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<u32>,
+    /// The broker refuses a producer's sends out of sequence, so a failed send's retry keeps its
+    /// place: later sends wait behind it (Kafka's `enable.idempotence`). Default: the flavour's
+    /// ([`Flavour::idempotence`]; false for every JMS flavour).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotence: Option<bool>,
+    /// Delay before a failed send is retried (Kafka's `retry.backoff.ms`). Default: the flavour's
+    /// ([`Flavour::retry_backoff`]), else `reconnect_delay` (every JMS flavour).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_backoff: Option<Dur>,
 }
 
 impl Default for Producers {
@@ -277,6 +295,9 @@ impl Default for Producers {
             reconnect_delay: defaults::reconnect(),
             clock_skew: Dur::ZERO,
             timestamp_resolution: defaults::resolution(),
+            max_in_flight: None,
+            idempotence: None,
+            retry_backoff: None,
         }
     }
 }
@@ -769,6 +790,31 @@ impl Scenario {
         self.consumers
             .crash_detection
             .unwrap_or_else(|| self.flavour.crash_detection())
+    }
+
+    /// `[producers] max_in_flight`, else the flavour's (at least 1).
+    pub fn max_in_flight(&self) -> u32 {
+        self.producers
+            .max_in_flight
+            .unwrap_or_else(|| self.flavour.max_in_flight())
+    }
+
+    /// `[producers] idempotence`, else the flavour's. As Kafka's producer, a flavour's default
+    /// idempotence gives way to a `max_in_flight` above [`MAX_IDEMPOTENT_IN_FLIGHT`] ("if
+    /// conflicting configurations are set and idempotence is not explicitly enabled, idempotence
+    /// is disabled"); set explicitly with such a `max_in_flight`, validation refuses it.
+    pub fn idempotence(&self) -> bool {
+        self.producers.idempotence.unwrap_or_else(|| {
+            self.flavour.idempotence() && self.max_in_flight() <= MAX_IDEMPOTENT_IN_FLIGHT
+        })
+    }
+
+    /// `[producers] retry_backoff`, else the flavour's, else `reconnect_delay`.
+    pub fn retry_backoff(&self) -> Dur {
+        self.producers
+            .retry_backoff
+            .or_else(|| self.flavour.retry_backoff())
+            .unwrap_or(self.producers.reconnect_delay)
     }
 
     /// Index of a broker by name.

@@ -1,7 +1,7 @@
 //! Checks of meaning that types cannot express: counts, probabilities, names that must exist,
 //! overlapping scripted faults. Every problem is reported, not just the first.
 
-use super::{FaultKind, FieldError, PathSeg, Scenario};
+use super::{FaultKind, FieldError, PathSeg, Scenario, MAX_IDEMPOTENT_IN_FLIGHT};
 use crate::time::Dur;
 
 /// Largest number of keys, consumers, producers or brokers accepted: beyond this the per-key and
@@ -148,6 +148,40 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
                 format!(
                     "must be at least {MIN_RECONNECT_DELAY}, got {delay}: with its broker down a \
                      client retries after this delay, and shorter retries only spin"
+                ),
+            );
+        }
+    }
+    if s.producers.max_in_flight == Some(0) {
+        err(
+            p(&["producers", "max_in_flight"]),
+            "must be at least 1 (1: a synchronous send, each waits for the previous one; Kafka's \
+             default is 5)"
+                .into(),
+        );
+    }
+    if s.producers.idempotence == Some(true) && s.max_in_flight() > MAX_IDEMPOTENT_IN_FLIGHT {
+        let path = if s.producers.max_in_flight.is_some() {
+            p(&["producers", "max_in_flight"])
+        } else {
+            p(&["producers", "idempotence"])
+        };
+        err(
+            path,
+            format!(
+                "an idempotent producer allows at most {MAX_IDEMPOTENT_IN_FLIGHT} sends in flight \
+                 (Kafka refuses enable.idempotence with more), got max_in_flight = {}",
+                s.max_in_flight()
+            ),
+        );
+    }
+    if let Some(b) = s.producers.retry_backoff {
+        if b < MIN_RECONNECT_DELAY {
+            err(
+                p(&["producers", "retry_backoff"]),
+                format!(
+                    "must be at least {MIN_RECONNECT_DELAY}, got {b}: a failed send is retried \
+                     after this delay, and shorter retries only spin"
                 ),
             );
         }
@@ -721,6 +755,17 @@ fn spin_limits(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
                     &format!("{count} {section} retrying every {delay} while their broker is down"),
                 );
             }
+        }
+    }
+    if s.faults.iter().any(|f| f.kind == FaultKind::SendError) {
+        let backoff = s.retry_backoff();
+        if backoff >= MIN_RECONNECT_DELAY {
+            let count = s.producers.count;
+            check(
+                p(&["producers", "retry_backoff"]),
+                spin(count, backoff),
+                &format!("{count} producers retrying failed sends every {backoff}"),
+            );
         }
     }
     if let (super::ConsumerMode::Batch, Some(b)) = (s.consumers.mode, &s.consumers.batch) {
