@@ -454,20 +454,8 @@ fn consume(
             return crash(sh, c, conn, until);
         }
         let stopping = sh.stop_consumers.load(Ordering::SeqCst);
-        // Acks whose latency has passed (all of them when stopping).
-        while let Some((due, _, _)) = acks.front() {
-            if !stopping && *due > Instant::now() {
-                break;
-            }
-            let (_, id, msg) = acks.pop_front().expect("front");
-            if conn.send(&Frame::new("ACK").header("id", id)).is_err() {
-                return ConnEnd::Lost;
-            }
-            sh.rec.push(|t| Event::Ack {
-                t,
-                msg,
-                consumer: c,
-            });
+        if send_due_acks(sh, c, conn, &mut acks, stopping).is_err() {
+            return ConnEnd::Lost;
         }
         if stopping {
             return ConnEnd::Done;
@@ -508,6 +496,8 @@ fn consume(
         let service = Duration::from_micros(sampler.sample(rng));
         let done = Instant::now() + service;
         // Serve, watching for a crash order: a crash before the apply abandons the message.
+        // Acks of earlier applies fall due meanwhile and are sent on time: in the model an ack
+        // reaches the broker `ack_latency` after its apply whatever the consumer does next.
         while Instant::now() < done {
             if sh.aborted() {
                 return ConnEnd::Done;
@@ -515,8 +505,13 @@ fn consume(
             if let Some(until) = crash_order(sh, c) {
                 return crash(sh, c, conn, until);
             }
+            if send_due_acks(sh, c, conn, &mut acks, false).is_err() {
+                return ConnEnd::Lost;
+            }
+            let next_ack = acks.front().map_or(done, |(due, _, _)| (*due).min(done));
             std::thread::sleep(
-                done.saturating_duration_since(Instant::now())
+                next_ack
+                    .saturating_duration_since(Instant::now())
                     .min(Duration::from_millis(5)),
             );
         }
@@ -528,6 +523,31 @@ fn consume(
         });
         acks.push_back((Instant::now() + plan.ack_latency, ack_id, msg));
     }
+}
+
+/// Sends the acks whose latency has passed (all of them when `all`), in order, recording each.
+fn send_due_acks(
+    sh: &Shared,
+    c: u32,
+    conn: &mut Conn,
+    acks: &mut VecDeque<(Instant, String, MsgRef)>,
+    all: bool,
+) -> Result<(), ()> {
+    while let Some((due, _, _)) = acks.front() {
+        if !all && *due > Instant::now() {
+            break;
+        }
+        let (_, id, msg) = acks.pop_front().expect("front");
+        if conn.send(&Frame::new("ACK").header("id", id)).is_err() {
+            return Err(());
+        }
+        sh.rec.push(|t| Event::Ack {
+            t,
+            msg,
+            consumer: c,
+        });
+    }
+    Ok(())
 }
 
 /// Reads every message left in `dest` (auto-ack) until `quiet` passes without one.
