@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 /// The queue every producer sends to.
 pub const QUEUE: &str = "/queue/ordsim";
+/// The receipt id of a consumer's SUBSCRIBE.
+const SUBSCRIBED: &str = "subscribed";
 /// ActiveMQ's default dead-letter queue.
 pub const DLQ: &str = "/queue/ActiveMQ.DLQ";
 
@@ -258,6 +260,8 @@ struct Shared {
     /// Held from numbering a message until the broker's receipt, so per-key order on the wire is
     /// production order whatever the producer count.
     produce_lock: Mutex<()>,
+    /// Per consumer: its first subscription is registered (the broker's RECEIPT arrived).
+    subscribed: Vec<AtomicBool>,
     port: u16,
 }
 
@@ -378,7 +382,7 @@ fn consumer(sh: &Shared, c: u32, plan: &Plan) {
             failover = false;
         }
         let mut conn = match Conn::connect(sh.port, Duration::from_secs(1)).and_then(|mut k| {
-            k.send(&subscribe_frame(plan.strategy, plan.prefetch))?;
+            k.send(&subscribe_frame(plan.strategy, plan.prefetch).header("receipt", SUBSCRIBED))?;
             Ok(k)
         }) {
             Ok(k) => k,
@@ -473,6 +477,9 @@ fn consume(
         if f.command != "MESSAGE" {
             if f.command == "ERROR" {
                 return ConnEnd::Lost;
+            }
+            if f.command == "RECEIPT" && f.get("receipt-id") == Some(SUBSCRIBED) {
+                sh.subscribed[c as usize].store(true, Ordering::SeqCst);
             }
             continue;
         }
@@ -584,16 +591,29 @@ pub fn run(plan: &Plan) -> Result<Vec<Event>, String> {
         abort: AtomicBool::new(false),
         crash: (0..plan.consumers).map(|_| Mutex::new(None)).collect(),
         produce_lock: Mutex::new(()),
+        subscribed: (0..plan.consumers)
+            .map(|_| AtomicBool::new(false))
+            .collect(),
         port: broker.port,
     });
     let result = std::thread::scope(|s| -> Result<(), String> {
+        // Consumers attach in order, each once the previous one's subscription is registered, as
+        // the model attaches them at time 0 in index order: the broker's consumer list (its
+        // dispatch order, and which one `single`'s exclusive subscription picks) is then the
+        // model's. The schedule and the faults start when all are attached.
+        let mut consumers = Vec::new();
+        for c in 0..plan.consumers {
+            let sh = &*sh;
+            consumers.push(s.spawn(move || consumer(sh, c, plan)));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !sh.subscribed[c as usize].load(Ordering::SeqCst)
+                && Instant::now() < deadline
+                && !sh.aborted()
+            {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
         let t0 = Instant::now();
-        let consumers: Vec<_> = (0..plan.consumers)
-            .map(|c| {
-                let sh = &*sh;
-                s.spawn(move || consumer(sh, c, plan))
-            })
-            .collect();
         let producers: Vec<_> = (0..plan.producers)
             .map(|p| {
                 let sh = &*sh;
