@@ -543,3 +543,19 @@ fn the_metrics_reference_is_generated_from_the_definitions() {
         "regenerate with `sim list --metrics`"
     );
 }
+
+/// The default build has no live twin: `sim live` and `sim calibrate` say how to enable it and
+/// exit 2.
+#[cfg(not(feature = "live"))]
+#[test]
+fn live_commands_need_the_live_feature() {
+    common::at_root();
+    for args in [
+        &["live", "scenarios/calibration/crash-groups.toml"][..],
+        &["calibrate", "scenarios/calibration"][..],
+    ] {
+        let (code, _, err) = sim(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("--features live"), "{err}");
+    }
+}

@@ -5,6 +5,14 @@ use ordsim::live::{broker, judge, run};
 use sim::history::{Event, Node};
 use std::time::Duration;
 
+/// The tests that start brokers in this process run one at a time: each checks at its end that
+/// no broker it started is left (the registry of children is per process).
+static IN_PROCESS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    IN_PROCESS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn skip() -> bool {
     if let Some(why) = broker::missing() {
         eprintln!("skipped: {why}");
@@ -75,6 +83,7 @@ fn tiny_live_run_with_a_consumer_crash_and_a_broker_crash_is_judged_and_cleaned_
     if skip() {
         return;
     }
+    let _serial = serial();
     let plan = tiny_plan(
         run::LiveStrategy::MessageGroups,
         vec![
@@ -170,4 +179,91 @@ fn a_scenario_that_cannot_be_staged_is_refused_with_exit_2_naming_the_field() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cannot stage"), "{err}");
     assert!(err.contains("[[broker]]: 2 brokers"), "{err}");
+}
+
+#[test]
+fn calibrate_refuses_what_it_cannot_stage_with_exit_2() {
+    crate::common::at_root();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(["calibrate", "scenarios/failover.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot stage"), "{err}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args([
+            "calibrate",
+            "scenarios/calibration/crash-groups.toml",
+            "--tolerance",
+            "latency=3",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown metric"));
+}
+
+#[test]
+fn calibrate_one_small_scenario_writes_rows_csv_and_a_chart() {
+    if skip() {
+        return;
+    }
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tiny.toml");
+    std::fs::write(
+        &file,
+        r#"
+name = "tiny-calibration"
+seed = 1
+strategies = ["message_groups"]
+[workload]
+messages = 100
+rate = "50/s"
+keys = 4
+[[broker]]
+name = "a"
+persistent = true
+[consumers]
+count = 2
+prefetch = 5
+service = { dist = "exponential", mean = "3ms" }
+ack_latency = "5ms"
+"#,
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let o = ordsim::live::calibrate::calibrate(&ordsim::live::calibrate::CalibrateRequest {
+        paths: vec![file],
+        sim_seeds: 5,
+        runs: 1,
+        tolerance: ordsim::calibrate::Tolerance::default(),
+        out: Some(out.clone()),
+        drain_timeout: Duration::from_secs(20),
+    })
+    .expect("calibrate runs");
+    eprintln!("{}", o.text);
+    // One row per metric, each with the 5 seeds and the 1 live value.
+    assert_eq!(o.rows.len(), ordsim::calibrate::METRICS.len());
+    assert!(o.rows.iter().all(|r| r.sim.n == 5 && r.live.len() == 1));
+    // What must agree whatever the machine: message groups never reorder without a fault, and a
+    // persistent broker loses nothing and leaves nothing.
+    for m in [
+        "ordering_violations",
+        "lost",
+        "pending_at_end",
+        "duplicates",
+    ] {
+        let r = o.rows.iter().find(|r| r.metric == m).unwrap();
+        assert_eq!(r.verdict, ordsim::calibrate::Verdict::Within, "{r:?}");
+    }
+    let csv = std::fs::read_to_string(out.join("calibration.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + ordsim::calibrate::METRICS.len());
+    assert!(out.join("calibration-tiny-calibration.svg").is_file());
+    assert!(out.join("calibration-tiny-calibration.png").is_file());
+    assert!(out
+        .join("histories/tiny-calibration/message_groups-1.jsonl")
+        .is_file());
+    assert!(broker::live_children().is_empty());
 }

@@ -873,6 +873,187 @@ fn draw_cost<DB: DrawingBackend>(
     Ok(())
 }
 
+/// The calibration chart of one scenario (`sim calibrate`): one panel per metric, one row per
+/// strategy; the simulator's min-max as a bar (the accepted, widened interval as a pale band
+/// around it, the mean as a tick), each live run as a point (black when within, vermilion when
+/// outside).
+pub fn calibration_chart(
+    title: &str,
+    rows: &[crate::calibrate::Row],
+) -> Result<Figure, ChartError> {
+    let mut metrics: Vec<&str> = Vec::new();
+    for r in rows {
+        if !metrics.contains(&r.metric.as_str()) {
+            metrics.push(&r.metric);
+        }
+    }
+    let mut strategies: Vec<&str> = Vec::new();
+    for r in rows {
+        if !strategies.contains(&r.strategy.as_str()) {
+            strategies.push(&r.strategy);
+        }
+    }
+    let cols = 3usize;
+    let grid_rows = metrics.len().div_ceil(cols).max(1);
+    let panel_h = 90 + 50 * strategies.len().max(1) as u32;
+    let size = (1500, 60 + 40 + grid_rows as u32 * panel_h);
+    struct CalChart<'a> {
+        title: &'a str,
+        rows: &'a [crate::calibrate::Row],
+        metrics: Vec<&'a str>,
+        strategies: Vec<&'a str>,
+        cols: usize,
+    }
+    impl Draw for CalChart<'_> {
+        fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Drawn<DB> {
+            let area = root.titled(self.title, (FAMILY, 24))?;
+            let (w, h) = area.dim_in_pixel();
+            let (grid, legend) = area.split_vertically(h.saturating_sub(40));
+            let n = self.metrics.len().div_ceil(self.cols).max(1);
+            for (cell, metric) in grid.split_evenly((n, self.cols)).iter().zip(&self.metrics) {
+                draw_calibration_panel(cell, self.rows, metric, &self.strategies)?;
+            }
+            let y = 18;
+            let mut x = w as i32 / 2 - 330;
+            legend.draw(&Rectangle::new(
+                [(x, y - 7), (x + 30, y + 7)],
+                CAL_BAND.filled(),
+            ))?;
+            legend.draw(&Text::new(
+                "accepted".to_string(),
+                (x + 36, y - 8),
+                (FAMILY, 15),
+            ))?;
+            x += 130;
+            legend.draw(&Rectangle::new(
+                [(x, y - 7), (x + 30, y + 7)],
+                BLUE_.filled(),
+            ))?;
+            legend.draw(&Text::new(
+                "simulator min-max (| mean)".to_string(),
+                (x + 36, y - 8),
+                (FAMILY, 15),
+            ))?;
+            x += 250;
+            legend.draw(&Circle::new((x + 6, y), 5, INK.filled()))?;
+            legend.draw(&Text::new(
+                "live, within".to_string(),
+                (x + 16, y - 8),
+                (FAMILY, 15),
+            ))?;
+            x += 120;
+            legend.draw(&Circle::new((x + 6, y), 5, VERMILION.filled()))?;
+            legend.draw(&Text::new(
+                "live, outside".to_string(),
+                (x + 16, y - 8),
+                (FAMILY, 15),
+            ))?;
+            Ok(())
+        }
+    }
+    render(
+        size,
+        &CalChart {
+            title,
+            rows,
+            metrics,
+            strategies,
+            cols,
+        },
+    )
+}
+
+/// The accepted band of the calibration chart.
+const CAL_BAND: RGBColor = RGBColor(205, 228, 245);
+
+fn draw_calibration_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    rows: &[crate::calibrate::Row],
+    metric: &str,
+    strategies: &[&str],
+) -> Drawn<DB> {
+    let n = strategies.len().max(1);
+    let of = |s: &str| rows.iter().find(|r| r.metric == metric && r.strategy == s);
+    let finite = |x: f64| if x.is_finite() { x } else { 0.0 };
+    let mut max = 0f64;
+    for s in strategies {
+        if let Some(r) = of(s) {
+            max = max.max(finite(r.high)).max(finite(r.sim.max));
+            for v in &r.live {
+                max = max.max(finite(*v));
+            }
+        }
+    }
+    let x_max = if max > 0.0 { max * 1.08 } else { 1.0 };
+    let unit = metric_unit(metric);
+    let area = area.margin(8, 0, 0, 0).titled(metric, (FAMILY, 18))?;
+    let mut chart = ChartBuilder::on(&area)
+        .margin(10)
+        .x_label_area_size(36)
+        .y_label_area_size(130)
+        .build_cartesian_2d(0f64..x_max, (0..n).into_segmented())?;
+    let y_of = |i: usize| n - 1 - i;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(n)
+        .y_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(y) if *y < n => strategies[n - 1 - *y].to_string(),
+            _ => String::new(),
+        })
+        .x_label_formatter(&|x| tick_number(*x))
+        .x_labels(6)
+        .x_desc(unit)
+        .light_line_style(LIGHT)
+        .label_style((FAMILY, 13))
+        .axis_desc_style((FAMILY, 13))
+        .draw()?;
+    for (i, s) in strategies.iter().enumerate() {
+        let Some(r) = of(s) else { continue };
+        let y0 = SegmentValue::Exact(y_of(i));
+        let y1 = SegmentValue::Exact(y_of(i) + 1);
+        let mut band = Rectangle::new(
+            [(finite(r.low), y0.clone()), (finite(r.high), y1.clone())],
+            CAL_BAND.filled(),
+        );
+        band.set_margin(4, 4, 0, 0);
+        chart.draw_series(std::iter::once(band))?;
+        // A zero-width range still shows as a thin bar.
+        let (lo, hi) = (finite(r.sim.min), finite(r.sim.max));
+        let hi = if hi - lo < x_max * 0.004 {
+            lo + x_max * 0.004
+        } else {
+            hi
+        };
+        let mut bar = Rectangle::new([(lo, y0.clone()), (hi, y1.clone())], BLUE_.filled());
+        bar.set_margin(14, 14, 0, 0);
+        chart.draw_series(std::iter::once(bar))?;
+        let mut tick = Rectangle::new(
+            [
+                (finite(r.sim.mean) - x_max * 0.002, y0),
+                (finite(r.sim.mean) + x_max * 0.002, y1),
+            ],
+            INK.filled(),
+        );
+        tick.set_margin(10, 10, 0, 0);
+        chart.draw_series(std::iter::once(tick))?;
+        let points = r.live.iter().map(|v| {
+            let c = if crate::calibrate::inside(*v, r.low, r.high) {
+                INK
+            } else {
+                VERMILION
+            };
+            Circle::new((finite(*v), SegmentValue::CenterOf(y_of(i))), 5, c.filled())
+        });
+        chart.draw_series(points)?;
+    }
+    Ok(())
+}
+
+fn metric_unit(path: &str) -> &'static str {
+    metric(path).map(|d| d.unit).unwrap_or("")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,6 +2,7 @@
 //! them without spawning a process.
 
 pub mod bench;
+pub mod calibrate;
 pub mod charts;
 pub mod check;
 pub mod explore;

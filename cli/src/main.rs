@@ -74,6 +74,31 @@ enum Command {
         #[arg(long, default_value = "30s")]
         drain_timeout: String,
     },
+    /// Run each scenario in the simulator over many seeds and live against ActiveMQ over a few
+    /// runs; print per strategy and metric the simulator's range beside each live value with a
+    /// verdict (exit 0 all within, 1 some outside, 2 bad input; needs the `live` cargo feature;
+    /// docs/calibration.md).
+    Calibrate {
+        /// Scenario files or directories (every *.toml directly in a directory, sorted).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Simulator seeds per strategy (the scenario's seed and the next ones).
+        #[arg(long, default_value_t = 20)]
+        sim_seeds: u64,
+        /// Live runs per strategy (the scenario's seed and the next ones).
+        #[arg(long, default_value_t = 3)]
+        runs: u32,
+        /// Widen the simulator's range: `0.25` or `rel=0.25` (share of its span, each side), or
+        /// `METRIC=ABS` (absolute slack of one metric, e.g. `latency_ms.p99=10`); repeatable.
+        #[arg(long = "tolerance")]
+        tolerance: Vec<String>,
+        /// Write calibration.csv, one chart per scenario (SVG, PNG) and the live histories here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Longest wait for the queue to drain after production and the faults, e.g. "30s".
+        #[arg(long, default_value = "30s")]
+        drain_timeout: String,
+    },
     /// Tell one key's story around its first anomaly: a text timeline, and timeline.html with
     /// --out (exit 1 when there is no anomaly to show).
     Trace {
@@ -364,6 +389,40 @@ fn run(cli: Cli) -> Result<(), CliError> {
         #[cfg(not(feature = "live"))]
         Command::Live { .. } => Err(CliError::Usage(
             "sim live needs the `live` cargo feature: cargo run --release --features live --bin sim -- live FILE (docs/live.md)".into(),
+        )),
+        #[cfg(feature = "live")]
+        Command::Calibrate {
+            paths,
+            sim_seeds,
+            runs,
+            tolerance,
+            out,
+            drain_timeout,
+        } => {
+            let drain_timeout = sim::time::Dur::parse(&drain_timeout)
+                .map(|d| std::time::Duration::from_micros(d.micros()))
+                .map_err(|e| CliError::Usage(format!("--drain-timeout: {e}")))?;
+            let mut tol = ordsim::calibrate::Tolerance::default();
+            for t in &tolerance {
+                tol.apply(t).map_err(CliError::Usage)?;
+            }
+            // It prints as it goes (live runs take minutes).
+            let outcome = ordsim::live::calibrate::calibrate(&ordsim::live::calibrate::CalibrateRequest {
+                paths,
+                sim_seeds,
+                runs,
+                tolerance: tol,
+                out,
+                drain_timeout,
+            })?;
+            if !outcome.within() {
+                return Err(CliError::Failed);
+            }
+            Ok(())
+        }
+        #[cfg(not(feature = "live"))]
+        Command::Calibrate { .. } => Err(CliError::Usage(
+            "sim calibrate needs the `live` cargo feature: cargo run --release --features live --bin sim -- calibrate scenarios/calibration (docs/calibration.md)".into(),
         )),
         Command::Trace {
             file,

@@ -141,6 +141,14 @@ pub struct Broker {
 
 /// The broker's activemq.xml: one STOMP connector on loopback, KahaDB (or no store) under `dir`,
 /// no JMX, no advisories, no scheduler (a NACK dead-letters at once).
+///
+/// The connector sets `transport.tcpNoDelay=true`. ActiveMQ's TCP transport leaves Nagle's
+/// algorithm on by default and STOMP, unlike OpenWire (whose wire-format negotiation turns
+/// `TCP_NODELAY` on for every JMS client), has no way to ask for it: with Nagle on, a MESSAGE
+/// frame waits in the broker's kernel while the previous one to that consumer is not yet
+/// TCP-acknowledged, that is until the consumer's next write (its delayed ACK frame) or Linux's
+/// 40 ms delayed-ACK timer. That stall tripled the live latency (docs/calibration.md); a JMS
+/// deployment, which the model describes, does not have it.
 pub fn activemq_xml(name: &str, port: u16, persistent: bool, dir: &Path) -> String {
     let data = dir.join("data");
     format!(
@@ -153,7 +161,7 @@ pub fn activemq_xml(name: &str, port: u16, persistent: bool, dir: &Path) -> Stri
           dataDirectory="{data}">
     <persistenceAdapter><kahaDB directory="{data}/kahadb"/></persistenceAdapter>
     <transportConnectors>
-      <transportConnector name="stomp" uri="stomp://127.0.0.1:{port}"/>
+      <transportConnector name="stomp" uri="stomp://127.0.0.1:{port}?transport.tcpNoDelay=true"/>
     </transportConnectors>
   </broker>
 </beans>

@@ -3,13 +3,15 @@
 //!
 //! - [`stomp`]: a minimal STOMP 1.2 client;
 //! - [`broker`]: broker processes (configuration, start, SIGKILL, restart, cleanup, Ctrl-C);
-//! - [`run`]: producers, consumers, the fault driver and the recorder of one run.
+//! - [`run`]: producers, consumers, the fault driver and the recorder of one run;
+//! - [`calibrate`]: `sim calibrate`, the simulator's range beside the live values.
 //!
 //! Only what can be staged faithfully runs: one broker, the strategies `competing`, `single`
 //! and `message_groups`, the faults `consumer_crash` and `broker_crash`. Anything else in the
 //! scenario file is refused (exit 2) with the field named.
 
 pub mod broker;
+pub mod calibrate;
 pub mod run;
 pub mod stomp;
 
@@ -196,7 +198,12 @@ pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String>
 }
 
 /// The run plan of `strategy` with `seed`.
-fn plan(sc: &Scenario, strategy: LiveStrategy, seed: u64, drain: Duration) -> Result<Plan, String> {
+pub fn plan(
+    sc: &Scenario,
+    strategy: LiveStrategy,
+    seed: u64,
+    drain: Duration,
+) -> Result<Plan, String> {
     let fp = FaultPlan::resolve(sc, seed);
     let mut faults = Vec::new();
     for f in &fp.faults {
@@ -331,7 +338,7 @@ pub fn live(req: &LiveRequest) -> Result<String, CliError> {
     ))
 }
 
-fn live_error(e: &str, done: &[StrategySummary]) -> CliError {
+pub fn live_error(e: &str, done: &[StrategySummary]) -> CliError {
     if e == "interrupted" {
         CliError::Interrupted {
             done: done.len() as u64,
@@ -344,7 +351,7 @@ fn live_error(e: &str, done: &[StrategySummary]) -> CliError {
 }
 
 /// `DIR/STRATEGY-SEED.jsonl`: the trace header, then the events.
-fn write_history(
+pub fn write_history(
     dir: &Path,
     sc: &Scenario,
     file: &Path,
@@ -407,6 +414,35 @@ service = "1ms"
             refused(bundled, &["competing", "message_groups"]),
             Vec::<String>::new()
         );
+    }
+
+    #[test]
+    fn the_broker_turns_nagle_off_on_its_stomp_connector() {
+        let x = broker::activemq_xml("a", 61613, true, Path::new("/tmp/x"));
+        assert!(
+            x.contains(r#"uri="stomp://127.0.0.1:61613?transport.tcpNoDelay=true""#),
+            "{x}"
+        );
+    }
+
+    #[test]
+    fn every_calibration_scenario_can_be_staged() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/calibration");
+        let files = calibrate::scenario_files(&[dir]).unwrap();
+        assert!(!files.is_empty());
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            let sc = crate::load_text("t", &text).unwrap();
+            assert_eq!(
+                refusals(&text, &sc, &sc.strategies),
+                Vec::<String>::new(),
+                "{f:?}"
+            );
+            assert!(
+                sc.expect.is_none(),
+                "{f:?}: calibration scenarios carry no [expect]"
+            );
+        }
     }
 
     #[test]

@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 /// The queue every producer sends to.
 pub const QUEUE: &str = "/queue/ordsim";
+/// The receipt id of a consumer's SUBSCRIBE.
+const SUBSCRIBED: &str = "subscribed";
 /// ActiveMQ's default dead-letter queue.
 pub const DLQ: &str = "/queue/ActiveMQ.DLQ";
 
@@ -258,6 +260,8 @@ struct Shared {
     /// Held from numbering a message until the broker's receipt, so per-key order on the wire is
     /// production order whatever the producer count.
     produce_lock: Mutex<()>,
+    /// Per consumer: its first subscription is registered (the broker's RECEIPT arrived).
+    subscribed: Vec<AtomicBool>,
     port: u16,
 }
 
@@ -378,7 +382,7 @@ fn consumer(sh: &Shared, c: u32, plan: &Plan) {
             failover = false;
         }
         let mut conn = match Conn::connect(sh.port, Duration::from_secs(1)).and_then(|mut k| {
-            k.send(&subscribe_frame(plan.strategy, plan.prefetch))?;
+            k.send(&subscribe_frame(plan.strategy, plan.prefetch).header("receipt", SUBSCRIBED))?;
             Ok(k)
         }) {
             Ok(k) => k,
@@ -454,20 +458,8 @@ fn consume(
             return crash(sh, c, conn, until);
         }
         let stopping = sh.stop_consumers.load(Ordering::SeqCst);
-        // Acks whose latency has passed (all of them when stopping).
-        while let Some((due, _, _)) = acks.front() {
-            if !stopping && *due > Instant::now() {
-                break;
-            }
-            let (_, id, msg) = acks.pop_front().expect("front");
-            if conn.send(&Frame::new("ACK").header("id", id)).is_err() {
-                return ConnEnd::Lost;
-            }
-            sh.rec.push(|t| Event::Ack {
-                t,
-                msg,
-                consumer: c,
-            });
+        if send_due_acks(sh, c, conn, &mut acks, stopping).is_err() {
+            return ConnEnd::Lost;
         }
         if stopping {
             return ConnEnd::Done;
@@ -485,6 +477,9 @@ fn consume(
         if f.command != "MESSAGE" {
             if f.command == "ERROR" {
                 return ConnEnd::Lost;
+            }
+            if f.command == "RECEIPT" && f.get("receipt-id") == Some(SUBSCRIBED) {
+                sh.subscribed[c as usize].store(true, Ordering::SeqCst);
             }
             continue;
         }
@@ -508,6 +503,8 @@ fn consume(
         let service = Duration::from_micros(sampler.sample(rng));
         let done = Instant::now() + service;
         // Serve, watching for a crash order: a crash before the apply abandons the message.
+        // Acks of earlier applies fall due meanwhile and are sent on time: in the model an ack
+        // reaches the broker `ack_latency` after its apply whatever the consumer does next.
         while Instant::now() < done {
             if sh.aborted() {
                 return ConnEnd::Done;
@@ -515,8 +512,13 @@ fn consume(
             if let Some(until) = crash_order(sh, c) {
                 return crash(sh, c, conn, until);
             }
+            if send_due_acks(sh, c, conn, &mut acks, false).is_err() {
+                return ConnEnd::Lost;
+            }
+            let next_ack = acks.front().map_or(done, |(due, _, _)| (*due).min(done));
             std::thread::sleep(
-                done.saturating_duration_since(Instant::now())
+                next_ack
+                    .saturating_duration_since(Instant::now())
                     .min(Duration::from_millis(5)),
             );
         }
@@ -528,6 +530,31 @@ fn consume(
         });
         acks.push_back((Instant::now() + plan.ack_latency, ack_id, msg));
     }
+}
+
+/// Sends the acks whose latency has passed (all of them when `all`), in order, recording each.
+fn send_due_acks(
+    sh: &Shared,
+    c: u32,
+    conn: &mut Conn,
+    acks: &mut VecDeque<(Instant, String, MsgRef)>,
+    all: bool,
+) -> Result<(), ()> {
+    while let Some((due, _, _)) = acks.front() {
+        if !all && *due > Instant::now() {
+            break;
+        }
+        let (_, id, msg) = acks.pop_front().expect("front");
+        if conn.send(&Frame::new("ACK").header("id", id)).is_err() {
+            return Err(());
+        }
+        sh.rec.push(|t| Event::Ack {
+            t,
+            msg,
+            consumer: c,
+        });
+    }
+    Ok(())
 }
 
 /// Reads every message left in `dest` (auto-ack) until `quiet` passes without one.
@@ -564,16 +591,29 @@ pub fn run(plan: &Plan) -> Result<Vec<Event>, String> {
         abort: AtomicBool::new(false),
         crash: (0..plan.consumers).map(|_| Mutex::new(None)).collect(),
         produce_lock: Mutex::new(()),
+        subscribed: (0..plan.consumers)
+            .map(|_| AtomicBool::new(false))
+            .collect(),
         port: broker.port,
     });
     let result = std::thread::scope(|s| -> Result<(), String> {
+        // Consumers attach in order, each once the previous one's subscription is registered, as
+        // the model attaches them at time 0 in index order: the broker's consumer list (its
+        // dispatch order, and which one `single`'s exclusive subscription picks) is then the
+        // model's. The schedule and the faults start when all are attached.
+        let mut consumers = Vec::new();
+        for c in 0..plan.consumers {
+            let sh = &*sh;
+            consumers.push(s.spawn(move || consumer(sh, c, plan)));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !sh.subscribed[c as usize].load(Ordering::SeqCst)
+                && Instant::now() < deadline
+                && !sh.aborted()
+            {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
         let t0 = Instant::now();
-        let consumers: Vec<_> = (0..plan.consumers)
-            .map(|c| {
-                let sh = &*sh;
-                s.spawn(move || consumer(sh, c, plan))
-            })
-            .collect();
         let producers: Vec<_> = (0..plan.producers)
             .map(|p| {
                 let sh = &*sh;

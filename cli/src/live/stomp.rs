@@ -205,6 +205,28 @@ pub fn parse(buf: &[u8]) -> Result<Option<(Frame, usize)>, String> {
     )))
 }
 
+/// Whether `stream` has data (or an end or error) to read within `wait` (rounded up to the
+/// millisecond).
+fn readable(stream: &TcpStream, wait: Duration) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let ms = wait.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+    let mut fd = libc::pollfd {
+        fd: stream.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll(2) on one valid pollfd that lives for the call.
+    let n = unsafe { libc::poll(&mut fd, 1, ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    Ok(n > 0)
+}
+
 /// A STOMP connection.
 pub struct Conn {
     stream: TcpStream,
@@ -252,17 +274,20 @@ impl Conn {
                 self.buf.drain(..used);
                 return Ok(Some(f));
             }
-            let wait = match deadline {
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        return Ok(None);
-                    }
-                    Some((d - now).max(Duration::from_millis(1)))
+            if let Some(d) = deadline {
+                let now = Instant::now();
+                if now >= d {
+                    return Ok(None);
                 }
-                None => None,
-            };
-            self.stream.set_read_timeout(wait)?;
+                // Wait for data with poll(2), not the socket's receive timeout: Linux keeps
+                // SO_RCVTIMEO in jiffies and rounds it up (with HZ = 250, 1 ms waits 8 ms and
+                // 5 ms waits 12 ms), which delayed every ACK by 4 to 8 ms past `ack_latency`
+                // (docs/calibration.md). poll's millisecond timeout runs on a high-resolution timer.
+                if !readable(&self.stream, d - now)? {
+                    continue;
+                }
+            }
+            self.stream.set_read_timeout(None)?;
             let mut chunk = [0u8; 8192];
             match self.stream.read(&mut chunk) {
                 Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),

@@ -1,0 +1,264 @@
+//! `sim calibrate FILE|DIR`: each scenario in the simulator over many seeds and live over a few
+//! runs, per strategy and metric the simulator's range beside the live values, with a verdict
+//! (the pure parts: [`crate::calibrate`]; docs/calibration.md).
+
+use super::{broker, judge, plan, refusals, run, write_history};
+use crate::calibrate::{self, Row, Tolerance};
+use crate::{scenario_name, CliError};
+use run::LiveStrategy;
+use sim::Scenario;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// What `sim calibrate` was asked.
+pub struct CalibrateRequest {
+    /// Scenario files, or directories (every `*.toml` directly in them, sorted).
+    pub paths: Vec<PathBuf>,
+    /// Simulator seeds per strategy (the scenario's seed and the next ones).
+    pub sim_seeds: u64,
+    /// Live runs per strategy (the scenario's seed and the next ones).
+    pub runs: u32,
+    /// The tolerance.
+    pub tolerance: Tolerance,
+    /// Where to write `calibration.csv`, the charts and the live histories.
+    pub out: Option<PathBuf>,
+    /// Longest wait for the queue to drain after production and faults (per live run).
+    pub drain_timeout: Duration,
+}
+
+/// What `sim calibrate` found.
+pub struct CalibrateOutcome {
+    /// What to print.
+    pub text: String,
+    /// Every row.
+    pub rows: Vec<Row>,
+}
+
+impl CalibrateOutcome {
+    /// Whether every row agrees (exit 0; otherwise 1).
+    pub fn within(&self) -> bool {
+        calibrate::all_within(&self.rows)
+    }
+}
+
+/// The scenario files of `paths`: files as given, directories' `*.toml` (not recursive), sorted.
+pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| CliError::Usage(format!("{}: {e}", p.display())))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.is_file() && f.extension().is_some_and(|x| x == "toml"))
+                .collect();
+            v.sort();
+            if v.is_empty() {
+                return Err(CliError::Usage(format!(
+                    "{}: no scenario file (*.toml) in it",
+                    p.display()
+                )));
+            }
+            out.extend(v);
+        } else if p.is_file() {
+            out.push(p.clone());
+        } else {
+            return Err(CliError::Usage(format!("{}: no such file", p.display())));
+        }
+    }
+    Ok(out)
+}
+
+struct Loaded {
+    file: PathBuf,
+    name: String,
+    sc: Scenario,
+    strategies: Vec<LiveStrategy>,
+}
+
+/// Loads every scenario and refuses (exit 2) anything the live runner cannot stage, before any
+/// run starts.
+fn load_all(files: &[PathBuf]) -> Result<Vec<Loaded>, CliError> {
+    let mut out = Vec::new();
+    let mut refused = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(f)
+            .map_err(|e| CliError::Usage(format!("{}: {e}", f.display())))?;
+        let sc = crate::load_text(&f.display().to_string(), &text)?;
+        let names = sc.strategies.clone();
+        let r = refusals(&text, &sc, &names);
+        if !r.is_empty() {
+            refused.push(format!("{}: {}", f.display(), r.join("; ")));
+            continue;
+        }
+        out.push(Loaded {
+            file: f.clone(),
+            name: scenario_name(&sc, f),
+            strategies: names
+                .iter()
+                .map(|n| LiveStrategy::parse(n).expect("refused above"))
+                .collect(),
+            sc,
+        });
+    }
+    if !refused.is_empty() {
+        return Err(CliError::Usage(format!(
+            "sim calibrate cannot stage faithfully:\n  {}",
+            refused.join("\n  ")
+        )));
+    }
+    Ok(out)
+}
+
+fn strategy_name(s: LiveStrategy) -> &'static str {
+    match s {
+        LiveStrategy::Competing => "competing",
+        LiveStrategy::Single => "single",
+        LiveStrategy::MessageGroups => "message_groups",
+    }
+}
+
+/// `sim calibrate`.
+pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
+    if req.runs == 0 {
+        return Err(CliError::Usage("--runs must be at least 1".into()));
+    }
+    if req.sim_seeds == 0 {
+        return Err(CliError::Usage("--sim-seeds must be at least 1".into()));
+    }
+    let files = scenario_files(&req.paths)?;
+    let loaded = load_all(&files)?;
+    if let Some(why) = broker::missing() {
+        return Err(CliError::Usage(format!(
+            "sim calibrate needs ActiveMQ: {why}"
+        )));
+    }
+    if let Some(dir) = &req.out {
+        crate::create_dir(dir)?;
+    }
+    broker::install_interrupt_handler();
+    let mut text = format!(
+        "calibrate: {} scenario(s); the simulator over {} seeds, live over {} run(s) each \
+         (ActiveMQ Classic at {})\n{}\n",
+        loaded.len(),
+        req.sim_seeds,
+        req.runs,
+        broker::activemq_home().display(),
+        req.tolerance.describe()
+    );
+    crate::stdout_write(&text)?;
+    let mut all = Vec::new();
+    for l in &loaded {
+        let seed0 = l.sc.seed;
+        let file = l.file.display().to_string();
+        let head = format!(
+            "\n{} ({file}): simulator seeds {}..{}, live seeds {}..{}\n",
+            l.name,
+            seed0,
+            seed0 + req.sim_seeds - 1,
+            seed0,
+            seed0 + req.runs as u64 - 1
+        );
+        crate::stdout_write(&head)?;
+        let mut rows = Vec::new();
+        for &s in &l.strategies {
+            let name = strategy_name(s);
+            let sim = calibrate::sim_runs(&l.sc, &file, name, seed0..=seed0 + req.sim_seeds - 1)?;
+            let mut live = Vec::new();
+            for i in 0..req.runs {
+                let seed = seed0 + i as u64;
+                let t0 = Instant::now();
+                let p = plan(&l.sc, s, seed, req.drain_timeout).map_err(CliError::Usage)?;
+                let events = run::run(&p).map_err(|e| {
+                    if e == "interrupted" {
+                        CliError::Interrupted {
+                            done: all.len() as u64,
+                            total: 0,
+                            resume: "sim calibrate (a live run cannot be resumed; run it again)"
+                                .into(),
+                        }
+                    } else {
+                        CliError::Live(format!("{} {name} seed {seed}: {e}", l.name))
+                    }
+                })?;
+                if let Some(dir) = &req.out {
+                    let hdir = dir.join("histories").join(calibrate::file_stem(&l.name));
+                    crate::create_dir(&hdir)?;
+                    write_history(&hdir, &l.sc, &l.file, name, seed, &events)?;
+                }
+                let m = judge(&events, l.sc.workload.keys, l.sc.workload.kind)
+                    .map_err(|e| CliError::Live(format!("{} {name} seed {seed}: {e}", l.name)))?;
+                // Progress on standard error: the table on standard output stays clean.
+                eprintln!(
+                    "  live {name} seed {seed}: {:.1} s, violations {} dups {} redeliv {} lost {} p50 {:.1} ms p99 {:.1} ms",
+                    t0.elapsed().as_secs_f64(),
+                    m.ordering_violations,
+                    m.duplicates,
+                    m.redeliveries,
+                    m.lost,
+                    m.latency_ms.p50,
+                    m.latency_ms.p99
+                );
+                live.push(m);
+            }
+            rows.extend(calibrate::rows(
+                &l.name,
+                &file,
+                name,
+                &sim,
+                &live,
+                &req.tolerance,
+            ));
+        }
+        let t = calibrate::table(&rows);
+        crate::stdout_write(&t)?;
+        text.push_str(&head);
+        text.push_str(&t);
+        if let Some(dir) = &req.out {
+            let fig = crate::charts::calibration_chart(
+                &format!(
+                    "{}: simulator ({} seeds) vs live ActiveMQ ({} runs)",
+                    l.name, req.sim_seeds, req.runs
+                ),
+                &rows,
+            )
+            .map_err(|e| CliError::Output {
+                path: dir.display().to_string(),
+                reason: e.to_string(),
+            })?;
+            crate::write_figure(
+                dir,
+                &format!("calibration-{}", calibrate::file_stem(&l.name)),
+                &fig,
+            )?;
+        }
+        all.extend(rows);
+    }
+    let outside = all
+        .iter()
+        .filter(|r| r.verdict == calibrate::Verdict::Outside)
+        .count();
+    let summary = format!(
+        "\n{} row(s), {} within, {} outside\n",
+        all.len(),
+        all.len() - outside,
+        outside
+    );
+    crate::stdout_write(&summary)?;
+    text.push_str(&summary);
+    if let Some(dir) = &req.out {
+        write_csv(dir, &all)?;
+        let note = format!("wrote {}/calibration.csv and the charts\n", dir.display());
+        crate::stdout_write(&note)?;
+        text.push_str(&note);
+    }
+    Ok(CalibrateOutcome { text, rows: all })
+}
+
+fn write_csv(dir: &Path, rows: &[Row]) -> Result<(), CliError> {
+    let path = dir.join("calibration.csv");
+    let csv = calibrate::csv(rows).map_err(|e| CliError::Output {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    crate::write_atomic(&path, csv.as_bytes())
+}
