@@ -193,22 +193,7 @@ pub struct HandlerCtx<'a> {
     pub(crate) source: &'a [Row],
 }
 
-impl<'a> HandlerCtx<'a> {
-    /// A context for a strategy's unit tests: at `now`, consumer `consumer`, step 0, the target
-    /// and source up (both with `rows`), the message not poison.
-    pub fn for_tests(now: Time, consumer: u32, rows: &'a [Row]) -> Self {
-        HandlerCtx {
-            now,
-            consumer,
-            step: 0,
-            db_up: true,
-            source_up: true,
-            poison: false,
-            rows,
-            source: rows,
-        }
-    }
-
+impl HandlerCtx<'_> {
     /// Tries the message's business processing: fails when the target is down or the message is
     /// poison (only processing discovers it). A strategy calls this before deciding to write.
     pub fn process(&self) -> Result<(), FailReason> {

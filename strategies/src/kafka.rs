@@ -158,8 +158,6 @@ pub struct Kafka {
     members: Vec<u32>,
     /// Per record delivered and not processed yet: its partition and holder.
     holding: BTreeMap<u64, (u32, u32)>,
-    /// Records processed by their holder, not yet settled (committed) or given back.
-    processed: BTreeMap<u64, u32>,
 }
 
 impl Kafka {
@@ -173,7 +171,6 @@ impl Kafka {
             added: 0,
             members: Vec::new(),
             holding: BTreeMap::new(),
-            processed: BTreeMap::new(),
         }
     }
 
@@ -238,10 +235,9 @@ impl Kafka {
 
     /// The record left the broker's hands for good, or came back to the log: forget it.
     fn forget(&mut self, id: u64, ctl: &mut Control) {
+        // A record already processed was forgotten then (`on_handled`).
         if let Some((p, _)) = self.holding.remove(&id) {
             self.done(p, ctl);
-        } else {
-            self.processed.remove(&id);
         }
     }
 }
@@ -354,8 +350,7 @@ impl Strategy for Kafka {
         if matches!(outcome, Outcome::Applied { .. } | Outcome::Rejected)
             && self.holding.get(&msg.id).is_some_and(|h| h.1 == consumer)
         {
-            let (p, c) = self.holding.remove(&msg.id).expect("present");
-            self.processed.insert(msg.id, c);
+            let (p, _) = self.holding.remove(&msg.id).expect("present");
             self.done(p, ctl);
         }
     }
