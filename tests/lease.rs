@@ -566,3 +566,48 @@ for = "1s"
         "{r:?}"
     );
 }
+
+/// A refused ack still frees the consumer's window: the broker hands it the message it just
+/// took back at once, not when some later send happens to wake dispatch. The last message (at
+/// 2s) outlives its 50ms lease while the only consumer works on it for 80ms: taken back at
+/// 2.05s, its ack refused at 2.08s, delivered again then (nothing else is left to send), taken
+/// back again at 2.13s and dead-lettered (two deliveries), applied by the consumer at 2.16s.
+/// Before, it waited in the queue to the end of the run.
+#[test]
+fn a_refused_ack_frees_the_consumer_for_the_next_delivery() {
+    let (m, events) = history(
+        r#"
+strategies = ["single"]
+[workload]
+messages = 2
+rate = "1/s"
+arrival = "constant"
+keys = 1
+[[broker]]
+name = "a"
+[consumers]
+count = 1
+service = "80ms"
+[redelivery]
+backout_threshold = 2
+dead_letter = "queue"
+[lease]
+duration = "50ms"
+"#,
+        "single",
+    );
+    let dispatches: Vec<_> = events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Dispatch { t, msg, .. } if msg.seq == 1 => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(dispatches, vec![2_000_000, 2_080_000]);
+    assert_eq!(m.pending_at_end, 0);
+    assert_eq!(m.applied, 2);
+    assert_eq!(
+        m.coverage.failed_acks, 4,
+        "both deliveries of both messages"
+    );
+}

@@ -216,6 +216,9 @@ pub struct Checkers<A: Annotations = Off> {
     /// Records reopened by a replay from a dead-letter queue after they had left their key's
     /// window (counted at the end).
     reopened: Vec<(MsgRef, Rec)>,
+    /// Messages replayed from a DLQ while already final for another reason (applied): a copy
+    /// of them may be pending at the end without reopening them.
+    replayed_final: Vec<MsgRef>,
     /// The annotations' sink and memory ([`Off`]: nothing, zero-sized).
     notes: A,
 }
@@ -267,6 +270,7 @@ impl<A: Annotations> Checkers<A> {
             hands: Vec::new(),
             waiting: Vec::new(),
             reopened: Vec::new(),
+            replayed_final: Vec::new(),
             notes,
         }
     }
@@ -419,6 +423,10 @@ impl<A: Annotations> Checkers<A> {
             .iter()
             .position(|&(k, s)| k == msg.key && s == msg.seq)
         else {
+            // Final otherwise (a consumer whose lease had ended applied it after the broker
+            // dead-lettered it): the replayed copy adds nothing to its count, even if it is
+            // still queued at the end.
+            self.replayed_final.push(msg);
             return;
         };
         t.dead_lettered_at.swap_remove(i);
@@ -532,6 +540,7 @@ impl<A: Annotations> Checkers<A> {
             Event::Pending { msg, .. } => {
                 if let Some(r) = self.rec(msg) {
                     r.pending = true;
+                } else if self.replayed_final.contains(&msg) {
                 } else {
                     self.malformed(format!("pending message {msg:?} was already settled"));
                 }

@@ -832,6 +832,22 @@ fn replaying_a_message_a_consumer_had_applied_makes_its_next_apply_a_duplicate()
     assert_eq!((x.applied, x.dead_lettered, x.duplicates), (1, 0, 1));
 }
 
+#[test]
+fn a_replayed_copy_of_an_applied_message_may_be_pending_at_the_end() {
+    // As above, but the replayed copy is still queued when the run ends: the message counts as
+    // applied (once), and its pending copy is not a malformed history (a pending message that
+    // was never replayed still is: `pending_of_a_settled_message_is_malformed`).
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a)
+        .start(0, a, 0)
+        .dead_letter(MS, a)
+        .apply_by(2 * MS, a, 0);
+    h.replay(3 * MS, a, false).pending(4 * MS, a);
+    let x = h.metrics(4 * MS);
+    assert_eq!((x.applied, x.dead_lettered, x.pending_at_end), (1, 0, 0));
+}
+
 // --- 8. Conservation -------------------------------------------------------------------------
 
 #[test]

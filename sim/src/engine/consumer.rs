@@ -301,6 +301,14 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         }
         if !self.w.slab.valid(&d, c) || !self.w.brokers[d.broker as usize].up {
             self.ack_refused(c, d, msg);
+            // Refused or lost, the ack freed the consumer's window all the same: its broker may
+            // send it more (nothing else would if the queue is otherwise quiet).
+            if let Some(b) = self.w.consumers[c as usize].broker {
+                self.dispatch(b);
+            }
+            if self.w.consumers[c as usize].job_running {
+                self.start_next(c);
+            }
             return;
         }
         self.emit(Event::Ack {
