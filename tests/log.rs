@@ -323,3 +323,43 @@ for = "300ms"
     assert!(m.ordering_violations > 0, "{m:?}");
     assert_eq!((m.applied, m.dropped), (400, 0));
 }
+
+/// A Kafka consumer reads each partition on its own: with the `kafka` flavour no partition's
+/// records wait behind another's backlog (the flavour's dispatch window is unbounded). With
+/// ActiveMQ's window of 200 written out, a partition whose owner is stopped holds the rest back.
+#[test]
+fn a_stalled_partition_does_not_hold_back_the_others() {
+    let text = |page: &str| {
+        format!(
+            r#"
+flavour = "kafka"
+strategies = ["kafka"]
+[workload]
+messages = 3000
+rate = "200/s"
+keys = 40
+[[broker]]
+name = "kafka"
+{page}
+[consumers]
+count = 2
+prefetch = 500
+service = "2ms"
+[strategy.kafka]
+partitions = 2
+[[fault]]
+kind = "consumer_pause"
+consumer = 0
+at = "1s"
+for = "12s"
+"#
+        )
+    };
+    let run = |page: &str| common::run(&common::scenario(&text(page)), "kafka", 1);
+    let (default, unbounded, amq) = (run(""), run("page_size = 1000000"), run("page_size = 200"));
+    assert_eq!(default, unbounded);
+    // Consumer 1's partition (over half the records) flows through the pause by default; with
+    // a window of 200 it waits behind consumer 0's backlog.
+    assert!(default.latency_ms.p50 < 100.0, "{:?}", default.latency_ms);
+    assert!(amq.latency_ms.p50 > 1000.0, "{:?}", amq.latency_ms);
+}

@@ -193,7 +193,11 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
         let w = World {
             slab: Slab::default(),
             producers,
-            brokers: sc.brokers.iter().map(BrokerState::new).collect(),
+            brokers: sc
+                .brokers
+                .iter()
+                .map(|b| BrokerState::new(b, b.page_size.unwrap_or(sc.flavour.page_size())))
+                .collect(),
             consumers,
             load: vec![0; sc.consumers.count as usize],
             broker_up: vec![true; sc.brokers.len()],

@@ -265,11 +265,12 @@ pub(super) struct Bridge {
 }
 
 impl BrokerState {
-    pub fn new(cfg: &Broker) -> Self {
+    /// A broker as `cfg` describes it, with `page_size` resolved (the flavour's when absent).
+    pub fn new(cfg: &Broker, page_size: u32) -> Self {
         BrokerState {
             up: true,
             persistent: cfg.persistent,
-            page_size: cfg.page_size as usize,
+            page_size: page_size as usize,
             queue: VecDeque::new(),
             attached: Vec::new(),
             down_depth: 0,

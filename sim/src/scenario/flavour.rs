@@ -135,6 +135,18 @@ impl Flavour {
         }
     }
 
+    /// How many queued messages dispatch looks at when `[[broker]] page_size` is absent:
+    /// ActiveMQ's `maxPageSize` (200) for the queue brokers; SQS FIFO looks through the first
+    /// 20,000 messages for a group it may return [Q2]; a Kafka consumer reads each partition on
+    /// its own, so no partition waits behind another's backlog (unbounded).
+    pub fn page_size(self) -> u32 {
+        match self {
+            Flavour::Sqs => 20_000,
+            Flavour::Kafka => u32::MAX,
+            _ => 200,
+        }
+    }
+
     /// The name a scenario file uses.
     pub fn name(self) -> &'static str {
         match self {
@@ -411,6 +423,20 @@ mod tests {
             (Commit::Interval, Dur::from_secs(5))
         );
         assert_eq!(Flavour::Activemq.commit().0, Commit::Each);
+    }
+
+    /// Dispatch looks 200 messages deep (ActiveMQ's `maxPageSize`), SQS FIFO 20,000 [Q2], and a
+    /// Kafka consumer reads every partition on its own.
+    #[test]
+    fn each_flavour_has_its_dispatch_window() {
+        for f in Flavour::ALL {
+            let expected = match f {
+                Flavour::Sqs => 20_000,
+                Flavour::Kafka => u32::MAX,
+                _ => 200,
+            };
+            assert_eq!(f.page_size(), expected, "{f:?}");
+        }
     }
 
     /// Every JMS flavour (and SQS) sends synchronously, without idempotence, and retries after

@@ -155,9 +155,6 @@ pub mod defaults {
     pub(crate) fn memory_budget_mb() -> u64 {
         4096
     }
-    pub(crate) fn page_size() -> u32 {
-        200
-    }
     pub(crate) fn resume_after() -> Option<Dur> {
         Some(Dur::from_secs(60))
     }
@@ -333,9 +330,10 @@ pub struct Broker {
     /// A persistent store keeps messages across a crash; a non-persistent one loses them.
     #[serde(default = "defaults::yes")]
     pub persistent: bool,
-    /// How many queued messages dispatch looks at (ActiveMQ `maxPageSize`).
-    #[serde(default = "defaults::page_size")]
-    pub page_size: u32,
+    /// How many queued messages dispatch looks at (ActiveMQ `maxPageSize`); absent: the
+    /// flavour's ([`Flavour::page_size`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_size: Option<u32>,
 }
 
 /// Network of brokers: how a broker's messages reach consumers attached to another broker.

@@ -220,7 +220,7 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
                 format!("broker name {:?} is used twice", b.name),
             );
         }
-        if b.page_size == 0 {
+        if b.page_size == Some(0) {
             err(path("page_size"), "must be at least 1".into());
         }
     }
