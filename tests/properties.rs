@@ -81,6 +81,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             "resequencer",
             "sqs_fifo",
             "kafka",
+            "artemis_groups",
         ]),
     )
         .prop_map(

@@ -13,6 +13,13 @@ use sim::metric_defs::{metric, MetricDef};
 use sim::summary::{Metrics, RunSummary, Status};
 use std::sync::Once;
 
+/// Room for the strategy names left of a bar panel: 140 pixels, wider for long (composed) names
+/// so that none is cut at the edge.
+fn name_area(names: &[String]) -> u32 {
+    let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0) as u32;
+    (16 + 7 * longest).max(140)
+}
+
 /// The embedded font (DejaVu Sans, Bitstream Vera licence: cli/assets/DejaVu-LICENSE.txt).
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 /// The family name every chart text uses; it resolves only to the embedded font.
@@ -339,7 +346,7 @@ fn draw_bar_panel<DB: DrawingBackend>(
     let mut chart = ChartBuilder::on(&area)
         .margin(10)
         .x_label_area_size(40)
-        .y_label_area_size(140)
+        .y_label_area_size(name_area(&names))
         .build_cartesian_2d(0f64..x_max, (0..n).into_segmented())?;
     chart
         .configure_mesh()

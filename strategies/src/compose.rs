@@ -13,8 +13,8 @@
 //! (6), not with the pairs (18).
 
 use crate::{effective, params, Named};
+use crate::{ArtemisGroups, Competing, MessageGroups, Single, SqsFifo, UnitOfOrder};
 use crate::{CachePessimistic, DbOptimistic, Kafka, Notifier};
-use crate::{Competing, MessageGroups, Single, SqsFifo, UnitOfOrder};
 use sim::history::{NoObserver, Observer};
 use sim::strategy::{
     Begin, Control, DispatchCtx, Handler, HandlerCtx, MsgView, Outcome, Route, RouteCtx, Select,
@@ -24,13 +24,14 @@ use sim::time::Time;
 use sim::{FaultPlan, Params, RunError, RunOptions, Scenario, Status, StrategySummary};
 
 /// The strategies that can be the dispatch part (before the `+`).
-pub const DISPATCH_PARTS: [&str; 6] = [
+pub const DISPATCH_PARTS: [&str; 7] = [
     Competing::NAME,
     Single::NAME,
     MessageGroups::NAME,
     UnitOfOrder::NAME,
     SqsFifo::NAME,
     Kafka::NAME,
+    ArtemisGroups::NAME,
 ];
 
 /// The strategies that can be the handler part (after the `+`).
@@ -238,7 +239,8 @@ pub(crate) fn run_composed(
         MessageGroups,
         UnitOfOrder,
         SqsFifo,
-        Kafka
+        Kafka,
+        ArtemisGroups
     );
     unreachable!("refusal() accepted only the dispatch parts above")
 }
@@ -262,7 +264,7 @@ mod tests {
             .unwrap()
             .contains("after the +"));
         assert!(refusal("kafka", "nope").unwrap().contains("unknown"));
-        assert_eq!(pairs().len(), 18);
+        assert_eq!(pairs().len(), 21);
         assert!(pairs().contains(&"message_groups+db_optimistic".to_string()));
     }
 

@@ -377,19 +377,7 @@ impl Strategy for Kafka {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{run, scenario, select_at};
-
-    fn msg(id: u64, key: u32) -> MsgView {
-        MsgView {
-            id,
-            key,
-            seq: id as u32,
-            timestamp: 0,
-            producer: 0,
-            redeliveries: 0,
-            group: Some(key),
-        }
-    }
+    use crate::test_util::{run, scenario, select_at, view as msg};
 
     /// Kafka's own `UtilsTest.testMurmur2` cases.
     #[test]

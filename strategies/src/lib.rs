@@ -5,6 +5,7 @@
 //! parameters, build) and is listed once in the `registry!` invocation, which generates [`ALL`], the
 //! parameter checks and [`run_named`] (the engine monomorphized per strategy).
 
+pub mod artemis_groups;
 pub mod cache_pessimistic;
 pub mod competing;
 pub mod compose;
@@ -24,6 +25,7 @@ use sim::scenario::{FieldError, PathSeg, Scenario};
 use sim::strategy::Strategy;
 use sim::{FaultPlan, ParamValue, Params, RunError, RunOptions, Status, StrategySummary};
 
+pub use artemis_groups::ArtemisGroups;
 pub use cache_pessimistic::CachePessimistic;
 pub use competing::Competing;
 pub use db_optimistic::DbOptimistic;
@@ -264,6 +266,7 @@ registry! {
     Resequencer,
     SqsFifo,
     Kafka,
+    ArtemisGroups,
 }
 
 /// Whether `name` is a known strategy, or a valid composed pair (`kafka+db_optimistic`).
@@ -406,6 +409,19 @@ pub(crate) mod test_util {
         match s.select(&ctx, msg, ctl) {
             Select::Consumer(i) => Ok(consumers[i].id),
             other => Err(other),
+        }
+    }
+
+    /// Message `id` of `key` (seq = id, the key as its group header), as dispatch shows it.
+    pub fn view(id: u64, key: u32) -> MsgView {
+        MsgView {
+            id,
+            key,
+            seq: id as u32,
+            timestamp: 0,
+            producer: 0,
+            redeliveries: 0,
+            group: Some(key),
         }
     }
 

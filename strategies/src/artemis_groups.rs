@@ -1,0 +1,728 @@
+//! `artemis_groups`: ActiveMQ Artemis message grouping (`JMSXGroupID` / `_AMQ_GROUP_ID`).
+//!
+//! What it models, from Artemis's own code (`QueueImpl.deliver`, `getGroupConsumer`,
+//! `handleMessageGroup`, `addConsumer`, `removeConsumer`, `canDispatch`; `BucketMessageGroups`;
+//! `SimpleString.hashCode`) and its documentation (A7 in docs/sources.md):
+//!
+//! - **Sticky owner, per queue.** A message of a group without an owner goes to the consumer the
+//!   queue's round-robin is at (skipping consumers without credit), which becomes the group's
+//!   owner; the round-robin moves on. A message of an owned group goes to its owner and the
+//!   round-robin stays where it was (`consumers.repeat()`).
+//! - **A busy owner stops the queue.** When the owner has no credit (its prefetch window is full),
+//!   `deliver()` breaks out of its loop: no later message of any group, nor an ungrouped one, is
+//!   dispatched until the owner takes more ([`Select::Stop`]). ActiveMQ Classic holds the message
+//!   and lets other groups pass; Artemis does not ("groups block non-grouped messages behind
+//!   them").
+//! - **Consumer removal** (close, crash, network blip, its broker's crash): `groups.removeIf` the
+//!   consumer; its delivered, unacknowledged messages are already back at the head of the queue.
+//! - **`group-rebalance`** (default false): when a consumer is added every group loses its owner
+//!   (`groups.removeAll()`), so the next message of a group may go to another consumer while its
+//!   previous owner still holds earlier ones: "a message to the originally associated consumer
+//!   could be in flight at the same time a new message for the same group is dispatched to the
+//!   new … consumer". With **`group-rebalance-pause-dispatch`** (default false) the queue stops
+//!   dispatching and starts again only when no consumer has a delivered, unacknowledged message
+//!   (`canDispatch` / `inFlightMessages`): order kept, at the price of a stall.
+//! - **`group-buckets`** (default -1: every group tracked): with N > 0 a group id is hashed into
+//!   one of N buckets (`(SimpleString.hashCode() & Integer.MAX_VALUE) % N`, the hash of the id's
+//!   UTF-16LE bytes, Java's `31 * h + b`), and a bucket has one owner: several groups share an
+//!   owner (less parallelism, no loss of order). 0 disables grouping: plain competing consumers.
+//!   The group id is the message's key in decimal, as a JMS producer's `setStringProperty` would
+//!   carry it.
+//!
+//! What it does not model: consumer priorities, exclusive queues (`single` is that), `group-first-key`
+//! (a header only), `JMSXGroupSeq = -1` closing a group (producers here never close groups),
+//! clustered grouping handlers, and `consumers-before-dispatch` / `delay-before-dispatch`.
+//!
+//! The handler is the plain one. Redelivery is the engine's, on the `artemis` flavour non-blocking
+//! with no delay: a rolled-back message goes back to the head of the queue and to its owner again;
+//! with a `redelivery-delay` it is scheduled and the owner takes the next messages of its group
+//! first.
+//!
+//! Parameters (`[strategy.artemis_groups]`): `group_rebalance` (false),
+//! `group_rebalance_pause_dispatch` (false), `group_buckets` (-1).
+
+use serde::{Deserialize, Serialize};
+use sim::strategy::{Control, DispatchCtx, Handler, MsgView, Select, Strategy};
+use sim::time::Time;
+
+/// `[strategy.artemis_groups]` parameters (Artemis address-settings).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArtemisGroupsParams {
+    /// `group-rebalance`: every group loses its owner when a consumer is added.
+    #[serde(default)]
+    pub group_rebalance: bool,
+    /// `group-rebalance-pause-dispatch`: after such a rebalance, dispatch waits until no
+    /// consumer holds an unacknowledged delivery.
+    #[serde(default)]
+    pub group_rebalance_pause_dispatch: bool,
+    /// `group-buckets`: -1 tracks every group, 0 disables grouping, N hashes groups into N
+    /// buckets that each have one owner.
+    #[serde(default = "default_buckets")]
+    pub group_buckets: i32,
+}
+
+fn default_buckets() -> i32 {
+    -1
+}
+
+impl Default for ArtemisGroupsParams {
+    fn default() -> Self {
+        ArtemisGroupsParams {
+            group_rebalance: false,
+            group_rebalance_pause_dispatch: false,
+            group_buckets: default_buckets(),
+        }
+    }
+}
+
+/// No owner / no consumer.
+const NIL: u32 = u32::MAX;
+/// `last_owner`: the group's owner was removed with its consumer.
+const GONE: u32 = u32::MAX - 1;
+
+/// One queue's (broker's) group map and round-robin position.
+#[derive(Debug)]
+struct Queue {
+    /// Per group (or bucket): its owner, or NIL.
+    owner: Vec<u32>,
+    /// Per group without an owner: who owned it last (NIL: nobody yet; GONE: removed).
+    last_owner: Vec<u32>,
+    /// The consumer the round-robin considers next (NIL: the first attached).
+    next: u32,
+    /// Dispatch stopped by a paused rebalance, until nothing is in flight.
+    paused: bool,
+}
+
+/// ActiveMQ Artemis message groups.
+#[derive(Debug)]
+pub struct ArtemisGroups {
+    params: ArtemisGroupsParams,
+    queues: Vec<Queue>,
+    /// Per consumer: deliveries handed to it and not yet settled or returned (tracked only with
+    /// `group_rebalance_pause_dispatch`).
+    in_flight: Vec<u32>,
+    /// Per consumer: incremented when it is removed, so a late settle of an earlier delivery
+    /// does not count against its next session.
+    epoch: Vec<u32>,
+    /// Per message id: (consumer, epoch) it was delivered to, while in flight.
+    holder: Vec<(u32, u32)>,
+    /// Per broker: consumers attached there (for the in-flight sum).
+    attached: Vec<Vec<u32>>,
+}
+
+/// Java's `String.hashCode`-style hash over an Artemis `SimpleString`'s bytes: each UTF-16
+/// code unit as its low then high byte, each byte signed.
+pub fn simple_string_hash(s: &str) -> i32 {
+    let mut h: i32 = 0;
+    for unit in s.encode_utf16() {
+        for b in [(unit & 0xff) as u8, (unit >> 8) as u8] {
+            h = h.wrapping_mul(31).wrapping_add(b as i8 as i32);
+        }
+    }
+    h
+}
+
+/// The bucket of group id `group` (the key in decimal) among `buckets`
+/// (`BucketMessageGroups.getHashBucket`).
+pub fn bucket_of(group: u32, buckets: u32) -> u32 {
+    ((simple_string_hash(&group.to_string()) & i32::MAX) as u32) % buckets
+}
+
+impl ArtemisGroups {
+    /// A new instance for `brokers` brokers, `consumers` consumer ids and `keys` group ids.
+    pub fn new(brokers: usize, consumers: usize, keys: usize, params: ArtemisGroupsParams) -> Self {
+        let slots = match params.group_buckets {
+            n if n > 0 => n as usize,
+            0 => 0,
+            _ => keys,
+        };
+        ArtemisGroups {
+            queues: (0..brokers)
+                .map(|_| Queue {
+                    owner: vec![NIL; slots],
+                    last_owner: vec![NIL; slots],
+                    next: NIL,
+                    paused: false,
+                })
+                .collect(),
+            in_flight: vec![0; consumers],
+            epoch: vec![0; consumers],
+            holder: Vec::new(),
+            attached: vec![Vec::new(); brokers],
+            params,
+        }
+    }
+
+    /// The group-map slot of `msg` (None: ungrouped, or grouping disabled).
+    fn slot(&self, msg: &MsgView) -> Option<usize> {
+        let g = msg.group?;
+        match self.params.group_buckets {
+            0 => None,
+            n if n > 0 => Some(bucket_of(g, n as u32) as usize),
+            _ => Some(g as usize),
+        }
+    }
+
+    fn tracks_in_flight(&self) -> bool {
+        self.params.group_rebalance && self.params.group_rebalance_pause_dispatch
+    }
+
+    /// The round-robin's pick: the first consumer with credit from the queue's position on.
+    fn round_robin(&self, ctx: &DispatchCtx) -> Option<usize> {
+        let n = ctx.consumers.len();
+        let next = self.queues[ctx.broker as usize].next;
+        let start = ctx.consumers.iter().position(|s| s.id == next).unwrap_or(0);
+        (0..n)
+            .map(|k| (start + k) % n)
+            .find(|&i| ctx.consumers[i].free > 0)
+    }
+
+    /// Delivers to `consumers[i]`; `advance`: the round-robin moves past it.
+    fn deliver(&mut self, ctx: &DispatchCtx, i: usize, msg: &MsgView, advance: bool) -> Select {
+        let c = ctx.consumers[i].id;
+        if advance {
+            let n = ctx.consumers.len();
+            self.queues[ctx.broker as usize].next = ctx.consumers[(i + 1) % n].id;
+        }
+        if self.tracks_in_flight() {
+            let id = msg.id as usize;
+            if self.holder.len() <= id {
+                self.holder.resize(id + 1, (NIL, 0));
+            }
+            self.holder[id] = (c, self.epoch[c as usize]);
+            self.in_flight[c as usize] += 1;
+        }
+        Select::Consumer(i)
+    }
+
+    /// `msg` is no longer in its consumer's hands (settled or back in the queue).
+    fn out_of_flight(&mut self, msg: &MsgView, ctl: &mut Control) {
+        let Some(h) = self.holder.get_mut(msg.id as usize) else {
+            return;
+        };
+        let (c, epoch) = std::mem::replace(h, (NIL, 0));
+        if c != NIL && self.epoch[c as usize] == epoch {
+            self.in_flight[c as usize] -= 1;
+            self.maybe_resume(ctl);
+        }
+    }
+
+    /// A paused queue resumes when none of its consumers holds a delivery.
+    fn maybe_resume(&mut self, ctl: &mut Control) {
+        for (b, q) in self.queues.iter_mut().enumerate() {
+            if q.paused
+                && self.attached[b]
+                    .iter()
+                    .all(|&c| self.in_flight[c as usize] == 0)
+            {
+                q.paused = false;
+                ctl.redispatch();
+            }
+        }
+    }
+}
+
+impl Handler for ArtemisGroups {}
+
+impl crate::Named for ArtemisGroups {
+    const NAME: &'static str = "artemis_groups";
+    const SUMMARY: &'static str =
+        "ActiveMQ Artemis message groups: sticky owner per queue, a busy owner stops the queue; group-rebalance on a new consumer reorders unless dispatch pauses";
+    const GUARANTEE: &'static str = "ordering_violations";
+    type Params = ArtemisGroupsParams;
+    const PARAMS: &'static [crate::ParamInfo] = &[
+        crate::ParamInfo {
+            name: "group_rebalance",
+            meaning: "every group loses its owner when a consumer is added; its next message may go to another consumer while the old owner still holds earlier ones",
+            unit: "bool",
+            default: "false",
+            models: "Artemis address-setting group-rebalance",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "group_rebalance_pause_dispatch",
+            meaning: "with group_rebalance: dispatch stops at a rebalance until no consumer holds an unacknowledged delivery",
+            unit: "bool",
+            default: "false",
+            models: "Artemis address-setting group-rebalance-pause-dispatch",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "group_buckets",
+            meaning: "-1: every group has its own owner; N > 0: groups hashed into N buckets, one owner per bucket; 0: no grouping",
+            unit: "buckets",
+            default: "-1",
+            models: "Artemis address-setting group-buckets (BucketMessageGroups)",
+            hazard: Some(crate::Hazard {
+                when: "0 (grouping disabled)",
+                applies: |v, _| v == "0",
+                effect: "group_buckets = 0 disables grouping: plain competing consumers, which reorder without any fault",
+            }),
+        },
+    ];
+    fn build(sc: &sim::Scenario, p: ArtemisGroupsParams) -> Result<Self, String> {
+        if p.group_buckets < -1 {
+            return Err(format!(
+                "group_buckets must be -1, 0 or a number of buckets, not {}",
+                p.group_buckets
+            ));
+        }
+        Ok(ArtemisGroups::new(
+            sc.brokers.len(),
+            sc.dispatch_targets(),
+            sc.workload.keys as usize,
+            p,
+        ))
+    }
+}
+
+impl Strategy for ArtemisGroups {
+    fn select(&mut self, ctx: &DispatchCtx, msg: &MsgView, ctl: &mut Control) -> Select {
+        let b = ctx.broker as usize;
+        if self.queues[b].paused {
+            return Select::Stop;
+        }
+        let Some(g) = self.slot(msg) else {
+            return match self.round_robin(ctx) {
+                Some(i) => self.deliver(ctx, i, msg, true),
+                None => Select::Stop,
+            };
+        };
+        let owner = self.queues[b].owner[g];
+        if owner != NIL {
+            // QueueImpl.deliver: a busy group consumer breaks the delivery loop.
+            return match ctx.consumers.iter().position(|s| s.id == owner) {
+                Some(i) if ctx.consumers[i].free > 0 => self.deliver(ctx, i, msg, false),
+                _ => Select::Stop,
+            };
+        }
+        match self.round_robin(ctx) {
+            Some(i) => {
+                let c = ctx.consumers[i].id;
+                let q = &mut self.queues[b];
+                let last = q.last_owner[g];
+                if last == GONE || (last != NIL && last != c) {
+                    ctl.reassigned(ctx.broker, c);
+                }
+                q.owner[g] = c;
+                q.last_owner[g] = NIL;
+                self.deliver(ctx, i, msg, true)
+            }
+            None => Select::Stop,
+        }
+    }
+
+    fn on_attach(&mut self, _now: Time, broker: u16, consumer: u32, _ctl: &mut Control) {
+        let b = broker as usize;
+        if self.params.group_rebalance {
+            // QueueImpl.addConsumer: stopDispatch() (with pause), then groups.removeAll().
+            let q = &mut self.queues[b];
+            for (o, last) in q.owner.iter_mut().zip(q.last_owner.iter_mut()) {
+                if *o != NIL {
+                    *last = *o;
+                    *o = NIL;
+                }
+            }
+            if self.params.group_rebalance_pause_dispatch
+                && self.attached[b]
+                    .iter()
+                    .any(|&c| self.in_flight[c as usize] > 0)
+            {
+                q.paused = true;
+            }
+        }
+        self.attached[b].push(consumer);
+    }
+
+    fn on_detach(&mut self, _now: Time, broker: u16, consumer: u32, ctl: &mut Control) {
+        // QueueImpl.removeConsumer: groups.removeIf(consumer::equals). Its deliveries are back
+        // in the queue already.
+        let b = broker as usize;
+        let q = &mut self.queues[b];
+        for (o, last) in q.owner.iter_mut().zip(q.last_owner.iter_mut()) {
+            if *o == consumer {
+                *o = NIL;
+                *last = GONE;
+            } else if *last == consumer {
+                *last = GONE;
+            }
+        }
+        // The round-robin goes on with the consumer after the removed one.
+        let list = &mut self.attached[b];
+        if let Some(pos) = list.iter().position(|&c| c == consumer) {
+            list.remove(pos);
+            if q.next == consumer {
+                q.next = list.get(pos).or(list.first()).copied().unwrap_or(NIL);
+            }
+        }
+        self.in_flight[consumer as usize] = 0;
+        self.epoch[consumer as usize] += 1;
+        if self.tracks_in_flight() {
+            self.maybe_resume(ctl);
+        }
+    }
+
+    fn on_returned(&mut self, _now: Time, _broker: u16, msg: &MsgView, ctl: &mut Control) {
+        if self.tracks_in_flight() {
+            self.out_of_flight(msg, ctl);
+        }
+    }
+
+    fn on_settled(&mut self, _now: Time, msg: &MsgView, ctl: &mut Control) {
+        if self.tracks_in_flight() {
+            self.out_of_flight(msg, ctl);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::{run, scenario, select_at, view};
+
+    fn groups(params: ArtemisGroupsParams) -> ArtemisGroups {
+        ArtemisGroups::new(1, 4, 8, params)
+    }
+
+    fn rebalancing(pause: bool) -> ArtemisGroups {
+        groups(ArtemisGroupsParams {
+            group_rebalance: true,
+            group_rebalance_pause_dispatch: pause,
+            ..Default::default()
+        })
+    }
+
+    fn attach(s: &mut ArtemisGroups, ids: &[u32]) {
+        for &c in ids {
+            s.on_attach(0, 0, c, &mut Control::default());
+        }
+    }
+
+    /// Message `id` of group `g` dispatched with consumers `ids` all free.
+    fn send(s: &mut ArtemisGroups, id: u64, g: u32, ids: &[u32], ctl: &mut Control) -> u32 {
+        let slots: Vec<(u32, u32)> = ids.iter().map(|&c| (c, 5)).collect();
+        select_at(s, 0, &slots, &view(id, g), ctl).expect("dispatched")
+    }
+
+    #[test]
+    fn defaults_are_artemis_address_settings() {
+        let p: ArtemisGroupsParams = toml::from_str("").unwrap();
+        assert!(!p.group_rebalance);
+        assert!(!p.group_rebalance_pause_dispatch);
+        assert_eq!(p.group_buckets, -1);
+    }
+
+    /// SimpleString's hash: UTF-16LE bytes, signed, `31 * h + b` (Java `int` arithmetic).
+    #[test]
+    fn the_bucket_hash_is_simple_strings() {
+        assert_eq!(simple_string_hash(""), 0);
+        // "1": bytes 0x31, 0x00 -> 49 * 31 + 0.
+        assert_eq!(simple_string_hash("1"), 1519);
+        // "ab": 97, 0, 98, 0.
+        assert_eq!(simple_string_hash("ab"), ((97 * 31) * 31 + 98) * 31);
+        // A byte >= 0x80 counts negative (Java's signed byte): U+00E9 is 0xE9, 0x00.
+        assert_eq!(simple_string_hash("\u{e9}"), (0xE9u8 as i8 as i32) * 31);
+        // It overflows as a Java int does, and the bucket masks the sign.
+        let long = "1234567890123";
+        assert!(simple_string_hash(long) < 0 || simple_string_hash(long) > 0);
+        assert_eq!(bucket_of(1, 4), 1519 % 4);
+        for g in 0..1000 {
+            assert!(bucket_of(g, 7) < 7);
+        }
+    }
+
+    #[test]
+    fn a_new_group_goes_round_robin_and_an_owned_one_to_its_owner() {
+        let mut s = groups(ArtemisGroupsParams::default());
+        attach(&mut s, &[0, 1, 2]);
+        let ctl = &mut Control::default();
+        let all = [0, 1, 2];
+        assert_eq!(send(&mut s, 0, 0, &all, ctl), 0);
+        assert_eq!(send(&mut s, 1, 1, &all, ctl), 1);
+        // An owned group goes to its owner and the round-robin stays at 2.
+        assert_eq!(send(&mut s, 2, 0, &all, ctl), 0);
+        assert_eq!(send(&mut s, 3, 2, &all, ctl), 2);
+        assert_eq!(send(&mut s, 4, 3, &all, ctl), 0);
+        // A consumer without credit is skipped for a new group.
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 5), (1, 0), (2, 5)], &view(5, 4), ctl),
+            Ok(2)
+        );
+        assert!(ctl.reassignments().is_empty(), "first owners are no change");
+    }
+
+    /// Unlike ActiveMQ Classic (which holds the message and lets other groups pass), a busy
+    /// group owner breaks Artemis's delivery loop: the whole queue waits.
+    #[test]
+    fn a_busy_owner_stops_the_queue() {
+        let mut s = groups(ArtemisGroupsParams::default());
+        attach(&mut s, &[0, 1]);
+        let ctl = &mut Control::default();
+        assert_eq!(send(&mut s, 0, 0, &[0, 1], ctl), 0);
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 0), (1, 5)], &view(1, 0), ctl),
+            Err(Select::Stop)
+        );
+        // Nobody with credit: a new group stops too.
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 0), (1, 0)], &view(2, 5), ctl),
+            Err(Select::Stop)
+        );
+    }
+
+    #[test]
+    fn a_removed_consumers_groups_get_new_owners_and_the_change_is_recorded() {
+        let mut s = groups(ArtemisGroupsParams::default());
+        attach(&mut s, &[0, 1, 2]);
+        let ctl = &mut Control::default();
+        assert_eq!(send(&mut s, 0, 0, &[0, 1, 2], ctl), 0);
+        assert_eq!(send(&mut s, 1, 1, &[0, 1, 2], ctl), 1);
+        // Round-robin is at 2; 2 leaves: it goes on with the consumer after it (0).
+        s.on_detach(0, 0, 2, ctl);
+        assert_eq!(send(&mut s, 2, 5, &[0, 1], ctl), 0);
+        s.on_detach(0, 0, 0, ctl);
+        assert_eq!(send(&mut s, 3, 0, &[1], ctl), 1, "group 0 moves to 1");
+        assert_eq!(ctl.reassignments(), vec![(0, 1)]);
+        assert_eq!(send(&mut s, 4, 1, &[1], ctl), 1, "group 1 stayed");
+        assert_eq!(ctl.reassignments().len(), 1);
+    }
+
+    #[test]
+    fn without_rebalance_a_joining_consumer_gets_only_new_groups() {
+        let mut s = groups(ArtemisGroupsParams::default());
+        attach(&mut s, &[0]);
+        let ctl = &mut Control::default();
+        assert_eq!(send(&mut s, 0, 0, &[0], ctl), 0);
+        attach(&mut s, &[1]);
+        assert_eq!(send(&mut s, 1, 0, &[0, 1], ctl), 0);
+        assert_eq!(
+            send(&mut s, 2, 1, &[0, 1], ctl),
+            0,
+            "the round-robin is at 0"
+        );
+        assert_eq!(send(&mut s, 3, 2, &[0, 1], ctl), 1);
+    }
+
+    /// group-rebalance: a consumer joining resets every group; the next message of a group may
+    /// go to another consumer while the old owner still holds an earlier one.
+    #[test]
+    fn rebalance_moves_groups_while_earlier_messages_are_in_flight() {
+        let mut s = rebalancing(false);
+        attach(&mut s, &[0, 1]);
+        let ctl = &mut Control::default();
+        assert_eq!(send(&mut s, 0, 0, &[0, 1], ctl), 0);
+        attach(&mut s, &[2]);
+        // Group 0 is owner-less now: the round-robin (at 1) takes it, while 0 holds message 0.
+        assert_eq!(send(&mut s, 1, 0, &[0, 1, 2], ctl), 1);
+        assert_eq!(ctl.reassignments(), vec![(0, 1)]);
+    }
+
+    /// group-rebalance-pause-dispatch: after the reset nothing is dispatched until no consumer
+    /// holds an unacknowledged delivery; then dispatch resumes by itself.
+    #[test]
+    fn paused_rebalance_waits_for_deliveries_to_settle() {
+        let mut s = rebalancing(true);
+        attach(&mut s, &[0]);
+        let ctl = &mut Control::default();
+        assert_eq!(send(&mut s, 0, 0, &[0], ctl), 0);
+        assert_eq!(send(&mut s, 1, 0, &[0], ctl), 0);
+        attach(&mut s, &[1]);
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 5), (1, 5)], &view(2, 0), ctl),
+            Err(Select::Stop)
+        );
+        s.on_settled(0, &view(0, 0), ctl);
+        assert!(!ctl.redispatch_requested(), "one still in flight");
+        // A settle of the same message again (a duplicate ack) changes nothing.
+        s.on_settled(0, &view(0, 0), ctl);
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 5), (1, 5)], &view(2, 0), ctl),
+            Err(Select::Stop)
+        );
+        // The other comes back to the queue (rolled back): nothing in flight, dispatch resumes.
+        s.on_returned(0, 0, &view(1, 0), ctl);
+        assert!(ctl.redispatch_requested());
+        assert!(select_at(&mut s, 0, &[(0, 5), (1, 5)], &view(1, 0), ctl).is_ok());
+    }
+
+    /// A consumer leaving takes its deliveries back to the queue: a pause waiting for them ends.
+    #[test]
+    fn a_pause_ends_when_the_holder_leaves() {
+        let mut s = rebalancing(true);
+        attach(&mut s, &[0]);
+        let ctl = &mut Control::default();
+        send(&mut s, 0, 0, &[0], ctl);
+        attach(&mut s, &[1]);
+        s.on_detach(0, 0, 0, ctl);
+        assert!(ctl.redispatch_requested());
+        assert_eq!(select_at(&mut s, 0, &[(1, 5)], &view(5, 3), ctl), Ok(1));
+        s.on_settled(0, &view(5, 3), ctl);
+        // Consumer 0's next session: its old delivery settling late does not count against it.
+        attach(&mut s, &[0]);
+        assert_eq!(send(&mut s, 6, 4, &[0], ctl), 0);
+        s.on_settled(0, &view(0, 0), ctl);
+        assert_eq!(s.in_flight[0], 1);
+        s.on_settled(0, &view(6, 4), ctl);
+        assert_eq!(s.in_flight[0], 0);
+    }
+
+    #[test]
+    fn buckets_share_an_owner_and_zero_disables_grouping() {
+        let mut s = groups(ArtemisGroupsParams {
+            group_buckets: 2,
+            ..Default::default()
+        });
+        attach(&mut s, &[0, 1]);
+        let ctl = &mut Control::default();
+        let (a, b) = (0..8)
+            .flat_map(|x| (0..8).map(move |y| (x, y)))
+            .find(|&(x, y)| x != y && bucket_of(x, 2) == bucket_of(y, 2))
+            .unwrap();
+        let first = send(&mut s, 0, a, &[0, 1], ctl);
+        assert_eq!(
+            send(&mut s, 1, b, &[0, 1], ctl),
+            first,
+            "same bucket, same owner"
+        );
+
+        let mut s = groups(ArtemisGroupsParams {
+            group_buckets: 0,
+            ..Default::default()
+        });
+        attach(&mut s, &[0, 1]);
+        assert_eq!(send(&mut s, 0, 3, &[0, 1], ctl), 0);
+        assert_eq!(send(&mut s, 1, 3, &[0, 1], ctl), 1, "no stickiness");
+    }
+
+    /// Hazard: `group_buckets = 0` turns grouping off: with no fault at all, keys are reordered
+    /// (and the parameter warns).
+    #[test]
+    fn hazard_no_grouping_reorders_without_faults() {
+        let sc = artemis_with(
+            r#""artemis_groups""#,
+            8,
+            350,
+            "[strategy.artemis_groups]\ngroup_buckets = 0",
+        );
+        assert!(run(&sc, "artemis_groups", 1).ordering_violations > 10);
+        let s = crate::test_util::summary(&sc, "artemis_groups", 1);
+        assert!(crate::test_util::warning(&s, "group_buckets").is_some());
+        let sc = artemis_with(r#""artemis_groups""#, 8, 350, "");
+        assert_eq!(run(&sc, "artemis_groups", 1).ordering_violations, 0);
+        let s = crate::test_util::summary(&sc, "artemis_groups", 1);
+        assert!(crate::test_util::warning(&s, "group_buckets").is_none());
+    }
+
+    fn artemis(strategies: &str, extra: &str) -> sim::Scenario {
+        artemis_with(strategies, 40, 200, extra)
+    }
+
+    /// 3000 messages over `keys` keys at `rate` per second to four consumers (prefetch 4,
+    /// 10ms per message), on the `artemis` flavour.
+    fn artemis_with(strategies: &str, keys: u32, rate: u32, extra: &str) -> sim::Scenario {
+        scenario(&format!(
+            r#"
+flavour = "artemis"
+strategies = [{strategies}]
+[workload]
+messages = 3000
+rate = "{rate}/s"
+keys = {keys}
+[[broker]]
+name = "a"
+[consumers]
+count = 4
+prefetch = 4
+service = {{ dist = "exponential", mean = "10ms" }}
+{extra}
+"#
+        ))
+    }
+
+    /// Strength: consumers crash and come back; their groups move with their unacked messages
+    /// (back at the head of the queue), so every key stays in order, where competing consumers
+    /// reorder.
+    #[test]
+    fn order_survives_consumer_crashes() {
+        let sc = artemis(
+            r#""artemis_groups", "competing""#,
+            r#"
+[[fault]]
+kind = "consumer_crash"
+rate = "6/min"
+for = "2s"
+"#,
+        );
+        for seed in 1..=3 {
+            let m = run(&sc, "artemis_groups", seed);
+            let c = run(&sc, "competing", seed);
+            assert!(m.coverage.consumer_crashes > 0);
+            assert!(m.coverage.reassignments > 0, "groups moved");
+            assert_eq!(m.ordering_violations, 0, "seed {seed}");
+            assert_eq!(m.applied, 3000);
+            assert!(c.ordering_violations > 10, "competing reorders");
+        }
+    }
+
+    /// Weakness: with group-rebalance, every crashed consumer's return (a consumer added)
+    /// resets the groups while the others hold prefetched messages: order breaks. Pausing
+    /// dispatch keeps it.
+    #[test]
+    fn group_rebalance_without_a_pause_reorders() {
+        let faults = r#"
+[[fault]]
+kind = "consumer_crash"
+rate = "20/min"
+for = "2s"
+"#;
+        let sc = |pause: bool| {
+            artemis_with(
+                r#""artemis_groups""#,
+                8,
+                350,
+                &format!(
+                    "[strategy.artemis_groups]\ngroup_rebalance = true\ngroup_rebalance_pause_dispatch = {pause}\n{faults}"
+                ),
+            )
+        };
+        let (plain, paused) = (sc(false), sc(true));
+        for seed in 1..=3 {
+            let v = run(&plain, "artemis_groups", seed);
+            assert!(
+                v.ordering_violations > 0,
+                "seed {seed}: a rebalance reorders"
+            );
+            let p = run(&paused, "artemis_groups", seed);
+            assert_eq!(p.ordering_violations, 0, "seed {seed}");
+            assert_eq!(p.applied, 3000);
+        }
+    }
+
+    /// Weakness: a slow group owner stops the whole queue, where ActiveMQ Classic's groups let
+    /// the other groups pass: the median message waits for the slow consumer (seconds), not
+    /// for its own consumer (tens of milliseconds).
+    #[test]
+    fn a_slow_owner_stalls_every_group() {
+        let sc = artemis(
+            r#""artemis_groups", "message_groups""#,
+            r#"
+[[fault]]
+kind = "slow_consumer"
+consumer = 0
+at = "2s"
+for = "6s"
+factor = 50.0
+"#,
+        );
+        let a = run(&sc, "artemis_groups", 1);
+        let m = run(&sc, "message_groups", 1);
+        assert_eq!(a.ordering_violations, 0);
+        assert!(
+            a.latency_ms.p50 > 20.0 * m.latency_ms.p50,
+            "artemis median {} vs classic {}",
+            a.latency_ms.p50,
+            m.latency_ms.p50
+        );
+    }
+}
