@@ -110,17 +110,30 @@ const BROWN: RGBColor = RGBColor(140, 80, 20);
 /// The fine grid: barely there, so the data stands out.
 const LIGHT: RGBColor = RGBColor(238, 238, 238);
 
-/// One colour per strategy, by its position in the registry, so a strategy keeps its colour on
-/// every chart.
+/// Sixteen strategy colours: Okabe-Ito first, then darker and lighter hues far from them.
+const STRATEGY_PALETTE: [RGBColor; 16] = [
+    GREY,
+    BLUE_,
+    VERMILION,
+    GREEN_,
+    PURPLE,
+    ORANGE,
+    SKY,
+    YELLOW_,
+    INK,
+    BROWN,
+    RGBColor(40, 50, 140),
+    RGBColor(0, 128, 128),
+    RGBColor(140, 20, 60),
+    RGBColor(100, 120, 30),
+    RGBColor(130, 80, 200),
+    RGBColor(120, 200, 60),
+];
+
+/// One colour per strategy, by its position in the registry (composed pairs after the
+/// registry, in `sim list` order), so a strategy keeps its colour on every chart.
 pub fn strategy_color(name: &str) -> RGBColor {
-    const PALETTE: [RGBColor; MARKER_SHAPES] = [
-        GREY, BLUE_, VERMILION, GREEN_, PURPLE, ORANGE, SKY, YELLOW_, INK, BROWN,
-    ];
-    let i = strategies::ALL
-        .iter()
-        .position(|s| s.name == name)
-        .unwrap_or(PALETTE.len() - 1);
-    PALETTE[i % PALETTE.len()]
+    STRATEGY_PALETTE[strategy_index(name) % STRATEGY_PALETTE.len()]
 }
 
 /// A stacked component of a bar panel: a figure (its path in [`sim::metric_defs::METRICS`], which
@@ -537,15 +550,24 @@ fn draw_sweep<DB: DrawingBackend>(
     Ok(())
 }
 
-/// A strategy's position in the registry: its colour and its marker on every chart.
+/// A strategy's position in the registry, then the composed pairs' (`sim list` order): its
+/// colour and its marker on every chart. Colours repeat every 16 and shapes every 12, so the
+/// (colour, shape) pair is a strategy's own for the first 48.
 fn strategy_index(name: &str) -> usize {
+    let n = strategies::ALL.len();
     strategies::ALL
         .iter()
         .position(|s| s.name == name)
-        .unwrap_or(strategies::ALL.len())
+        .or_else(|| {
+            strategies::compose::pairs()
+                .iter()
+                .position(|p| p == name)
+                .map(|i| n + i)
+        })
+        .unwrap_or(n + strategies::compose::pairs().len())
 }
 
-/// One marker shape per strategy (ten shapes, with distinct colours too), so that coinciding
+/// One marker shape per strategy (twelve shapes, with distinct colours too), so that coinciding
 /// lines and colour-blind readers can still tell the strategies apart.
 struct Marker<C> {
     at: C,
@@ -554,7 +576,7 @@ struct Marker<C> {
 }
 
 /// Distinct marker shapes (and strategy colours): a strategy's pair is its own up to this many.
-const MARKER_SHAPES: usize = 10;
+const MARKER_SHAPES: usize = 12;
 
 fn marker<C>(i: usize, at: C, color: RGBColor) -> Marker<C> {
     Marker {
@@ -604,9 +626,15 @@ impl<C, DB: DrawingBackend> Drawable<DB> for Marker<C> {
                 let diamond = [(x, y - 6), (x - 6, y), (x, y + 6), (x + 6, y)];
                 backend.fill_polygon(diamond, &fill)
             }
-            _ => {
+            9 => {
                 let diamond = [(x, y - 6), (x - 6, y), (x, y + 6), (x + 6, y), (x, y - 6)];
                 backend.draw_path(diamond, &line)
+            }
+            10 => backend.fill_polygon([(x, y + 6), (x - 6, y - 4), (x + 6, y - 4)], &fill),
+            _ => {
+                backend.draw_line((x - 6, y), (x + 6, y), &line)?;
+                backend.draw_line((x - 4, y - 5), (x + 4, y + 5), &line)?;
+                backend.draw_line((x - 4, y + 5), (x + 4, y - 5), &line)
             }
         }
     }
@@ -1065,27 +1093,37 @@ fn metric_unit(path: &str) -> &'static str {
 mod tests {
     use super::*;
 
-    /// No two strategies share a colour, and none shares a marker either: a line hidden under
-    /// another, or a colour a reader cannot tell apart, still leaves the shape.
+    /// No two strategies share a colour, and no two strategies or composed pairs share the
+    /// (colour, marker) pair: a line hidden under another, or a colour a reader cannot tell
+    /// apart, still leaves the shape.
     #[test]
     fn every_strategy_has_its_own_colour_and_its_own_marker() {
-        let mut colours: Vec<(u8, u8, u8)> = strategies::ALL
-            .iter()
-            .map(|s| {
-                let c = strategy_color(s.name);
-                (c.0, c.1, c.2)
-            })
-            .collect();
-        let mut shapes: Vec<usize> = strategies::ALL
-            .iter()
-            .map(|s| marker(strategy_index(s.name), (0, 0), BLACK).shape)
-            .collect();
-        let n = strategies::ALL.len();
+        let base: Vec<&str> = strategies::ALL.iter().map(|s| s.name).collect();
+        let pairs = strategies::compose::pairs();
+        let style = |name: &str| {
+            let c = strategy_color(name);
+            let shape = marker(strategy_index(name), (0, 0), BLACK).shape;
+            ((c.0, c.1, c.2), shape)
+        };
+        let mut colours: Vec<_> = base.iter().map(|s| style(s).0).collect();
         colours.sort();
         colours.dedup();
-        shapes.sort();
-        shapes.dedup();
-        assert_eq!((colours.len(), shapes.len()), (n, n));
+        assert_eq!(
+            colours.len(),
+            base.len(),
+            "a registry strategy's colour repeats"
+        );
+        let mut styles: Vec<_> = base
+            .iter()
+            .copied()
+            .chain(pairs.iter().map(String::as_str))
+            .map(style)
+            .collect();
+        styles.sort();
+        styles.dedup();
+        assert_eq!(styles.len(), base.len() + pairs.len());
+        // A composed pair is drawn in its own style, not the fallback's.
+        assert_ne!(style(&pairs[0]), style("no such strategy"));
     }
 
     fn summary_with(values: &[(&str, u64, f64)]) -> RunSummary {
