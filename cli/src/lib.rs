@@ -724,7 +724,11 @@ pub fn check_determinism(
 /// The resolved redelivery policy in a few words: `activemq redelivery: blocking after 1s, gives
 /// up after 7 deliveries to the dead-letter queue`.
 pub fn redelivery_phrase(sc: &sim::Scenario) -> String {
-    use sim::scenario::{DeadLetter, Limit, RedeliveryMode};
+    use sim::scenario::{DeadLetter, Flavour, Limit, RedeliveryMode};
+    if sc.flavour == Flavour::Native {
+        return "each strategy on its own broker's defaults (flavour = \"native\": sim list shows which)"
+            .into();
+    }
     let p = sc.redelivery_policy();
     let mode = match p.mode {
         RedeliveryMode::Blocking => "blocking",
@@ -771,6 +775,15 @@ pub fn list_text() -> String {
             i.name, i.guarantee, i.summary
         ));
     }
+    let native: Vec<String> = strategies::ALL
+        .iter()
+        .filter(|i| i.flavour != sim::scenario::Flavour::Activemq)
+        .map(|i| format!("{} on {}", i.name, i.flavour.name()))
+        .collect();
+    s.push_str(&format!(
+        "\nunder flavour = \"native\" each strategy runs on its own broker's defaults: {}; the others on activemq\n",
+        native.join(", ")
+    ));
     s.push_str(&format!(
         "\ncomposed strategies (one's dispatch with another's handler, each part configured by its own [strategy.NAME]):\n  DISPATCH+HANDLER with DISPATCH one of {} and HANDLER one of {}\n  (e.g. kafka+db_optimistic; {} pairs)\n",
         strategies::compose::DISPATCH_PARTS.join(", "),

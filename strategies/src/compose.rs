@@ -205,10 +205,12 @@ pub(crate) fn run_composed(
     if let Some(reason) = refusal(d, h) {
         return Ok(not_applicable(reason, Params::default()));
     }
-    let (handler, handler_params) = handler_part(h, sc);
     macro_rules! with_dispatch {
         ($($ty:ty),*) => {
             $(if d == <$ty as Named>::NAME {
+                // `flavour = "native"`: the pair runs on the dispatch part's broker.
+                let sc = &*sc.on_flavour(<$ty as Named>::FLAVOUR);
+                let (handler, handler_params) = handler_part(h, sc);
                 let mut shown = params::<$ty>(sc)
                     .map(|p| effective::<$ty>(sc, &p))
                     .unwrap_or_default();

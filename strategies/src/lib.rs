@@ -21,7 +21,7 @@ pub mod unit_of_order;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sim::history::{DynObserver, NoObserver, Observer};
-use sim::scenario::{FieldError, PathSeg, Scenario};
+use sim::scenario::{FieldError, Flavour, PathSeg, Scenario};
 use sim::strategy::Strategy;
 use sim::{FaultPlan, ParamValue, Params, RunError, RunOptions, Status, StrategySummary};
 
@@ -53,6 +53,9 @@ pub trait Named: Strategy + Sized {
     type Params: DeserializeOwned + Serialize + Default;
     /// What each parameter means, in the order shown (one entry per field of `Params`).
     const PARAMS: &'static [ParamInfo];
+    /// The broker product it models, whose defaults it runs on under `flavour = "native"`
+    /// (ActiveMQ Classic for the seeds' broker-neutral strategies).
+    const FLAVOUR: Flavour = Flavour::Activemq;
     /// An instance for `sc`, or the reason it is not applicable there.
     fn build(sc: &Scenario, params: Self::Params) -> Result<Self, String>;
 }
@@ -101,6 +104,8 @@ pub struct Info {
     pub guarantee: &'static str,
     /// Its `[strategy.NAME]` parameters (`sim list --params`).
     pub params: &'static [ParamInfo],
+    /// The broker whose defaults it runs on under `flavour = "native"` ([`Named::FLAVOUR`]).
+    pub flavour: Flavour,
 }
 
 fn params<N: Named>(sc: &Scenario) -> Result<N::Params, FieldError> {
@@ -163,6 +168,7 @@ fn run_one<N: Named>(
     opts: &RunOptions,
     observer: Option<&mut dyn Observer>,
 ) -> Result<StrategySummary, RunError> {
+    let sc = &*sc.on_flavour(N::FLAVOUR);
     let parsed = params::<N>(sc).map_err(|e| e.message);
     let shown = match &parsed {
         Ok(p) => effective::<N>(sc, p),
@@ -199,6 +205,7 @@ macro_rules! registry {
             summary: <$ty as Named>::SUMMARY,
             guarantee: <$ty as Named>::GUARANTEE,
             params: <$ty as Named>::PARAMS,
+            flavour: <$ty as Named>::FLAVOUR,
         }),*];
 
         /// Every strategy's serialized default parameters, as field names (for the test that
@@ -378,6 +385,83 @@ mod param_tests {
                 assert_eq!(v.value, p.default, "{}.{}", info.name, p.name);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod native_tests {
+    use super::test_util::{run, scenario};
+    use super::*;
+
+    /// Poison messages and a consumer crash, on `flavour`: the brokers' defaults differ here
+    /// (ActiveMQ redelivers to the same consumer after 1s, 7 deliveries, then the DLQ; Kafka
+    /// polls batches and commits every 5s; SQS leases each receive and never gives up).
+    fn faulty(flavour: &str) -> Scenario {
+        scenario(&format!(
+            r#"
+flavour = "{flavour}"
+strategies = ["competing"]
+[workload]
+messages = 1500
+rate = "100/s"
+keys = 20
+poison_fraction = 0.004
+[[broker]]
+name = "a"
+[consumers]
+count = 3
+prefetch = 5
+service = {{ dist = "exponential", mean = "10ms" }}
+[[fault]]
+kind = "consumer_crash"
+consumer = 1
+at = "5s"
+for = "3s"
+"#
+        ))
+    }
+
+    /// `flavour = "native"` runs every strategy, and a composed pair, exactly as it runs on
+    /// its own broker's flavour; the flavour matters in this scenario (a broker-neutral
+    /// strategy on `native` is not the same run as on `kafka`).
+    #[test]
+    fn native_runs_each_strategy_on_its_own_brokers_defaults() {
+        let native = faulty("native");
+        let mut names: Vec<String> = ALL.iter().map(|i| i.name.to_string()).collect();
+        names.push("kafka+db_optimistic".into());
+        for name in &names {
+            let own = match name.split_once('+') {
+                Some((d, _)) => ALL.iter().find(|i| i.name == d).unwrap().flavour,
+                None => ALL.iter().find(|i| i.name == name).unwrap().flavour,
+            };
+            assert_eq!(
+                run(&native, name, 3),
+                run(&faulty(own.name()), name, 3),
+                "{name} on {}",
+                own.name()
+            );
+        }
+        assert_ne!(
+            run(&native, "competing", 3),
+            run(&faulty("kafka"), "competing", 3)
+        );
+        assert_ne!(
+            run(&native, "kafka", 3),
+            run(&faulty("activemq"), "kafka", 3)
+        );
+        let kinds: Vec<Flavour> = ALL.iter().map(|i| i.flavour).collect();
+        for f in [
+            Flavour::Kafka,
+            Flavour::Sqs,
+            Flavour::Artemis,
+            Flavour::Weblogic,
+        ] {
+            assert!(kinds.contains(&f), "{f:?}: some strategy models it");
+        }
+        assert_eq!(
+            ALL.iter().find(|i| i.name == "competing").unwrap().flavour,
+            Flavour::Activemq
+        );
     }
 }
 

@@ -52,6 +52,11 @@ pub enum Flavour {
     /// Apache Kafka (a partitioned log; consumer groups commit offsets), with Spring Kafka's
     /// default error handler.
     Kafka,
+    /// Each strategy on the defaults of the broker it models (`sqs_fifo` on `sqs`, `kafka` on
+    /// `kafka`, ...; the seeds' broker-neutral strategies on `activemq`): the scenario is
+    /// resolved per strategy before its run ([`crate::Scenario::on_flavour`]). Where it is
+    /// still unresolved it reads as `activemq`.
+    Native,
 }
 
 impl Flavour {
@@ -156,6 +161,7 @@ impl Flavour {
             Flavour::Weblogic => "weblogic",
             Flavour::Sqs => "sqs",
             Flavour::Kafka => "kafka",
+            Flavour::Native => "native",
         }
     }
 }
@@ -246,7 +252,7 @@ impl RedeliveryPolicy {
     pub fn resolve(flavour: Flavour, r: &Redelivery, lease: &Lease) -> Self {
         use Flavour::*;
         let (mode, delay, limit) = match flavour {
-            Activemq => (
+            Activemq | Native => (
                 RedeliveryMode::Blocking,
                 Dur::from_secs(1),
                 Limit::Deliveries(7),
@@ -267,7 +273,7 @@ impl RedeliveryPolicy {
         };
         let requeue = match flavour {
             IbmMq | Sqs | Kafka => Requeue::Original,
-            Activemq | Artemis | Weblogic => Requeue::Head,
+            Activemq | Artemis | Weblogic | Native => Requeue::Head,
         };
         let limit = match (r.max_redeliveries, r.backout_threshold) {
             (Some(n), _) if n < 0 => Limit::Unlimited,
@@ -297,8 +303,10 @@ impl RedeliveryPolicy {
     /// What broker `b` does with a message it gives up on.
     pub fn dead_letter(&self, b: &Broker) -> DeadLetter {
         self.dead_letter.unwrap_or(match self.flavour {
-            Flavour::Activemq if !b.persistent => DeadLetter::Drop,
-            Flavour::Activemq | Flavour::IbmMq | Flavour::Sqs => DeadLetter::Queue,
+            Flavour::Activemq | Flavour::Native if !b.persistent => DeadLetter::Drop,
+            Flavour::Activemq | Flavour::Native | Flavour::IbmMq | Flavour::Sqs => {
+                DeadLetter::Queue
+            }
             Flavour::Artemis | Flavour::Weblogic | Flavour::Kafka => DeadLetter::Drop,
         })
     }

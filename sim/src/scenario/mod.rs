@@ -41,8 +41,9 @@ pub struct Scenario {
     /// The seed used when `--seed` is not given.
     #[serde(default = "defaults::seed")]
     pub seed: u64,
-    /// The broker product whose documented defaults fill what `[redelivery]` leaves out
-    /// (`activemq`, `artemis`, `ibm_mq`, `weblogic`).
+    /// The broker product whose documented defaults fill what the file leaves out
+    /// (`activemq`, `artemis`, `ibm_mq`, `weblogic`, `sqs`, `kafka`), or `native`: each
+    /// strategy on its own broker's.
     #[serde(default)]
     pub flavour: Flavour,
     /// The strategies to compare, by name (`sim list`).
@@ -747,6 +748,18 @@ impl Scenario {
                 None => format!("c{i}"),
             },
             None => node_name(&self.consumers.names, "c", i),
+        }
+    }
+
+    /// The scenario a strategy modelling `native`'s broker runs: under `flavour = "native"`
+    /// this one on `native`'s defaults, else this one as it is.
+    pub fn on_flavour(&self, native: Flavour) -> std::borrow::Cow<'_, Scenario> {
+        if self.flavour == Flavour::Native {
+            let mut sc = self.clone();
+            sc.flavour = native;
+            std::borrow::Cow::Owned(sc)
+        } else {
+            std::borrow::Cow::Borrowed(self)
         }
     }
 
