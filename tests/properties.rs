@@ -67,7 +67,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             any::<bool>(),
         ),
         prop::collection::vec((0u8..11, 1u32..=60, 10u32..=3000), 0..4),
-        (0u8..3, 0usize..6, 0u8..3),
+        (0u8..3, 0usize..7, 0u8..3),
         (0u8..3, 0u8..4, any::<bool>(), 0u8..4, 0u8..3, 0u8..4),
         (0u32..=5, prop::option::of(any::<bool>()), any::<bool>()),
         prop::sample::select(vec![
@@ -82,6 +82,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             "sqs_fifo",
             "kafka",
             "artemis_groups",
+            "pulsar_key_shared",
         ]),
     )
         .prop_map(
@@ -94,8 +95,9 @@ fn gen() -> impl Strategy<Value = Gen> {
                 (max_in_flight, idempotence, retry_backoff),
                 strategy,
             )| Gen {
-                // An SQS FIFO queue is one queue; a Kafka cluster is one broker here.
-                brokers: if matches!(strategy, "sqs_fifo" | "kafka") {
+                // An SQS FIFO queue is one queue; a Kafka cluster is one broker here, and so is the
+                // broker that owns a Pulsar topic.
+                brokers: if matches!(strategy, "sqs_fifo" | "kafka" | "pulsar_key_shared") {
                     1
                 } else {
                     brokers
@@ -133,7 +135,9 @@ fn gen() -> impl Strategy<Value = Gen> {
 fn toml_of(g: &Gen) -> String {
     let mut s = String::new();
     writeln!(s, "strategies = [\"{}\"]", g.strategy).unwrap();
-    let flavour = ["activemq", "artemis", "ibm_mq", "weblogic", "sqs", "kafka"][g.flavour];
+    let flavour = [
+        "activemq", "artemis", "ibm_mq", "weblogic", "sqs", "kafka", "pulsar",
+    ][g.flavour];
     writeln!(s, "flavour = \"{flavour}\"").unwrap();
     writeln!(
         s,

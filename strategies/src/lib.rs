@@ -13,6 +13,7 @@ pub mod db_optimistic;
 pub mod kafka;
 pub mod message_groups;
 pub mod notifier;
+pub mod pulsar_key_shared;
 pub mod resequencer;
 pub mod single;
 pub mod sqs_fifo;
@@ -32,6 +33,7 @@ pub use db_optimistic::DbOptimistic;
 pub use kafka::Kafka;
 pub use message_groups::MessageGroups;
 pub use notifier::Notifier;
+pub use pulsar_key_shared::PulsarKeyShared;
 pub use resequencer::Resequencer;
 pub use single::Single;
 pub use sqs_fifo::SqsFifo;
@@ -274,6 +276,7 @@ registry! {
     SqsFifo,
     Kafka,
     ArtemisGroups,
+    PulsarKeyShared,
 }
 
 /// Whether `name` is a known strategy, or a valid composed pair (`kafka+db_optimistic`).

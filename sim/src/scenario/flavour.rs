@@ -10,6 +10,12 @@
 //! | `weblogic` | non-blocking (the destination holds it for the delay) | 0 (`RedeliveryDelay`) | Redelivery Limit -1: unlimited | dropped: no error destination, expiration policy `Discard` |
 //! | `sqs` | non-blocking: a message not deleted reappears when its visibility timeout ends | the lease (30s) | no redrive policy: unlimited (`maxReceiveCount = N` is `backout_threshold = N`) | the redrive DLQ |
 //! | `kafka` | blocking (Spring Kafka's `DefaultErrorHandler` seeks back to the failed record) | 0 (`FixedBackOff(0, 9)`) | 9 retries (10 deliveries) | skipped: logged and its offset committed (`dead_letter = "queue"`: a `DeadLetterPublishingRecoverer`'s dead-letter topic) |
+//! | `pulsar` | non-blocking (a negative ack: the client asks the broker to redeliver after the delay; later messages go on) | 60s (`negativeAckRedeliveryDelay`, 1 min) | unlimited (no `DeadLetterPolicy`; `maxRedeliverCount = N` is `max_redeliveries = N`) | the dead-letter topic (`<topic>-<subscription>-DLQ`) |
+//!
+//! `pulsar` puts a redelivered message back in its place (the dispatcher replays its redelivery
+//! set in position order before it reads on), and looks 100 messages deep
+//! (`dispatcherMaxReadBatchSize`); its consumers' `receiverQueueSize` (1000) is `[consumers]
+//! prefetch`, which a flavour does not set. `ackTimeout` is 0 (disabled): no lease.
 //!
 //! Every flavour but `sqs` requeues at the head, holds deliveries without a lease and notices a
 //! consumer's death when its connection closes. `sqs` (a FIFO queue) leases each receive for the
@@ -28,7 +34,8 @@
 //! Sources: docs/sources.md and ../shared/research/brokers.md (ActiveMQ `RedeliveryPolicy` and
 //! DLQ handling [A2][A3], Artemis undelivered messages [A8], IBM MQ backout [I1][R4], WebLogic's
 //! redelivery attributes), SQS visibility timeout and redrive [Q3][Q4][Q7], Kafka consumer
-//! configs and Spring Kafka's error handler [K3][K6].
+//! configs and Spring Kafka's error handler [K3][K6], Pulsar's `ConsumerConfigurationData`
+//! and `ServiceConfiguration` [P1][P5].
 
 use super::{Broker, Commit, CrashDetection, Lease, Receive, Redelivery, RedeliveryMode};
 use crate::time::Dur;
@@ -52,6 +59,9 @@ pub enum Flavour {
     /// Apache Kafka (a partitioned log; consumer groups commit offsets), with Spring Kafka's
     /// default error handler.
     Kafka,
+    /// Apache Pulsar 3.x with the Java client: negative acks redelivered after a minute, no ack
+    /// timeout, unlimited redeliveries unless a `DeadLetterPolicy` is set.
+    Pulsar,
     /// Each strategy on the defaults of the broker it models (`sqs_fifo` on `sqs`, `kafka` on
     /// `kafka`, ...; the seeds' broker-neutral strategies on `activemq`): the scenario is
     /// resolved per strategy before its run ([`crate::Scenario::on_flavour`]). Where it is
@@ -61,13 +71,14 @@ pub enum Flavour {
 
 impl Flavour {
     /// Every flavour, in documentation order.
-    pub const ALL: [Flavour; 6] = [
+    pub const ALL: [Flavour; 7] = [
         Flavour::Activemq,
         Flavour::Artemis,
         Flavour::IbmMq,
         Flavour::Weblogic,
         Flavour::Sqs,
         Flavour::Kafka,
+        Flavour::Pulsar,
     ];
 
     /// How this broker learns that a consumer process died.
@@ -143,11 +154,13 @@ impl Flavour {
     /// How many queued messages dispatch looks at when `[[broker]] page_size` is absent:
     /// ActiveMQ's `maxPageSize` (200) for the queue brokers; SQS FIFO looks through the first
     /// 20,000 messages for a group it may return [Q2]; a Kafka consumer reads each partition on
-    /// its own, so no partition waits behind another's backlog (unbounded).
+    /// its own, so no partition waits behind another's backlog (unbounded); a Pulsar dispatcher
+    /// reads `dispatcherMaxReadBatchSize` (100) entries at a time, its redelivery set first [P5].
     pub fn page_size(self) -> u32 {
         match self {
             Flavour::Sqs => 20_000,
             Flavour::Kafka => u32::MAX,
+            Flavour::Pulsar => 100,
             _ => 200,
         }
     }
@@ -161,6 +174,7 @@ impl Flavour {
             Flavour::Weblogic => "weblogic",
             Flavour::Sqs => "sqs",
             Flavour::Kafka => "kafka",
+            Flavour::Pulsar => "pulsar",
             Flavour::Native => "native",
         }
     }
@@ -270,9 +284,14 @@ impl RedeliveryPolicy {
                 Limit::Unlimited,
             ),
             Kafka => (RedeliveryMode::Blocking, Dur::ZERO, Limit::Deliveries(10)),
+            Pulsar => (
+                RedeliveryMode::NonBlocking,
+                Dur::from_secs(60),
+                Limit::Unlimited,
+            ),
         };
         let requeue = match flavour {
-            IbmMq | Sqs | Kafka => Requeue::Original,
+            IbmMq | Sqs | Kafka | Pulsar => Requeue::Original,
             Activemq | Artemis | Weblogic | Native => Requeue::Head,
         };
         let limit = match (r.max_redeliveries, r.backout_threshold) {
@@ -304,7 +323,11 @@ impl RedeliveryPolicy {
     pub fn dead_letter(&self, b: &Broker) -> DeadLetter {
         self.dead_letter.unwrap_or(match self.flavour {
             Flavour::Activemq | Flavour::Native if !b.persistent => DeadLetter::Drop,
-            Flavour::Activemq | Flavour::Native | Flavour::IbmMq | Flavour::Sqs => {
+            Flavour::Activemq
+            | Flavour::Native
+            | Flavour::IbmMq
+            | Flavour::Sqs
+            | Flavour::Pulsar => {
                 DeadLetter::Queue
             }
             Flavour::Artemis | Flavour::Weblogic | Flavour::Kafka => DeadLetter::Drop,
@@ -441,6 +464,7 @@ mod tests {
             let expected = match f {
                 Flavour::Sqs => 20_000,
                 Flavour::Kafka => u32::MAX,
+                Flavour::Pulsar => 100,
                 _ => 200,
             };
             assert_eq!(f.page_size(), expected, "{f:?}");
@@ -483,6 +507,47 @@ mod tests {
             (sc.max_in_flight(), sc.idempotence(), sc.retry_backoff()),
             (4, true, Dur::from_millis(100))
         );
+    }
+
+    /// Pulsar's Java client: a negative ack is redelivered after `negativeAckRedeliveryDelay`
+    /// (1 min) while later messages go on; no `DeadLetterPolicy`, so no limit (with
+    /// `maxRedeliverCount = N`, written `max_redeliveries = N`, the (N + 1)th failed delivery
+    /// goes to the dead-letter topic); `ackTimeout` 0: no lease; a closed connection is noticed
+    /// at once; one ack per message; the broker pushes up to the receiver queue [P1][P5].
+    #[test]
+    fn pulsar_negative_acks_wait_a_minute_and_never_give_up() {
+        let f = Flavour::Pulsar;
+        let p = RedeliveryPolicy::resolve(f, &redelivery(""), &no_lease());
+        assert_eq!(
+            (p.mode, p.initial_delay, p.limit, p.requeue),
+            (
+                RedeliveryMode::NonBlocking,
+                Dur::from_secs(60),
+                Limit::Unlimited,
+                Requeue::Original
+            )
+        );
+        assert_eq!(p.delay(5), Dur::from_secs(60), "no backoff by default");
+        assert!(!p.gives_up(u32::MAX));
+        assert_eq!(p.dead_letter(&broker(true)), DeadLetter::Queue);
+        let dlq = RedeliveryPolicy::resolve(f, &redelivery("max_redeliveries = 3"), &no_lease());
+        assert!(!dlq.gives_up(3) && dlq.gives_up(4));
+        assert_eq!(LeasePolicy::resolve(f, &no_lease()), None);
+        assert_eq!(f.crash_detection(), CrashDetection::Connection);
+        assert_eq!(f.commit().0, Commit::Each);
+        assert_eq!(f.receive(), Receive::Prefetch);
+        assert_eq!(f.failure_detection(), Dur::from_secs(30));
+        assert_eq!(
+            (f.max_in_flight(), f.idempotence(), f.retry_backoff()),
+            (1, false, None)
+        );
+        assert_eq!(f.name(), "pulsar");
+        let sc: crate::scenario::Scenario = toml::from_str(
+            "flavour = \"pulsar\"\nstrategies = [\"single\"]\n[workload]\nmessages = 1\nrate = \"1/s\"\nkeys = 1\n\
+             [[broker]]\nname = \"a\"\n[consumers]\ncount = 1\nservice = \"1ms\"",
+        )
+        .unwrap();
+        assert_eq!(sc.flavour, Flavour::Pulsar);
     }
 
     #[test]
