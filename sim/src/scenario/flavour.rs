@@ -10,6 +10,16 @@
 //! | `weblogic` | non-blocking (the destination holds it for the delay) | 0 (`RedeliveryDelay`) | Redelivery Limit -1: unlimited | dropped: no error destination, expiration policy `Discard` |
 //! | `sqs` | non-blocking: a message not deleted reappears when its visibility timeout ends | the lease (30s) | no redrive policy: unlimited (`maxReceiveCount = N` is `backout_threshold = N`) | the redrive DLQ |
 //! | `kafka` | blocking (Spring Kafka's `DefaultErrorHandler` seeks back to the failed record) | 0 (`FixedBackOff(0, 9)`) | 9 retries (10 deliveries) | skipped: logged and its offset committed (`dead_letter = "queue"`: a `DeadLetterPublishingRecoverer`'s dead-letter topic) |
+//! | `rabbitmq` (classic queue) | non-blocking, no delay: a requeued message goes back to its original position | 0 | none: classic queues have no delivery limit | (never) |
+//! | `rabbitmq_quorum` (quorum queue, 4.0-4.2) | non-blocking, no delay: a returned message is delivered next (`returns` before `messages`) | 0 | `delivery-limit` 20: dropped on the 21st return (21 deliveries) | dropped: no dead-letter exchange by default |
+//!
+//! `rabbitmq_quorum` with `max_redeliveries = -1` (`x-delivery-limit = -1`, no limit) puts a
+//! nacked message at the back of the queue (`rabbit_fifo` re-enqueues it) but still gives a gone
+//! consumer's messages back at the front (`return_all` into `returns`): the one flavour whose two
+//! requeue positions differ ([`RedeliveryPolicy::requeue_lost`]). Both RabbitMQ flavours notice a
+//! crashed consumer when its socket closes, and a silent one after the 60s heartbeat timeout; each
+//! queue dispatches from its own head (no page limit: the queues behind a consistent-hash exchange
+//! do not wait for one another).
 //!
 //! Every flavour but `sqs` requeues at the head, holds deliveries without a lease and notices a
 //! consumer's death when its connection closes. `sqs` (a FIFO queue) leases each receive for the
@@ -28,7 +38,8 @@
 //! Sources: docs/sources.md and ../shared/research/brokers.md (ActiveMQ `RedeliveryPolicy` and
 //! DLQ handling [A2][A3], Artemis undelivered messages [A8], IBM MQ backout [I1][R4], WebLogic's
 //! redelivery attributes), SQS visibility timeout and redrive [Q3][Q4][Q7], Kafka consumer
-//! configs and Spring Kafka's error handler [K3][K6].
+//! configs and Spring Kafka's error handler [K3][K6], RabbitMQ's queues, quorum queues and
+//! heartbeats [B1][B3][B6][B7].
 
 use super::{Broker, Commit, CrashDetection, Lease, Receive, Redelivery, RedeliveryMode};
 use crate::time::Dur;
@@ -52,17 +63,24 @@ pub enum Flavour {
     /// Apache Kafka (a partitioned log; consumer groups commit offsets), with Spring Kafka's
     /// default error handler.
     Kafka,
+    /// RabbitMQ with a classic queue: requeue to the original position, no delivery limit.
+    Rabbitmq,
+    /// RabbitMQ (4.0-4.2) with a quorum queue: returns delivered first, delivery limit 20, then
+    /// dropped.
+    RabbitmqQuorum,
 }
 
 impl Flavour {
     /// Every flavour, in documentation order.
-    pub const ALL: [Flavour; 6] = [
+    pub const ALL: [Flavour; 8] = [
         Flavour::Activemq,
         Flavour::Artemis,
         Flavour::IbmMq,
         Flavour::Weblogic,
         Flavour::Sqs,
         Flavour::Kafka,
+        Flavour::Rabbitmq,
+        Flavour::RabbitmqQuorum,
     ];
 
     /// How this broker learns that a consumer process died.
@@ -75,10 +93,12 @@ impl Flavour {
     }
 
     /// How long until a consumer that stopped answering is dropped: ActiveMQ's
-    /// `maxInactivityDuration` (30s); Kafka's `session.timeout.ms` (45s since 3.0 [K3]).
+    /// `maxInactivityDuration` (30s); Kafka's `session.timeout.ms` (45s since 3.0 [K3]);
+    /// RabbitMQ's heartbeat timeout (60s [B7]).
     pub fn failure_detection(self) -> Dur {
         match self {
             Flavour::Kafka => Dur::from_secs(45),
+            Flavour::Rabbitmq | Flavour::RabbitmqQuorum => Dur::from_secs(60),
             _ => Dur::from_secs(30),
         }
     }
@@ -138,11 +158,12 @@ impl Flavour {
     /// How many queued messages dispatch looks at when `[[broker]] page_size` is absent:
     /// ActiveMQ's `maxPageSize` (200) for the queue brokers; SQS FIFO looks through the first
     /// 20,000 messages for a group it may return [Q2]; a Kafka consumer reads each partition on
-    /// its own, so no partition waits behind another's backlog (unbounded).
+    /// its own, so no partition waits behind another's backlog (unbounded); so does each
+    /// RabbitMQ queue behind a consistent-hash exchange (unbounded).
     pub fn page_size(self) -> u32 {
         match self {
             Flavour::Sqs => 20_000,
-            Flavour::Kafka => u32::MAX,
+            Flavour::Kafka | Flavour::Rabbitmq | Flavour::RabbitmqQuorum => u32::MAX,
             _ => 200,
         }
     }
@@ -156,6 +177,8 @@ impl Flavour {
             Flavour::Weblogic => "weblogic",
             Flavour::Sqs => "sqs",
             Flavour::Kafka => "kafka",
+            Flavour::Rabbitmq => "rabbitmq",
+            Flavour::RabbitmqQuorum => "rabbitmq_quorum",
         }
     }
 }
@@ -233,8 +256,11 @@ pub struct RedeliveryPolicy {
     pub max_delay: Option<Dur>,
     /// When the broker gives up.
     pub limit: Limit,
-    /// Where a message goes back in its queue.
+    /// Where a failed (rolled-back) message goes back in its queue.
     pub requeue: Requeue,
+    /// Where the deliveries of a consumer that is gone (crashed, disconnected) go back: the same
+    /// as `requeue` for every flavour but `rabbitmq_quorum` without a delivery limit.
+    pub requeue_lost: Requeue,
     /// What it does then, when the file says (else per broker: [`RedeliveryPolicy::dead_letter`]).
     dead_letter: Option<DeadLetter>,
     flavour: Flavour,
@@ -264,10 +290,13 @@ impl RedeliveryPolicy {
                 Limit::Unlimited,
             ),
             Kafka => (RedeliveryMode::Blocking, Dur::ZERO, Limit::Deliveries(10)),
-        };
-        let requeue = match flavour {
-            IbmMq | Sqs | Kafka => Requeue::Original,
-            Activemq | Artemis | Weblogic => Requeue::Head,
+            Rabbitmq => (RedeliveryMode::NonBlocking, Dur::ZERO, Limit::Unlimited),
+            // `delivery-limit` 20 [B3]: dropped when a return makes the count exceed it.
+            RabbitmqQuorum => (
+                RedeliveryMode::NonBlocking,
+                Dur::ZERO,
+                Limit::Deliveries(21),
+            ),
         };
         let limit = match (r.max_redeliveries, r.backout_threshold) {
             (Some(n), _) if n < 0 => Limit::Unlimited,
@@ -276,6 +305,19 @@ impl RedeliveryPolicy {
             (None, Some(n)) => Limit::Deliveries(n as u32),
             (None, None) => limit,
         };
+        let requeue = match flavour {
+            IbmMq | Sqs | Kafka | Rabbitmq => Requeue::Original,
+            Activemq | Artemis | Weblogic => Requeue::Head,
+            // rabbit_fifo: with a delivery limit a return goes to `returns`, served before
+            // `messages`; without one a nack re-enqueues it at the back.
+            RabbitmqQuorum if limit == Limit::Unlimited => Requeue::Tail,
+            RabbitmqQuorum => Requeue::Head,
+        };
+        // A gone consumer's messages: `return_all` into `returns` whatever the limit.
+        let requeue_lost = match flavour {
+            RabbitmqQuorum => Requeue::Head,
+            _ => requeue,
+        };
         RedeliveryPolicy {
             mode: r.mode.unwrap_or(mode),
             initial_delay: r.initial_delay.unwrap_or(delay),
@@ -283,6 +325,7 @@ impl RedeliveryPolicy {
             max_delay: r.max_delay,
             limit,
             requeue: r.requeue.unwrap_or(requeue),
+            requeue_lost: r.requeue.unwrap_or(requeue_lost),
             dead_letter: r.dead_letter,
             flavour,
         }
@@ -299,7 +342,11 @@ impl RedeliveryPolicy {
         self.dead_letter.unwrap_or(match self.flavour {
             Flavour::Activemq if !b.persistent => DeadLetter::Drop,
             Flavour::Activemq | Flavour::IbmMq | Flavour::Sqs => DeadLetter::Queue,
-            Flavour::Artemis | Flavour::Weblogic | Flavour::Kafka => DeadLetter::Drop,
+            Flavour::Artemis
+            | Flavour::Weblogic
+            | Flavour::Kafka
+            | Flavour::Rabbitmq
+            | Flavour::RabbitmqQuorum => DeadLetter::Drop,
         })
     }
 
@@ -432,7 +479,7 @@ mod tests {
         for f in Flavour::ALL {
             let expected = match f {
                 Flavour::Sqs => 20_000,
-                Flavour::Kafka => u32::MAX,
+                Flavour::Kafka | Flavour::Rabbitmq | Flavour::RabbitmqQuorum => u32::MAX,
                 _ => 200,
             };
             assert_eq!(f.page_size(), expected, "{f:?}");
@@ -475,6 +522,66 @@ mod tests {
             (sc.max_in_flight(), sc.idempotence(), sc.retry_backoff()),
             (4, true, Dur::from_millis(100))
         );
+    }
+
+    /// RabbitMQ: a classic queue requeues to the original position and has no delivery limit;
+    /// a quorum queue (4.0-4.2) delivers returns first and drops a message on its 21st return
+    /// (`delivery-limit` 20, no dead-letter exchange); with `x-delivery-limit = -1` a nack goes to
+    /// the back while a gone consumer's messages still come back first [B1][B3].
+    #[test]
+    fn rabbitmq_classic_and_quorum_queues() {
+        let none = redelivery("");
+        let classic = RedeliveryPolicy::resolve(Flavour::Rabbitmq, &none, &no_lease());
+        assert_eq!(
+            (classic.mode, classic.initial_delay, classic.limit),
+            (RedeliveryMode::NonBlocking, Dur::ZERO, Limit::Unlimited)
+        );
+        assert_eq!(
+            (classic.requeue, classic.requeue_lost),
+            (Requeue::Original, Requeue::Original)
+        );
+        let quorum = RedeliveryPolicy::resolve(Flavour::RabbitmqQuorum, &none, &no_lease());
+        assert_eq!(quorum.limit, Limit::Deliveries(21));
+        assert!(!quorum.gives_up(20) && quorum.gives_up(21));
+        assert_eq!(
+            (quorum.requeue, quorum.requeue_lost),
+            (Requeue::Head, Requeue::Head)
+        );
+        assert_eq!(quorum.dead_letter(&broker(true)), DeadLetter::Drop);
+        let unlimited = RedeliveryPolicy::resolve(
+            Flavour::RabbitmqQuorum,
+            &redelivery("max_redeliveries = -1"),
+            &no_lease(),
+        );
+        assert_eq!(unlimited.limit, Limit::Unlimited);
+        assert_eq!(
+            (unlimited.requeue, unlimited.requeue_lost),
+            (Requeue::Tail, Requeue::Head)
+        );
+        // The file's `requeue` is both positions.
+        let set = RedeliveryPolicy::resolve(
+            Flavour::RabbitmqQuorum,
+            &redelivery("requeue = \"original\""),
+            &no_lease(),
+        );
+        assert_eq!(
+            (set.requeue, set.requeue_lost),
+            (Requeue::Original, Requeue::Original)
+        );
+        for f in [Flavour::Rabbitmq, Flavour::RabbitmqQuorum] {
+            assert_eq!(f.failure_detection(), Dur::from_secs(60));
+            assert_eq!(f.crash_detection(), CrashDetection::Connection);
+            assert_eq!(f.commit().0, Commit::Each);
+            assert_eq!(f.receive(), Receive::Prefetch);
+            assert_eq!(f.lease(), None);
+        }
+        // Every other flavour puts both back in the same place.
+        for f in Flavour::ALL {
+            let p = RedeliveryPolicy::resolve(f, &none, &no_lease());
+            if f != Flavour::RabbitmqQuorum {
+                assert_eq!(p.requeue, p.requeue_lost, "{f:?}");
+            }
+        }
     }
 
     #[test]
