@@ -67,7 +67,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             any::<bool>(),
         ),
         prop::collection::vec((0u8..11, 1u32..=60, 10u32..=3000), 0..4),
-        (0u8..3, 0usize..6, 0u8..3),
+        (0u8..3, 0usize..8, 0u8..3),
         (0u8..3, 0u8..4, any::<bool>(), 0u8..4, 0u8..3, 0u8..4),
         (0u32..=5, prop::option::of(any::<bool>()), any::<bool>()),
         prop::sample::select(vec![
@@ -82,6 +82,8 @@ fn gen() -> impl Strategy<Value = Gen> {
             "sqs_fifo",
             "kafka",
             "artemis_groups",
+            "rabbitmq_sac",
+            "rabbitmq_hash",
         ]),
     )
         .prop_map(
@@ -94,8 +96,9 @@ fn gen() -> impl Strategy<Value = Gen> {
                 (max_in_flight, idempotence, retry_backoff),
                 strategy,
             )| Gen {
-                // An SQS FIFO queue is one queue; a Kafka cluster is one broker here.
-                brokers: if matches!(strategy, "sqs_fifo" | "kafka") {
+                // An SQS FIFO queue is one queue; a Kafka cluster and a consistent-hash exchange with its
+                // queues are one broker here.
+                brokers: if matches!(strategy, "sqs_fifo" | "kafka" | "rabbitmq_hash") {
                     1
                 } else {
                     brokers
@@ -133,7 +136,16 @@ fn gen() -> impl Strategy<Value = Gen> {
 fn toml_of(g: &Gen) -> String {
     let mut s = String::new();
     writeln!(s, "strategies = [\"{}\"]", g.strategy).unwrap();
-    let flavour = ["activemq", "artemis", "ibm_mq", "weblogic", "sqs", "kafka"][g.flavour];
+    let flavour = [
+        "activemq",
+        "artemis",
+        "ibm_mq",
+        "weblogic",
+        "sqs",
+        "kafka",
+        "rabbitmq",
+        "rabbitmq_quorum",
+    ][g.flavour];
     writeln!(s, "flavour = \"{flavour}\"").unwrap();
     writeln!(
         s,
@@ -281,7 +293,7 @@ proptest! {
         // Without faults, and without leases (a lease is a timeout: a slow message is handed out
         // twice), the serialising strategies keep order.
         let leased = g.lease > 0 || g.flavour == 4;
-        if g.faults.is_empty() && g.poison == 0.0 && !leased && matches!(g.strategy, "single" | "message_groups" | "sqs_fifo" | "kafka") {
+        if g.faults.is_empty() && g.poison == 0.0 && !leased && matches!(g.strategy, "single" | "message_groups" | "sqs_fifo" | "kafka" | "rabbitmq_sac" | "rabbitmq_hash") {
             prop_assert_eq!(m.ordering_violations, 0);
         }
     }

@@ -14,7 +14,7 @@
 
 use crate::{effective, params, Named};
 use crate::{ArtemisGroups, Competing, MessageGroups, Single, SqsFifo, UnitOfOrder};
-use crate::{CachePessimistic, DbOptimistic, Kafka, Notifier};
+use crate::{CachePessimistic, DbOptimistic, Kafka, Notifier, RabbitmqHash, RabbitmqSac};
 use sim::history::{NoObserver, Observer};
 use sim::strategy::{
     Begin, Control, DispatchCtx, Handler, HandlerCtx, MsgView, Outcome, Route, RouteCtx, Select,
@@ -24,7 +24,7 @@ use sim::time::Time;
 use sim::{FaultPlan, Params, RunError, RunOptions, Scenario, Status, StrategySummary};
 
 /// The strategies that can be the dispatch part (before the `+`).
-pub const DISPATCH_PARTS: [&str; 7] = [
+pub const DISPATCH_PARTS: [&str; 9] = [
     Competing::NAME,
     Single::NAME,
     MessageGroups::NAME,
@@ -32,6 +32,8 @@ pub const DISPATCH_PARTS: [&str; 7] = [
     SqsFifo::NAME,
     Kafka::NAME,
     ArtemisGroups::NAME,
+    RabbitmqSac::NAME,
+    RabbitmqHash::NAME,
 ];
 
 /// The strategies that can be the handler part (after the `+`).
@@ -240,7 +242,9 @@ pub(crate) fn run_composed(
         UnitOfOrder,
         SqsFifo,
         Kafka,
-        ArtemisGroups
+        ArtemisGroups,
+        RabbitmqSac,
+        RabbitmqHash
     );
     unreachable!("refusal() accepted only the dispatch parts above")
 }
@@ -264,7 +268,7 @@ mod tests {
             .unwrap()
             .contains("after the +"));
         assert!(refusal("kafka", "nope").unwrap().contains("unknown"));
-        assert_eq!(pairs().len(), 21);
+        assert_eq!(pairs().len(), 27);
         assert!(pairs().contains(&"message_groups+db_optimistic".to_string()));
     }
 

@@ -13,6 +13,8 @@ pub mod db_optimistic;
 pub mod kafka;
 pub mod message_groups;
 pub mod notifier;
+pub mod rabbitmq_hash;
+pub mod rabbitmq_sac;
 pub mod resequencer;
 pub mod single;
 pub mod sqs_fifo;
@@ -32,6 +34,8 @@ pub use db_optimistic::DbOptimistic;
 pub use kafka::Kafka;
 pub use message_groups::MessageGroups;
 pub use notifier::Notifier;
+pub use rabbitmq_hash::RabbitmqHash;
+pub use rabbitmq_sac::RabbitmqSac;
 pub use resequencer::Resequencer;
 pub use single::Single;
 pub use sqs_fifo::SqsFifo;
@@ -267,6 +271,8 @@ registry! {
     SqsFifo,
     Kafka,
     ArtemisGroups,
+    RabbitmqSac,
+    RabbitmqHash,
 }
 
 /// Whether `name` is a known strategy, or a valid composed pair (`kafka+db_optimistic`).
