@@ -615,17 +615,16 @@ mod tests {
         s.on_attach(0, 0, 0, ctl);
         s.on_attach(0, 0, 1, ctl);
         assert_eq!(ctl.wakes(), vec![(5_000_000, UNBIND)], "armed once");
-        let s2 = &mut s;
-        let before = queues_of(&s2, 0);
-        s2.on_wake(5_000_000, UNBIND, ctl);
+        let before = queues_of(&s, 0);
+        s.on_wake(5_000_000, UNBIND, ctl);
         let rctx = RouteCtx {
             now: 0,
             producer: 0,
             connected: 0,
             up: &[true],
         };
-        s2.route(&rctx, &view(500, 0));
-        let after = queues_of(&s2, 500);
+        s.route(&rctx, &view(500, 0));
+        let after = queues_of(&s, 500);
         assert!(after.iter().all(|&q| q != 0), "queue 0 gets nothing new");
         let moved = (0..64).filter(|&k| after[k] != before[k]).count();
         let had = before.iter().filter(|&&q| q == 0).count();

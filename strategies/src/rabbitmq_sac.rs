@@ -113,7 +113,7 @@ mod tests {
 
     /// 3000 messages over 40 keys at `rate`/s to four consumers (prefetch 10, 10ms each), on
     /// `flavour`.
-    pub(crate) fn rabbit(flavour: &str, strategies: &str, rate: u32, extra: &str) -> sim::Scenario {
+    fn rabbit(flavour: &str, strategies: &str, rate: u32, extra: &str) -> sim::Scenario {
         scenario(&format!(
             r#"
 flavour = "{flavour}"
