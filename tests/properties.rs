@@ -67,7 +67,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             any::<bool>(),
         ),
         prop::collection::vec((0u8..11, 1u32..=60, 10u32..=3000), 0..4),
-        (0u8..3, 0usize..7, 0u8..3),
+        (0u8..3, 0usize..10, 0u8..3),
         (0u8..3, 0u8..4, any::<bool>(), 0u8..4, 0u8..3, 0u8..4),
         (0u32..=5, prop::option::of(any::<bool>()), any::<bool>()),
         prop::sample::select(vec![
@@ -83,6 +83,8 @@ fn gen() -> impl Strategy<Value = Gen> {
             "kafka",
             "artemis_groups",
             "pulsar_key_shared",
+            "rabbitmq_sac",
+            "rabbitmq_hash",
         ]),
     )
         .prop_map(
@@ -95,9 +97,12 @@ fn gen() -> impl Strategy<Value = Gen> {
                 (max_in_flight, idempotence, retry_backoff),
                 strategy,
             )| Gen {
-                // An SQS FIFO queue is one queue; a Kafka cluster is one broker here, and so is the
-                // broker that owns a Pulsar topic.
-                brokers: if matches!(strategy, "sqs_fifo" | "kafka" | "pulsar_key_shared") {
+                // An SQS FIFO queue is one queue; a Kafka cluster, the broker that owns a Pulsar topic
+                // and a consistent-hash exchange with its queues are one broker here.
+                brokers: if matches!(
+                    strategy,
+                    "sqs_fifo" | "kafka" | "pulsar_key_shared" | "rabbitmq_hash"
+                ) {
                     1
                 } else {
                     brokers
@@ -136,7 +141,16 @@ fn toml_of(g: &Gen) -> String {
     let mut s = String::new();
     writeln!(s, "strategies = [\"{}\"]", g.strategy).unwrap();
     let flavour = [
-        "activemq", "artemis", "ibm_mq", "weblogic", "sqs", "kafka", "pulsar",
+        "activemq",
+        "artemis",
+        "ibm_mq",
+        "weblogic",
+        "sqs",
+        "kafka",
+        "pulsar",
+        "rabbitmq",
+        "rabbitmq_quorum",
+        "native",
     ][g.flavour];
     writeln!(s, "flavour = \"{flavour}\"").unwrap();
     writeln!(
@@ -285,7 +299,7 @@ proptest! {
         // Without faults, and without leases (a lease is a timeout: a slow message is handed out
         // twice), the serialising strategies keep order.
         let leased = g.lease > 0 || g.flavour == 4;
-        if g.faults.is_empty() && g.poison == 0.0 && !leased && matches!(g.strategy, "single" | "message_groups" | "sqs_fifo" | "kafka") {
+        if g.faults.is_empty() && g.poison == 0.0 && !leased && matches!(g.strategy, "single" | "message_groups" | "sqs_fifo" | "kafka" | "rabbitmq_sac" | "rabbitmq_hash") {
             prop_assert_eq!(m.ordering_violations, 0);
         }
     }

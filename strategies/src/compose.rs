@@ -12,11 +12,10 @@
 //! object (one indirect call per `begin`/`handle`), so the build grows with the dispatch parts
 //! (8), not with the pairs (24).
 
+use crate::UnitOfOrder;
 use crate::{effective, params, Named};
-use crate::{
-    ArtemisGroups, Competing, MessageGroups, PulsarKeyShared, Single, SqsFifo, UnitOfOrder,
-};
-use crate::{CachePessimistic, DbOptimistic, Kafka, Notifier};
+use crate::{ArtemisGroups, Competing, MessageGroups, PulsarKeyShared, Single, SqsFifo};
+use crate::{CachePessimistic, DbOptimistic, Kafka, Notifier, RabbitmqHash, RabbitmqSac};
 use sim::history::{NoObserver, Observer};
 use sim::strategy::{
     Begin, Control, DispatchCtx, Handler, HandlerCtx, MsgView, Outcome, Route, RouteCtx, Select,
@@ -26,7 +25,7 @@ use sim::time::Time;
 use sim::{FaultPlan, Params, RunError, RunOptions, Scenario, Status, StrategySummary};
 
 /// The strategies that can be the dispatch part (before the `+`).
-pub const DISPATCH_PARTS: [&str; 8] = [
+pub const DISPATCH_PARTS: [&str; 10] = [
     Competing::NAME,
     Single::NAME,
     MessageGroups::NAME,
@@ -35,6 +34,8 @@ pub const DISPATCH_PARTS: [&str; 8] = [
     Kafka::NAME,
     ArtemisGroups::NAME,
     PulsarKeyShared::NAME,
+    RabbitmqSac::NAME,
+    RabbitmqHash::NAME,
 ];
 
 /// The strategies that can be the handler part (after the `+`).
@@ -246,7 +247,9 @@ pub(crate) fn run_composed(
         SqsFifo,
         Kafka,
         ArtemisGroups,
-        PulsarKeyShared
+        PulsarKeyShared,
+        RabbitmqSac,
+        RabbitmqHash
     );
     unreachable!("refusal() accepted only the dispatch parts above")
 }
@@ -270,7 +273,7 @@ mod tests {
             .unwrap()
             .contains("after the +"));
         assert!(refusal("kafka", "nope").unwrap().contains("unknown"));
-        assert_eq!(pairs().len(), 24);
+        assert_eq!(pairs().len(), 30);
         assert!(pairs().contains(&"message_groups+db_optimistic".to_string()));
     }
 

@@ -14,6 +14,8 @@ pub mod kafka;
 pub mod message_groups;
 pub mod notifier;
 pub mod pulsar_key_shared;
+pub mod rabbitmq_hash;
+pub mod rabbitmq_sac;
 pub mod resequencer;
 pub mod single;
 pub mod sqs_fifo;
@@ -34,6 +36,8 @@ pub use kafka::Kafka;
 pub use message_groups::MessageGroups;
 pub use notifier::Notifier;
 pub use pulsar_key_shared::PulsarKeyShared;
+pub use rabbitmq_hash::RabbitmqHash;
+pub use rabbitmq_sac::RabbitmqSac;
 pub use resequencer::Resequencer;
 pub use single::Single;
 pub use sqs_fifo::SqsFifo;
@@ -277,6 +281,8 @@ registry! {
     Kafka,
     ArtemisGroups,
     PulsarKeyShared,
+    RabbitmqSac,
+    RabbitmqHash,
 }
 
 /// Whether `name` is a known strategy, or a valid composed pair (`kafka+db_optimistic`).

@@ -45,7 +45,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         }
         let mut returned = std::mem::take(&mut self.w.returned);
         // Pushed to the front one by one: newest first, so that they end up oldest first.
-        if self.policy.requeue == Requeue::Head {
+        let requeue = self.policy.requeue_lost;
+        if requeue == Requeue::Head {
             returned.sort_unstable_by_key(|d| std::cmp::Reverse(d.id));
         } else {
             returned.sort_unstable_by_key(|d| d.id);
@@ -56,7 +57,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 && matches!(m.loc, Loc::Delivered { delivery, .. } if delivery == d.delivery)
             {
                 m.loc = Loc::Queued(d.broker);
-                self.put_back(d.broker, d.slot);
+                self.put_back_at(d.broker, d.slot, requeue);
                 self.returned_hook(d.broker, d.slot);
             }
         }
@@ -67,9 +68,15 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     /// Puts a message taken back from a consumer into broker `b`'s queue where `[redelivery]
     /// requeue` says: ahead of every queued message, behind them, or among them in production
     /// order.
+    #[inline]
     pub(super) fn put_back(&mut self, b: u16, slot: u32) {
+        self.put_back_at(b, slot, self.policy.requeue);
+    }
+
+    /// [`Self::put_back`] at `requeue` (a gone consumer's deliveries: `requeue_lost`).
+    fn put_back_at(&mut self, b: u16, slot: u32, requeue: Requeue) {
         let q = &mut self.w.brokers[b as usize].queue;
-        match self.policy.requeue {
+        match requeue {
             Requeue::Head => q.push_front(slot),
             Requeue::Tail => q.push_back(slot),
             Requeue::Original => {

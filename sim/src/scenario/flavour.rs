@@ -16,6 +16,16 @@
 //! set in position order before it reads on), and looks 100 messages deep
 //! (`dispatcherMaxReadBatchSize`); its consumers' `receiverQueueSize` (1000) is `[consumers]
 //! prefetch`, which a flavour does not set. `ackTimeout` is 0 (disabled): no lease.
+//! | `rabbitmq` (classic queue) | non-blocking, no delay: a requeued message goes back to its original position | 0 | none: classic queues have no delivery limit | (never) |
+//! | `rabbitmq_quorum` (quorum queue, 4.0-4.2) | non-blocking, no delay: a returned message is delivered next (`returns` before `messages`) | 0 | `delivery-limit` 20: dropped on the 21st return (21 deliveries) | dropped: no dead-letter exchange by default |
+//!
+//! `rabbitmq_quorum` with `max_redeliveries = -1` (`x-delivery-limit = -1`, no limit) puts a
+//! nacked message at the back of the queue (`rabbit_fifo` re-enqueues it) but still gives a gone
+//! consumer's messages back at the front (`return_all` into `returns`): the one flavour whose two
+//! requeue positions differ ([`RedeliveryPolicy::requeue_lost`]). Both RabbitMQ flavours notice a
+//! crashed consumer when its socket closes, and a silent one after the 60s heartbeat timeout; each
+//! queue dispatches from its own head (no page limit: the queues behind a consistent-hash exchange
+//! do not wait for one another).
 //!
 //! Every flavour but `sqs` requeues at the head, holds deliveries without a lease and notices a
 //! consumer's death when its connection closes. `sqs` (a FIFO queue) leases each receive for the
@@ -35,7 +45,8 @@
 //! DLQ handling [A2][A3], Artemis undelivered messages [A8], IBM MQ backout [I1][R4], WebLogic's
 //! redelivery attributes), SQS visibility timeout and redrive [Q3][Q4][Q7], Kafka consumer
 //! configs and Spring Kafka's error handler [K3][K6], Pulsar's `ConsumerConfigurationData`
-//! and `ServiceConfiguration` [P1][P5].
+//! and `ServiceConfiguration` [P1][P5], RabbitMQ's queues, quorum queues and heartbeats
+//! [B1][B3][B6][B7].
 
 use super::{Broker, Commit, CrashDetection, Lease, Receive, Redelivery, RedeliveryMode};
 use crate::time::Dur;
@@ -62,6 +73,11 @@ pub enum Flavour {
     /// Apache Pulsar 3.x with the Java client: negative acks redelivered after a minute, no ack
     /// timeout, unlimited redeliveries unless a `DeadLetterPolicy` is set.
     Pulsar,
+    /// RabbitMQ with a classic queue: requeue to the original position, no delivery limit.
+    Rabbitmq,
+    /// RabbitMQ (4.0-4.2) with a quorum queue: returns delivered first, delivery limit 20, then
+    /// dropped.
+    RabbitmqQuorum,
     /// Each strategy on the defaults of the broker it models (`sqs_fifo` on `sqs`, `kafka` on
     /// `kafka`, ...; the seeds' broker-neutral strategies on `activemq`): the scenario is
     /// resolved per strategy before its run ([`crate::Scenario::on_flavour`]). Where it is
@@ -71,7 +87,7 @@ pub enum Flavour {
 
 impl Flavour {
     /// Every flavour, in documentation order.
-    pub const ALL: [Flavour; 7] = [
+    pub const ALL: [Flavour; 9] = [
         Flavour::Activemq,
         Flavour::Artemis,
         Flavour::IbmMq,
@@ -79,6 +95,8 @@ impl Flavour {
         Flavour::Sqs,
         Flavour::Kafka,
         Flavour::Pulsar,
+        Flavour::Rabbitmq,
+        Flavour::RabbitmqQuorum,
     ];
 
     /// How this broker learns that a consumer process died.
@@ -91,10 +109,12 @@ impl Flavour {
     }
 
     /// How long until a consumer that stopped answering is dropped: ActiveMQ's
-    /// `maxInactivityDuration` (30s); Kafka's `session.timeout.ms` (45s since 3.0 [K3]).
+    /// `maxInactivityDuration` (30s); Kafka's `session.timeout.ms` (45s since 3.0 [K3]);
+    /// RabbitMQ's heartbeat timeout (60s [B7]).
     pub fn failure_detection(self) -> Dur {
         match self {
             Flavour::Kafka => Dur::from_secs(45),
+            Flavour::Rabbitmq | Flavour::RabbitmqQuorum => Dur::from_secs(60),
             _ => Dur::from_secs(30),
         }
     }
@@ -155,11 +175,12 @@ impl Flavour {
     /// ActiveMQ's `maxPageSize` (200) for the queue brokers; SQS FIFO looks through the first
     /// 20,000 messages for a group it may return [Q2]; a Kafka consumer reads each partition on
     /// its own, so no partition waits behind another's backlog (unbounded); a Pulsar dispatcher
-    /// reads `dispatcherMaxReadBatchSize` (100) entries at a time, its redelivery set first [P5].
+    /// reads `dispatcherMaxReadBatchSize` (100) entries at a time, its redelivery set first [P5];
+    /// each RabbitMQ queue behind a consistent-hash exchange dispatches from its own head (unbounded).
     pub fn page_size(self) -> u32 {
         match self {
             Flavour::Sqs => 20_000,
-            Flavour::Kafka => u32::MAX,
+            Flavour::Kafka | Flavour::Rabbitmq | Flavour::RabbitmqQuorum => u32::MAX,
             Flavour::Pulsar => 100,
             _ => 200,
         }
@@ -175,6 +196,8 @@ impl Flavour {
             Flavour::Sqs => "sqs",
             Flavour::Kafka => "kafka",
             Flavour::Pulsar => "pulsar",
+            Flavour::Rabbitmq => "rabbitmq",
+            Flavour::RabbitmqQuorum => "rabbitmq_quorum",
             Flavour::Native => "native",
         }
     }
@@ -253,8 +276,11 @@ pub struct RedeliveryPolicy {
     pub max_delay: Option<Dur>,
     /// When the broker gives up.
     pub limit: Limit,
-    /// Where a message goes back in its queue.
+    /// Where a failed (rolled-back) message goes back in its queue.
     pub requeue: Requeue,
+    /// Where the deliveries of a consumer that is gone (crashed, disconnected) go back: the same
+    /// as `requeue` for every flavour but `rabbitmq_quorum` without a delivery limit.
+    pub requeue_lost: Requeue,
     /// What it does then, when the file says (else per broker: [`RedeliveryPolicy::dead_letter`]).
     dead_letter: Option<DeadLetter>,
     flavour: Flavour,
@@ -289,10 +315,13 @@ impl RedeliveryPolicy {
                 Dur::from_secs(60),
                 Limit::Unlimited,
             ),
-        };
-        let requeue = match flavour {
-            IbmMq | Sqs | Kafka | Pulsar => Requeue::Original,
-            Activemq | Artemis | Weblogic | Native => Requeue::Head,
+            Rabbitmq => (RedeliveryMode::NonBlocking, Dur::ZERO, Limit::Unlimited),
+            // `delivery-limit` 20 [B3]: dropped when a return makes the count exceed it.
+            RabbitmqQuorum => (
+                RedeliveryMode::NonBlocking,
+                Dur::ZERO,
+                Limit::Deliveries(21),
+            ),
         };
         let limit = match (r.max_redeliveries, r.backout_threshold) {
             (Some(n), _) if n < 0 => Limit::Unlimited,
@@ -301,6 +330,19 @@ impl RedeliveryPolicy {
             (None, Some(n)) => Limit::Deliveries(n as u32),
             (None, None) => limit,
         };
+        let requeue = match flavour {
+            IbmMq | Sqs | Kafka | Rabbitmq | Pulsar => Requeue::Original,
+            Activemq | Artemis | Weblogic | Native => Requeue::Head,
+            // rabbit_fifo: with a delivery limit a return goes to `returns`, served before
+            // `messages`; without one a nack re-enqueues it at the back.
+            RabbitmqQuorum if limit == Limit::Unlimited => Requeue::Tail,
+            RabbitmqQuorum => Requeue::Head,
+        };
+        // A gone consumer's messages: `return_all` into `returns` whatever the limit.
+        let requeue_lost = match flavour {
+            RabbitmqQuorum => Requeue::Head,
+            _ => requeue,
+        };
         RedeliveryPolicy {
             mode: r.mode.unwrap_or(mode),
             initial_delay: r.initial_delay.unwrap_or(delay),
@@ -308,6 +350,7 @@ impl RedeliveryPolicy {
             max_delay: r.max_delay,
             limit,
             requeue: r.requeue.unwrap_or(requeue),
+            requeue_lost: r.requeue.unwrap_or(requeue_lost),
             dead_letter: r.dead_letter,
             flavour,
         }
@@ -327,10 +370,12 @@ impl RedeliveryPolicy {
             | Flavour::Native
             | Flavour::IbmMq
             | Flavour::Sqs
-            | Flavour::Pulsar => {
-                DeadLetter::Queue
-            }
-            Flavour::Artemis | Flavour::Weblogic | Flavour::Kafka => DeadLetter::Drop,
+            | Flavour::Pulsar => DeadLetter::Queue,
+            Flavour::Artemis
+            | Flavour::Weblogic
+            | Flavour::Kafka
+            | Flavour::Rabbitmq
+            | Flavour::RabbitmqQuorum => DeadLetter::Drop,
         })
     }
 
@@ -463,7 +508,7 @@ mod tests {
         for f in Flavour::ALL {
             let expected = match f {
                 Flavour::Sqs => 20_000,
-                Flavour::Kafka => u32::MAX,
+                Flavour::Kafka | Flavour::Rabbitmq | Flavour::RabbitmqQuorum => u32::MAX,
                 Flavour::Pulsar => 100,
                 _ => 200,
             };
@@ -548,6 +593,66 @@ mod tests {
         )
         .unwrap();
         assert_eq!(sc.flavour, Flavour::Pulsar);
+    }
+
+    /// RabbitMQ: a classic queue requeues to the original position and has no delivery limit;
+    /// a quorum queue (4.0-4.2) delivers returns first and drops a message on its 21st return
+    /// (`delivery-limit` 20, no dead-letter exchange); with `x-delivery-limit = -1` a nack goes to
+    /// the back while a gone consumer's messages still come back first [B1][B3].
+    #[test]
+    fn rabbitmq_classic_and_quorum_queues() {
+        let none = redelivery("");
+        let classic = RedeliveryPolicy::resolve(Flavour::Rabbitmq, &none, &no_lease());
+        assert_eq!(
+            (classic.mode, classic.initial_delay, classic.limit),
+            (RedeliveryMode::NonBlocking, Dur::ZERO, Limit::Unlimited)
+        );
+        assert_eq!(
+            (classic.requeue, classic.requeue_lost),
+            (Requeue::Original, Requeue::Original)
+        );
+        let quorum = RedeliveryPolicy::resolve(Flavour::RabbitmqQuorum, &none, &no_lease());
+        assert_eq!(quorum.limit, Limit::Deliveries(21));
+        assert!(!quorum.gives_up(20) && quorum.gives_up(21));
+        assert_eq!(
+            (quorum.requeue, quorum.requeue_lost),
+            (Requeue::Head, Requeue::Head)
+        );
+        assert_eq!(quorum.dead_letter(&broker(true)), DeadLetter::Drop);
+        let unlimited = RedeliveryPolicy::resolve(
+            Flavour::RabbitmqQuorum,
+            &redelivery("max_redeliveries = -1"),
+            &no_lease(),
+        );
+        assert_eq!(unlimited.limit, Limit::Unlimited);
+        assert_eq!(
+            (unlimited.requeue, unlimited.requeue_lost),
+            (Requeue::Tail, Requeue::Head)
+        );
+        // The file's `requeue` is both positions.
+        let set = RedeliveryPolicy::resolve(
+            Flavour::RabbitmqQuorum,
+            &redelivery("requeue = \"original\""),
+            &no_lease(),
+        );
+        assert_eq!(
+            (set.requeue, set.requeue_lost),
+            (Requeue::Original, Requeue::Original)
+        );
+        for f in [Flavour::Rabbitmq, Flavour::RabbitmqQuorum] {
+            assert_eq!(f.failure_detection(), Dur::from_secs(60));
+            assert_eq!(f.crash_detection(), CrashDetection::Connection);
+            assert_eq!(f.commit().0, Commit::Each);
+            assert_eq!(f.receive(), Receive::Prefetch);
+            assert_eq!(f.lease(), None);
+        }
+        // Every other flavour puts both back in the same place.
+        for f in Flavour::ALL {
+            let p = RedeliveryPolicy::resolve(f, &none, &no_lease());
+            if f != Flavour::RabbitmqQuorum {
+                assert_eq!(p.requeue, p.requeue_lost, "{f:?}");
+            }
+        }
     }
 
     #[test]
