@@ -77,20 +77,28 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     /// An idle, connected consumer takes the next message from its buffer; the strategy's `begin`
     /// may let it proceed, park it (waiting for a lock), or fail it.
     pub(super) fn start_next(&mut self, c: u32) {
+        // A loop, not a tail call: a consumer whose messages fail at once in `begin` goes
+        // through its whole buffer in one instant.
+        while self.start_one(c) {}
+    }
+
+    /// [`Self::start_next`]'s step: starts one message; true when the consumer is idle again
+    /// and should take the next.
+    fn start_one(&mut self, c: u32) -> bool {
         let cs = &mut self.w.consumers[c as usize];
         if !cs.up || cs.suspended || cs.pause_depth > 0 || !matches!(cs.phase, Phase::Idle) {
-            return;
+            return false;
         }
         if cs.leaving {
             self.leave_now(c);
-            return;
+            return false;
         }
         let Some(d) = cs.buffer.pop_front() else {
             if cs.job_running && cs.ack_pending.is_empty() && cs.broker.is_some() {
                 // receiveNoWait() returned nothing: the queue is drained for this run.
                 self.end_job(c, false);
             }
-            return;
+            return false;
         };
         let job = if d.delivery == 0 {
             // Its lease ended before it got here: the consumer's own copy (`lease.rs`).
@@ -145,9 +153,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             }
         }
         self.apply_control();
-        if matches!(self.w.consumers[c as usize].phase, Phase::Idle) {
-            self.start_next(c);
-        }
+        matches!(self.w.consumers[c as usize].phase, Phase::Idle)
     }
 
     /// Service starts: the processing time is drawn now.

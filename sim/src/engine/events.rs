@@ -71,6 +71,9 @@ pub(super) enum Ev {
     FaultStart(u32),
     FaultEnd(u32),
     Wake(u64),
+    /// A broker's dispatch, deferred to the same instant: deep in a chain of instant failures
+    /// (`redelivery.rs`), so that the stack stays bounded.
+    Dispatch(u16),
     DrainDeadline,
 }
 

@@ -128,6 +128,9 @@ struct Engine<'a, S: Strategy, O: Observer> {
     send_overtakes: u32,
     retry_backoff: Time,
     ctl: Control,
+    /// How many `failed` calls are on the stack (a zero-delay requeue dispatches at once, and
+    /// the consumer it reaches may fail at once again).
+    fail_depth: u32,
     /// Dispatch's candidate list (reused buffer).
     scratch: Vec<ConsumerSlot>,
     /// Consumers that received messages in the current dispatch call (reused buffer).
@@ -240,6 +243,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             },
             retry_backoff: sc.retry_backoff().0,
             ctl: Control::default(),
+            fail_depth: 0,
             scratch: Vec::with_capacity(sc.consumers.count as usize),
             started_scratch: Vec::with_capacity(sc.consumers.count as usize),
             phase_open,
@@ -350,6 +354,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
                 self.ctl.redispatch();
                 self.apply_control();
             }
+            Ev::Dispatch(b) => self.dispatch(b),
             // The loop ends the run on it before handing events here.
             Ev::DrainDeadline => {}
         }

@@ -9,8 +9,31 @@ use crate::history::{Event, FailReason, Observer};
 use crate::scenario::{PartialFailure, RedeliveryMode};
 use crate::strategy::Strategy;
 
+/// Nested failures handled on the stack before the next dispatch waits for the event queue.
+const MAX_FAIL_DEPTH: u32 = 32;
+
 impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+    /// Delivery `job` of consumer `c` failed: rolled back, then redelivered or given up on.
     pub(super) fn failed(&mut self, c: u32, job: Job, reason: FailReason) {
+        self.fail_depth += 1;
+        self.fail(c, job, reason);
+        self.fail_depth -= 1;
+    }
+
+    /// The broker's next dispatch after a failure: at once, or, under more nested failures than
+    /// [`MAX_FAIL_DEPTH`] (a handler that fails in `begin` during an outage, with zero-delay
+    /// non-blocking redelivery: fail, requeue, dispatch, fail, ... in one instant), from the
+    /// event queue at the same instant (events already due then may go first), so that the
+    /// stack stays bounded.
+    fn dispatch_after_failure(&mut self, b: u16) {
+        if self.fail_depth < MAX_FAIL_DEPTH {
+            self.dispatch(b);
+        } else {
+            self.q.push(self.now, Ev::Dispatch(b));
+        }
+    }
+
+    fn fail(&mut self, c: u32, job: Job, reason: FailReason) {
         let d = job.d;
         let msg = job.view.msg_ref();
         self.emit(Event::Rollback {
@@ -46,7 +69,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             if r.gives_up(deliveries) {
                 self.give_up(d.broker, d.slot);
                 if !suspend {
-                    self.dispatch(d.broker);
+                    self.dispatch_after_failure(d.broker);
                 }
             } else {
                 let delay = r.delay(deliveries).0;
@@ -72,7 +95,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                     self.put_back(d.broker, d.slot);
                     self.returned_hook(d.broker, d.slot);
                     if !suspend {
-                        self.dispatch(d.broker);
+                        self.dispatch_after_failure(d.broker);
                     }
                 } else {
                     self.w.slab.get_mut(d.slot).loc = Loc::Held(d.broker);
@@ -84,13 +107,13 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                         },
                     );
                     if !suspend {
-                        self.dispatch(d.broker);
+                        self.dispatch_after_failure(d.broker);
                     }
                 }
             }
         }
         if gave_back && !self.w.slab.valid(&d, c) {
-            self.dispatch(d.broker);
+            self.dispatch_after_failure(d.broker);
         }
         if suspend {
             self.suspend(c);
