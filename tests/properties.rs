@@ -67,7 +67,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             any::<bool>(),
         ),
         prop::collection::vec((0u8..11, 1u32..=60, 10u32..=3000), 0..4),
-        (0u8..3, 0usize..6, 0u8..3),
+        (0u8..3, 0usize..7, 0u8..3),
         (0u8..3, 0u8..4, any::<bool>(), 0u8..4, 0u8..3, 0u8..4),
         (0u32..=5, prop::option::of(any::<bool>()), any::<bool>()),
         prop::sample::select(vec![
@@ -82,6 +82,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             "sqs_fifo",
             "kafka",
             "artemis_groups",
+            "servicebus_sessions",
         ]),
     )
         .prop_map(
@@ -95,7 +96,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 strategy,
             )| Gen {
                 // An SQS FIFO queue is one queue; a Kafka cluster is one broker here.
-                brokers: if matches!(strategy, "sqs_fifo" | "kafka") {
+                brokers: if matches!(strategy, "sqs_fifo" | "kafka" | "servicebus_sessions") {
                     1
                 } else {
                     brokers
@@ -133,7 +134,15 @@ fn gen() -> impl Strategy<Value = Gen> {
 fn toml_of(g: &Gen) -> String {
     let mut s = String::new();
     writeln!(s, "strategies = [\"{}\"]", g.strategy).unwrap();
-    let flavour = ["activemq", "artemis", "ibm_mq", "weblogic", "sqs", "kafka"][g.flavour];
+    let flavour = [
+        "activemq",
+        "artemis",
+        "ibm_mq",
+        "weblogic",
+        "sqs",
+        "kafka",
+        "servicebus",
+    ][g.flavour];
     writeln!(s, "flavour = \"{flavour}\"").unwrap();
     writeln!(
         s,
@@ -171,7 +180,7 @@ fn toml_of(g: &Gen) -> String {
         g.consumers, g.prefetch, g.ack_ms, g.suspend_after
     )
     .unwrap();
-    let leased = g.lease > 0 || flavour == "sqs";
+    let leased = g.lease > 0 || flavour == "sqs" || flavour == "servicebus";
     match (g.crash_detection, leased) {
         (1, _) => writeln!(s, "crash_detection = \"connection\"").unwrap(),
         (2, _) => writeln!(
@@ -280,7 +289,7 @@ proptest! {
         prop_assert!(m.applied <= m.produced);
         // Without faults, and without leases (a lease is a timeout: a slow message is handed out
         // twice), the serialising strategies keep order.
-        let leased = g.lease > 0 || g.flavour == 4;
+        let leased = g.lease > 0 || g.flavour == 4 || g.flavour == 6;
         if g.faults.is_empty() && g.poison == 0.0 && !leased && matches!(g.strategy, "single" | "message_groups" | "sqs_fifo" | "kafka") {
             prop_assert_eq!(m.ordering_violations, 0);
         }

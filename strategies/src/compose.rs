@@ -10,10 +10,10 @@
 //!
 //! The engine stays monomorphised per dispatch part; the handler part is called through a trait
 //! object (one indirect call per `begin`/`handle`), so the build grows with the dispatch parts
-//! (6), not with the pairs (18).
+//! (8), not with the pairs (24).
 
 use crate::{effective, params, Named};
-use crate::{ArtemisGroups, Competing, MessageGroups, Single, SqsFifo, UnitOfOrder};
+use crate::{ArtemisGroups, Competing, MessageGroups, ServicebusSessions, Single, SqsFifo, UnitOfOrder};
 use crate::{CachePessimistic, DbOptimistic, Kafka, Notifier};
 use sim::history::{NoObserver, Observer};
 use sim::strategy::{
@@ -24,7 +24,7 @@ use sim::time::Time;
 use sim::{FaultPlan, Params, RunError, RunOptions, Scenario, Status, StrategySummary};
 
 /// The strategies that can be the dispatch part (before the `+`).
-pub const DISPATCH_PARTS: [&str; 7] = [
+pub const DISPATCH_PARTS: [&str; 8] = [
     Competing::NAME,
     Single::NAME,
     MessageGroups::NAME,
@@ -32,6 +32,7 @@ pub const DISPATCH_PARTS: [&str; 7] = [
     SqsFifo::NAME,
     Kafka::NAME,
     ArtemisGroups::NAME,
+    ServicebusSessions::NAME,
 ];
 
 /// The strategies that can be the handler part (after the `+`).
@@ -240,7 +241,8 @@ pub(crate) fn run_composed(
         UnitOfOrder,
         SqsFifo,
         Kafka,
-        ArtemisGroups
+        ArtemisGroups,
+        ServicebusSessions
     );
     unreachable!("refusal() accepted only the dispatch parts above")
 }
@@ -264,7 +266,7 @@ mod tests {
             .unwrap()
             .contains("after the +"));
         assert!(refusal("kafka", "nope").unwrap().contains("unknown"));
-        assert_eq!(pairs().len(), 21);
+        assert_eq!(pairs().len(), 24);
         assert!(pairs().contains(&"message_groups+db_optimistic".to_string()));
     }
 

@@ -14,6 +14,7 @@ pub mod kafka;
 pub mod message_groups;
 pub mod notifier;
 pub mod resequencer;
+pub mod servicebus_sessions;
 pub mod single;
 pub mod sqs_fifo;
 pub mod unit_of_order;
@@ -33,6 +34,7 @@ pub use kafka::Kafka;
 pub use message_groups::MessageGroups;
 pub use notifier::Notifier;
 pub use resequencer::Resequencer;
+pub use servicebus_sessions::ServicebusSessions;
 pub use single::Single;
 pub use sqs_fifo::SqsFifo;
 pub use unit_of_order::UnitOfOrder;
@@ -267,6 +269,7 @@ registry! {
     SqsFifo,
     Kafka,
     ArtemisGroups,
+    ServicebusSessions,
 }
 
 /// Whether `name` is a known strategy, or a valid composed pair (`kafka+db_optimistic`).

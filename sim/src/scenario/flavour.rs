@@ -10,8 +10,17 @@
 //! | `weblogic` | non-blocking (the destination holds it for the delay) | 0 (`RedeliveryDelay`) | Redelivery Limit -1: unlimited | dropped: no error destination, expiration policy `Discard` |
 //! | `sqs` | non-blocking: a message not deleted reappears when its visibility timeout ends | the lease (30s) | no redrive policy: unlimited (`maxReceiveCount = N` is `backout_threshold = N`) | the redrive DLQ |
 //! | `kafka` | blocking (Spring Kafka's `DefaultErrorHandler` seeks back to the failed record) | 0 (`FixedBackOff(0, 9)`) | 9 retries (10 deliveries) | skipped: logged and its offset committed (`dead_letter = "queue"`: a `DeadLetterPublishingRecoverer`'s dead-letter topic) |
+//! | `servicebus` | non-blocking, no delay: an abandoned message is served again on the next receive | 0 | `MaxDeliveryCount = 10` (10 deliveries; a lock expiry counts) | the dead-letter subqueue |
 //!
-//! Every flavour but `sqs` requeues at the head, holds deliveries without a lease and notices a
+//! `servicebus` (Azure Service Bus, a session-enabled queue) locks what it delivers for the
+//! queue's `LockDuration` (60s), which the SDK's processor renews while it works
+//! (`renew_every`: 10s before the lock ends, `lock - min(lock / 2, 10s)`, so 50s; for at most
+//! `MaxAutoLockRenewalDuration`, 5 min, here counted from each delivery), never notices a
+//! dead receiver but by its locks (`crash_detection = "lease"`; a frozen process's connection
+//! goes after the service's AMQP idle timeout, 120s), and serves each session as its own
+//! sub-queue (no page: every queued message is looked at) [Z1][Z2][Z4].
+//!
+//! Every flavour but `sqs` and `servicebus` requeues at the head, holds deliveries without a lease and notices a
 //! consumer's death when its connection closes. `sqs` (a FIFO queue) leases each receive for the
 //! visibility timeout (30s, no renewal), never notices a consumer's death (its receives come back
 //! when their leases expire) and puts a message that becomes visible again back in its original
@@ -52,33 +61,39 @@ pub enum Flavour {
     /// Apache Kafka (a partitioned log; consumer groups commit offsets), with Spring Kafka's
     /// default error handler.
     Kafka,
+    /// Azure Service Bus (session-enabled queues): peek-lock with a renewable 60s lock,
+    /// `MaxDeliveryCount` 10, dead-letter subqueue.
+    Servicebus,
 }
 
 impl Flavour {
     /// Every flavour, in documentation order.
-    pub const ALL: [Flavour; 6] = [
+    pub const ALL: [Flavour; 7] = [
         Flavour::Activemq,
         Flavour::Artemis,
         Flavour::IbmMq,
         Flavour::Weblogic,
         Flavour::Sqs,
         Flavour::Kafka,
+        Flavour::Servicebus,
     ];
 
     /// How this broker learns that a consumer process died.
     pub fn crash_detection(self) -> CrashDetection {
         match self {
-            Flavour::Sqs => CrashDetection::Lease,
+            Flavour::Sqs | Flavour::Servicebus => CrashDetection::Lease,
             Flavour::Kafka => CrashDetection::Timeout,
             _ => CrashDetection::Connection,
         }
     }
 
     /// How long until a consumer that stopped answering is dropped: ActiveMQ's
-    /// `maxInactivityDuration` (30s); Kafka's `session.timeout.ms` (45s since 3.0 [K3]).
+    /// `maxInactivityDuration` (30s); Kafka's `session.timeout.ms` (45s since 3.0 [K3]); the
+    /// Service Bus AMQP idle timeout the service announces in its `Open` frame (120s [Z4]).
     pub fn failure_detection(self) -> Dur {
         match self {
             Flavour::Kafka => Dur::from_secs(45),
+            Flavour::Servicebus => Dur::from_secs(120),
             _ => Dur::from_secs(30),
         }
     }
@@ -100,11 +115,30 @@ impl Flavour {
         }
     }
 
-    /// Its delivery lease when the file gives none (SQS: the 30s default visibility timeout).
+    /// Its delivery lease when the file gives none (SQS: the 30s default visibility timeout;
+    /// Service Bus: the queue's 60s default `LockDuration` [Z2]).
     pub fn lease(self) -> Option<Dur> {
         match self {
             Flavour::Sqs => Some(Dur::from_secs(30)),
+            Flavour::Servicebus => Some(Dur::from_secs(60)),
             _ => None,
+        }
+    }
+
+    /// How its client renews a lease of `duration` when the file does not say: `(renew_every,
+    /// renew_max)`. The Service Bus processor renews `duration - min(duration / 2, 10s)` after
+    /// each lock (`CalculateRenewDelay`, `MaximumRenewBufferDuration` 10s), for at most
+    /// `MaxAutoLockRenewalDuration` (5 min) [Z2][Z5]; the others do not renew.
+    pub fn lease_renewal(self, duration: Dur) -> (Option<Dur>, Option<Dur>) {
+        match self {
+            Flavour::Servicebus => {
+                let buffer = (duration.0 / 2).min(Dur::from_secs(10).0);
+                (
+                    Some(Dur(duration.0 - buffer).max(Dur(1))),
+                    Some(Dur::from_secs(300)),
+                )
+            }
+            _ => (None, None),
         }
     }
 
@@ -138,11 +172,12 @@ impl Flavour {
     /// How many queued messages dispatch looks at when `[[broker]] page_size` is absent:
     /// ActiveMQ's `maxPageSize` (200) for the queue brokers; SQS FIFO looks through the first
     /// 20,000 messages for a group it may return [Q2]; a Kafka consumer reads each partition on
-    /// its own, so no partition waits behind another's backlog (unbounded).
+    /// its own, so no partition waits behind another's backlog (unbounded); a Service Bus
+    /// session is a sub-queue of its own (unbounded).
     pub fn page_size(self) -> u32 {
         match self {
             Flavour::Sqs => 20_000,
-            Flavour::Kafka => u32::MAX,
+            Flavour::Kafka | Flavour::Servicebus => u32::MAX,
             _ => 200,
         }
     }
@@ -156,6 +191,7 @@ impl Flavour {
             Flavour::Weblogic => "weblogic",
             Flavour::Sqs => "sqs",
             Flavour::Kafka => "kafka",
+            Flavour::Servicebus => "servicebus",
         }
     }
 }
@@ -203,10 +239,11 @@ impl LeasePolicy {
     /// The lease of `l` under `flavour`: None when deliveries are not leased.
     pub fn resolve(flavour: Flavour, l: &Lease) -> Option<Self> {
         let duration = l.duration.or(flavour.lease())?;
+        let (every, max) = flavour.lease_renewal(duration);
         Some(LeasePolicy {
             duration,
-            renew_every: l.renew_every,
-            renew_max: l.renew_max,
+            renew_every: l.renew_every.or(every),
+            renew_max: l.renew_max.or(max),
         })
     }
 }
@@ -264,10 +301,15 @@ impl RedeliveryPolicy {
                 Limit::Unlimited,
             ),
             Kafka => (RedeliveryMode::Blocking, Dur::ZERO, Limit::Deliveries(10)),
+            Servicebus => (
+                RedeliveryMode::NonBlocking,
+                Dur::ZERO,
+                Limit::Deliveries(10),
+            ),
         };
         let requeue = match flavour {
             IbmMq | Sqs | Kafka => Requeue::Original,
-            Activemq | Artemis | Weblogic => Requeue::Head,
+            Activemq | Artemis | Weblogic | Servicebus => Requeue::Head,
         };
         let limit = match (r.max_redeliveries, r.backout_threshold) {
             (Some(n), _) if n < 0 => Limit::Unlimited,
@@ -298,7 +340,9 @@ impl RedeliveryPolicy {
     pub fn dead_letter(&self, b: &Broker) -> DeadLetter {
         self.dead_letter.unwrap_or(match self.flavour {
             Flavour::Activemq if !b.persistent => DeadLetter::Drop,
-            Flavour::Activemq | Flavour::IbmMq | Flavour::Sqs => DeadLetter::Queue,
+            Flavour::Activemq | Flavour::IbmMq | Flavour::Sqs | Flavour::Servicebus => {
+                DeadLetter::Queue
+            }
             Flavour::Artemis | Flavour::Weblogic | Flavour::Kafka => DeadLetter::Drop,
         })
     }
@@ -432,7 +476,7 @@ mod tests {
         for f in Flavour::ALL {
             let expected = match f {
                 Flavour::Sqs => 20_000,
-                Flavour::Kafka => u32::MAX,
+                Flavour::Kafka | Flavour::Servicebus => u32::MAX,
                 _ => 200,
             };
             assert_eq!(f.page_size(), expected, "{f:?}");
@@ -485,5 +529,51 @@ mod tests {
         assert_eq!(p.initial_delay, Dur::from_secs(5));
         assert_eq!(p.limit, Limit::Deliveries(3));
         assert_eq!(p.dead_letter(&broker(false)), DeadLetter::Queue);
+    }
+
+    /// Service Bus: a 60s lock renewed 10s before it ends (50s) for up to 5 min, found dead only
+    /// by its locks, 10 deliveries then the dead-letter subqueue, abandon back at the head at
+    /// once [Z1][Z2][Z5].
+    #[test]
+    fn servicebus_has_its_documented_defaults() {
+        let f = Flavour::Servicebus;
+        let p = RedeliveryPolicy::resolve(f, &redelivery(""), &no_lease());
+        assert_eq!(
+            (p.mode, p.initial_delay, p.limit, p.requeue),
+            (
+                RedeliveryMode::NonBlocking,
+                Dur::ZERO,
+                Limit::Deliveries(10),
+                Requeue::Head
+            )
+        );
+        assert_eq!(p.dead_letter(&broker(true)), DeadLetter::Queue);
+        assert_eq!(
+            LeasePolicy::resolve(f, &no_lease()),
+            Some(LeasePolicy {
+                duration: Dur::from_secs(60),
+                renew_every: Some(Dur::from_secs(50)),
+                renew_max: Some(Dur::from_secs(300)),
+            })
+        );
+        // A shorter lock is renewed halfway through it (buffer min(lock / 2, 10s)).
+        let short: Lease = toml::from_str("duration = \"10s\"").unwrap();
+        let l = LeasePolicy::resolve(f, &short).unwrap();
+        assert_eq!(l.renew_every, Some(Dur::from_secs(5)));
+        // The file's renewal wins; other flavours do not renew.
+        let own: Lease = toml::from_str("renew_every = \"20s\"").unwrap();
+        assert_eq!(
+            LeasePolicy::resolve(f, &own).unwrap().renew_every,
+            Some(Dur::from_secs(20))
+        );
+        assert_eq!(
+            LeasePolicy::resolve(Flavour::Sqs, &no_lease()).unwrap().renew_every,
+            None
+        );
+        assert_eq!(f.crash_detection(), CrashDetection::Lease);
+        assert_eq!(f.failure_detection(), Dur::from_secs(120));
+        assert_eq!(f.receive(), Receive::Prefetch);
+        assert_eq!(f.commit().0, Commit::Each);
+        assert_eq!(f.name(), "servicebus");
     }
 }
