@@ -13,7 +13,9 @@
 //! (8), not with the pairs (24).
 
 use crate::{effective, params, Named};
-use crate::{ArtemisGroups, Competing, MessageGroups, ServicebusSessions, Single, SqsFifo, UnitOfOrder};
+use crate::{
+    ArtemisGroups, Competing, MessageGroups, ServicebusSessions, Single, SqsFifo, UnitOfOrder,
+};
 use crate::{CachePessimistic, DbOptimistic, Kafka, Notifier};
 use sim::history::{NoObserver, Observer};
 use sim::strategy::{

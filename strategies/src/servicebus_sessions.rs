@@ -416,7 +416,10 @@ mod tests {
             select_at(&mut s, 91 * SECOND, &[(0, 1)], &view(1, 2), ctl),
             Ok(0)
         );
-        assert!(ctl.reassignments().is_empty(), "a closed session is no takeover");
+        assert!(
+            ctl.reassignments().is_empty(),
+            "a closed session is no takeover"
+        );
     }
 
     /// Abandon: the message comes back to the same receiver, which keeps the session.
@@ -426,13 +429,7 @@ mod tests {
         let ctl = &mut Control::default();
         let all = [(0, 1), (1, 1)];
         assert_eq!(select_at(&mut s, 0, &all, &view(0, 3), ctl), Ok(0));
-        s.on_handled(
-            1,
-            0,
-            &view(0, 3),
-            &Outcome::Failed(FailReason::Poison),
-            ctl,
-        );
+        s.on_handled(1, 0, &view(0, 3), &Outcome::Failed(FailReason::Poison), ctl);
         s.on_returned(1, 0, &view(0, 3), ctl);
         assert_eq!(
             select_at(&mut s, 1, &[(0, 0), (1, 1)], &view(0, 3), ctl),
@@ -547,7 +544,10 @@ service = {{ dist = "exponential", mean = "20ms" }}
         for seed in 1..=3 {
             let m = run(&sc, "servicebus_sessions", seed);
             assert!(m.coverage.consumer_crashes > 0, "seed {seed}");
-            assert!(m.coverage.reassignments > 0, "seed {seed}: sessions taken over");
+            assert!(
+                m.coverage.reassignments > 0,
+                "seed {seed}: sessions taken over"
+            );
             assert_eq!(m.ordering_violations, 0, "seed {seed}");
             assert_eq!(m.applied, 3000, "seed {seed}");
             assert_eq!(m.lost, 0, "seed {seed}");

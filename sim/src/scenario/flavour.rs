@@ -567,7 +567,9 @@ mod tests {
             Some(Dur::from_secs(20))
         );
         assert_eq!(
-            LeasePolicy::resolve(Flavour::Sqs, &no_lease()).unwrap().renew_every,
+            LeasePolicy::resolve(Flavour::Sqs, &no_lease())
+                .unwrap()
+                .renew_every,
             None
         );
         assert_eq!(f.crash_detection(), CrashDetection::Lease);
