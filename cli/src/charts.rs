@@ -107,6 +107,8 @@ const GREY: RGBColor = RGBColor(90, 90, 90);
 const YELLOW_: RGBColor = RGBColor(190, 170, 0);
 const INK: RGBColor = RGBColor(0, 0, 0);
 const BROWN: RGBColor = RGBColor(140, 80, 20);
+const TEAL: RGBColor = RGBColor(0, 128, 128);
+const MAGENTA: RGBColor = RGBColor(160, 0, 120);
 /// The fine grid: barely there, so the data stands out.
 const LIGHT: RGBColor = RGBColor(238, 238, 238);
 
@@ -114,12 +116,13 @@ const LIGHT: RGBColor = RGBColor(238, 238, 238);
 /// every chart.
 pub fn strategy_color(name: &str) -> RGBColor {
     const PALETTE: [RGBColor; MARKER_SHAPES] = [
-        GREY, BLUE_, VERMILION, GREEN_, PURPLE, ORANGE, SKY, YELLOW_, INK, BROWN,
+        GREY, BLUE_, VERMILION, GREEN_, PURPLE, ORANGE, SKY, YELLOW_, INK, BROWN, TEAL, MAGENTA,
     ];
+    // A composed strategy (not in the registry) is brown.
     let i = strategies::ALL
         .iter()
         .position(|s| s.name == name)
-        .unwrap_or(PALETTE.len() - 1);
+        .unwrap_or(9);
     PALETTE[i % PALETTE.len()]
 }
 
@@ -542,10 +545,14 @@ fn strategy_index(name: &str) -> usize {
     strategies::ALL
         .iter()
         .position(|s| s.name == name)
-        .unwrap_or(strategies::ALL.len())
+        .unwrap_or(COMPOSED_MARKER)
 }
 
-/// One marker shape per strategy (ten shapes, with distinct colours too), so that coinciding
+/// The marker of a composed strategy (not in the registry): the triangle, fixed so that a
+/// strategy added to the registry does not redraw the committed charts.
+const COMPOSED_MARKER: usize = 1;
+
+/// One marker shape per strategy (twelve shapes, with distinct colours too), so that coinciding
 /// lines and colour-blind readers can still tell the strategies apart.
 struct Marker<C> {
     at: C,
@@ -554,7 +561,7 @@ struct Marker<C> {
 }
 
 /// Distinct marker shapes (and strategy colours): a strategy's pair is its own up to this many.
-const MARKER_SHAPES: usize = 10;
+const MARKER_SHAPES: usize = 12;
 
 fn marker<C>(i: usize, at: C, color: RGBColor) -> Marker<C> {
     Marker {
@@ -604,9 +611,15 @@ impl<C, DB: DrawingBackend> Drawable<DB> for Marker<C> {
                 let diamond = [(x, y - 6), (x - 6, y), (x, y + 6), (x + 6, y)];
                 backend.fill_polygon(diamond, &fill)
             }
-            _ => {
+            9 => {
                 let diamond = [(x, y - 6), (x - 6, y), (x, y + 6), (x + 6, y), (x, y - 6)];
                 backend.draw_path(diamond, &line)
+            }
+            10 => backend.fill_polygon([(x, y + 6), (x - 6, y - 4), (x + 6, y - 4)], &fill),
+            _ => {
+                backend.draw_line((x - 6, y), (x + 6, y), &line)?;
+                backend.draw_line((x - 4, y - 5), (x + 4, y + 5), &line)?;
+                backend.draw_line((x - 4, y + 5), (x + 4, y - 5), &line)
             }
         }
     }

@@ -20,8 +20,9 @@
 //! goes after the service's AMQP idle timeout, 120s), and serves each session as its own
 //! sub-queue (no page: every queued message is looked at) [Z1][Z2][Z4].
 //!
-//! Every flavour but `sqs` and `servicebus` requeues at the head, holds deliveries without a lease and notices a
-//! consumer's death when its connection closes. `sqs` (a FIFO queue) leases each receive for the
+//! Every flavour but `sqs` and `servicebus` holds deliveries without a lease and notices a
+//! consumer's death when its connection closes; every one but `sqs`, `ibm_mq` and `kafka`
+//! requeues at the head. `sqs` (a FIFO queue) leases each receive for the
 //! visibility timeout (30s, no renewal), never notices a consumer's death (its receives come back
 //! when their leases expire) and puts a message that becomes visible again back in its original
 //! place (the head of its message group).
