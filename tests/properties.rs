@@ -67,7 +67,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             any::<bool>(),
         ),
         prop::collection::vec((0u8..11, 1u32..=60, 10u32..=3000), 0..4),
-        (0u8..3, 0usize..10, 0u8..3),
+        (0u8..3, 0usize..11, 0u8..3),
         (0u8..3, 0u8..4, any::<bool>(), 0u8..4, 0u8..3, 0u8..4),
         (0u32..=5, prop::option::of(any::<bool>()), any::<bool>()),
         prop::sample::select(vec![
@@ -85,6 +85,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             "pulsar_key_shared",
             "rabbitmq_sac",
             "rabbitmq_hash",
+            "servicebus_sessions",
         ]),
     )
         .prop_map(
@@ -97,11 +98,15 @@ fn gen() -> impl Strategy<Value = Gen> {
                 (max_in_flight, idempotence, retry_backoff),
                 strategy,
             )| Gen {
-                // An SQS FIFO queue is one queue; a Kafka cluster, the broker that owns a Pulsar topic
-                // and a consistent-hash exchange with its queues are one broker here.
+                // An SQS FIFO queue is one queue; a Kafka cluster, the broker that owns a Pulsar topic,
+                // a consistent-hash exchange with its queues and a Service Bus namespace are one broker.
                 brokers: if matches!(
                     strategy,
-                    "sqs_fifo" | "kafka" | "pulsar_key_shared" | "rabbitmq_hash"
+                    "sqs_fifo"
+                        | "kafka"
+                        | "pulsar_key_shared"
+                        | "rabbitmq_hash"
+                        | "servicebus_sessions"
                 ) {
                     1
                 } else {
@@ -151,6 +156,7 @@ fn toml_of(g: &Gen) -> String {
         "rabbitmq",
         "rabbitmq_quorum",
         "native",
+        "servicebus",
     ][g.flavour];
     writeln!(s, "flavour = \"{flavour}\"").unwrap();
     writeln!(
@@ -189,7 +195,7 @@ fn toml_of(g: &Gen) -> String {
         g.consumers, g.prefetch, g.ack_ms, g.suspend_after
     )
     .unwrap();
-    let leased = g.lease > 0 || flavour == "sqs";
+    let leased = g.lease > 0 || flavour == "sqs" || flavour == "servicebus";
     match (g.crash_detection, leased) {
         (1, _) => writeln!(s, "crash_detection = \"connection\"").unwrap(),
         (2, _) => writeln!(
@@ -298,7 +304,11 @@ proptest! {
         prop_assert!(m.applied <= m.produced);
         // Without faults, and without leases (a lease is a timeout: a slow message is handed out
         // twice), the serialising strategies keep order.
-        let leased = g.lease > 0 || g.flavour == 4;
+        // (flavours 4 and 10: sqs and servicebus; 9, native, leases for sqs_fifo and servicebus_sessions)
+        let leased = g.lease > 0
+            || g.flavour == 4
+            || g.flavour == 10
+            || (g.flavour == 9 && matches!(g.strategy, "sqs_fifo" | "servicebus_sessions"));
         if g.faults.is_empty() && g.poison == 0.0 && !leased && matches!(g.strategy, "single" | "message_groups" | "sqs_fifo" | "kafka" | "rabbitmq_sac" | "rabbitmq_hash") {
             prop_assert_eq!(m.ordering_violations, 0);
         }

@@ -12,6 +12,7 @@
 //! object (one indirect call per `begin`/`handle`), so the build grows with the dispatch parts
 //! (8), not with the pairs (24).
 
+use crate::ServicebusSessions;
 use crate::UnitOfOrder;
 use crate::{effective, params, Named};
 use crate::{ArtemisGroups, Competing, MessageGroups, PulsarKeyShared, Single, SqsFifo};
@@ -25,7 +26,7 @@ use sim::time::Time;
 use sim::{FaultPlan, Params, RunError, RunOptions, Scenario, Status, StrategySummary};
 
 /// The strategies that can be the dispatch part (before the `+`).
-pub const DISPATCH_PARTS: [&str; 10] = [
+pub const DISPATCH_PARTS: [&str; 11] = [
     Competing::NAME,
     Single::NAME,
     MessageGroups::NAME,
@@ -36,6 +37,7 @@ pub const DISPATCH_PARTS: [&str; 10] = [
     PulsarKeyShared::NAME,
     RabbitmqSac::NAME,
     RabbitmqHash::NAME,
+    ServicebusSessions::NAME,
 ];
 
 /// The strategies that can be the handler part (after the `+`).
@@ -249,7 +251,8 @@ pub(crate) fn run_composed(
         ArtemisGroups,
         PulsarKeyShared,
         RabbitmqSac,
-        RabbitmqHash
+        RabbitmqHash,
+        ServicebusSessions
     );
     unreachable!("refusal() accepted only the dispatch parts above")
 }
@@ -273,7 +276,7 @@ mod tests {
             .unwrap()
             .contains("after the +"));
         assert!(refusal("kafka", "nope").unwrap().contains("unknown"));
-        assert_eq!(pairs().len(), 30);
+        assert_eq!(pairs().len(), 33);
         assert!(pairs().contains(&"message_groups+db_optimistic".to_string()));
     }
 

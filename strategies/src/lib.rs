@@ -17,6 +17,7 @@ pub mod pulsar_key_shared;
 pub mod rabbitmq_hash;
 pub mod rabbitmq_sac;
 pub mod resequencer;
+pub mod servicebus_sessions;
 pub mod single;
 pub mod sqs_fifo;
 pub mod unit_of_order;
@@ -39,6 +40,7 @@ pub use pulsar_key_shared::PulsarKeyShared;
 pub use rabbitmq_hash::RabbitmqHash;
 pub use rabbitmq_sac::RabbitmqSac;
 pub use resequencer::Resequencer;
+pub use servicebus_sessions::ServicebusSessions;
 pub use single::Single;
 pub use sqs_fifo::SqsFifo;
 pub use unit_of_order::UnitOfOrder;
@@ -283,6 +285,7 @@ registry! {
     PulsarKeyShared,
     RabbitmqSac,
     RabbitmqHash,
+    ServicebusSessions,
 }
 
 /// Whether `name` is a known strategy, or a valid composed pair (`kafka+db_optimistic`).

@@ -26,9 +26,19 @@
 //! crashed consumer when its socket closes, and a silent one after the 60s heartbeat timeout; each
 //! queue dispatches from its own head (no page limit: the queues behind a consistent-hash exchange
 //! do not wait for one another).
+//! | `servicebus` | non-blocking, no delay: an abandoned message is served again on the next receive | 0 | `MaxDeliveryCount = 10` (10 deliveries; a lock expiry counts) | the dead-letter subqueue |
 //!
-//! Every flavour but `sqs` requeues at the head, holds deliveries without a lease and notices a
-//! consumer's death when its connection closes. `sqs` (a FIFO queue) leases each receive for the
+//! `servicebus` (Azure Service Bus, a session-enabled queue) locks what it delivers for the
+//! queue's `LockDuration` (60s), which the SDK's processor renews while it works
+//! (`renew_every`: 10s before the lock ends, `lock - min(lock / 2, 10s)`, so 50s; for at most
+//! `MaxAutoLockRenewalDuration`, 5 min, here counted from each delivery), never notices a
+//! dead receiver but by its locks (`crash_detection = "lease"`; a frozen process's connection
+//! goes after the service's AMQP idle timeout, 120s), and serves each session as its own
+//! sub-queue (no page: every queued message is looked at) [Z1][Z2][Z4].
+//!
+//! Every flavour but `sqs` and `servicebus` holds deliveries without a lease and notices a
+//! consumer's death when its connection closes; every one but `sqs`, `ibm_mq` and `kafka`
+//! requeues at the head. `sqs` (a FIFO queue) leases each receive for the
 //! visibility timeout (30s, no renewal), never notices a consumer's death (its receives come back
 //! when their leases expire) and puts a message that becomes visible again back in its original
 //! place (the head of its message group).
@@ -78,6 +88,9 @@ pub enum Flavour {
     /// RabbitMQ (4.0-4.2) with a quorum queue: returns delivered first, delivery limit 20, then
     /// dropped.
     RabbitmqQuorum,
+    /// Azure Service Bus (session-enabled queues): peek-lock with a renewable 60s lock,
+    /// `MaxDeliveryCount` 10, dead-letter subqueue.
+    Servicebus,
     /// Each strategy on the defaults of the broker it models (`sqs_fifo` on `sqs`, `kafka` on
     /// `kafka`, ...; the seeds' broker-neutral strategies on `activemq`): the scenario is
     /// resolved per strategy before its run ([`crate::Scenario::on_flavour`]). Where it is
@@ -87,7 +100,7 @@ pub enum Flavour {
 
 impl Flavour {
     /// Every flavour, in documentation order.
-    pub const ALL: [Flavour; 9] = [
+    pub const ALL: [Flavour; 10] = [
         Flavour::Activemq,
         Flavour::Artemis,
         Flavour::IbmMq,
@@ -97,12 +110,13 @@ impl Flavour {
         Flavour::Pulsar,
         Flavour::Rabbitmq,
         Flavour::RabbitmqQuorum,
+        Flavour::Servicebus,
     ];
 
     /// How this broker learns that a consumer process died.
     pub fn crash_detection(self) -> CrashDetection {
         match self {
-            Flavour::Sqs => CrashDetection::Lease,
+            Flavour::Sqs | Flavour::Servicebus => CrashDetection::Lease,
             Flavour::Kafka => CrashDetection::Timeout,
             _ => CrashDetection::Connection,
         }
@@ -115,6 +129,7 @@ impl Flavour {
         match self {
             Flavour::Kafka => Dur::from_secs(45),
             Flavour::Rabbitmq | Flavour::RabbitmqQuorum => Dur::from_secs(60),
+            Flavour::Servicebus => Dur::from_secs(120),
             _ => Dur::from_secs(30),
         }
     }
@@ -136,11 +151,30 @@ impl Flavour {
         }
     }
 
-    /// Its delivery lease when the file gives none (SQS: the 30s default visibility timeout).
+    /// Its delivery lease when the file gives none (SQS: the 30s default visibility timeout;
+    /// Service Bus: the queue's 60s default `LockDuration` [Z2]).
     pub fn lease(self) -> Option<Dur> {
         match self {
             Flavour::Sqs => Some(Dur::from_secs(30)),
+            Flavour::Servicebus => Some(Dur::from_secs(60)),
             _ => None,
+        }
+    }
+
+    /// How its client renews a lease of `duration` when the file does not say: `(renew_every,
+    /// renew_max)`. The Service Bus processor renews `duration - min(duration / 2, 10s)` after
+    /// each lock (`CalculateRenewDelay`, `MaximumRenewBufferDuration` 10s), for at most
+    /// `MaxAutoLockRenewalDuration` (5 min) [Z2][Z5]; the others do not renew.
+    pub fn lease_renewal(self, duration: Dur) -> (Option<Dur>, Option<Dur>) {
+        match self {
+            Flavour::Servicebus => {
+                let buffer = (duration.0 / 2).min(Dur::from_secs(10).0);
+                (
+                    Some(Dur(duration.0 - buffer).max(Dur(1))),
+                    Some(Dur::from_secs(300)),
+                )
+            }
+            _ => (None, None),
         }
     }
 
@@ -176,11 +210,14 @@ impl Flavour {
     /// 20,000 messages for a group it may return [Q2]; a Kafka consumer reads each partition on
     /// its own, so no partition waits behind another's backlog (unbounded); a Pulsar dispatcher
     /// reads `dispatcherMaxReadBatchSize` (100) entries at a time, its redelivery set first [P5];
-    /// each RabbitMQ queue behind a consistent-hash exchange dispatches from its own head (unbounded).
+    /// each RabbitMQ queue behind a consistent-hash exchange dispatches from its own head (unbounded); so
+    /// does a Service Bus session, a sub-queue of its own (unbounded).
     pub fn page_size(self) -> u32 {
         match self {
             Flavour::Sqs => 20_000,
-            Flavour::Kafka | Flavour::Rabbitmq | Flavour::RabbitmqQuorum => u32::MAX,
+            Flavour::Kafka | Flavour::Rabbitmq | Flavour::RabbitmqQuorum | Flavour::Servicebus => {
+                u32::MAX
+            }
             Flavour::Pulsar => 100,
             _ => 200,
         }
@@ -198,6 +235,7 @@ impl Flavour {
             Flavour::Pulsar => "pulsar",
             Flavour::Rabbitmq => "rabbitmq",
             Flavour::RabbitmqQuorum => "rabbitmq_quorum",
+            Flavour::Servicebus => "servicebus",
             Flavour::Native => "native",
         }
     }
@@ -246,10 +284,11 @@ impl LeasePolicy {
     /// The lease of `l` under `flavour`: None when deliveries are not leased.
     pub fn resolve(flavour: Flavour, l: &Lease) -> Option<Self> {
         let duration = l.duration.or(flavour.lease())?;
+        let (every, max) = flavour.lease_renewal(duration);
         Some(LeasePolicy {
             duration,
-            renew_every: l.renew_every,
-            renew_max: l.renew_max,
+            renew_every: l.renew_every.or(every),
+            renew_max: l.renew_max.or(max),
         })
     }
 }
@@ -322,6 +361,11 @@ impl RedeliveryPolicy {
                 Dur::ZERO,
                 Limit::Deliveries(21),
             ),
+            Servicebus => (
+                RedeliveryMode::NonBlocking,
+                Dur::ZERO,
+                Limit::Deliveries(10),
+            ),
         };
         let limit = match (r.max_redeliveries, r.backout_threshold) {
             (Some(n), _) if n < 0 => Limit::Unlimited,
@@ -332,7 +376,7 @@ impl RedeliveryPolicy {
         };
         let requeue = match flavour {
             IbmMq | Sqs | Kafka | Rabbitmq | Pulsar => Requeue::Original,
-            Activemq | Artemis | Weblogic | Native => Requeue::Head,
+            Activemq | Artemis | Weblogic | Servicebus | Native => Requeue::Head,
             // rabbit_fifo: with a delivery limit a return goes to `returns`, served before
             // `messages`; without one a nack re-enqueues it at the back.
             RabbitmqQuorum if limit == Limit::Unlimited => Requeue::Tail,
@@ -370,7 +414,8 @@ impl RedeliveryPolicy {
             | Flavour::Native
             | Flavour::IbmMq
             | Flavour::Sqs
-            | Flavour::Pulsar => DeadLetter::Queue,
+            | Flavour::Pulsar
+            | Flavour::Servicebus => DeadLetter::Queue,
             Flavour::Artemis
             | Flavour::Weblogic
             | Flavour::Kafka
@@ -508,7 +553,10 @@ mod tests {
         for f in Flavour::ALL {
             let expected = match f {
                 Flavour::Sqs => 20_000,
-                Flavour::Kafka | Flavour::Rabbitmq | Flavour::RabbitmqQuorum => u32::MAX,
+                Flavour::Kafka
+                | Flavour::Rabbitmq
+                | Flavour::RabbitmqQuorum
+                | Flavour::Servicebus => u32::MAX,
                 Flavour::Pulsar => 100,
                 _ => 200,
             };
@@ -663,5 +711,53 @@ mod tests {
         assert_eq!(p.initial_delay, Dur::from_secs(5));
         assert_eq!(p.limit, Limit::Deliveries(3));
         assert_eq!(p.dead_letter(&broker(false)), DeadLetter::Queue);
+    }
+
+    /// Service Bus: a 60s lock renewed 10s before it ends (50s) for up to 5 min, found dead only
+    /// by its locks, 10 deliveries then the dead-letter subqueue, abandon back at the head at
+    /// once [Z1][Z2][Z5].
+    #[test]
+    fn servicebus_has_its_documented_defaults() {
+        let f = Flavour::Servicebus;
+        let p = RedeliveryPolicy::resolve(f, &redelivery(""), &no_lease());
+        assert_eq!(
+            (p.mode, p.initial_delay, p.limit, p.requeue),
+            (
+                RedeliveryMode::NonBlocking,
+                Dur::ZERO,
+                Limit::Deliveries(10),
+                Requeue::Head
+            )
+        );
+        assert_eq!(p.dead_letter(&broker(true)), DeadLetter::Queue);
+        assert_eq!(
+            LeasePolicy::resolve(f, &no_lease()),
+            Some(LeasePolicy {
+                duration: Dur::from_secs(60),
+                renew_every: Some(Dur::from_secs(50)),
+                renew_max: Some(Dur::from_secs(300)),
+            })
+        );
+        // A shorter lock is renewed halfway through it (buffer min(lock / 2, 10s)).
+        let short: Lease = toml::from_str("duration = \"10s\"").unwrap();
+        let l = LeasePolicy::resolve(f, &short).unwrap();
+        assert_eq!(l.renew_every, Some(Dur::from_secs(5)));
+        // The file's renewal wins; other flavours do not renew.
+        let own: Lease = toml::from_str("renew_every = \"20s\"").unwrap();
+        assert_eq!(
+            LeasePolicy::resolve(f, &own).unwrap().renew_every,
+            Some(Dur::from_secs(20))
+        );
+        assert_eq!(
+            LeasePolicy::resolve(Flavour::Sqs, &no_lease())
+                .unwrap()
+                .renew_every,
+            None
+        );
+        assert_eq!(f.crash_detection(), CrashDetection::Lease);
+        assert_eq!(f.failure_detection(), Dur::from_secs(120));
+        assert_eq!(f.receive(), Receive::Prefetch);
+        assert_eq!(f.commit().0, Commit::Each);
+        assert_eq!(f.name(), "servicebus");
     }
 }

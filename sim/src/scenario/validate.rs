@@ -395,7 +395,7 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
     if s.crash_detection() == super::CrashDetection::Lease && lease.is_none() {
         err(
             p(&["consumers", "crash_detection"]),
-            "\"lease\" needs a [lease] duration (or flavour = \"sqs\"): without one a dead consumer's messages would never come back".into(),
+            "\"lease\" needs a [lease] duration (or flavour = \"sqs\" or \"servicebus\"): without one a dead consumer's messages would never come back".into(),
         );
     }
     if s.run.max_events == 0 {

@@ -1,0 +1,628 @@
+//! `servicebus_sessions`: Azure Service Bus message sessions, session = key (`SessionId`, the
+//! AMQP `group-id`).
+//!
+//! What it models, from the service's documentation (message-sessions.md, Z1 in
+//! docs/sources.md) and the .NET SDK's session processor (`ServiceBusSessionProcessorOptions`,
+//! `SessionReceiverManager`, Z2/Z5):
+//!
+//! - **One receiver per session, holding an exclusive lock.** A receiver accepts an available
+//!   session and then holds "an exclusive lock on all messages with that session's session ID ...
+//!   [and] on all messages with the session ID that will arrive later": every message of the
+//!   session goes to it and to nobody else; a session without an owner delivers nothing. Here a
+//!   consumer is one of a processor's `MaxConcurrentSessions` session receivers (8 by default, so
+//!   `[consumers] count` is processes × 8), each holding one session at a time
+//!   (`MaxConcurrentCallsPerSession` 1), receiving one message at a time (`PrefetchCount` 0 is
+//!   `prefetch = 1`). A receiver without a session accepts the next session that has messages
+//!   (round-robin among free receivers).
+//! - **Closing on idle.** `SessionReceiverManager.ReceiveAndProcessMessagesAsync` loops on its
+//!   session until a receive returns nothing within `SessionIdleTimeout` (default: the retry
+//!   options' `TryTimeout`, 60s), then closes the session and accepts another
+//!   (`session_idle_timeout`). A session whose messages keep coming within that time is never
+//!   given up: with more busy sessions than receivers, the others wait.
+//! - **The lock is a lease on the session.** It lasts the queue's `LockDuration` (60s) and the
+//!   processor renews it; the engine's `[lease]` under `flavour = "servicebus"` carries it for
+//!   each delivery (renewed while the receiver works, 50s apart, up to 5 min). A receiver that
+//!   dies or freezes stops renewing and the service notices nothing else
+//!   (`crash_detection = "lease"`): its session stays locked, its messages undelivered, until the
+//!   lock expires; then another receiver accepts the session and gets the expired message again
+//!   (its delivery count raised). A frozen receiver that resumes finishes its message and writes
+//!   it (a zombie write), and its complete fails. A receiver that dies with no message in hand
+//!   holds its session for one `LockDuration` more.
+//! - **Abandon re-serves the same message next.** A failed processing abandons the message: it
+//!   goes back to the head of its session, still locked to the same receiver, which gets it on its
+//!   next receive (non-blocking, no delay, `requeue = "head"` under the flavour); nothing behind
+//!   it moves (head-of-line). At `MaxDeliveryCount` (10) deliveries, counting lock expiries, the
+//!   message goes to the dead-letter subqueue and the session goes on with the next one.
+//!
+//! Simplifications: the SDK's `MaxAutoLockRenewalDuration` (5 min) counts from the session's
+//! acceptance (`RenewSessionLock`'s `CancelAfter`); the engine's `renew_max` counts from each
+//! delivery, so a busy session held for more than 5 min keeps its lock here. A dead receiver's
+//! idle session is held a whole `LockDuration` after its death (the last renewal was up to 50s
+//! earlier). A message without a session id goes to any receiver (the real queue refuses it).
+//! Session state (`SetState`) is not modelled.
+//!
+//! Parameters (`[strategy.servicebus_sessions]`): `session_idle_timeout` (60s).
+
+use serde::{Deserialize, Serialize};
+use sim::strategy::{Control, DispatchCtx, Handler, MsgView, Outcome, Select, Strategy};
+use sim::time::{Dur, Time};
+
+/// `[strategy.servicebus_sessions]` parameters.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServicebusSessionsParams {
+    /// `SessionIdleTimeout`: a receiver closes its session after this long without a message
+    /// of it, and accepts another.
+    #[serde(default = "default_idle")]
+    pub session_idle_timeout: Dur,
+}
+
+fn default_idle() -> Dur {
+    Dur::from_secs(60)
+}
+
+impl Default for ServicebusSessionsParams {
+    fn default() -> Self {
+        ServicebusSessionsParams {
+            session_idle_timeout: default_idle(),
+        }
+    }
+}
+
+/// No owner / no session.
+const NIL: u32 = u32::MAX;
+/// Token bit of a wake-up for a lock held by a receiver that is gone.
+const LOCK_WAKE: u64 = 1 << 32;
+
+/// One session (key).
+#[derive(Clone, Copy, Debug)]
+struct Session {
+    /// The receiver holding its lock (NIL: none alive).
+    owner: u32,
+    /// Its messages delivered and neither settled nor back in the queue.
+    in_flight: u32,
+    /// Without an owner: still locked (by a receiver that is gone) until then.
+    locked_until: Time,
+    /// With an owner and nothing in flight: since when it has been idle.
+    idle_since: Time,
+    /// An idle wake-up is pending.
+    idle_wake: bool,
+    /// Its lock was lost (expired, or its receiver went away): the next owner takes it over.
+    lost: bool,
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Session {
+            owner: NIL,
+            in_flight: 0,
+            locked_until: 0,
+            idle_since: 0,
+            idle_wake: false,
+            lost: false,
+        }
+    }
+}
+
+/// Azure Service Bus sessions over one queue.
+#[derive(Debug)]
+pub struct ServicebusSessions {
+    sessions: Vec<Session>,
+    /// Per receiver (consumer id): the session it holds, or NIL.
+    holds: Vec<u32>,
+    /// Messages whose processing just failed (abandoned): their return keeps the lock.
+    abandoned: Vec<u64>,
+    /// Receiver the next free-session acceptance starts from.
+    next: u32,
+    idle: Dur,
+    /// The queue's lock duration (None: no lease, locks end with the connection).
+    lock: Option<Dur>,
+}
+
+impl ServicebusSessions {
+    /// A queue of `keys` sessions and `consumers` receivers; `lock`: the lock duration.
+    pub fn new(keys: u32, consumers: usize, idle: Dur, lock: Option<Dur>) -> Self {
+        ServicebusSessions {
+            sessions: vec![Session::default(); keys as usize],
+            holds: vec![NIL; consumers],
+            abandoned: Vec::new(),
+            next: 0,
+            idle,
+            lock,
+        }
+    }
+
+    /// Whether session `g` may be accepted now.
+    fn available(&self, g: usize, now: Time) -> bool {
+        let s = &self.sessions[g];
+        s.owner == NIL && s.in_flight == 0 && now >= s.locked_until
+    }
+
+    /// The owner of session `g` lets it go (closed, or its lock lost).
+    fn release(&mut self, g: usize, lost: bool) {
+        let s = &mut self.sessions[g];
+        if s.owner != NIL {
+            if let Some(h) = self.holds.get_mut(s.owner as usize) {
+                *h = NIL;
+            }
+            s.owner = NIL;
+        }
+        s.lost |= lost;
+    }
+
+    /// Forgets the abandon mark of `id`; whether it had one.
+    fn take_abandoned(&mut self, id: u64) -> bool {
+        match self.abandoned.iter().position(|&a| a == id) {
+            Some(i) => {
+                self.abandoned.swap_remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Handler for ServicebusSessions {}
+
+impl crate::Named for ServicebusSessions {
+    const NAME: &'static str = "servicebus_sessions";
+    const SUMMARY: &'static str = "Azure Service Bus sessions: one receiver holds a session's lock until idle or lock expiry; abandon re-serves the same message; run with flavour = \"servicebus\" (60s renewed locks, MaxDeliveryCount 10)";
+    const GUARANTEE: &'static str = "ordering_violations";
+    const FLAVOUR: sim::scenario::Flavour = sim::scenario::Flavour::Servicebus;
+    type Params = ServicebusSessionsParams;
+    const PARAMS: &'static [crate::ParamInfo] = &[crate::ParamInfo {
+        name: "session_idle_timeout",
+        meaning: "a receiver closes its session after this long without a message of it and accepts another; a session whose messages keep coming within it is never given up",
+        unit: "duration",
+        default: "1m",
+        models: "ServiceBusSessionProcessorOptions.SessionIdleTimeout (unset: ServiceBusRetryOptions.TryTimeout, 60s)",
+        hazard: None,
+    }];
+    fn build(sc: &sim::Scenario, p: ServicebusSessionsParams) -> Result<Self, String> {
+        if p.session_idle_timeout.0 == 0 {
+            return Err(
+                "[strategy.servicebus_sessions] session_idle_timeout must be positive (the SDK refuses 0)"
+                    .into(),
+            );
+        }
+        if sc.brokers.len() != 1 {
+            return Err(
+                "a Service Bus queue is one entity: describe it as one [[broker]] (the service replicates it internally)"
+                    .into(),
+            );
+        }
+        Ok(ServicebusSessions::new(
+            sc.workload.keys,
+            sc.dispatch_targets(),
+            p.session_idle_timeout,
+            sc.lease_policy().map(|l| l.duration),
+        ))
+    }
+}
+
+impl Strategy for ServicebusSessions {
+    fn select(&mut self, ctx: &DispatchCtx, msg: &MsgView, ctl: &mut Control) -> Select {
+        if !self.abandoned.is_empty() {
+            self.take_abandoned(msg.id);
+        }
+        // A message without a session id: any receiver.
+        let Some(g) = msg.group else {
+            return match ctx.consumers.iter().position(|c| c.free > 0) {
+                Some(i) => Select::Consumer(i),
+                None => Select::Stop,
+            };
+        };
+        let g = g as usize;
+        let owner = self.sessions[g].owner;
+        if owner != NIL {
+            return match ctx.consumers.iter().position(|c| c.id == owner) {
+                Some(i) if ctx.consumers[i].free > 0 => {
+                    self.sessions[g].in_flight += 1;
+                    Select::Consumer(i)
+                }
+                _ => Select::Hold,
+            };
+        }
+        if !self.available(g, ctx.now) {
+            return Select::Hold;
+        }
+        // A free receiver (no session held) accepts it, round-robin from `next`.
+        let n = ctx.consumers.len();
+        let start = ctx
+            .consumers
+            .iter()
+            .position(|c| c.id >= self.next)
+            .unwrap_or(0);
+        let holds = &self.holds;
+        let Some(i) = (0..n).map(|k| (start + k) % n).find(|&i| {
+            let c = ctx.consumers[i];
+            c.free > 0 && holds.get(c.id as usize).is_some_and(|&h| h == NIL)
+        }) else {
+            return Select::Hold;
+        };
+        let c = ctx.consumers[i].id;
+        self.next = c + 1;
+        self.holds[c as usize] = g as u32;
+        let s = &mut self.sessions[g];
+        if s.lost {
+            ctl.reassigned(ctx.broker, c);
+        }
+        *s = Session {
+            owner: c,
+            in_flight: 1,
+            ..Session::default()
+        };
+        Select::Consumer(i)
+    }
+
+    fn on_attach(&mut self, _now: Time, _broker: u16, consumer: u32, _ctl: &mut Control) {
+        if let Some(h) = self.holds.get_mut(consumer as usize) {
+            *h = NIL;
+        }
+    }
+
+    fn on_detach(&mut self, now: Time, _broker: u16, consumer: u32, ctl: &mut Control) {
+        let Some(&g) = self.holds.get(consumer as usize) else {
+            return;
+        };
+        if g == NIL {
+            return;
+        }
+        let g = g as usize;
+        self.release(g, true);
+        // Nobody renews the lock any more; the service frees it when it expires.
+        if let Some(lock) = self.lock {
+            let until = now + lock.0;
+            self.sessions[g].locked_until = until;
+            ctl.wake_at(until, LOCK_WAKE | g as u64);
+        }
+    }
+
+    fn on_handled(
+        &mut self,
+        _now: Time,
+        _consumer: u32,
+        msg: &MsgView,
+        outcome: &Outcome,
+        _ctl: &mut Control,
+    ) {
+        if matches!(outcome, Outcome::Failed(_)) && msg.group.is_some() {
+            self.abandoned.push(msg.id);
+        }
+    }
+
+    fn on_returned(&mut self, now: Time, _broker: u16, msg: &MsgView, _ctl: &mut Control) {
+        let Some(g) = msg.group else { return };
+        let g = g as usize;
+        let abandoned = !self.abandoned.is_empty() && self.take_abandoned(msg.id);
+        let s = &mut self.sessions[g];
+        s.in_flight = s.in_flight.saturating_sub(1);
+        if !abandoned {
+            // Back without an abandon: the lock expired (or its receiver went away).
+            self.release(g, true);
+            self.sessions[g].locked_until = now;
+        }
+    }
+
+    fn on_settled(&mut self, now: Time, msg: &MsgView, ctl: &mut Control) {
+        if !self.abandoned.is_empty() {
+            self.take_abandoned(msg.id);
+        }
+        let Some(g) = msg.group else { return };
+        let s = &mut self.sessions[g as usize];
+        s.in_flight = s.in_flight.saturating_sub(1);
+        if s.owner != NIL && s.in_flight == 0 {
+            s.idle_since = now;
+            if !s.idle_wake {
+                s.idle_wake = true;
+                ctl.wake_at(now + self.idle.0, g as u64);
+            }
+        }
+    }
+
+    fn on_wake(&mut self, now: Time, token: u64, ctl: &mut Control) {
+        if token & LOCK_WAKE != 0 {
+            // A gone receiver's lock ended: the engine redispatches after this hook.
+            return;
+        }
+        let g = token as usize;
+        let s = &mut self.sessions[g];
+        s.idle_wake = false;
+        if s.owner == NIL || s.in_flight > 0 {
+            return;
+        }
+        let due = s.idle_since + self.idle.0;
+        if now >= due {
+            // The receive timed out: the receiver closes the session and accepts another.
+            self.release(g, false);
+            ctl.redispatch();
+        } else {
+            s.idle_wake = true;
+            ctl.wake_at(due, token);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::{run, scenario, select_at, view};
+    use sim::history::FailReason;
+    use sim::time::SECOND;
+
+    fn sessions(consumers: usize) -> ServicebusSessions {
+        ServicebusSessions::new(8, consumers, Dur::from_secs(60), Some(Dur::from_secs(60)))
+    }
+
+    #[test]
+    fn defaults_are_the_sdks() {
+        let p: ServicebusSessionsParams = toml::from_str("").unwrap();
+        assert_eq!(p.session_idle_timeout, Dur::from_secs(60));
+    }
+
+    /// A session goes to one free receiver and stays there; a receiver holds one session; a
+    /// session whose receiver is busy waits (others go on).
+    #[test]
+    fn a_session_has_one_receiver() {
+        let mut s = sessions(3);
+        let ctl = &mut Control::default();
+        let all = [(0, 1), (1, 1), (2, 1)];
+        assert_eq!(select_at(&mut s, 0, &all, &view(0, 5), ctl), Ok(0));
+        // Receiver 0 is busy: session 5 waits; session 6 goes to a receiver without a session.
+        let busy0 = [(0, 0), (1, 1), (2, 1)];
+        assert_eq!(
+            select_at(&mut s, 0, &busy0, &view(1, 5), ctl),
+            Err(Select::Hold)
+        );
+        assert_eq!(select_at(&mut s, 0, &busy0, &view(2, 6), ctl), Ok(1));
+        // Receiver 0 is done with message 0: it takes the next of its session, and nothing else.
+        s.on_settled(SECOND, &view(0, 5), ctl);
+        assert_eq!(select_at(&mut s, SECOND, &all, &view(1, 5), ctl), Ok(0));
+        s.on_settled(SECOND, &view(1, 5), ctl);
+        let only0 = [(0, 1), (1, 0), (2, 0)];
+        assert_eq!(
+            select_at(&mut s, SECOND, &only0, &view(3, 7), ctl),
+            Err(Select::Hold),
+            "receiver 0 still holds session 5"
+        );
+        assert!(ctl.reassignments().is_empty());
+    }
+
+    /// `SessionIdleTimeout`: a receiver whose session had nothing for that long closes it and
+    /// can accept another; a message in between keeps it.
+    #[test]
+    fn an_idle_session_is_closed_after_the_idle_timeout() {
+        let mut s = sessions(1);
+        let ctl = &mut Control::default();
+        assert_eq!(select_at(&mut s, 0, &[(0, 1)], &view(0, 1), ctl), Ok(0));
+        s.on_settled(SECOND, &view(0, 1), ctl);
+        assert_eq!(ctl.wakes(), vec![(61 * SECOND, 1)]);
+        // A message at 30s: still session 1's.
+        assert_eq!(
+            select_at(&mut s, 30 * SECOND, &[(0, 1)], &view(1, 2), ctl),
+            Err(Select::Hold)
+        );
+        assert_eq!(
+            select_at(&mut s, 30 * SECOND, &[(0, 1)], &view(2, 1), ctl),
+            Ok(0)
+        );
+        s.on_settled(31 * SECOND, &view(2, 1), ctl);
+        // The first wake finds it idle for 30s only: it waits until 91s.
+        let ctl = &mut Control::default();
+        s.on_wake(61 * SECOND, 1, ctl);
+        assert_eq!(ctl.wakes(), vec![(91 * SECOND, 1)]);
+        s.on_wake(91 * SECOND, 1, ctl);
+        assert!(ctl.redispatch_requested());
+        assert_eq!(
+            select_at(&mut s, 91 * SECOND, &[(0, 1)], &view(1, 2), ctl),
+            Ok(0)
+        );
+        assert!(
+            ctl.reassignments().is_empty(),
+            "a closed session is no takeover"
+        );
+    }
+
+    /// Abandon: the message comes back to the same receiver, which keeps the session.
+    #[test]
+    fn an_abandoned_message_is_served_again_to_the_same_receiver() {
+        let mut s = sessions(2);
+        let ctl = &mut Control::default();
+        let all = [(0, 1), (1, 1)];
+        assert_eq!(select_at(&mut s, 0, &all, &view(0, 3), ctl), Ok(0));
+        s.on_handled(1, 0, &view(0, 3), &Outcome::Failed(FailReason::Poison), ctl);
+        s.on_returned(1, 0, &view(0, 3), ctl);
+        assert_eq!(
+            select_at(&mut s, 1, &[(0, 0), (1, 1)], &view(0, 3), ctl),
+            Err(Select::Hold),
+            "not to another receiver"
+        );
+        assert_eq!(select_at(&mut s, 1, &all, &view(0, 3), ctl), Ok(0));
+        assert!(s.abandoned.is_empty());
+    }
+
+    /// A lock that expires (the message comes back without an abandon) frees the session for
+    /// another receiver: a takeover, recorded.
+    #[test]
+    fn an_expired_lock_hands_the_session_to_another_receiver() {
+        let mut s = sessions(2);
+        let ctl = &mut Control::default();
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 3), ctl),
+            Ok(0)
+        );
+        s.on_returned(60 * SECOND, 0, &view(0, 3), ctl);
+        // Receiver 0 is still working on it (full); receiver 1 accepts the session.
+        assert_eq!(
+            select_at(&mut s, 60 * SECOND, &[(0, 0), (1, 1)], &view(0, 3), ctl),
+            Ok(1)
+        );
+        assert_eq!(ctl.reassignments(), vec![(0, 1)]);
+        // Receiver 0, done, holds no session: it may accept another.
+        assert_eq!(
+            select_at(&mut s, 61 * SECOND, &[(0, 1), (1, 0)], &view(5, 4), ctl),
+            Ok(0)
+        );
+    }
+
+    /// A receiver that dies holding an idle session keeps it locked one lock duration more.
+    #[test]
+    fn a_dead_receivers_session_stays_locked_until_the_lock_expires() {
+        let mut s = sessions(2);
+        let ctl = &mut Control::default();
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 3), ctl),
+            Ok(0)
+        );
+        s.on_settled(SECOND, &view(0, 3), ctl);
+        s.on_detach(2 * SECOND, 0, 0, ctl);
+        assert!(ctl.wakes().contains(&(62 * SECOND, LOCK_WAKE | 3)));
+        assert_eq!(
+            select_at(&mut s, 10 * SECOND, &[(1, 1)], &view(1, 3), ctl),
+            Err(Select::Hold)
+        );
+        s.on_wake(62 * SECOND, LOCK_WAKE | 3, ctl);
+        assert_eq!(
+            select_at(&mut s, 62 * SECOND, &[(1, 1)], &view(1, 3), ctl),
+            Ok(1)
+        );
+        // Restarted, receiver 0 holds nothing.
+        s.on_attach(70 * SECOND, 0, 0, ctl);
+        assert_eq!(
+            select_at(&mut s, 70 * SECOND, &[(0, 1), (1, 1)], &view(2, 4), ctl),
+            Ok(0)
+        );
+    }
+
+    #[test]
+    fn build_takes_a_positive_idle_timeout_and_one_broker() {
+        use crate::Named;
+        let one = scenario(&sb("", ""));
+        assert!(ServicebusSessions::build(&one, Default::default()).is_ok());
+        let zero = ServicebusSessionsParams {
+            session_idle_timeout: Dur(0),
+        };
+        assert!(ServicebusSessions::build(&one, zero).is_err());
+        let two = scenario(&format!("{}[[broker]]\nname = \"r\"\n", sb("", "")));
+        assert!(ServicebusSessions::build(&two, Default::default()).is_err());
+    }
+
+    /// 3000 messages over 16 sessions at 100/s to 16 receivers (two processors of 8 sessions),
+    /// one message at a time, 20ms each, on `flavour = "servicebus"`.
+    fn sb(strategies: &str, extra: &str) -> String {
+        let strategies = if strategies.is_empty() {
+            r#""servicebus_sessions""#
+        } else {
+            strategies
+        };
+        format!(
+            r#"
+flavour = "servicebus"
+strategies = [{strategies}]
+[workload]
+messages = 3000
+rate = "100/s"
+keys = 16
+[[broker]]
+name = "q"
+[consumers]
+count = 16
+service = {{ dist = "exponential", mean = "20ms" }}
+{extra}
+"#
+        )
+    }
+
+    /// Strength: receivers crash (the service notices only when their locks expire); each
+    /// session waits for its lock, then another receiver takes it over from the expired
+    /// message on: no key is reordered, where competing consumers reorder.
+    #[test]
+    fn order_survives_receiver_crashes() {
+        let sc = scenario(&sb(
+            r#""servicebus_sessions", "competing""#,
+            "[[fault]]\nkind = \"consumer_crash\"\nrate = \"4/min\"\nfor = \"5s\"\n",
+        ));
+        for seed in 1..=3 {
+            let m = run(&sc, "servicebus_sessions", seed);
+            assert!(m.coverage.consumer_crashes > 0, "seed {seed}");
+            assert!(
+                m.coverage.reassignments > 0,
+                "seed {seed}: sessions taken over"
+            );
+            assert_eq!(m.ordering_violations, 0, "seed {seed}");
+            assert_eq!(m.applied, 3000, "seed {seed}");
+            assert_eq!(m.lost, 0, "seed {seed}");
+            let c = run(&sc, "competing", seed);
+            assert!(c.ordering_violations > 0, "seed {seed}: competing reorders");
+        }
+    }
+
+    /// Weakness: a receiver frozen longer than the lock (a GC pause, a stuck call) cannot renew
+    /// it; the session goes to another receiver, which processes the same message and the next
+    /// ones, while the frozen one, resumed, writes its old message late: a duplicate, an older
+    /// state over a newer one, and a complete that fails.
+    #[test]
+    fn a_receiver_frozen_past_the_lock_writes_late() {
+        let sc = scenario(&sb(
+            "",
+            "[[fault]]\nkind = \"consumer_pause\"\nconsumer = 0\nat = \"10s\"\nfor = \"90s\"\n",
+        ));
+        let m = run(&sc, "servicebus_sessions", 1);
+        assert!(m.coverage.lease_expiries > 0);
+        assert!(m.coverage.failed_acks > 0);
+        assert!(m.duplicates > 0);
+        assert!(m.stale_writes > 0);
+        assert!(m.ordering_violations > 0);
+        // A pause shorter than the lock only delays.
+        let short = scenario(&sb(
+            "",
+            "[[fault]]\nkind = \"consumer_pause\"\nconsumer = 0\nat = \"10s\"\nfor = \"30s\"\n",
+        ));
+        let m = run(&short, "servicebus_sessions", 1);
+        assert_eq!((m.ordering_violations, m.duplicates), (0, 0));
+    }
+
+    /// Weakness: a poison message is abandoned and served again to its receiver ten times
+    /// (MaxDeliveryCount) before it is dead-lettered; its session waits behind it every time,
+    /// then goes on without it.
+    #[test]
+    fn a_poison_message_blocks_its_session_until_dead_lettered() {
+        let sc = scenario(&sb(
+            "",
+            "[[fault]]\nkind = \"poison\"\nat = \"5s\"\nfor = \"1s\"\nfraction = 0.05\n",
+        ));
+        let m = run(&sc, "servicebus_sessions", 1);
+        assert!(m.poison_dead_lettered > 0);
+        assert_eq!(m.dead_lettered, m.poison_dead_lettered);
+        // Ten deliveries each: nine redeliveries per poison message.
+        assert_eq!(m.redeliveries, 9 * m.poison_dead_lettered);
+        assert_eq!(m.ordering_violations, 0);
+        // Its session's later messages waited for all ten deliveries.
+        assert!(m.max_block_ms > 10.0 * 20.0, "{}", m.max_block_ms);
+    }
+
+    /// Weakness: more busy sessions than receivers: a receiver keeps its session while its
+    /// messages come within the idle timeout, so the sessions accepted first hog the receivers
+    /// and the others wait until the traffic stops.
+    #[test]
+    fn busy_sessions_starve_the_others() {
+        let sc = |idle: &str| {
+            scenario(&format!(
+                "{}[strategy.servicebus_sessions]\nsession_idle_timeout = \"{idle}\"\n",
+                sb("", "").replace("count = 16", "count = 4")
+            ))
+        };
+        let hog = run(&sc("60s"), "servicebus_sessions", 1);
+        assert_eq!(hog.ordering_violations, 0);
+        assert_eq!(hog.applied, 3000);
+        // Traffic lasts 30s: a starved session's first message waits about that long.
+        assert!(hog.latency_ms.max > 20_000.0, "{}", hog.latency_ms.max);
+        let rotating = run(&sc("50ms"), "servicebus_sessions", 1);
+        assert!(
+            rotating.latency_ms.max < hog.latency_ms.max / 4.0,
+            "{} vs {}",
+            rotating.latency_ms.max,
+            hog.latency_ms.max
+        );
+    }
+}
