@@ -21,12 +21,25 @@ pub const METRICS: [&str; 9] = [
     "latency_ms.p99",
 ];
 
+/// Compared only where the scenario stages a NACK (a poison message): `dead_lettered` (the live
+/// value read from ActiveMQ.DLQ at the end). Elsewhere both sides read 0.
+pub const NACK_METRICS: [&str; 1] = ["dead_lettered"];
+
+/// The metrics compared for a scenario: [`METRICS`], then [`NACK_METRICS`] when `nack`.
+pub fn metrics_for(nack: bool) -> Vec<&'static str> {
+    let mut m = METRICS.to_vec();
+    if nack {
+        m.extend(NACK_METRICS);
+    }
+    m
+}
+
 /// Default relative widening: a quarter of the simulator's min-max span on each side.
 pub const DEFAULT_RELATIVE: f64 = 0.25;
 
 /// Default absolute slack per metric (added on each side after the relative widening), and why:
 /// see [`Tolerance::default`] and docs/calibration.md.
-pub const DEFAULT_ABSOLUTE: [(&str, f64); 9] = [
+pub const DEFAULT_ABSOLUTE: [(&str, f64); 10] = [
     // Rare events counted in single digits: one or two more or fewer is what a different
     // interleaving of one crash makes, and 20 seeds rarely show the extremes.
     ("ordering_violations", 2.0),
@@ -37,6 +50,8 @@ pub const DEFAULT_ABSOLUTE: [(&str, f64); 9] = [
     // A persistent broker loses nothing and a drained run leaves nothing: no slack.
     ("lost", 0.0),
     ("pending_at_end", 0.0),
+    // Each poison message is dead-lettered once its deliveries are used up, in both: no slack.
+    ("dead_lettered", 0.0),
     // Milliseconds: the timer slack and scheduling jitter of a shared machine (sleeps overshoot by
     // up to a millisecond; a p99 of a few hundred samples moves by a few).
     ("latency_ms.p50", 1.0),
@@ -88,7 +103,7 @@ impl Tolerance {
         let Some(slot) = self.absolute.iter_mut().find(|(m, _)| m == name) else {
             return Err(format!(
                 "--tolerance {arg:?}: unknown metric {name:?} (rel, or one of: {})",
-                METRICS.join(", ")
+                metrics_for(true).join(", ")
             ));
         };
         slot.1 = v;
@@ -289,8 +304,9 @@ pub fn sim_runs(
     Ok(ms)
 }
 
-/// The rows of one scenario and strategy: every metric of [`METRICS`] both sides have.
+/// The rows of one scenario and strategy: every metric of `metrics` both sides have.
 pub fn rows(
+    metrics: &[&str],
     scenario: &str,
     file: &str,
     strategy: &str,
@@ -298,7 +314,7 @@ pub fn rows(
     live: &[Metrics],
     tol: &Tolerance,
 ) -> Vec<Row> {
-    METRICS
+    metrics
         .iter()
         .filter_map(|metric| {
             let l = values(live, metric);
@@ -575,11 +591,12 @@ mod tests {
     fn rows_cover_every_metric_both_sides_have() {
         let m = Metrics::default();
         let rs = rows(
+            &METRICS,
             "s",
             "f",
             "competing",
             &[m.clone(), m.clone()],
-            &[m],
+            &[m.clone()],
             &Tolerance::default(),
         );
         assert_eq!(
@@ -587,7 +604,24 @@ mod tests {
             METRICS.to_vec()
         );
         assert!(all_within(&rs));
+        // With a NACK staged, dead_lettered too, with no slack.
+        let mut dl = m.clone();
+        dl.dead_lettered = 4;
+        let rs = rows(
+            &metrics_for(true),
+            "s",
+            "f",
+            "competing",
+            &[dl.clone(), dl],
+            &[m],
+            &Tolerance::default(),
+        );
+        let last = rs.last().unwrap();
+        assert_eq!(last.metric, "dead_lettered");
+        assert!(!all_within(&rs));
+        assert!(Tolerance::default().apply("dead_lettered=1").is_ok());
         assert!(rows(
+            &METRICS,
             "s",
             "f",
             "competing",

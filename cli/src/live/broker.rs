@@ -139,33 +139,143 @@ pub struct Broker {
     child: Option<Child>,
 }
 
-/// The broker's activemq.xml: one STOMP connector on loopback, KahaDB (or no store) under `dir`,
-/// no JMX, no advisories, no scheduler (a NACK dead-letters at once).
+/// ActiveMQ's `redeliveryPlugin` policy (`<redeliveryPolicy>` of its default entry): a NACKed
+/// message is sent back to its queue by the broker's scheduler after the delay, up to
+/// `max_redeliveries` times, then dead-lettered (or, when `dead_letter` is false, discarded:
+/// `sendToDlqIfMaxRetriesExceeded = false`). The plugin refuses to start with a delay under 1000
+/// ms (`RedeliveryPlugin.validatePolicyDelay`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PluginPolicy {
+    /// `maximumRedeliveries` (-1: unlimited).
+    pub max_redeliveries: i64,
+    /// `initialRedeliveryDelay` = `redeliveryDelay`, in ms.
+    pub delay_ms: u64,
+    /// `backOffMultiplier` (with `useExponentialBackOff` when above 1).
+    pub multiplier: f64,
+    /// `maximumRedeliveryDelay`, in ms (None: -1, no cap).
+    pub max_delay_ms: Option<u64>,
+    /// `sendToDlqIfMaxRetriesExceeded`.
+    pub dead_letter: bool,
+}
+
+/// One broker's configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BrokerConf {
+    /// `brokerName` (letters, digits and `_` only).
+    pub name: String,
+    /// Persistent store (KahaDB) or none.
+    pub persistent: bool,
+    /// The STOMP connector's port on 127.0.0.1.
+    pub stomp_port: u16,
+    /// The OpenWire connector's port on 127.0.0.1 (network bridges connect to it).
+    pub openwire_port: u16,
+    /// The redelivery plugin, with `schedulerSupport="true"`.
+    pub plugin: Option<PluginPolicy>,
+    /// Network connectors: one demand-forwarding bridge toward each (peer name, its OpenWire
+    /// port).
+    pub peers: Vec<(String, u16)>,
+    /// The bridges' `prefetchSize`.
+    pub bridge_prefetch: u32,
+}
+
+impl BrokerConf {
+    /// A lone broker on free ports, without plugin or network.
+    pub fn single(name: &str, persistent: bool) -> Result<BrokerConf, String> {
+        Ok(BrokerConf {
+            name: safe_name(name),
+            persistent,
+            stomp_port: free_port().map_err(|e| format!("no free port: {e}"))?,
+            openwire_port: free_port().map_err(|e| format!("no free port: {e}"))?,
+            plugin: None,
+            peers: Vec::new(),
+            bridge_prefetch: 1000,
+        })
+    }
+}
+
+/// A broker name ActiveMQ accepts as `brokerName`.
+pub fn safe_name(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+/// The broker's activemq.xml: a STOMP and an OpenWire connector on loopback, KahaDB (or no
+/// store) under `dir`, no JMX; advisories only in a network (the bridges learn of remote
+/// consumers from them); the scheduler only with the redelivery plugin (without it a NACK
+/// dead-letters at once).
 ///
-/// The connector sets `transport.tcpNoDelay=true`. ActiveMQ's TCP transport leaves Nagle's
+/// The STOMP connector sets `transport.tcpNoDelay=true`. ActiveMQ's TCP transport leaves Nagle's
 /// algorithm on by default and STOMP, unlike OpenWire (whose wire-format negotiation turns
 /// `TCP_NODELAY` on for every JMS client), has no way to ask for it: with Nagle on, a MESSAGE
 /// frame waits in the broker's kernel while the previous one to that consumer is not yet
 /// TCP-acknowledged, that is until the consumer's next write (its delayed ACK frame) or Linux's
 /// 40 ms delayed-ACK timer. That stall tripled the live latency (docs/calibration.md); a JMS
 /// deployment, which the model describes, does not have it.
-pub fn activemq_xml(name: &str, port: u16, persistent: bool, dir: &Path) -> String {
+///
+/// Each network connector is a `static:` bridge toward one peer with ActiveMQ's defaults
+/// (`networkTTL` 1, `conduitSubscriptions`, equal priority, not duplex), except that it
+/// reconnects every 100 ms after its peer died (the static discovery agent's default backs off
+/// exponentially from 1 s to 30 s; the model's bridge is back the moment its peer is).
+pub fn activemq_xml(conf: &BrokerConf, dir: &Path) -> String {
     let data = dir.join("data");
+    let networked = !conf.peers.is_empty();
+    let mut extra = String::new();
+    if !conf.peers.is_empty() {
+        extra.push_str("    <networkConnectors>\n");
+        for (peer, port) in &conf.peers {
+            extra.push_str(&format!(
+                "      <networkConnector name=\"{name}-to-{peer}\" \
+                 uri=\"static:(tcp://127.0.0.1:{port})?useExponentialBackOff=false&amp;initialReconnectDelay=100&amp;maxReconnectDelay=100\" \
+                 prefetchSize=\"{prefetch}\" networkTTL=\"1\" conduitSubscriptions=\"true\" \
+                 decreaseNetworkConsumerPriority=\"false\" duplex=\"false\"/>\n",
+                name = conf.name,
+                prefetch = conf.bridge_prefetch.max(1),
+            ));
+        }
+        extra.push_str("    </networkConnectors>\n");
+    }
+    if let Some(p) = &conf.plugin {
+        let backoff = if p.multiplier > 1.0 {
+            format!(
+                " useExponentialBackOff=\"true\" backOffMultiplier=\"{}\"",
+                p.multiplier
+            )
+        } else {
+            String::new()
+        };
+        extra.push_str(&format!(
+            "    <plugins>\n      <redeliveryPlugin fallbackToDeadLetter=\"true\" sendToDlqIfMaxRetriesExceeded=\"{dlq}\">\n\
+             \x20       <redeliveryPolicyMap><redeliveryPolicyMap><defaultEntry>\n\
+             \x20         <redeliveryPolicy maximumRedeliveries=\"{max}\" initialRedeliveryDelay=\"{d}\" redeliveryDelay=\"{d}\" maximumRedeliveryDelay=\"{cap}\"{backoff}/>\n\
+             \x20       </defaultEntry></redeliveryPolicyMap></redeliveryPolicyMap>\n      </redeliveryPlugin>\n    </plugins>\n",
+            dlq = p.dead_letter,
+            max = p.max_redeliveries,
+            d = p.delay_ms,
+            cap = p.max_delay_ms.map_or(-1, |c| c as i64),
+        ));
+    }
     format!(
         r#"<beans xmlns="http://www.springframework.org/schema/beans"
   xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
   xsi:schemaLocation="http://www.springframework.org/schema/beans http://www.springframework.org/schema/beans/spring-beans-2.0.xsd
   http://activemq.apache.org/schema/core http://activemq.apache.org/schema/core/activemq-core.xsd">
   <broker xmlns="http://activemq.apache.org/schema/core" brokerName="{name}" useJmx="false"
-          persistent="{persistent}" advisorySupport="false" schedulerSupport="false"
+          persistent="{persistent}" advisorySupport="{networked}" schedulerSupport="{scheduler}"
           dataDirectory="{data}">
     <persistenceAdapter><kahaDB directory="{data}/kahadb"/></persistenceAdapter>
-    <transportConnectors>
+{extra}    <transportConnectors>
       <transportConnector name="stomp" uri="stomp://127.0.0.1:{port}?transport.tcpNoDelay=true"/>
+      <transportConnector name="openwire" uri="tcp://127.0.0.1:{owport}"/>
     </transportConnectors>
   </broker>
 </beans>
 "#,
+        name = conf.name,
+        persistent = conf.persistent,
+        scheduler = conf.plugin.is_some(),
+        port = conf.stomp_port,
+        owport = conf.openwire_port,
         data = data.display()
     )
 }
@@ -183,24 +293,16 @@ pub fn log4j_properties(dir: &Path) -> String {
 }
 
 impl Broker {
-    /// Writes the configuration of broker `name` into `dir` (not started yet).
-    pub fn configure(name: &str, persistent: bool, dir: &Path) -> Result<Broker, String> {
-        let port = free_port().map_err(|e| format!("no free port: {e}"))?;
-        let conf = dir.join("conf");
-        std::fs::create_dir_all(&conf).map_err(|e| format!("{}: {e}", conf.display()))?;
-        let safe: String = name
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-            .collect();
-        std::fs::write(
-            conf.join("activemq.xml"),
-            activemq_xml(&safe, port, persistent, dir),
-        )
-        .and_then(|_| std::fs::write(conf.join("log4j.properties"), log4j_properties(dir)))
-        .map_err(|e| format!("{}: {e}", conf.display()))?;
+    /// Writes the configuration `conf` into `dir` (not started yet).
+    pub fn configure(name: &str, conf: &BrokerConf, dir: &Path) -> Result<Broker, String> {
+        let cdir = dir.join("conf");
+        std::fs::create_dir_all(&cdir).map_err(|e| format!("{}: {e}", cdir.display()))?;
+        std::fs::write(cdir.join("activemq.xml"), activemq_xml(conf, dir))
+            .and_then(|_| std::fs::write(cdir.join("log4j.properties"), log4j_properties(dir)))
+            .map_err(|e| format!("{}: {e}", cdir.display()))?;
         Ok(Broker {
             name: name.to_string(),
-            port,
+            port: conf.stomp_port,
             dir: dir.to_path_buf(),
             child: None,
         })

@@ -201,6 +201,7 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
                 live.push(m);
             }
             rows.extend(calibrate::rows(
+                &calibrate::metrics_for(super::has_poison(&l.sc)),
                 &l.name,
                 &file,
                 name,

@@ -60,6 +60,7 @@ const STAGED: &[(&str, &[&str])] = &[
             "expect",
             "strategy",
             "redelivery",
+            "network",
         ],
     ),
     (
@@ -71,10 +72,22 @@ const STAGED: &[(&str, &[&str])] = &[
             "keys",
             "kind",
             "key_distribution",
+            "poison_fraction",
         ],
     ),
-    ("producers", &["count", "names", "timestamp_resolution"]),
+    (
+        "producers",
+        &[
+            "count",
+            "names",
+            "timestamp_resolution",
+            "brokers",
+            "connect",
+            "reconnect_delay",
+        ],
+    ),
     ("broker", &["name", "persistent"]),
+    ("network", &["kind", "forward_delay", "prefetch"]),
     (
         "consumers",
         &[
@@ -84,13 +97,29 @@ const STAGED: &[(&str, &[&str])] = &[
             "service",
             "ack_latency",
             "reconnect_delay",
+            "brokers",
+            "connect",
         ],
     ),
     (
         "fault",
-        &["kind", "consumer", "broker", "at", "for", "rate"],
+        &[
+            "kind", "consumer", "broker", "at", "for", "rate", "fraction",
+        ],
     ),
-    ("redelivery", &["mode", "initial_delay", "max_deliveries"]),
+    (
+        "redelivery",
+        &[
+            "mode",
+            "initial_delay",
+            "multiplier",
+            "max_delay",
+            "max_redeliveries",
+            "backout_threshold",
+            "dead_letter",
+            "requeue",
+        ],
+    ),
 ];
 
 fn staged(table: &str) -> &'static [&'static str] {
@@ -128,7 +157,13 @@ pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String>
             .unwrap_or_default()
     };
     check_keys("", doc.iter().map(|(k, _)| k.to_string()), &mut out);
-    for table in ["workload", "producers", "consumers", "redelivery"] {
+    for table in [
+        "workload",
+        "producers",
+        "consumers",
+        "redelivery",
+        "network",
+    ] {
         if let Some(item) = doc.get(table) {
             check_keys(table, names(item).into_iter(), &mut out);
         }
@@ -140,11 +175,26 @@ pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String>
             }
         }
     }
-    if sc.brokers.len() != 1 {
-        out.push(format!(
-            "[[broker]]: {} brokers (a network of brokers is not staged yet; one broker only)",
-            sc.brokers.len()
-        ));
+    if sc.brokers.is_empty() {
+        out.push("[[broker]]: none".into());
+    }
+    if sc.brokers.len() > 1 {
+        // ActiveMQ's demand-forwarding bridges; `idle_forward` is WebLogic's.
+        if sc.network.kind != sim::scenario::NetworkKind::Bridge {
+            out.push("network.kind = \"idle_forward\" (ActiveMQ's network is \"bridge\")".into());
+        }
+        if sc
+            .brokers
+            .iter()
+            .any(|b| b.persistent != sc.brokers[0].persistent)
+        {
+            out.push(
+                "[[broker]] persistent: brokers that differ (one message mode for all)".into(),
+            );
+        }
+    }
+    if let Err(e) = live_redelivery(sc) {
+        out.push(e);
     }
     if sc.flavour != sim::scenario::Flavour::default()
         && doc.get("flavour").and_then(|f| f.as_str()) != Some("activemq")
@@ -165,9 +215,9 @@ pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String>
     }
     for f in &sc.faults {
         let kind = f.kind.name();
-        if kind != "consumer_crash" && kind != "broker_crash" {
+        if kind != "consumer_crash" && kind != "broker_crash" && kind != "poison" {
             out.push(format!(
-                "[[fault]] kind = {kind:?} (staged: consumer_crash, broker_crash)"
+                "[[fault]] kind = {kind:?} (staged: consumer_crash, broker_crash, poison)"
             ));
         }
     }
@@ -197,6 +247,128 @@ pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String>
     out
 }
 
+/// Whether the scenario makes any message poison.
+pub fn has_poison(sc: &Scenario) -> bool {
+    sc.workload.poison_fraction > 0.0
+        || sc
+            .faults
+            .iter()
+            .any(|f| f.kind == sim::faults::FaultKind::Poison)
+}
+
+/// How a poison message's failure is staged, from `[redelivery]` under the `activemq` flavour:
+///
+/// - `mode = "non_blocking"` (the broker holds the message for the delay): the broker's
+///   `redeliveryPlugin` with `schedulerSupport`; the consumer NACKs, the scheduler sends the
+///   message back to the tail of the queue after the delay (so `requeue = "tail"` is required),
+///   up to `max_redeliveries`, then the DLQ. The plugin refuses delays under 1 s.
+/// - `mode = "blocking"` with one delivery (`max_redeliveries = 0`): NACK at once, dead-lettered
+///   by the broker (no plugin).
+/// - `mode = "blocking"` with more: the JMS client's blocking redelivery, emulated in the
+///   consumer, then a NACK.
+///
+/// A scenario without poison messages stages no plugin: nothing else rolls a message back.
+pub fn live_redelivery(sc: &Scenario) -> Result<run::LiveRedelivery, String> {
+    use sim::scenario::{DeadLetter, Limit, RedeliveryMode, Requeue};
+    if !has_poison(sc) {
+        return Ok(run::LiveRedelivery::Nack);
+    }
+    let r = sc.redelivery_policy();
+    let Some(b) = sc.brokers.first() else {
+        return Ok(run::LiveRedelivery::Nack);
+    };
+    let broker_dl = if b.persistent {
+        DeadLetter::Queue
+    } else {
+        DeadLetter::Drop
+    };
+    match r.mode {
+        RedeliveryMode::NonBlocking => {
+            if r.requeue != Requeue::Tail {
+                return Err(
+                    "redelivery.requeue must be \"tail\" with mode = \"non_blocking\" \
+                            (ActiveMQ's redelivery plugin: its scheduler sends the message back \
+                            to the tail of the queue)"
+                        .into(),
+                );
+            }
+            if r.initial_delay.micros() < 1_000_000 {
+                return Err(format!(
+                    "redelivery.initial_delay = {} with mode = \"non_blocking\" (the redelivery \
+                     plugin refuses delays under 1s: RedeliveryPlugin.validatePolicyDelay)",
+                    r.initial_delay
+                ));
+            }
+            let dl = r.dead_letter(b);
+            if dl == DeadLetter::Queue && !b.persistent {
+                return Err(
+                    "redelivery.dead_letter = \"queue\" with a non-persistent broker \
+                            (ActiveMQ drops non-persistent messages: processNonPersistent = false)"
+                        .into(),
+                );
+            }
+            Ok(run::LiveRedelivery::Plugin(broker::PluginPolicy {
+                max_redeliveries: match r.limit {
+                    Limit::Unlimited => -1,
+                    Limit::Deliveries(n) => i64::from(n) - 1,
+                },
+                delay_ms: r.initial_delay.micros() / 1000,
+                multiplier: r.multiplier,
+                max_delay_ms: r.max_delay.map(|d| d.micros() / 1000),
+                dead_letter: dl == DeadLetter::Queue,
+            }))
+        }
+        RedeliveryMode::Blocking => {
+            if r.dead_letter(b) != broker_dl {
+                return Err(format!(
+                    "redelivery.dead_letter = {:?} (a NACKed message is {} by ActiveMQ here)",
+                    r.dead_letter(b),
+                    if b.persistent {
+                        "dead-lettered"
+                    } else {
+                        "dropped"
+                    }
+                ));
+            }
+            let (n, unlimited) = match r.limit {
+                Limit::Deliveries(n) => (n.max(1), false),
+                Limit::Unlimited => (2, true),
+            };
+            if n == 1 {
+                return Ok(run::LiveRedelivery::Nack);
+            }
+            Ok(run::LiveRedelivery::Client {
+                delays: (1..n)
+                    .map(|i| Duration::from_micros(r.delay(i).micros()))
+                    .collect(),
+                unlimited,
+            })
+        }
+    }
+}
+
+/// The failover list of client `i` (broker indices): `brokers` by name (default every broker in
+/// file order), rotated by `i` under `connect = "spread"`, as the engine orders it.
+pub fn failover_list(
+    sc: &Scenario,
+    list: &Option<Vec<String>>,
+    connect: sim::scenario::Connect,
+    i: usize,
+) -> Vec<u16> {
+    let mut l: Vec<u16> = match list {
+        Some(names) => names
+            .iter()
+            .filter_map(|n| sc.broker_index(n).map(|b| b as u16))
+            .collect(),
+        None => (0..sc.brokers.len() as u16).collect(),
+    };
+    if connect == sim::scenario::Connect::Spread && !l.is_empty() {
+        let n = l.len();
+        l.rotate_left(i % n);
+    }
+    l
+}
+
 /// The run plan of `strategy` with `seed`.
 pub fn plan(
     sc: &Scenario,
@@ -206,16 +378,23 @@ pub fn plan(
 ) -> Result<Plan, String> {
     let fp = FaultPlan::resolve(sc, seed);
     let mut faults = Vec::new();
+    let mut poison_windows = Vec::new();
     for f in &fp.faults {
         let at = Duration::from_micros(f.at);
         match f.action {
-            FaultAction::BrokerCrash { .. } => {
+            FaultAction::BrokerCrash { broker } => {
                 let d = f.duration.ok_or_else(|| {
                     "broker_crash without `for`: a broker that never comes back is not staged"
                         .to_string()
                 })?;
-                faults.push((at, Action::KillBroker));
-                faults.push((at + Duration::from_micros(d), Action::RestartBroker));
+                faults.push((at, Action::KillBroker(broker)));
+                faults.push((at + Duration::from_micros(d), Action::RestartBroker(broker)));
+            }
+            FaultAction::Poison { fraction } => {
+                let until = f
+                    .duration
+                    .map_or(Duration::MAX, |d| at + Duration::from_micros(d));
+                poison_windows.push((at, until, fraction));
             }
             FaultAction::ConsumerCrash { consumer } => {
                 let d = f.duration.ok_or_else(|| {
@@ -234,6 +413,7 @@ pub fn plan(
         }
     }
     faults.sort_by_key(|(t, _)| *t);
+    let schedule = run::schedule(sc, seed);
     Ok(Plan {
         strategy,
         keys: sc.workload.keys,
@@ -242,11 +422,20 @@ pub fn plan(
         consumers: sc.consumers.count,
         prefetch: sc.consumers.prefetch,
         persistent: sc.brokers[0].persistent,
-        broker: sc.brokers[0].name.clone(),
+        brokers: sc.brokers.iter().map(|b| b.name.clone()).collect(),
+        bridge_prefetch: sc.network.prefetch,
+        producer_lists: (0..sc.producers.count.max(1) as usize)
+            .map(|i| failover_list(sc, &sc.producers.brokers, sc.producers.connect, i))
+            .collect(),
+        consumer_lists: (0..sc.consumers.count as usize)
+            .map(|i| failover_list(sc, &sc.consumers.brokers, sc.consumers.connect, i))
+            .collect(),
+        poison: run::poison_plan(sc, seed, &schedule, &poison_windows),
+        redelivery: live_redelivery(sc)?,
         service: sc.consumers.service.0.clone(),
         ack_latency: Duration::from_micros(sc.consumers.ack_latency.0),
         reconnect_delay: Duration::from_micros(sc.consumers.reconnect_delay.0),
-        schedule: run::schedule(sc, seed),
+        schedule,
         faults,
         drain_timeout: drain,
         seed,
@@ -418,7 +607,9 @@ service = "1ms"
 
     #[test]
     fn the_broker_turns_nagle_off_on_its_stomp_connector() {
-        let x = broker::activemq_xml("a", 61613, true, Path::new("/tmp/x"));
+        let mut conf = broker::BrokerConf::single("a", true).unwrap();
+        conf.stomp_port = 61613;
+        let x = broker::activemq_xml(&conf, Path::new("/tmp/x"));
         assert!(
             x.contains(r#"uri="stomp://127.0.0.1:61613?transport.tcpNoDelay=true""#),
             "{x}"
@@ -461,10 +652,10 @@ service = "1ms"
             refused(&t, &["competing"]),
             vec!["consumers.suspend_after_failures".to_string()]
         );
-        let t = BASE.replace("keys = 2", "keys = 2\npoison_fraction = 0.1");
+        let t = BASE.replace("keys = 2", "keys = 2\ngroup_header_missing = 0.1");
         assert_eq!(
             refused(&t, &["competing"]),
-            vec!["workload.poison_fraction".to_string()]
+            vec!["workload.group_header_missing".to_string()]
         );
         let t = format!("{BASE}[strategy.single]\ntakeover_delay = \"2s\"\n");
         assert_eq!(
@@ -482,12 +673,12 @@ service = "1ms"
             key: 3,
             seq: 2,
         };
-        let f = run::send_frame(m, LiveStrategy::MessageGroups, true);
+        let f = run::send_frame(m, LiveStrategy::MessageGroups, true, false);
         assert_eq!(f.get("JMSXGroupID"), Some("k3"));
         assert_eq!(f.get("persistent"), Some("true"));
         assert_eq!(run::msg_of(&f), Some(m));
         assert_eq!(
-            run::send_frame(m, LiveStrategy::Competing, false).get("JMSXGroupID"),
+            run::send_frame(m, LiveStrategy::Competing, false, false).get("JMSXGroupID"),
             None
         );
         let s = run::subscribe_frame(LiveStrategy::Single, 10);
@@ -505,9 +696,9 @@ service = "1ms"
         // What a live run records: no enqueue, no broker-side dispatch bookkeeping, a crash, a
         // replayed (duplicate, out of order) apply, and a message left in the queue.
         let rec = run::Recorder::new(1);
-        let a = rec.produce(0, 0);
-        let b = rec.produce(0, 0);
-        let c = rec.produce(0, 0);
+        let a = rec.produce(0, 0, false);
+        let b = rec.produce(0, 0, false);
+        let c = rec.produce(0, 0, false);
         for (m, consumer) in [(a, 0), (b, 1)] {
             rec.push(|t| Event::Dispatch {
                 t,
@@ -568,5 +759,178 @@ service = "1ms"
         assert!(s.windows(2).all(|w| w[0].0 <= w[1].0));
         assert!(s.iter().all(|&(_, p, k)| p == 0 && k < 2));
         assert_eq!(s, run::schedule(&sc, 1));
+    }
+
+    const POISON: &str =
+        "[[fault]]\nkind = \"poison\"\nat = \"1010ms\"\nfor = \"20ms\"\nfraction = 1.0\n";
+
+    fn redelivery_of(extra: &str) -> Result<run::LiveRedelivery, String> {
+        let t = format!("{BASE}{POISON}{extra}");
+        live_redelivery(&crate::load_text("t", &t).unwrap())
+    }
+
+    #[test]
+    fn poison_is_staged_as_a_nack_with_or_without_the_plugin() {
+        // Without poison no plugin, whatever [redelivery] says.
+        let sc = crate::load_text(
+            "t",
+            &format!("{BASE}[redelivery]\nmode = \"non_blocking\"\n"),
+        )
+        .unwrap();
+        assert_eq!(live_redelivery(&sc), Ok(run::LiveRedelivery::Nack));
+        // One delivery: NACK, dead-lettered at once by the broker.
+        let r = redelivery_of("[redelivery]\nmax_redeliveries = 0\n").unwrap();
+        assert_eq!(r, run::LiveRedelivery::Nack);
+        assert_eq!(r.final_nacks(), Some(1));
+        // The activemq flavour's default: the JMS client's blocking redelivery, 1s x 6, emulated.
+        let r = redelivery_of("").unwrap();
+        assert_eq!(r.client_delay(1), Some(Duration::from_secs(1)));
+        assert_eq!(r.client_delay(6), Some(Duration::from_secs(1)));
+        assert_eq!(r.client_delay(7), None);
+        assert_eq!(r.final_nacks(), Some(1));
+        // Broker-side: the redelivery plugin.
+        let r = redelivery_of(
+            "[redelivery]\nmode = \"non_blocking\"\ninitial_delay = \"2s\"\nmax_redeliveries = 3\nrequeue = \"tail\"\n",
+        )
+        .unwrap();
+        let run::LiveRedelivery::Plugin(p) = &r else {
+            panic!("{r:?}")
+        };
+        assert_eq!(
+            (p.max_redeliveries, p.delay_ms, p.dead_letter),
+            (3, 2000, true)
+        );
+        assert_eq!(r.final_nacks(), Some(4));
+        assert_eq!(r.client_delay(1), None);
+        // What the plugin cannot do is named.
+        let e = redelivery_of("[redelivery]\nmode = \"non_blocking\"\ninitial_delay = \"2s\"\n")
+            .unwrap_err();
+        assert!(e.contains("redelivery.requeue"), "{e}");
+        let e = redelivery_of(
+            "[redelivery]\nmode = \"non_blocking\"\ninitial_delay = \"500ms\"\nrequeue = \"tail\"\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("redelivery.initial_delay"), "{e}");
+        let t = format!("{BASE}{POISON}[redelivery]\nmax_redeliveries = 0\n");
+        assert!(refused(&t, &["competing", "single", "message_groups"]).is_empty());
+        let t = format!("{BASE}{POISON}[redelivery]\ndead_letter = \"drop\"\n");
+        assert!(refused(&t, &["competing"])[0].contains("redelivery.dead_letter"));
+    }
+
+    #[test]
+    fn the_plugin_and_the_network_are_in_the_broker_config() {
+        let mut c = broker::BrokerConf::single("a", true).unwrap();
+        let x = broker::activemq_xml(&c, Path::new("/tmp/x"));
+        assert!(x.contains(r#"schedulerSupport="false""#) && !x.contains("redeliveryPlugin"));
+        assert!(x.contains(r#"advisorySupport="false""#) && !x.contains("networkConnector"));
+        c.plugin = Some(broker::PluginPolicy {
+            max_redeliveries: 2,
+            delay_ms: 1000,
+            multiplier: 1.0,
+            max_delay_ms: None,
+            dead_letter: true,
+        });
+        c.peers = vec![("b".into(), 61617)];
+        c.bridge_prefetch = 50;
+        let x = broker::activemq_xml(&c, Path::new("/tmp/x"));
+        assert!(x.contains(r#"schedulerSupport="true""#), "{x}");
+        assert!(
+            x.contains(r#"<redeliveryPolicy maximumRedeliveries="2" initialRedeliveryDelay="1000" redeliveryDelay="1000" maximumRedeliveryDelay="-1"/>"#),
+            "{x}"
+        );
+        assert!(x.contains(r#"sendToDlqIfMaxRetriesExceeded="true""#), "{x}");
+        assert!(x.contains(r#"advisorySupport="true""#), "{x}");
+        assert!(x.contains("static:(tcp://127.0.0.1:61617)"), "{x}");
+        assert!(
+            x.contains(r#"prefetchSize="50" networkTTL="1" conduitSubscriptions="true""#),
+            "{x}"
+        );
+        assert!(
+            x.contains(&format!(r#"uri="tcp://127.0.0.1:{}""#, c.openwire_port)),
+            "{x}"
+        );
+    }
+
+    #[test]
+    fn poison_windows_and_fractions_pick_the_messages() {
+        let sc = crate::load_text("t", &format!("{BASE}{POISON}")).unwrap();
+        let sched: Vec<(Duration, u32, u32)> = (1..=30)
+            .map(|i| (Duration::from_millis(20 * i), 0, 0))
+            .collect();
+        let w = [(
+            Duration::from_millis(1010),
+            Duration::from_millis(1030),
+            1.0,
+        )];
+        let p = run::poison_plan(&sc, 1, &sched, &w);
+        let hit: Vec<usize> = p
+            .iter()
+            .enumerate()
+            .filter(|(_, x)| **x)
+            .map(|(i, _)| i)
+            .collect();
+        assert!(
+            hit.is_empty(),
+            "no message of this schedule falls in [1010, 1030) ms"
+        );
+        let sched: Vec<(Duration, u32, u32)> = (1..=100)
+            .map(|i| (Duration::from_millis(20 * i), 0, 0))
+            .collect();
+        let p = run::poison_plan(&sc, 1, &sched, &w);
+        assert_eq!(p.iter().filter(|x| **x).count(), 1);
+        assert!(p[50], "the message at 1020 ms");
+        let sc = crate::load_text(
+            "t",
+            &BASE.replace("keys = 2", "keys = 2\npoison_fraction = 0.5"),
+        )
+        .unwrap();
+        let p = run::poison_plan(&sc, 1, &sched, &[]);
+        let n = p.iter().filter(|x| **x).count();
+        assert!((30..=70).contains(&n), "{n}");
+        assert_eq!(p, run::poison_plan(&sc, 1, &sched, &[]));
+    }
+
+    #[test]
+    fn the_recorder_counts_a_poison_message_settled_after_its_last_nack() {
+        let rec = run::Recorder::new(1);
+        let a = rec.produce(0, 0, true);
+        let b = rec.produce(0, 0, false);
+        rec.push(|t| Event::Apply {
+            t,
+            msg: b,
+            consumer: 0,
+            state_seq: b.seq,
+        });
+        assert_eq!(rec.progress(Some(2)), (2, 1));
+        rec.nacked(a.id);
+        assert_eq!(rec.progress(Some(2)), (2, 1));
+        rec.nacked(a.id);
+        assert_eq!(rec.progress(Some(2)), (2, 2));
+        assert_eq!(rec.progress(None), (2, 1));
+        let f = run::send_frame(a, LiveStrategy::Competing, true, true);
+        assert!(run::poison_of(&f));
+        assert!(!run::poison_of(&run::send_frame(
+            b,
+            LiveStrategy::Competing,
+            true,
+            false
+        )));
+    }
+
+    #[test]
+    fn failover_lists_follow_the_engine() {
+        let t = BASE.replace(
+            "[[broker]]\nname = \"a\"\npersistent = true\n",
+            "[[broker]]\nname = \"a\"\n[[broker]]\nname = \"b\"\n",
+        );
+        let sc = crate::load_text("t", &t).unwrap();
+        use sim::scenario::Connect;
+        assert_eq!(failover_list(&sc, &None, Connect::First, 1), vec![0, 1]);
+        assert_eq!(failover_list(&sc, &None, Connect::Spread, 1), vec![1, 0]);
+        assert_eq!(
+            failover_list(&sc, &Some(vec!["b".into()]), Connect::First, 0),
+            vec![1]
+        );
+        assert!(refused(&t, &["competing"]).is_empty());
     }
 }

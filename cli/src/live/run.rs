@@ -2,15 +2,15 @@
 //! workload, the fault driver, the recorder, and the final read of what is left in the queue and
 //! the dead-letter queue.
 
-use super::broker::{Broker, TempDir, INTERRUPTED};
+use super::broker::{Broker, BrokerConf, TempDir, INTERRUPTED};
 use super::stomp::{Conn, Frame};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sim::history::{DiscardReason, Event, MsgRef, Node};
+use sim::history::{DiscardReason, Event, FailReason, MsgRef, Node};
 use sim::scenario::Arrival;
 use sim::time::Time;
 use sim::Scenario;
-use std::collections::{HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -48,10 +48,10 @@ impl LiveStrategy {
 /// A fault, as the driver performs it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
-    /// SIGKILL the broker.
-    KillBroker,
-    /// Start it again on the same store.
-    RestartBroker,
+    /// SIGKILL broker `b` (by index).
+    KillBroker(u16),
+    /// Start broker `b` again on the same store.
+    RestartBroker(u16),
     /// Consumer `c` dies now and comes back after `down`.
     CrashConsumer {
         /// Consumer.
@@ -59,6 +59,60 @@ pub enum Action {
         /// Down for.
         down: Duration,
     },
+}
+
+/// What happens to a message whose processing fails (a poison message), as staged live.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LiveRedelivery {
+    /// The consumer NACKs it at once (STOMP `NACK`, a poison ack): the broker, without the
+    /// redelivery plugin, dead-letters it (`[redelivery] max_redeliveries = 0`).
+    Nack,
+    /// ActiveMQ's JMS client's blocking redelivery, emulated in the consumer: the session holds
+    /// the message and serves it again after `delays[i]` (the (i + 2)-th delivery), ahead of
+    /// everything it prefetched; after the last it NACKs it (`mode = "blocking"`). `None` in
+    /// `delays` past its end: unlimited (the last delay repeats).
+    Client {
+        /// Delay before each redelivery, in order.
+        delays: Vec<Duration>,
+        /// Whether redeliveries go on forever (the last delay repeating).
+        unlimited: bool,
+    },
+    /// The broker's `redeliveryPlugin` (with `schedulerSupport`): the consumer NACKs, the
+    /// broker's scheduler sends the message back to the tail of the queue after the policy's
+    /// delay, up to `max_redeliveries`, then dead-letters it (`mode = "non_blocking"`).
+    Plugin(super::broker::PluginPolicy),
+}
+
+impl LiveRedelivery {
+    /// NACKs after which a poison message is settled (dead-lettered or dropped): None when it
+    /// is redelivered forever.
+    pub fn final_nacks(&self) -> Option<u32> {
+        match self {
+            LiveRedelivery::Nack
+            | LiveRedelivery::Client {
+                unlimited: false, ..
+            } => Some(1),
+            LiveRedelivery::Client { .. } => None,
+            LiveRedelivery::Plugin(p) if p.max_redeliveries < 0 => None,
+            LiveRedelivery::Plugin(p) => Some(p.max_redeliveries as u32 + 1),
+        }
+    }
+
+    /// The delay before the client-side redelivery that follows delivery `n` (1-based), if any.
+    pub fn client_delay(&self, n: u32) -> Option<Duration> {
+        match self {
+            LiveRedelivery::Client { delays, unlimited } => {
+                delays.get(n as usize - 1).copied().or_else(|| {
+                    if *unlimited {
+                        delays.last().copied()
+                    } else {
+                        None
+                    }
+                })
+            }
+            _ => None,
+        }
+    }
 }
 
 /// What a run needs, resolved from the scenario and the seed.
@@ -75,10 +129,17 @@ pub struct Plan {
     pub consumers: u32,
     /// Prefetch.
     pub prefetch: u32,
-    /// Persistent messages.
+    /// Persistent messages (every broker's store is persistent).
     pub persistent: bool,
-    /// Broker name.
-    pub broker: String,
+    /// Broker names, in file order.
+    pub brokers: Vec<String>,
+    /// With several brokers: the network bridges' prefetch (a `networkConnector` from each
+    /// broker toward each other one).
+    pub bridge_prefetch: u32,
+    /// Per producer: its failover list (broker indices, the preferred first).
+    pub producer_lists: Vec<Vec<u16>>,
+    /// Per consumer: its failover list.
+    pub consumer_lists: Vec<Vec<u16>>,
     /// Service time of one message.
     pub service: sim::dist::DurDist,
     /// Apply to ack.
@@ -87,6 +148,10 @@ pub struct Plan {
     pub reconnect_delay: Duration,
     /// (time from start, producer, key), by time.
     pub schedule: Vec<(Duration, u32, u32)>,
+    /// Per message of the schedule: whether it is poison (its processing always fails).
+    pub poison: Vec<bool>,
+    /// What a consumer does with a poison message.
+    pub redelivery: LiveRedelivery,
     /// (time from start, action), by time.
     pub faults: Vec<(Duration, Action)>,
     /// The longest wait for the queue to drain after production and faults.
@@ -118,6 +183,32 @@ pub fn schedule(sc: &Scenario, seed: u64) -> Vec<(Duration, u32, u32)> {
         .collect()
 }
 
+/// Which messages of `schedule` are poison: each with probability `workload.poison_fraction`,
+/// and those scheduled inside a `poison` fault's window with the fault's `fraction` (the larger
+/// of the two, as the engine draws them), from the seed's own stream (the simulator draws them
+/// from the engine's: a fraction below 1 poisons other messages than `sim run` does, with the same
+/// distribution).
+pub fn poison_plan(
+    sc: &Scenario,
+    seed: u64,
+    schedule: &[(Duration, u32, u32)],
+    windows: &[(Duration, Duration, f64)],
+) -> Vec<bool> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x706f_6973_6f6e);
+    schedule
+        .iter()
+        .map(|&(at, _, _)| {
+            let boost = windows
+                .iter()
+                .filter(|(from, until, _)| *from <= at && at < *until)
+                .map(|w| w.2)
+                .fold(0.0, f64::max);
+            let p = sc.workload.poison_fraction.max(boost);
+            p > 0.0 && (p >= 1.0 || rng.random_bool(p))
+        })
+        .collect()
+}
+
 /// The history as it is recorded: events timed from the start, in recording order (so time
 /// never goes backwards), messages numbered as they are produced.
 pub struct Recorder {
@@ -130,6 +221,8 @@ struct RecInner {
     next_seq: Vec<u32>,
     produced: Vec<MsgRef>,
     applied: HashSet<u64>,
+    /// NACKs sent, per message.
+    nacks: BTreeMap<u64, u32>,
 }
 
 impl Recorder {
@@ -142,6 +235,7 @@ impl Recorder {
                 next_seq: vec![0; keys as usize],
                 produced: Vec::new(),
                 applied: HashSet::new(),
+                nacks: BTreeMap::new(),
             }),
         }
     }
@@ -160,14 +254,17 @@ impl Recorder {
         let mut g = self.lock();
         let t = self.now();
         let e = f(t);
-        if let Event::Apply { msg, .. } = e {
-            g.applied.insert(msg.id);
+        match e {
+            Event::Apply { msg, .. } => {
+                g.applied.insert(msg.id);
+            }
+            _ => {}
         }
         g.events.push(e);
     }
 
     /// A new message of `key` from `producer`: numbered and recorded.
-    pub fn produce(&self, producer: u32, key: u32) -> MsgRef {
+    pub fn produce(&self, producer: u32, key: u32, poison: bool) -> MsgRef {
         let mut g = self.lock();
         let t = self.now();
         let seq = g.next_seq[key as usize];
@@ -183,15 +280,27 @@ impl Recorder {
             msg,
             producer,
             timestamp: t,
-            poison: false,
+            poison,
         });
         msg
     }
 
-    /// Messages produced and applied.
-    pub fn progress(&self) -> (usize, usize) {
+    /// A NACK of `id` was sent.
+    pub fn nacked(&self, id: u64) {
+        *self.lock().nacks.entry(id).or_default() += 1;
+    }
+
+    /// Messages produced, and those settled: applied, or NACKed `final_nacks` times (a poison
+    /// message the broker has dead-lettered or dropped by now).
+    pub fn progress(&self, final_nacks: Option<u32>) -> (usize, usize) {
         let g = self.lock();
-        (g.produced.len(), g.applied.len())
+        let given_up = final_nacks.map_or(0, |n| {
+            g.nacks
+                .iter()
+                .filter(|(id, k)| **k >= n && !g.applied.contains(id))
+                .count()
+        });
+        (g.produced.len(), g.applied.len() + given_up)
     }
 
     /// The messages produced.
@@ -222,8 +331,14 @@ pub fn msg_of(f: &Frame) -> Option<MsgRef> {
     })
 }
 
+/// Whether a MESSAGE frame carries a poison message (header `ordsim-poison`; only its processing
+/// finds out).
+pub fn poison_of(f: &Frame) -> bool {
+    f.get("ordsim-poison") == Some("1")
+}
+
 /// The SEND frame of `msg`.
-pub fn send_frame(msg: MsgRef, strategy: LiveStrategy, persistent: bool) -> Frame {
+pub fn send_frame(msg: MsgRef, strategy: LiveStrategy, persistent: bool, poison: bool) -> Frame {
     let mut f = Frame::new("SEND")
         .header("destination", QUEUE)
         .header("persistent", if persistent { "true" } else { "false" })
@@ -232,6 +347,9 @@ pub fn send_frame(msg: MsgRef, strategy: LiveStrategy, persistent: bool) -> Fram
         .header("ordsim-seq", msg.seq.to_string());
     if strategy == LiveStrategy::MessageGroups {
         f = f.header("JMSXGroupID", format!("k{}", msg.key));
+    }
+    if poison {
+        f = f.header("ordsim-poison", "1");
     }
     f.body(format!("k{}s{}", msg.key, msg.seq))
 }
@@ -262,7 +380,18 @@ struct Shared {
     produce_lock: Mutex<()>,
     /// Per consumer: its first subscription is registered (the broker's RECEIPT arrived).
     subscribed: Vec<AtomicBool>,
-    port: u16,
+    /// Each broker's STOMP port.
+    ports: Vec<u16>,
+}
+
+/// Connects to the first broker of `list` that accepts (a failover transport with
+/// `randomize=false`, as the model's clients go through their lists).
+fn connect_first(sh: &Shared, list: &[u16]) -> Option<(Conn, u16)> {
+    list.iter().find_map(|&b| {
+        Conn::connect(sh.ports[b as usize], Duration::from_secs(1))
+            .ok()
+            .map(|c| (c, b))
+    })
 }
 
 impl Shared {
@@ -287,32 +416,39 @@ fn sleep_until(sh: &Shared, deadline: Instant) -> bool {
 fn producer(sh: &Shared, p: u32, plan: &Plan, t0: Instant) {
     let mut conn: Option<Conn> = None;
     let mut first = true;
+    let list = &plan.producer_lists[p as usize];
     let mut n = 0u64;
-    for &(at, _, key) in plan.schedule.iter().filter(|(_, q, _)| *q == p) {
+    for (i, &(at, _, key)) in plan
+        .schedule
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, q, _))| *q == p)
+    {
         if !sleep_until(sh, t0 + at) {
             return;
         }
+        let poison = plan.poison.get(i).copied().unwrap_or(false);
         let _order = sh.produce_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let msg = sh.rec.produce(p, key);
-        let frame = send_frame(msg, plan.strategy, plan.persistent);
+        let msg = sh.rec.produce(p, key, poison);
+        let frame = send_frame(msg, plan.strategy, plan.persistent, poison);
         loop {
             if sh.aborted() {
                 return;
             }
             if conn.is_none() {
-                match Conn::connect(sh.port, Duration::from_secs(1)) {
-                    Ok(c) => {
+                match connect_first(sh, list) {
+                    Some((c, broker)) => {
                         let failover = !first;
                         first = false;
                         sh.rec.push(|t| Event::Connect {
                             t,
                             node: Node::Producer(p),
-                            broker: 0,
+                            broker,
                             failover,
                         });
                         conn = Some(c);
                     }
-                    Err(_) => {
+                    None => {
                         std::thread::sleep(Duration::from_millis(100));
                         continue;
                     }
@@ -381,12 +517,15 @@ fn consumer(sh: &Shared, c: u32, plan: &Plan) {
             });
             failover = false;
         }
-        let mut conn = match Conn::connect(sh.port, Duration::from_secs(1)).and_then(|mut k| {
-            k.send(&subscribe_frame(plan.strategy, plan.prefetch).header("receipt", SUBSCRIBED))?;
-            Ok(k)
-        }) {
-            Ok(k) => k,
-            Err(_) => {
+        let list = &plan.consumer_lists[c as usize];
+        let attached = connect_first(sh, list).and_then(|(mut k, b)| {
+            k.send(&subscribe_frame(plan.strategy, plan.prefetch).header("receipt", SUBSCRIBED))
+                .ok()?;
+            Some((k, b))
+        });
+        let (mut conn, broker) = match attached {
+            Some(k) => k,
+            None => {
                 if sh.stop_consumers.load(Ordering::SeqCst) {
                     return;
                 }
@@ -397,10 +536,10 @@ fn consumer(sh: &Shared, c: u32, plan: &Plan) {
         sh.rec.push(|t| Event::Connect {
             t,
             node: Node::Consumer(c),
-            broker: 0,
+            broker,
             failover,
         });
-        match consume(sh, c, plan, &mut conn, &sampler, &mut rng) {
+        match consume(sh, c, broker, plan, &mut conn, &sampler, &mut rng) {
             ConnEnd::Done => {
                 conn.disconnect();
                 return;
@@ -441,9 +580,11 @@ fn crash(sh: &Shared, c: u32, conn: &Conn, until: Instant) -> ConnEnd {
     ConnEnd::Crashed
 }
 
+#[allow(clippy::too_many_arguments)]
 fn consume(
     sh: &Shared,
     c: u32,
+    broker: u16,
     plan: &Plan,
     conn: &mut Conn,
     sampler: &sim::dist::Sampler,
@@ -487,49 +628,111 @@ fn consume(
             continue;
         };
         let redelivered = f.get("redelivered") == Some("true");
+        let poison = poison_of(&f);
         sh.rec.push(|t| Event::Dispatch {
             t,
             msg,
-            broker: 0,
+            broker,
             consumer: c,
             delivery: if redelivered { 2 } else { 1 },
             redelivered,
         });
-        sh.rec.push(|t| Event::Start {
-            t,
-            msg,
-            consumer: c,
-        });
-        let service = Duration::from_micros(sampler.sample(rng));
-        let done = Instant::now() + service;
-        // Serve, watching for a crash order: a crash before the apply abandons the message.
-        // Acks of earlier applies fall due meanwhile and are sent on time: in the model an ack
-        // reaches the broker `ack_latency` after its apply whatever the consumer does next.
-        while Instant::now() < done {
-            if sh.aborted() {
-                return ConnEnd::Done;
+        let mut delivery = 1u32;
+        loop {
+            sh.rec.push(|t| Event::Start {
+                t,
+                msg,
+                consumer: c,
+            });
+            let service = Duration::from_micros(sampler.sample(rng));
+            // Serve, watching for a crash order: a crash before the apply abandons the message.
+            // Acks of earlier applies fall due meanwhile and are sent on time: in the model an
+            // ack reaches the broker `ack_latency` after its apply whatever the consumer does
+            // next.
+            if let Err(end) = hold(sh, c, conn, &mut acks, Instant::now() + service) {
+                return end;
             }
-            if let Some(until) = crash_order(sh, c) {
-                return crash(sh, c, conn, until);
+            if !poison {
+                sh.rec.push(|t| Event::Apply {
+                    t,
+                    msg,
+                    consumer: c,
+                    state_seq: msg.seq,
+                });
+                acks.push_back((Instant::now() + plan.ack_latency, ack_id, msg));
+                break;
             }
-            if send_due_acks(sh, c, conn, &mut acks, false).is_err() {
-                return ConnEnd::Lost;
+            // Processing failed (only processing finds a poison message out).
+            sh.rec.push(|t| Event::Rollback {
+                t,
+                msg,
+                consumer: c,
+                reason: FailReason::Poison,
+            });
+            match plan.redelivery.client_delay(delivery) {
+                Some(delay) => {
+                    // The JMS client's blocking redelivery: the session holds the message for
+                    // the delay (what it prefetched waits), then delivers it again to itself.
+                    sh.rec.push(|t| Event::Redelivery {
+                        t,
+                        msg,
+                        delay_us: delay.as_micros() as u64,
+                        blocking: true,
+                    });
+                    if let Err(end) = hold(sh, c, conn, &mut acks, Instant::now() + delay) {
+                        return end;
+                    }
+                    delivery += 1;
+                    sh.rec.push(|t| Event::Dispatch {
+                        t,
+                        msg,
+                        broker,
+                        consumer: c,
+                        delivery,
+                        redelivered: true,
+                    });
+                }
+                None => {
+                    // STOMP NACK: a poison ack. The broker dead-letters the message, or, with
+                    // the redelivery plugin, schedules its redelivery.
+                    if conn.send(&Frame::new("NACK").header("id", ack_id)).is_err() {
+                        return ConnEnd::Lost;
+                    }
+                    sh.rec.nacked(msg.id);
+                    break;
+                }
             }
-            let next_ack = acks.front().map_or(done, |(due, _, _)| (*due).min(done));
-            std::thread::sleep(
-                next_ack
-                    .saturating_duration_since(Instant::now())
-                    .min(Duration::from_millis(5)),
-            );
         }
-        sh.rec.push(|t| Event::Apply {
-            t,
-            msg,
-            consumer: c,
-            state_seq: msg.seq,
-        });
-        acks.push_back((Instant::now() + plan.ack_latency, ack_id, msg));
     }
+}
+
+/// Waits until `until`, sending acks as they fall due and watching for a crash order and an
+/// abort: `Err` with how the connection ends if one comes.
+fn hold(
+    sh: &Shared,
+    c: u32,
+    conn: &mut Conn,
+    acks: &mut VecDeque<(Instant, String, MsgRef)>,
+    until: Instant,
+) -> Result<(), ConnEnd> {
+    while Instant::now() < until {
+        if sh.aborted() {
+            return Err(ConnEnd::Done);
+        }
+        if let Some(back) = crash_order(sh, c) {
+            return Err(crash(sh, c, conn, back));
+        }
+        if send_due_acks(sh, c, conn, acks, false).is_err() {
+            return Err(ConnEnd::Lost);
+        }
+        let next_ack = acks.front().map_or(until, |(due, _, _)| (*due).min(until));
+        std::thread::sleep(
+            next_ack
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(5)),
+        );
+    }
+    Ok(())
 }
 
 /// Sends the acks whose latency has passed (all of them when `all`), in order, recording each.
@@ -580,11 +783,112 @@ fn drain(port: u16, dest: &str, quiet: Duration) -> Result<Vec<MsgRef>, String> 
     Ok(out)
 }
 
-/// One live run of `plan` against a fresh broker: the history.
+/// The brokers' configurations: ports for all first (each bridge names its peer's port), then
+/// one `networkConnector` toward every other broker when there are several.
+pub fn broker_confs(plan: &Plan) -> Result<Vec<BrokerConf>, String> {
+    let mut confs = plan
+        .brokers
+        .iter()
+        .map(|n| BrokerConf::single(n, plan.persistent))
+        .collect::<Result<Vec<_>, _>>()?;
+    let plugin = match &plan.redelivery {
+        LiveRedelivery::Plugin(p) => Some(p.clone()),
+        _ => None,
+    };
+    let all: Vec<(String, u16)> = confs
+        .iter()
+        .map(|c| (c.name.clone(), c.openwire_port))
+        .collect();
+    for (i, c) in confs.iter_mut().enumerate() {
+        c.plugin = plugin.clone();
+        c.bridge_prefetch = plan.bridge_prefetch;
+        if all.len() > 1 {
+            c.peers = all
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, p)| p.clone())
+                .collect();
+        }
+    }
+    Ok(confs)
+}
+
+/// Waits until every bridge forwards: for each ordered pair (x, y), a probe sent to broker x
+/// reaches a consumer on broker y (the bridge x -> y formed and saw y's demand).
+fn wait_bridges(ports: &[u16], timeout: Duration) -> Result<(), String> {
+    if ports.len() < 2 {
+        return Ok(());
+    }
+    let deadline = Instant::now() + timeout;
+    for (y, &py) in ports.iter().enumerate() {
+        let dest = format!("/queue/ordsim.probe.{y}");
+        let mut sub = Conn::connect(py, Duration::from_secs(5)).map_err(|e| e.to_string())?;
+        sub.send(
+            &Frame::new("SUBSCRIBE")
+                .header("id", "probe")
+                .header("destination", dest.as_str())
+                .header("ack", "auto"),
+        )
+        .map_err(|e| e.to_string())?;
+        for (x, &px) in ports.iter().enumerate() {
+            if x == y {
+                continue;
+            }
+            let mut pc = Conn::connect(px, Duration::from_secs(5)).map_err(|e| e.to_string())?;
+            let mut skipped = Vec::new();
+            pc.send_with_receipt(
+                Frame::new("SEND")
+                    .header("destination", dest.as_str())
+                    .header("persistent", "false")
+                    .body(format!("probe {x}")),
+                "probe",
+                Duration::from_secs(5),
+                &mut skipped,
+            )
+            .map_err(|e| format!("probe send: {e}"))?;
+            pc.disconnect();
+            loop {
+                if INTERRUPTED.load(Ordering::SeqCst) {
+                    return Err("interrupted".into());
+                }
+                if Instant::now() >= deadline {
+                    return Err(format!(
+                        "the network bridge from broker {x} to broker {y} did not form within {timeout:?}"
+                    ));
+                }
+                match sub.recv(Some(Duration::from_millis(100))) {
+                    Ok(Some(f))
+                        if f.command == "MESSAGE"
+                            && f.body == format!("probe {x}").into_bytes() =>
+                    {
+                        break
+                    }
+                    Ok(_) => {}
+                    Err(e) => return Err(format!("probe: {e}")),
+                }
+            }
+        }
+        sub.disconnect();
+    }
+    Ok(())
+}
+
+/// One live run of `plan` against fresh brokers: the history.
 pub fn run(plan: &Plan) -> Result<Vec<Event>, String> {
-    let dir = TempDir::new(&plan.broker).map_err(|e| format!("temporary directory: {e}"))?;
-    let mut broker = Broker::configure(&plan.broker, plan.persistent, dir.path())?;
-    broker.start(Duration::from_secs(60))?;
+    let confs = broker_confs(plan)?;
+    let mut dirs = Vec::new();
+    let mut brokers = Vec::new();
+    for (name, conf) in plan.brokers.iter().zip(&confs) {
+        let dir = TempDir::new(&conf.name).map_err(|e| format!("temporary directory: {e}"))?;
+        brokers.push(Broker::configure(name, conf, dir.path())?);
+        dirs.push(dir);
+    }
+    for b in brokers.iter_mut() {
+        b.start(Duration::from_secs(60))?;
+    }
+    let ports: Vec<u16> = brokers.iter().map(|b| b.port).collect();
+    wait_bridges(&ports, Duration::from_secs(30))?;
     let sh = Arc::new(Shared {
         rec: Recorder::new(plan.keys),
         stop_consumers: AtomicBool::new(false),
@@ -594,7 +898,7 @@ pub fn run(plan: &Plan) -> Result<Vec<Event>, String> {
         subscribed: (0..plan.consumers)
             .map(|_| AtomicBool::new(false))
             .collect(),
-        port: broker.port,
+        ports: ports.clone(),
     });
     let result = std::thread::scope(|s| -> Result<(), String> {
         // Consumers attach in order, each once the previous one's subscription is registered, as
@@ -613,6 +917,11 @@ pub fn run(plan: &Plan) -> Result<Vec<Event>, String> {
                 std::thread::sleep(Duration::from_millis(2));
             }
         }
+        if ports.len() > 1 {
+            // Consumers' demand travels to the other brokers as advisories: let the bridges
+            // subscribe before the first message (the model's bridges exist at time 0).
+            std::thread::sleep(Duration::from_millis(500));
+        }
         let t0 = Instant::now();
         let producers: Vec<_> = (0..plan.producers)
             .map(|p| {
@@ -620,7 +929,7 @@ pub fn run(plan: &Plan) -> Result<Vec<Event>, String> {
                 s.spawn(move || producer(sh, p, plan, t0))
             })
             .collect();
-        let r = drive(&sh, plan, &mut broker, t0);
+        let r = drive(&sh, plan, &mut brokers, t0);
         for p in producers {
             let _ = p.join();
         }
@@ -631,7 +940,7 @@ pub fn run(plan: &Plan) -> Result<Vec<Event>, String> {
             sh.rec.push(|t| Event::DrainStart { t });
             let deadline = Instant::now() + plan.drain_timeout;
             loop {
-                let (produced, applied) = sh.rec.progress();
+                let (produced, applied) = sh.rec.progress(plan.redelivery.final_nacks());
                 if applied >= produced || Instant::now() >= deadline || sh.aborted() {
                     break;
                 }
@@ -649,25 +958,34 @@ pub fn run(plan: &Plan) -> Result<Vec<Event>, String> {
         r
     });
     if let Err(e) = result {
-        broker.kill();
+        brokers.iter_mut().for_each(Broker::kill);
         return Err(e);
     }
     if INTERRUPTED.load(Ordering::SeqCst) {
         return Err("interrupted".into());
     }
-    // What is left: the queue (pending) and the dead-letter queue, read from the broker.
-    let left = drain(broker.port, QUEUE, Duration::from_millis(1500))?;
-    let dead = drain(broker.port, DLQ, Duration::from_millis(500))?;
-    broker.kill();
+    // What is left, read from every broker: its queue (pending) and its dead-letter queue.
+    let mut left = Vec::new();
+    let mut dead = Vec::new();
+    for (i, &port) in ports.iter().enumerate() {
+        left.extend(drain(port, QUEUE, Duration::from_millis(1500))?);
+        dead.extend(
+            drain(port, DLQ, Duration::from_millis(500))?
+                .into_iter()
+                .map(|m| (m, i as u16)),
+        );
+    }
+    brokers.iter_mut().for_each(Broker::kill);
+    drop(dirs);
     let sh = Arc::try_unwrap(sh).map_err(|_| "threads still hold the run".to_string())?;
     let rec = sh.rec;
     let mut seen = HashSet::new();
-    for m in &dead {
+    for (m, broker) in &dead {
         if !rec.applied(m.id) && seen.insert(m.id) {
             rec.push(|t| Event::DeadLetter {
                 t,
                 msg: *m,
-                broker: 0,
+                broker: *broker,
             });
         }
     }
@@ -690,24 +1008,24 @@ pub fn run(plan: &Plan) -> Result<Vec<Event>, String> {
 }
 
 /// The fault driver: performs each action at its time.
-fn drive(sh: &Shared, plan: &Plan, broker: &mut Broker, t0: Instant) -> Result<(), String> {
+fn drive(sh: &Shared, plan: &Plan, brokers: &mut [Broker], t0: Instant) -> Result<(), String> {
     for (at, a) in &plan.faults {
         if !sleep_until(sh, t0 + *at) {
             return Err("interrupted".into());
         }
         match a {
-            Action::KillBroker => {
-                broker.kill();
+            Action::KillBroker(b) => {
+                brokers[*b as usize].kill();
                 sh.rec.push(|t| Event::Crash {
                     t,
-                    node: Node::Broker(0),
+                    node: Node::Broker(*b),
                 });
             }
-            Action::RestartBroker => {
-                broker.start(Duration::from_secs(60))?;
+            Action::RestartBroker(b) => {
+                brokers[*b as usize].start(Duration::from_secs(60))?;
                 sh.rec.push(|t| Event::Recover {
                     t,
-                    node: Node::Broker(0),
+                    node: Node::Broker(*b),
                 });
             }
             Action::CrashConsumer { c, down } => {
