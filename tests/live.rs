@@ -67,7 +67,12 @@ ack_latency = "10ms"
         consumers: 2,
         prefetch: 5,
         persistent: true,
-        broker: "a".into(),
+        brokers: vec!["a".into()],
+        bridge_prefetch: 1000,
+        producer_lists: vec![vec![0]],
+        consumer_lists: vec![vec![0], vec![0]],
+        poison: vec![false; 150],
+        redelivery: run::LiveRedelivery::Nack,
         service: sc.consumers.service.0.clone(),
         ack_latency: Duration::from_millis(10),
         reconnect_delay: Duration::from_millis(100),
@@ -94,8 +99,8 @@ fn tiny_live_run_with_a_consumer_crash_and_a_broker_crash_is_judged_and_cleaned_
                     down: Duration::from_millis(300),
                 },
             ),
-            (Duration::from_millis(800), run::Action::KillBroker),
-            (Duration::from_millis(1000), run::Action::RestartBroker),
+            (Duration::from_millis(800), run::Action::KillBroker(0)),
+            (Duration::from_millis(1000), run::Action::RestartBroker(0)),
         ],
     );
     let events = run::run(&plan).expect("the live run");
@@ -129,6 +134,90 @@ fn tiny_live_run_with_a_consumer_crash_and_a_broker_crash_is_judged_and_cleaned_
         }
     )));
     // Every broker process started was killed and reaped.
+    assert!(broker::live_children().is_empty());
+    assert!(brokers_of(std::process::id()).is_empty());
+}
+
+#[test]
+fn tiny_network_of_brokers_with_a_nacked_poison_message() {
+    if skip() {
+        return;
+    }
+    let _serial = serial();
+    // Two brokers bridged both ways, one consumer on each, the producer on `a`; one poison message
+    // (the one produced at 0.5 s), NACKed and dead-lettered at once (no plugin); `b` killed at
+    // 0.8 s and restarted at 1 s.
+    let sc = ordsim::load_text(
+        "tiny-net",
+        r#"
+strategies = ["competing"]
+[workload]
+messages = 100
+rate = "100/s"
+arrival = "constant"
+keys = 5
+[producers]
+brokers = ["a", "b"]
+[[broker]]
+name = "a"
+[[broker]]
+name = "b"
+[network]
+forward_delay = "1ms"
+[consumers]
+count = 2
+prefetch = 5
+service = "2ms"
+ack_latency = "5ms"
+connect = "spread"
+[redelivery]
+max_redeliveries = 0
+[[fault]]
+kind = "poison"
+at = "495ms"
+for = "10ms"
+fraction = 1.0
+[[fault]]
+kind = "broker_crash"
+broker = "b"
+at = "800ms"
+for = "200ms"
+"#,
+    )
+    .unwrap();
+    let plan = ordsim::live::plan(
+        &sc,
+        run::LiveStrategy::Competing,
+        1,
+        Duration::from_secs(20),
+    )
+    .unwrap();
+    assert_eq!(plan.consumer_lists, vec![vec![0, 1], vec![1, 0]]);
+    assert_eq!(plan.poison.iter().filter(|p| **p).count(), 1);
+    let events = run::run(&plan).expect("the live run");
+    let m = judge(&events, plan.keys, plan.kind).expect("the checkers accept a client history");
+    assert_eq!(m.produced, 100);
+    assert_eq!(m.lost, 0);
+    assert_eq!(m.applied, 99);
+    assert_eq!(m.dead_lettered, 1);
+    assert_eq!(m.poison_dead_lettered, 1);
+    // Consumer 1 started on `b`, and `b` was killed and restarted.
+    assert!(events.iter().any(|e| matches!(
+        e,
+        Event::Connect {
+            node: Node::Consumer(1),
+            broker: 1,
+            failover: false,
+            ..
+        }
+    )));
+    assert!(events.iter().any(|e| matches!(
+        e,
+        Event::Crash {
+            node: Node::Broker(1),
+            ..
+        }
+    )));
     assert!(broker::live_children().is_empty());
     assert!(brokers_of(std::process::id()).is_empty());
 }
@@ -178,7 +267,8 @@ fn a_scenario_that_cannot_be_staged_is_refused_with_exit_2_naming_the_field() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cannot stage"), "{err}");
-    assert!(err.contains("[[broker]]: 2 brokers"), "{err}");
+    assert!(err.contains("producers.key_ownership"), "{err}");
+    assert!(err.contains("strategy \"notifier\""), "{err}");
 }
 
 #[test]

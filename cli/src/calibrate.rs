@@ -596,7 +596,7 @@ mod tests {
             "f",
             "competing",
             &[m.clone(), m.clone()],
-            &[m.clone()],
+            std::slice::from_ref(&m),
             &Tolerance::default(),
         );
         assert_eq!(

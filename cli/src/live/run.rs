@@ -254,11 +254,8 @@ impl Recorder {
         let mut g = self.lock();
         let t = self.now();
         let e = f(t);
-        match e {
-            Event::Apply { msg, .. } => {
-                g.applied.insert(msg.id);
-            }
-            _ => {}
+        if let Event::Apply { msg, .. } = e {
+            g.applied.insert(msg.id);
         }
         g.events.push(e);
     }
