@@ -1034,3 +1034,199 @@ fn drive(sh: &Shared, plan: &Plan, brokers: &mut [Broker], t0: Instant) -> Resul
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    //! The consumer against a fake transport: a thread on a loopback socket that speaks just
+    //! enough STOMP (CONNECTED, RECEIPT, MESSAGE frames) and records the ACK and NACK frames.
+    use super::super::stomp::parse;
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    /// A fake broker for one connection: answers CONNECT and SUBSCRIBE, then sends `msgs`; returns
+    /// the (command, id) of every ACK and NACK, once `want` of them arrived.
+    fn fake_broker(
+        msgs: Vec<Frame>,
+        want: usize,
+    ) -> (u16, std::thread::JoinHandle<Vec<(String, String)>>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let h = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let (mut buf, mut out, mut chunk) = (Vec::new(), Vec::new(), [0u8; 4096]);
+            loop {
+                while let Some((f, used)) = parse(&buf).unwrap() {
+                    buf.drain(..used);
+                    match f.command.as_str() {
+                        "CONNECT" => {
+                            let r = Frame::new("CONNECTED").header("version", "1.2");
+                            s.write_all(&r.encode()).unwrap();
+                        }
+                        "SUBSCRIBE" => {
+                            let id = f.get("receipt").unwrap_or("").to_string();
+                            let r = Frame::new("RECEIPT").header("receipt-id", id);
+                            s.write_all(&r.encode()).unwrap();
+                            for m in &msgs {
+                                s.write_all(&m.encode()).unwrap();
+                            }
+                        }
+                        "ACK" | "NACK" => {
+                            out.push((f.command.clone(), f.get("id").unwrap_or("").to_string()));
+                            if out.len() >= want {
+                                return out;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                let n = s.read(&mut chunk).unwrap();
+                if n == 0 {
+                    return out;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+        });
+        (port, h)
+    }
+
+    fn message(id: u64, poison: bool) -> Frame {
+        let mut f = Frame::new("MESSAGE")
+            .header("subscription", "0")
+            .header("message-id", format!("m{id}"))
+            .header("destination", QUEUE)
+            .header("ack", format!("a{id}"))
+            .header("ordsim-id", id.to_string())
+            .header("ordsim-key", "0")
+            .header("ordsim-seq", id.to_string());
+        if poison {
+            f = f.header("ordsim-poison", "1");
+        }
+        f.body("x")
+    }
+
+    /// Runs consumer 0 against the fake broker until it answered `want` frames.
+    fn consume_with(
+        redelivery: LiveRedelivery,
+        want: usize,
+    ) -> (Vec<(String, String)>, Vec<Event>) {
+        let sc = crate::load_text(
+            "t",
+            "strategies = [\"competing\"]\n[workload]\nmessages = 3\nrate = \"10/s\"\nkeys = 1\n\
+             [[broker]]\nname = \"a\"\n[consumers]\ncount = 1\nservice = \"1ms\"\n",
+        )
+        .unwrap();
+        let (port, fake) = fake_broker(
+            vec![message(0, false), message(1, true), message(2, false)],
+            want,
+        );
+        let plan = Plan {
+            strategy: LiveStrategy::Competing,
+            keys: 1,
+            kind: sim::scenario::WorkloadKind::State,
+            producers: 1,
+            consumers: 1,
+            prefetch: 3,
+            persistent: true,
+            brokers: vec!["a".into()],
+            bridge_prefetch: 1000,
+            producer_lists: vec![vec![0]],
+            consumer_lists: vec![vec![0]],
+            service: sc.consumers.service.0.clone(),
+            ack_latency: Duration::ZERO,
+            reconnect_delay: Duration::from_millis(100),
+            schedule: Vec::new(),
+            poison: Vec::new(),
+            redelivery,
+            faults: Vec::new(),
+            drain_timeout: Duration::from_secs(5),
+            seed: 1,
+        };
+        let sh = Shared {
+            rec: Recorder::new(1),
+            stop_consumers: AtomicBool::new(false),
+            abort: AtomicBool::new(false),
+            crash: vec![Mutex::new(None)],
+            produce_lock: Mutex::new(()),
+            subscribed: vec![AtomicBool::new(false)],
+            ports: vec![port],
+        };
+        let frames = std::thread::scope(|s| {
+            let c = s.spawn(|| consumer(&sh, 0, &plan));
+            let frames = fake.join().unwrap();
+            sh.stop_consumers.store(true, Ordering::SeqCst);
+            c.join().unwrap();
+            frames
+        });
+        (frames, sh.rec.into_events())
+    }
+
+    #[test]
+    fn a_poison_message_is_nacked_and_the_others_acked() {
+        let (frames, events) = consume_with(LiveRedelivery::Nack, 3);
+        let mut got = frames.clone();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                ("ACK".to_string(), "a0".to_string()),
+                ("ACK".to_string(), "a2".to_string()),
+                ("NACK".to_string(), "a1".to_string()),
+            ]
+        );
+        let applied: Vec<u64> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Apply { msg, .. } => Some(msg.id),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(applied, vec![0, 2]);
+        assert_eq!(
+            events
+                .iter()
+                .filter(|e| matches!(e, Event::Rollback { msg, reason: FailReason::Poison, .. } if msg.id == 1))
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn the_emulated_client_redelivery_holds_the_poison_message_then_nacks() {
+        let r = LiveRedelivery::Client {
+            delays: vec![Duration::from_millis(30)],
+            unlimited: false,
+        };
+        let (frames, events) = consume_with(r, 3);
+        assert!(
+            frames.contains(&("NACK".to_string(), "a1".to_string())),
+            "{frames:?}"
+        );
+        // Two deliveries, two failures, one client-side redelivery between them, 30 ms later.
+        let rollbacks: Vec<Time> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Rollback { t, msg, .. } if msg.id == 1 => Some(*t),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(rollbacks.len(), 2);
+        assert!(rollbacks[1] - rollbacks[0] >= 30_000, "{rollbacks:?}");
+        assert!(events.iter().any(|e| matches!(
+            e,
+            Event::Dispatch { msg, delivery: 2, redelivered: true, .. } if msg.id == 1
+        )));
+        assert!(events
+            .iter()
+            .any(|e| matches!(e, Event::Redelivery { msg, blocking: true, .. } if msg.id == 1)));
+        // The message behind it waited for the redelivery (the session holds it).
+        let applied_2 = events
+            .iter()
+            .find_map(|e| match e {
+                Event::Apply { t, msg, .. } if msg.id == 2 => Some(*t),
+                _ => None,
+            })
+            .unwrap();
+        assert!(applied_2 > rollbacks[1]);
+    }
+}
