@@ -105,15 +105,8 @@ at = "4500ms"
 for = "1s"
 "#;
 
-/// A consumer dies 0.4s after processing its fourth record, before its first auto-commit: when
-/// it comes back, the group resumes from the last commit (none) and the four records are
-/// delivered and applied again: four duplicates, each an older state written again. Committing
-/// each record leaves nothing to replay.
-#[test]
-fn a_crash_before_the_commit_replays_what_was_processed() {
-    let (m, events) = history(&ten_records(1, 1, CRASH), "kafka");
-    assert_eq!(m.duplicates, 4);
-    let replayed: Vec<(u64, u32)> = events
+fn replayed(events: &[Event]) -> Vec<(u64, u32)> {
+    events
         .iter()
         .filter_map(|e| match *e {
             Event::Dispatch {
@@ -124,17 +117,41 @@ fn a_crash_before_the_commit_replays_what_was_processed() {
             } => Some((t, msg.seq)),
             _ => None,
         })
+        .collect()
+}
+
+/// A consumer dies 0.4s after processing its fourth record, before its first auto-commit. It
+/// restarts at 5.5s, but as a new member (no `group.instance.id`): its join waits until the group
+/// drops the dead member at its 45s session timeout (49.5s). Then the group resumes from the
+/// last commit (none) and the four records are delivered and applied again: four duplicates,
+/// each an older state written again. With static membership (`restart_takes_over = true`) the
+/// restarted process takes over at once (5.5s). Committing each record leaves nothing to replay.
+#[test]
+fn a_crash_before_the_commit_replays_what_was_processed() {
+    let (m, events) = history(&ten_records(1, 1, CRASH), "kafka");
+    assert_eq!(m.duplicates, 4);
+    let at = |t| (0..4).map(|seq| (t, seq)).collect::<Vec<_>>();
+    assert_eq!(replayed(&events), at(49_500_000));
+    let connects: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Connect {
+                t,
+                node: Node::Consumer(0),
+                ..
+            } => Some(t),
+            _ => None,
+        })
         .collect();
-    assert_eq!(
-        replayed,
-        [
-            (5_500_000, 0),
-            (5_500_000, 1),
-            (5_500_000, 2),
-            (5_500_000, 3)
-        ]
-    );
+    assert_eq!(connects, [0, 49_500_000], "the restarted process joins only then");
+    assert!(events
+        .iter()
+        .any(|e| matches!(*e, Event::Recover { t: 5_500_000, .. })));
     assert_eq!((m.applied, m.lost, m.pending_at_end), (10, 0, 0));
+    let static_member = with_consumers(&ten_records(1, 1, CRASH), "restart_takes_over = true");
+    let (m, events) = history(&static_member, "kafka");
+    assert_eq!(replayed(&events), at(5_500_000));
+    assert_eq!(m.duplicates, 4);
     let each = with_consumers(&ten_records(1, 1, CRASH), "commit = \"each\"");
     let (m, _) = history(&each, "kafka");
     assert_eq!((m.duplicates, m.applied), (0, 10));
@@ -362,4 +379,116 @@ for = "12s"
     // a window of 200 it waits behind consumer 0's backlog.
     assert!(default.latency_ms.p50 < 100.0, "{:?}", default.latency_ms);
     assert!(amq.latency_ms.p50 > 1000.0, "{:?}", amq.latency_ms);
+}
+
+/// A member that restarts before the group noticed its death joins as a new member, and the
+/// rebalance its join starts waits for the dead member's session to time out: from the restart
+/// (15s) to the timeout (10s + 45s) the whole group fetches nothing (an eager rebalance stops
+/// every member); before the restart only the dead member's partitions wait. With static
+/// membership (`restart_takes_over = true`) the group goes on.
+#[test]
+fn a_restarted_member_stalls_the_group_until_its_old_session_times_out() {
+    let text = |extra: &str| {
+        format!(
+            r#"
+flavour = "kafka"
+strategies = ["kafka"]
+[workload]
+messages = 8000
+rate = "100/s"
+keys = 40
+[[broker]]
+name = "kafka"
+[consumers]
+count = 3
+prefetch = 500
+commit = "each"
+service = {{ dist = "exponential", mean = "5ms" }}
+{extra}
+[strategy.kafka]
+partitions = 6
+[[fault]]
+kind = "consumer_crash"
+consumer = 1
+at = "10s"
+for = "5s"
+"#
+        )
+    };
+    let dispatched = |events: &[Event], from: u64, to: u64| {
+        events
+            .iter()
+            .filter(|e| matches!(e, Event::Dispatch { t, .. } if (from..to).contains(t)))
+            .count()
+    };
+    let (m, events) = history(&text(""), "kafka");
+    assert!(dispatched(&events, 10_100_000, 15_000_000) > 100, "the others go on");
+    assert_eq!(dispatched(&events, 15_000_001, 55_000_000), 0, "the group waits");
+    assert!(dispatched(&events, 55_000_000, 56_000_000) > 100);
+    assert_eq!((m.ordering_violations, m.applied, m.lost), (0, 8000, 0));
+    let (m, events) = history(&text("restart_takes_over = true"), "kafka");
+    assert!(dispatched(&events, 15_000_001, 55_000_000) > 1000);
+    assert_eq!((m.ordering_violations, m.applied, m.lost), (0, 8000, 0));
+}
+
+/// `max.poll.interval.ms` (here 30s): consumer 0 owns the only partition and its polls grow as
+/// the backlog does (1s a record, 10 records a second, up to 100 a poll), until one poll's
+/// records take longer than the limit. The group then drops it while it is still working (its
+/// heartbeat thread leaves for it), consumer 1 replays the partition from the last commit, and
+/// consumer 0 still writes every record it had polled: duplicates, older states written after
+/// newer ones, and its commit refused. A limit it never reaches changes nothing.
+#[test]
+fn a_poll_loop_slower_than_max_poll_interval_is_dropped_and_writes_late() {
+    let text = |limit: &str| {
+        format!(
+            r#"
+flavour = "kafka"
+strategies = ["kafka"]
+[workload]
+messages = 200
+rate = "10/s"
+arrival = "constant"
+keys = 1
+[[broker]]
+name = "kafka"
+[consumers]
+count = 2
+prefetch = 100
+service = "1s"
+max_poll_interval = "{limit}"
+"#
+        )
+    };
+    let (m, events) = history(&text("30s"), "kafka");
+    let dropped: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Disconnect {
+                t,
+                node: Node::Consumer(0),
+            } => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert!(!dropped.is_empty(), "consumer 0 is dropped");
+    let polled_before = events.iter().rev().find_map(|e| match *e {
+        Event::Dispatch {
+            t, consumer: 0, ..
+        } if t <= dropped[0] => Some(t),
+        _ => None,
+    });
+    assert_eq!(polled_before.map(|t| t + 30_000_000), Some(dropped[0]));
+    // It kept writing after it was dropped.
+    assert!(events.iter().any(|e| matches!(
+        *e,
+        Event::Apply { t, consumer: 0, .. } if t > dropped[0] + 1_000_000
+    )));
+    assert!(m.duplicates > 0 && m.stale_writes > 0, "{m:?}");
+    assert!(m.coverage.failed_acks > 0, "{m:?}");
+    assert_eq!((m.applied, m.lost, m.pending_at_end), (200, 0, 0));
+    let (m, events) = history(&text("1h"), "kafka");
+    assert!(!events
+        .iter()
+        .any(|e| matches!(e, Event::Disconnect { .. })));
+    assert_eq!((m.duplicates, m.stale_writes, m.applied), (0, 0, 200));
 }

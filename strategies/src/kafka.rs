@@ -9,14 +9,19 @@
 //!   while earlier ones wait in the old one [K4];
 //! - each partition has one owner in the group, chosen by the assignor: `range` (Kafka's default
 //!   `partition.assignment.strategy` is `[RangeAssignor, CooperativeStickyAssignor]`, and the
-//!   first is used) or `round_robin`. Members are the consumers connected, ordered by index (a
+//!   first is used), `round_robin`, or `cooperative_sticky` (each member keeps what it owned as far
+//!   as balance allows: [`sticky`]). Members are the consumers connected, ordered by index (a
 //!   member id's order);
 //! - a rebalance (a member joins, leaves, or is dropped after `session.timeout.ms`) is eager: every
 //!   member commits what it processed, and a partition that moves to another member is handed
 //!   over only once its old owner has processed what it had fetched of it and committed (its next
 //!   `poll()` joins the rebalance). A member dropped for silence (a crash, a pause past the
 //!   session timeout) commits nothing: its partitions resume from their last commit (duplicates);
-//!   a paused member that wakes up still writes what it had in hand, and its commit fails.
+//!   a paused member that wakes up still writes what it had in hand, and its commit fails;
+//! - a member restarted before the group dropped its dead session (no `group.instance.id`:
+//!   `[consumers] restart_takes_over = false`, the flavour's) joins as a new member, and the
+//!   rebalance waits for the old session's timeout: nothing is handed out meanwhile [K7]. A member
+//!   dropped for a slow poll loop (`max_poll_interval`) is the engine's (`poll.rs`).
 //!
 //! The log, the offset commits and the session timeout are the broker's: run it with
 //! `flavour = "kafka"` (poll batches of `prefetch` = `max.poll.records`, auto-commit every 5s,
@@ -81,6 +86,9 @@ pub enum Assignor {
     Range,
     /// `RoundRobinAssignor`: partition `p` to member `p % members`.
     RoundRobin,
+    /// `CooperativeStickyAssignor`: balanced, and each member keeps as many of the partitions it
+    /// owned as balance allows, so a join or a leave moves few partitions ([`sticky`]).
+    CooperativeSticky,
 }
 
 impl Assignor {
@@ -91,6 +99,16 @@ impl Assignor {
         }
         let n = members as u32;
         match self {
+            // Without previous owners (the group's first assignment) sticky is round robin's
+            // order of filling: every member up to the minimum quota, then one more each.
+            Assignor::CooperativeSticky => {
+                let none = vec![None; partitions as usize];
+                let ids: Vec<u32> = (0..n).collect();
+                sticky(&none, &ids)
+                    .into_iter()
+                    .map(|o| o.map(|m| m as usize))
+                    .collect()
+            }
             Assignor::RoundRobin => (0..partitions).map(|p| Some((p % n) as usize)).collect(),
             Assignor::Range => {
                 let (each, extra) = (partitions / n, partitions % n);
@@ -105,6 +123,97 @@ impl Assignor {
     }
 }
 
+impl Assignor {
+    /// The new owner of each partition, given `owned` (each partition's current owner, a member
+    /// id or none) and the group's `members` (ids, sorted).
+    pub fn reassign(self, owned: &[Option<u32>], members: &[u32]) -> Vec<Option<u32>> {
+        match self {
+            Assignor::CooperativeSticky => sticky(owned, members),
+            _ => self
+                .assign(owned.len() as u32, members.len())
+                .into_iter()
+                .map(|o| o.map(|i| members[i]))
+                .collect(),
+        }
+    }
+}
+
+/// The sticky assignors' `constrainedAssign` (Kafka's `AbstractStickyAssignor`, every member
+/// subscribed to the one topic): with `min`/`max` the floor and ceiling of partitions per member,
+/// (1) each member keeps the partitions it owned, lowest first, up to `max`; (2) members below
+/// `min` are filled in turn from the unowned partitions, lowest first; (3) if those run out, a
+/// member still below `min` takes the lowest partition of a member at `max`; (4) what is left goes
+/// one each to members at `min`. Members are taken in id order where Kafka sorts member ids.
+pub fn sticky(owned: &[Option<u32>], members: &[u32]) -> Vec<Option<u32>> {
+    use std::collections::VecDeque;
+    let p = owned.len();
+    let n = members.len();
+    let mut out = vec![None; p];
+    if n == 0 {
+        return out;
+    }
+    let (min, max) = (p / n, p.div_ceil(n));
+    let mut count = vec![0usize; n];
+    let mut unfilled = Vec::new();
+    let (mut at_min, mut at_max) = (VecDeque::new(), VecDeque::new());
+    for (i, &m) in members.iter().enumerate() {
+        let mine: Vec<usize> = (0..p).filter(|&q| owned[q] == Some(m)).collect();
+        for &q in mine.iter().take(max) {
+            out[q] = Some(m);
+            count[i] += 1;
+        }
+        if mine.len() < min {
+            unfilled.push(i);
+        } else {
+            if count[i] == min {
+                at_min.push_back(i);
+            }
+            if count[i] == max {
+                at_max.push_back(i);
+            }
+        }
+    }
+    let mut unassigned: VecDeque<usize> = (0..p).filter(|&q| out[q].is_none()).collect();
+    while !unfilled.is_empty() && !unassigned.is_empty() {
+        let mut k = 0;
+        while k < unfilled.len() {
+            let Some(q) = unassigned.pop_front() else {
+                break;
+            };
+            let i = unfilled[k];
+            out[q] = Some(members[i]);
+            count[i] += 1;
+            if count[i] == min {
+                at_min.push_back(i);
+                unfilled.remove(k);
+            } else {
+                k += 1;
+            }
+        }
+    }
+    for i in unfilled {
+        while count[i] < min {
+            let Some(j) = at_max.pop_front() else { break };
+            let Some(q) = (0..p).find(|&q| out[q] == Some(members[j])) else {
+                continue;
+            };
+            out[q] = Some(members[i]);
+            count[j] -= 1;
+            count[i] += 1;
+        }
+        at_min.push_back(i);
+    }
+    for q in unassigned {
+        // Kafka throws if no member is left at the minimum; the quotas make that impossible.
+        let i = at_min.pop_front().unwrap_or_else(|| {
+            (0..n).min_by_key(|&i| (count[i], i)).expect("members")
+        });
+        out[q] = Some(members[i]);
+        count[i] += 1;
+    }
+    out
+}
+
 /// `[strategy.kafka]` parameters.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -112,7 +221,7 @@ pub struct KafkaParams {
     /// Partitions of the topic (`num.partitions`, 1 by default).
     #[serde(default = "default_partitions")]
     pub partitions: u32,
-    /// `range` or `round_robin`.
+    /// `range`, `round_robin` or `cooperative_sticky`.
     #[serde(default)]
     pub assignor: Assignor,
 }
@@ -158,6 +267,10 @@ pub struct Kafka {
     members: Vec<u32>,
     /// Per record delivered and not processed yet: its partition and holder.
     holding: BTreeMap<u64, (u32, u32)>,
+    /// Members whose process restarted while the group still holds their dead session: the
+    /// rebalance their new JoinGroup starts waits for that session to time out, and the whole
+    /// group fetches nothing meanwhile (an eager rebalance stops every member).
+    rejoining: Vec<u32>,
 }
 
 impl Kafka {
@@ -171,6 +284,7 @@ impl Kafka {
             added: 0,
             members: Vec::new(),
             holding: BTreeMap::new(),
+            rejoining: Vec::new(),
         }
     }
 
@@ -195,15 +309,13 @@ impl Kafka {
 
     /// Recomputes the assignment after a membership or topology change (an eager rebalance).
     fn rebalance(&mut self, broker: u16, ctl: &mut Control) {
-        let owners = self
-            .assignor
-            .assign(self.partitions.len() as u32, self.members.len());
+        let owned: Vec<Option<u32>> = self.partitions.iter().map(|p| p.owner).collect();
+        let owners = self.assignor.reassign(&owned, &self.members);
         // Every member commits what it processed before the group is re-formed.
         for &m in &self.members {
             ctl.commit(m);
         }
-        for (p, owner) in owners.into_iter().enumerate() {
-            let new = owner.map(|i| self.members[i]);
+        for (p, new) in owners.into_iter().enumerate() {
             let part = &mut self.partitions[p];
             if part.owner == new {
                 continue;
@@ -266,9 +378,9 @@ impl crate::Named for Kafka {
         crate::ParamInfo {
             name: "assignor",
             meaning: "how partitions are spread over the group's members",
-            unit: "range | round_robin",
+            unit: "range | round_robin | cooperative_sticky",
             default: "range",
-            models: "partition.assignment.strategy (default [RangeAssignor, CooperativeStickyAssignor]: range)",
+            models: "partition.assignment.strategy (default [RangeAssignor, CooperativeStickyAssignor]: range); cooperative_sticky keeps owners where balance allows",
             hazard: None,
         },
     ];
@@ -291,6 +403,9 @@ impl crate::Named for Kafka {
 
 impl Strategy for Kafka {
     fn select(&mut self, ctx: &DispatchCtx, msg: &MsgView, _ctl: &mut Control) -> Select {
+        if !self.rejoining.is_empty() {
+            return Select::Hold;
+        }
         let p = self.partition_of(msg);
         let part = &self.partitions[p as usize];
         let Some(owner) = part.owner.filter(|_| part.revoking.is_none()) else {
@@ -326,6 +441,7 @@ impl Strategy for Kafka {
     }
 
     fn on_detach(&mut self, _now: Time, broker: u16, consumer: u32, ctl: &mut Control) {
+        self.rejoining.retain(|&c| c != consumer);
         if let Ok(i) = self.members.binary_search(&consumer) {
             self.members.remove(i);
             // What it held came back to the log: a handover waiting on it is over.
@@ -365,6 +481,18 @@ impl Strategy for Kafka {
     }
 
     fn on_world(&mut self, _now: Time, change: WorldChange, ctl: &mut Control) {
+        if let WorldChange::ConsumerRestarted(c) = change {
+            // Its old session is still a member (no `group.instance.id`): the new member's join
+            // starts a rebalance that waits for the old one; every member commits as it rejoins.
+            if self.members.binary_search(&c).is_ok() && !self.rejoining.contains(&c) {
+                self.rejoining.push(c);
+                for &m in &self.members {
+                    if m != c {
+                        ctl.commit(m);
+                    }
+                }
+            }
+        }
         if let WorldChange::PartitionsAdded(n) = change {
             // The producers see the new partitions from their next send; the group rebalances.
             let total = (self.partitions.len() as u32).saturating_add(n).min(10_000);
@@ -414,6 +542,75 @@ mod tests {
         assert_eq!(rr, [0, 1, 0, 1, 0]);
         assert_eq!(Assignor::Range.assign(2, 4), [Some(0), Some(1)]);
         assert_eq!(Assignor::Range.assign(2, 0), [None, None]);
+    }
+
+    /// Cooperative sticky keeps owners where balance allows: a join takes only what the new
+    /// member's quota needs (range moves three of six partitions here, sticky two), a leave moves
+    /// only the leaver's partitions, a member under its quota takes the lowest partition of one at
+    /// the maximum, and a member owning more than the maximum gives up its highest.
+    #[test]
+    fn cooperative_sticky_moves_only_what_balance_needs() {
+        let s = |owned: &[u32], members: &[u32]| -> Vec<u32> {
+            let owned: Vec<Option<u32>> = owned.iter().map(|&o| Some(o)).collect();
+            sticky(&owned, members).into_iter().map(Option::unwrap).collect()
+        };
+        assert_eq!(s(&[0, 0, 0, 1, 1, 1], &[0, 1, 2]), [0, 0, 2, 1, 1, 2]);
+        let range: Vec<u32> = Assignor::Range
+            .reassign(&[Some(0); 6], &[0, 1, 2])
+            .into_iter()
+            .map(Option::unwrap)
+            .collect();
+        assert_eq!(range, [0, 0, 1, 1, 2, 2]);
+        assert_eq!(s(&[0, 0, 1, 1, 2, 2], &[0, 2]), [0, 0, 0, 2, 2, 2]);
+        assert_eq!(s(&[0, 0, 1, 1], &[0, 1, 2]), [2, 0, 1, 1]);
+        assert_eq!(s(&[0, 0, 0, 0], &[0, 1]), [0, 0, 1, 1]);
+        // Fewer partitions than members: one each, the first members first; none without members.
+        assert_eq!(sticky(&[None, None], &[3, 5, 7]), [Some(3), Some(5)]);
+        assert_eq!(sticky(&[Some(1)], &[]), [None]);
+        // The group's first assignment fills members in turn.
+        assert_eq!(
+            Assignor::CooperativeSticky.assign(5, 2),
+            [Some(0), Some(1), Some(0), Some(1), Some(0)]
+        );
+        // What the strategy does with it: a join moves one partition (range would move two).
+        let mut k = Kafka::new(50, 3, Assignor::CooperativeSticky);
+        let mut ctl = Control::default();
+        k.on_attach(0, 0, 0, &mut ctl);
+        k.on_attach(0, 0, 1, &mut ctl);
+        let before: Vec<_> = (0..3).map(|p| k.owner(p)).collect();
+        k.on_attach(0, 0, 2, &mut ctl);
+        let after: Vec<_> = (0..3).map(|p| k.owner(p)).collect();
+        assert_eq!(before, [Some(0), Some(0), Some(1)]);
+        assert_eq!(after, [Some(0), Some(2), Some(1)]);
+    }
+
+    /// A member restarted while its dead session is still in the group: nothing is handed out
+    /// until that session goes, the others commit; a restart of a member already dropped, or a
+    /// second notice, changes nothing.
+    #[test]
+    fn a_restart_before_the_old_session_goes_stalls_the_group() {
+        let mut k = Kafka::new(50, 2, Assignor::Range);
+        let mut ctl = Control::default();
+        k.on_attach(0, 0, 0, &mut ctl);
+        k.on_attach(0, 0, 1, &mut ctl);
+        let key0 = (0..50)
+            .find(|&key| k.partition_of(&msg(0, key)) == 0)
+            .unwrap();
+        let slots = [(0, 5), (1, 5)];
+        let mut ctl = Control::default();
+        k.on_world(1, WorldChange::ConsumerRestarted(1), &mut ctl);
+        k.on_world(1, WorldChange::ConsumerRestarted(1), &mut ctl);
+        assert_eq!(ctl.commits(), [0]);
+        assert_eq!(
+            select_at(&mut k, 1, &slots, &msg(1, key0), &mut ctl),
+            Err(Select::Hold)
+        );
+        k.on_detach(2, 0, 1, &mut ctl);
+        assert_eq!(select_at(&mut k, 2, &slots, &msg(1, key0), &mut ctl), Ok(0));
+        let mut ctl = Control::default();
+        k.on_world(3, WorldChange::ConsumerRestarted(1), &mut ctl);
+        assert!(ctl.commits().is_empty());
+        assert_eq!(select_at(&mut k, 3, &slots, &msg(2, key0), &mut ctl), Ok(0));
     }
 
     /// Two keys in different partitions of two: each record goes only to its partition's owner,

@@ -252,6 +252,9 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         // Only the consumers that received something may have work to start. `start_next` may
         // re-enter dispatch (a strategy hook, a batch job ending): keep this call's list local.
         for &c in &started {
+            if BATCH && self.max_poll.is_some() {
+                self.polled(c);
+            }
             self.start_next(c);
         }
         started.clear();

@@ -84,6 +84,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
 
     /// [`Self::start_next`]'s step: starts one message; true when the consumer is idle again
     /// and should take the next.
+    // Inlined into the loop: one call frame per started message, as before the loop.
+    #[inline(always)]
     fn start_one(&mut self, c: u32) -> bool {
         let cs = &mut self.w.consumers[c as usize];
         if !cs.up || cs.suspended || cs.pause_depth > 0 || !matches!(cs.phase, Phase::Idle) {
@@ -94,6 +96,13 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             return false;
         }
         let Some(d) = cs.buffer.pop_front() else {
+            if cs.rejoin_when_idle {
+                // Its next poll: it joins the group again (`poll.rs`).
+                cs.rejoin_when_idle = false;
+                let epoch = cs.epoch;
+                self.consumer_reconnect(c, epoch);
+                return false;
+            }
             if cs.job_running && cs.ack_pending.is_empty() && cs.broker.is_some() {
                 // receiveNoWait() returned nothing: the queue is drained for this run.
                 self.end_job(c, false);
@@ -409,12 +418,23 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         if cs.crash_depth > 1 {
             return;
         }
+        if cs.rejoin_pending {
+            // Dead again before it could join: the old session still waits for its timeout.
+            cs.rejoin_pending = false;
+            self.emit(Event::Crash {
+                t: self.now,
+                node: Node::Consumer(c),
+            });
+            self.world_change(WorldChange::ConsumerCrashed(c));
+            return;
+        }
         cs.up = false;
         cs.refresh_blocked();
         cs.epoch += 1;
         cs.job_running = false;
         cs.commit_armed = false;
         cs.leaving = false;
+        cs.rejoin_when_idle = false;
         cs.lost_connection = true;
         self.emit(Event::Crash {
             t: self.now,
@@ -445,8 +465,18 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         if cs.crash_depth > 0 || cs.up {
             return;
         }
-        // A dead session the broker has not noticed yet goes when the process comes back.
+        // A dead session the broker has not noticed yet goes when the process comes back, or the
+        // process waits for the broker to drop it (`detection.rs`).
         let stale = cs.broker.is_some();
+        if stale && !self.restart_takes_over {
+            cs.rejoin_pending = true;
+            self.emit(Event::Recover {
+                t: self.now,
+                node: Node::Consumer(c),
+            });
+            self.world_change(WorldChange::ConsumerRestarted(c));
+            return;
+        }
         cs.up = true;
         cs.epoch += 1;
         let epoch = cs.epoch;

@@ -69,10 +69,34 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     /// drops its session and redelivers what it held.
     pub(super) fn crash_detected(&mut self, c: u32, epoch: u32) {
         let cs = &self.w.consumers[c as usize];
-        if cs.epoch != epoch || cs.up || cs.broker.is_none() {
+        if cs.epoch != epoch {
+            return;
+        }
+        if cs.rejoin_pending {
+            if cs.broker.is_some() {
+                self.session_gone(c);
+            }
+            self.rejoin(c);
+            return;
+        }
+        if cs.up || cs.broker.is_none() {
             return;
         }
         self.session_gone(c);
+    }
+
+    /// A process restarted while its dead session was still held (`[consumers]
+    /// restart_takes_over = false`: Kafka's dynamic membership, where the restarted consumer's
+    /// JoinGroup waits for the dead member's session timeout) joins now that it is gone.
+    fn rejoin(&mut self, c: u32) {
+        let cs = &mut self.w.consumers[c as usize];
+        cs.rejoin_pending = false;
+        cs.up = true;
+        cs.epoch += 1;
+        let epoch = cs.epoch;
+        cs.refresh_blocked();
+        self.sync_load(c);
+        self.consumer_reconnect(c, epoch);
     }
 
     /// The broker drops dead consumer `c`'s session (its timeout, or the process restarted).

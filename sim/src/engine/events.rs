@@ -44,6 +44,11 @@ pub(super) enum Ev {
         epoch: u32,
     },
     /// A paused consumer's failure-detection timeout (`pause.rs`).
+    /// The `max.poll.interval.ms` of consumer `c`'s poll number `serial` (`poll.rs`).
+    PollDeadline {
+        c: u32,
+        serial: u32,
+    },
     PauseDetected {
         c: u32,
         serial: u32,

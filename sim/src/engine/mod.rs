@@ -46,6 +46,7 @@ mod lease;
 mod membership;
 mod network;
 mod pause;
+mod poll;
 mod producer;
 mod redelivery;
 mod state;
@@ -117,6 +118,11 @@ struct Engine<'a, S: Strategy, O: Observer> {
     lease: Option<LeasePolicy>,
     /// How the broker learns that a consumer died.
     crash_detection: CrashDetection,
+    /// A restarted process takes over its dead, undetected session at once (else it waits for
+    /// the broker to drop it).
+    restart_takes_over: bool,
+    /// `max.poll.interval.ms` in µs, when consumers poll under one (`poll.rs`).
+    max_poll: Option<Time>,
     /// Consumers take batches (`[consumers] receive = "batch"`), not a topped-up prefetch.
     batch_receive: bool,
     /// How consumers settle what they processed, and the period of `interval` commits.
@@ -233,6 +239,8 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             policy: sc.redelivery_policy(),
             lease: sc.lease_policy(),
             crash_detection: sc.crash_detection(),
+            restart_takes_over: sc.restart_takes_over(),
+            max_poll: sc.max_poll_interval().map(|d| d.0.max(1)),
             batch_receive: sc.receive() == Receive::Batch,
             commit: sc.commit().0,
             commit_interval: sc.commit().1 .0,
@@ -343,6 +351,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
                 }
             }
             Ev::PauseDetected { c, serial } => self.pause_detected(c, serial),
+            Ev::PollDeadline { c, serial } => self.poll_overdue(c, serial),
             Ev::LeaseExpire { slot, id } => self.lease_expire(slot, id),
             Ev::LeaseRenew { slot, id } => self.lease_renew(slot, id),
             Ev::CrashDetected { c, epoch } => self.crash_detected(c, epoch),

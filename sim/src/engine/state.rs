@@ -325,6 +325,14 @@ pub(super) struct ConsumerState {
     /// Network blip nesting: reconnects when it returns to 0.
     pub blip_depth: u32,
     pub crash_depth: u32,
+    /// Restarted while the broker still holds its dead session, and waiting for the broker to
+    /// drop it before joining (`[consumers] restart_takes_over = false`: `detection.rs`).
+    pub rejoin_pending: bool,
+    /// Polls so far (`poll.rs`: a deadline is for one poll).
+    pub poll_serial: u32,
+    /// Dropped by its group for a slow poll loop: it joins again at its next poll, once the
+    /// records it polled are done.
+    pub rejoin_when_idle: bool,
     pub phase: Phase,
     /// Delivered, not yet started.
     pub buffer: VecDeque<Delivery>,
@@ -376,6 +384,9 @@ impl ConsumerState {
             lost_connection: false,
             blip_depth: 0,
             crash_depth: 0,
+            rejoin_pending: false,
+            poll_serial: 0,
+            rejoin_when_idle: false,
             phase: Phase::Idle,
             buffer: VecDeque::new(),
             ack_pending: Vec::new(),

@@ -122,6 +122,22 @@ impl Flavour {
         }
     }
 
+    /// Whether a restarted consumer takes over its dead session at once (only matters while the
+    /// broker has not noticed the death: `crash_detection = "timeout"`). Kafka's consumers have
+    /// no `group.instance.id` by default: a restarted one is a new member, and the group's
+    /// rebalance waits for the dead member until its session times out [K3][K7].
+    pub fn restart_takes_over(self) -> bool {
+        !matches!(self, Flavour::Kafka)
+    }
+
+    /// Kafka's `max.poll.interval.ms` (300s [K3]); the other brokers have no poll deadline.
+    pub fn max_poll_interval(self) -> Option<Dur> {
+        match self {
+            Flavour::Kafka => Some(Dur::from_secs(300)),
+            _ => None,
+        }
+    }
+
     /// How long until a consumer that stopped answering is dropped: ActiveMQ's
     /// `maxInactivityDuration` (30s); Kafka's `session.timeout.ms` (45s since 3.0 [K3]);
     /// RabbitMQ's heartbeat timeout (60s [B7]).
@@ -544,6 +560,21 @@ mod tests {
             (Commit::Interval, Dur::from_secs(5))
         );
         assert_eq!(Flavour::Activemq.commit().0, Commit::Each);
+    }
+
+    /// Only Kafka's consumers poll under a deadline (`max.poll.interval.ms`, 300s) and rejoin as
+    /// new members after a restart (no `group.instance.id`) [K3][K7].
+    #[test]
+    fn only_kafka_has_a_poll_deadline_and_dynamic_membership() {
+        for f in Flavour::ALL {
+            let kafka = f == Flavour::Kafka;
+            assert_eq!(
+                f.max_poll_interval(),
+                kafka.then(|| Dur::from_secs(300)),
+                "{f:?}"
+            );
+            assert_eq!(f.restart_takes_over(), !kafka, "{f:?}");
+        }
     }
 
     /// Dispatch looks 200 messages deep (ActiveMQ's `maxPageSize`), SQS FIFO 20,000 [Q2], and a

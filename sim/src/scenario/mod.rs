@@ -437,6 +437,20 @@ pub struct Consumers {
     /// deliveries comes back when its `[lease]` expires; SQS, Service Bus). Default: the flavour's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crash_detection: Option<CrashDetection>,
+    /// With `crash_detection = "timeout"`: whether a restarted process takes over its dead
+    /// session, which the broker has not dropped yet, at once (`true`: Kafka's static membership,
+    /// `group.instance.id`) or joins only once the broker drops it after `failure_detection`
+    /// (`false`: Kafka's default dynamic membership, where the restarted consumer's JoinGroup
+    /// waits for the dead member's session timeout). Default: the flavour's (`false` for `kafka`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_takes_over: Option<bool>,
+    /// With `receive = "batch"` (a poll loop): the longest a consumer may spend on one poll's
+    /// records before the group drops it (Kafka's `max.poll.interval.ms`, 300s: the heartbeat
+    /// thread leaves the group, its partitions move, and the process goes on with the records it
+    /// polled, writing them late; it rejoins at its next poll and its commit is refused).
+    /// Default: the flavour's (300s for `kafka`, none for the others).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_poll_interval: Option<Dur>,
     /// What a consumer does with the rest of its prefetched (received) messages when one fails:
     /// `continue` (process them: a partial-batch failure, later messages overtake the failed
     /// one) or `fail_rest` (give them all back unprocessed, as AWS Powertools'
@@ -801,6 +815,24 @@ impl Scenario {
         self.consumers
             .crash_detection
             .unwrap_or_else(|| self.flavour.crash_detection())
+    }
+
+    /// `[consumers] max_poll_interval`, else the flavour's; none unless consumers poll
+    /// (`receive = "batch"`).
+    pub fn max_poll_interval(&self) -> Option<Dur> {
+        if self.receive() != Receive::Batch {
+            return None;
+        }
+        self.consumers
+            .max_poll_interval
+            .or_else(|| self.flavour.max_poll_interval())
+    }
+
+    /// `[consumers] restart_takes_over`, else the flavour's.
+    pub fn restart_takes_over(&self) -> bool {
+        self.consumers
+            .restart_takes_over
+            .unwrap_or_else(|| self.flavour.restart_takes_over())
     }
 
     /// `[producers] max_in_flight`, else the flavour's (at least 1).

@@ -1,0 +1,73 @@
+//! A poll loop's deadline (`[consumers] max_poll_interval`, Kafka's `max.poll.interval.ms`): a
+//! consumer that spends longer than that on the records of one poll is dropped from its group
+//! by its own heartbeat thread, which is alive and so keeps the session open past
+//! `failure_detection`. The group rebalances at once; the process does not know and goes on with
+//! every record it polled (its own copies now: written late, beside their new owner's), and at
+//! its next poll it joins again, its commit of them refused [K3][K5].
+
+use super::events::Ev;
+use super::state::{Delivery, Job, Phase};
+use super::Engine;
+use crate::history::{Event, Node, Observer};
+use crate::strategy::Strategy;
+
+impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+    /// Consumer `c` just polled a batch: its deadline for this poll starts.
+    #[inline(never)]
+    pub(super) fn polled(&mut self, c: u32) {
+        let Some(limit) = self.max_poll else {
+            return;
+        };
+        let cs = &mut self.w.consumers[c as usize];
+        cs.poll_serial = cs.poll_serial.wrapping_add(1);
+        let serial = cs.poll_serial;
+        self.q.push(self.now + limit, Ev::PollDeadline { c, serial });
+    }
+
+    /// The deadline of consumer `c`'s poll `serial`: if it is still on that poll's records, the
+    /// group drops it and it keeps them.
+    pub(super) fn poll_overdue(&mut self, c: u32, serial: u32) {
+        let cs = &self.w.consumers[c as usize];
+        if cs.poll_serial != serial || !cs.up || cs.broker.is_none() {
+            return;
+        }
+        // Back in `poll()` (nothing left of the batch): within the deadline.
+        if matches!(cs.phase, Phase::Idle) && cs.buffer.is_empty() {
+            return;
+        }
+        // A stopped process's heartbeat thread is stopped too (its session timeout applies).
+        if self.defer_if_paused(c, Ev::PollDeadline { c, serial }) {
+            return;
+        }
+        let kept: Vec<Job> = self.w.consumers[c as usize]
+            .buffer
+            .iter()
+            .filter(|d| d.delivery != 0)
+            .map(|&d| Job {
+                d,
+                view: self.view(d.slot),
+                poison: self.w.slab.get(d.slot).poison,
+            })
+            .collect();
+        self.w.consumers[c as usize].lost_connection = true;
+        self.emit(Event::Disconnect {
+            t: self.now,
+            node: Node::Consumer(c),
+        });
+        self.detach(c, true);
+        let cs = &mut self.w.consumers[c as usize];
+        for job in kept {
+            cs.buffer.push_back(Delivery {
+                delivery: 0,
+                ..job.d
+            });
+            self.w.orphans.push((c, job));
+        }
+        cs.rejoin_when_idle = true;
+        self.sync_load(c);
+        self.apply_control();
+        if matches!(self.w.consumers[c as usize].phase, Phase::Idle) {
+            self.start_next(c);
+        }
+    }
+}
