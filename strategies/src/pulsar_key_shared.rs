@@ -814,6 +814,27 @@ mod tests {
         assert_eq!(select_at(&mut s, 0, &[(1, 10)], &view(1, a), ctl), Ok(1));
     }
 
+    /// A restarted broker recovers the cursor at its mark-delete position: it reads again from
+    /// the first unacknowledged message, and no joiner waits any more.
+    #[test]
+    fn a_restarted_broker_reads_again_from_the_first_unacked_with_no_joiner_waiting() {
+        let mut s = key_shared(SelectorKind::AutoSplit, false);
+        let (a, b) = moving_and_staying(&s);
+        let ctl = &mut Control::default();
+        s.on_attach(0, 0, 0, ctl);
+        assert_eq!(select_at(&mut s, 0, &[(0, 10)], &view(0, b), ctl), Ok(0));
+        assert_eq!(select_at(&mut s, 0, &[(0, 10)], &view(1, a), ctl), Ok(0));
+        s.on_settled(0, &view(0, b), ctl);
+        s.on_attach(0, 0, 1, ctl);
+        assert!(s.is_recently_joined(1));
+        s.on_world(5, WorldChange::BrokerRestarted(0), ctl);
+        assert!(!s.is_recently_joined(1));
+        assert_eq!(s.read_pos, 1, "from message 1, the first unacknowledged");
+        let both = [(0, 10), (1, 10)];
+        assert_eq!(select_at(&mut s, 5, &both, &view(1, a), ctl), Ok(1));
+        assert_eq!(select_at(&mut s, 5, &both, &view(2, a), ctl), Ok(1));
+    }
+
     /// A consumer without permits gets nothing (its keys wait, others go on).
     #[test]
     fn a_full_consumer_holds_only_its_keys() {

@@ -423,6 +423,28 @@ mod tests {
         );
     }
 
+    /// A gone receiver's lock ending is not an idle wake-up of its session: a receiver that
+    /// accepted the session at that instant, and is done with its message, keeps its one idle
+    /// timer.
+    #[test]
+    fn a_lock_wake_up_is_not_an_idle_wake_up() {
+        let mut s = sessions(2);
+        let ctl = &mut Control::default();
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 3), ctl),
+            Ok(0)
+        );
+        s.on_settled(SECOND, &view(0, 3), ctl);
+        s.on_wake(61 * SECOND, 3, ctl);
+        s.on_detach(61 * SECOND, 0, 0, ctl);
+        let ctl = &mut Control::default();
+        let end = 121 * SECOND;
+        assert_eq!(select_at(&mut s, end, &[(1, 1)], &view(1, 3), ctl), Ok(1));
+        s.on_settled(end, &view(1, 3), ctl);
+        s.on_wake(end, LOCK_WAKE | 3, ctl);
+        assert_eq!(ctl.wakes(), vec![(end + 60 * SECOND, 3)]);
+    }
+
     /// Free receivers accept new sessions round-robin, from the one after the last acceptance
     /// (wrapping to the first), not always from the first free one.
     #[test]
