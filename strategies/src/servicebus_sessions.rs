@@ -445,6 +445,26 @@ mod tests {
         assert_eq!(ctl.wakes(), vec![(end + 60 * SECOND, 3)]);
     }
 
+    /// A message that failed and is then settled (dead-lettered at `MaxDeliveryCount`) leaves
+    /// no abandon mark behind; its receiver keeps the session for the next message.
+    #[test]
+    fn a_dead_lettered_message_leaves_no_abandon_mark() {
+        let mut s = sessions(2);
+        let ctl = &mut Control::default();
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 3), ctl),
+            Ok(0)
+        );
+        s.on_handled(1, 0, &view(0, 3), &Outcome::Failed(FailReason::Poison), ctl);
+        assert_eq!(s.abandoned, [0]);
+        s.on_settled(1, &view(0, 3), ctl);
+        assert!(s.abandoned.is_empty());
+        assert_eq!(
+            select_at(&mut s, 1, &[(0, 1), (1, 1)], &view(1, 3), ctl),
+            Ok(0)
+        );
+    }
+
     /// Free receivers accept new sessions round-robin, from the one after the last acceptance
     /// (wrapping to the first), not always from the first free one.
     #[test]
