@@ -480,6 +480,33 @@ mod tests {
         assert_eq!(k.partitions[1].unprocessed, 1);
     }
 
+    /// A member leaving (a clean leave, or dropped at the session timeout) rebalances the group
+    /// at once: the members left commit, its partitions go to them, and a handover that waited
+    /// on it is over (what it held is back in the log).
+    #[test]
+    fn a_member_leaving_hands_its_partitions_to_the_others_at_once() {
+        let mut k = Kafka::new(50, 2, Assignor::Range);
+        let mut ctl = Control::default();
+        k.on_attach(0, 0, 0, &mut ctl);
+        let key1 = (0..50)
+            .find(|&key| k.partition_of(&msg(0, key)) == 1)
+            .unwrap();
+        let slots = [(0, 5), (1, 5), (2, 5)];
+        assert_eq!(select_at(&mut k, 1, &slots, &msg(1, key1), &mut ctl), Ok(0));
+        k.on_attach(2, 0, 1, &mut ctl);
+        assert_eq!(k.owner(1), Some(1));
+        // Consumer 0 leaves with record 1 of partition 1 unprocessed: partition 0 goes to 1,
+        // and partition 1 no longer waits for 0.
+        let mut ctl = Control::default();
+        k.on_detach(3, 0, 0, &mut ctl);
+        assert_eq!(ctl.commits(), [1]);
+        assert_eq!(ctl.reassignments(), vec![(0, 1)]);
+        assert!(ctl.redispatch_requested());
+        assert_eq!((k.owner(0), k.owner(1)), (Some(1), Some(1)));
+        let left = [(1, 5), (2, 5)];
+        assert_eq!(select_at(&mut k, 3, &left, &msg(1, key1), &mut ctl), Ok(1));
+    }
+
     /// A record without a key (`group_header_missing`) goes round-robin by record number.
     #[test]
     fn a_record_without_a_key_goes_round_robin_by_record_number() {
