@@ -465,6 +465,64 @@ mod tests {
         );
     }
 
+    /// A session whose message is still out with a receiver that died is not accepted by
+    /// another receiver when the lock ends: the message comes back first (else the next one
+    /// would overtake it).
+    #[test]
+    fn a_session_with_a_message_still_out_waits_for_it_past_the_lock() {
+        let mut s = sessions(2);
+        let ctl = &mut Control::default();
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 3), ctl),
+            Ok(0)
+        );
+        s.on_detach(2 * SECOND, 0, 0, ctl);
+        s.on_wake(62 * SECOND, LOCK_WAKE | 3, ctl);
+        assert_eq!(
+            select_at(&mut s, 62 * SECOND, &[(1, 1)], &view(1, 3), ctl),
+            Err(Select::Hold)
+        );
+        s.on_returned(62 * SECOND, 0, &view(0, 3), ctl);
+        assert_eq!(
+            select_at(&mut s, 62 * SECOND, &[(1, 1)], &view(0, 3), ctl),
+            Ok(1)
+        );
+    }
+
+    /// Only the settle of a session's last message in flight starts its idle timer; a settle
+    /// with another still in hand, or of a session nobody holds, arms nothing.
+    #[test]
+    fn only_the_last_settle_in_flight_arms_the_idle_timer() {
+        let mut s = sessions(2);
+        let ctl = &mut Control::default();
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 2), (1, 1)], &view(0, 3), ctl),
+            Ok(0)
+        );
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(1, 3), ctl),
+            Ok(0)
+        );
+        s.on_settled(SECOND, &view(0, 3), ctl);
+        assert!(ctl.wakes().is_empty(), "message 1 is still in hand");
+        s.on_settled(2 * SECOND, &view(1, 3), ctl);
+        assert_eq!(ctl.wakes(), vec![(62 * SECOND, 3)]);
+        // Session 4's lock is lost (back without an abandon) while a copy is still out: its
+        // late settle arms nothing.
+        let ctl = &mut Control::default();
+        assert_eq!(
+            select_at(&mut s, 3 * SECOND, &[(0, 1), (1, 2)], &view(2, 4), ctl),
+            Ok(1)
+        );
+        assert_eq!(
+            select_at(&mut s, 3 * SECOND, &[(0, 0), (1, 1)], &view(3, 4), ctl),
+            Ok(1)
+        );
+        s.on_returned(60 * SECOND, 0, &view(2, 4), ctl);
+        s.on_settled(61 * SECOND, &view(3, 4), ctl);
+        assert!(ctl.wakes().is_empty(), "{:?}", ctl.wakes());
+    }
+
     /// Free receivers accept new sessions round-robin, from the one after the last acceptance
     /// (wrapping to the first), not always from the first free one.
     #[test]
