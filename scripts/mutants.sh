@@ -10,10 +10,15 @@
 #   scripts/mutants.sh --diff main FILE... only mutants in lines changed since `main`
 #   scripts/mutants.sh --ci                a fixed third of the checkers' mutants (every third,
 #                                          `--shard 0/3` round-robin; `--shard` overrides)
+#   scripts/mutants.sh --fast FILE         test builds at opt-level 0 (the same verdicts, builds
+#                                          several times faster on a loaded machine)
 #
 # Every mode exits 1 if a mutant survives that is not in docs/mutants-equivalent.txt.
 # Options: --jobs N (cargo-mutants -j, default 1), --timeout S (per test run, default 120),
 # --out DIR (default target/mutants; its run*/ are replaced). Needs `cargo install --locked cargo-mutants`.
+# --fast builds the tests at opt-level 0 (CARGO_PROFILE_TEST_OPT_LEVEL=0; the workspace's test
+# profile is opt-level 2) into target/mutants-build-fast: a strategy mutant's build is the
+# strategies crate's, and optimising it is most of a mutant's time.
 # It runs on a copy of the working tree (uncommitted changes included), so you can keep editing;
 # It builds into target/mutants-build (MUTANTS_TARGET_DIR to change it), never the tree's own.
 set -euo pipefail
@@ -21,6 +26,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
 ci=false
+fast=false
 jobs=1
 timeout=120
 out="$root/target/mutants"
@@ -36,7 +42,8 @@ while [ $# -gt 0 ]; do
         --shard) extra+=(--shard "$2" --sharding round-robin); shift ;;
         --re) extra+=(--re "$2"); shift ;;
         --diff) diff_base="$2"; shift ;;
-        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        --fast) fast=true ;;
+        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
         -*) echo "unknown option $1" >&2; exit 2 ;;
         *) files+=("$1") ;;
     esac
@@ -117,7 +124,12 @@ if [ -n "$diff_base" ]; then
 fi
 # The copy builds into its own target directory: sharing the tree's would let a later `cargo
 # test` in the tree take the last mutant's build for up to date.
-export CARGO_TARGET_DIR="${MUTANTS_TARGET_DIR:-$root/target/mutants-build}"
+if $fast; then
+    export CARGO_PROFILE_TEST_OPT_LEVEL=0
+    export CARGO_TARGET_DIR="${MUTANTS_TARGET_DIR:-$root/target/mutants-build-fast}"
+else
+    export CARGO_TARGET_DIR="${MUTANTS_TARGET_DIR:-$root/target/mutants-build}"
+fi
 
 # One cargo-mutants run per test set (files sharing one run share its build).
 declare -A groups=()

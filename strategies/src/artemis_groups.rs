@@ -489,6 +489,22 @@ mod tests {
         assert_eq!(ctl.reassignments().len(), 1);
     }
 
+    /// The round-robin at a consumer that leaves goes on with the one after it; a consumer
+    /// leaving elsewhere leaves the round-robin where it was.
+    #[test]
+    fn the_round_robin_moves_past_a_removed_consumer_and_stays_when_another_leaves() {
+        let mut s = groups(ArtemisGroupsParams::default());
+        attach(&mut s, &[0, 1, 2, 3]);
+        let ctl = &mut Control::default();
+        assert_eq!(send(&mut s, 0, 0, &[0, 1, 2, 3], ctl), 0);
+        // The round-robin is at 1, which leaves: it goes on with 2, not back to the first.
+        s.on_detach(0, 0, 1, ctl);
+        assert_eq!(send(&mut s, 1, 1, &[0, 2, 3], ctl), 2);
+        // It is at 3; 0 leaves: it stays at 3.
+        s.on_detach(0, 0, 0, ctl);
+        assert_eq!(send(&mut s, 2, 2, &[2, 3], ctl), 3);
+    }
+
     #[test]
     fn without_rebalance_a_joining_consumer_gets_only_new_groups() {
         let mut s = groups(ArtemisGroupsParams::default());

@@ -677,6 +677,135 @@ mod tests {
         assert_eq!(k.partitions[1].unprocessed, 1);
     }
 
+    /// A member leaving (a clean leave, or dropped at the session timeout) rebalances the group
+    /// at once: the members left commit, its partitions go to them, and a handover that waited
+    /// on it is over (what it held is back in the log).
+    #[test]
+    fn a_member_leaving_hands_its_partitions_to_the_others_at_once() {
+        let mut k = Kafka::new(50, 2, Assignor::Range);
+        let mut ctl = Control::default();
+        k.on_attach(0, 0, 0, &mut ctl);
+        let key1 = (0..50)
+            .find(|&key| k.partition_of(&msg(0, key)) == 1)
+            .unwrap();
+        let slots = [(0, 5), (1, 5), (2, 5)];
+        assert_eq!(select_at(&mut k, 1, &slots, &msg(1, key1), &mut ctl), Ok(0));
+        k.on_attach(2, 0, 1, &mut ctl);
+        assert_eq!(k.owner(1), Some(1));
+        // Consumer 0 leaves with record 1 of partition 1 unprocessed: partition 0 goes to 1,
+        // and partition 1 no longer waits for 0.
+        let mut ctl = Control::default();
+        k.on_detach(3, 0, 0, &mut ctl);
+        assert_eq!(ctl.commits(), [1]);
+        assert_eq!(ctl.reassignments(), vec![(0, 1)]);
+        assert!(ctl.redispatch_requested());
+        assert_eq!((k.owner(0), k.owner(1)), (Some(1), Some(1)));
+        let left = [(1, 5), (2, 5)];
+        assert_eq!(select_at(&mut k, 3, &left, &msg(1, key1), &mut ctl), Ok(1));
+    }
+
+    /// A record without a key (`group_header_missing`) goes round-robin by record number.
+    #[test]
+    fn a_record_without_a_key_goes_round_robin_by_record_number() {
+        let k = Kafka::new(50, 3, Assignor::Range);
+        let keyless = |id| MsgView {
+            group: None,
+            ..msg(id, 7)
+        };
+        let parts: Vec<u32> = (0..7).map(|id| k.partition_of(&keyless(id))).collect();
+        assert_eq!(parts, [0, 1, 2, 0, 1, 2, 0]);
+    }
+
+    /// A record given back to the log (its holder's delivery returned) or settled without being
+    /// processed no longer holds up the handover of its partition: the old owner commits and
+    /// the new owner may have the partition.
+    #[test]
+    fn a_record_back_in_the_log_or_settled_no_longer_holds_up_a_handover() {
+        let slots = [(0, 5), (1, 5)];
+        let returned = |k: &mut Kafka, id: u64, key: u32, ctl: &mut Control| {
+            k.on_returned(3, 0, &msg(id, key), ctl)
+        };
+        let settled = |k: &mut Kafka, id: u64, key: u32, ctl: &mut Control| {
+            k.on_settled(3, &msg(id, key), ctl)
+        };
+        for give_back in [returned, settled] {
+            let mut k = Kafka::new(50, 2, Assignor::Range);
+            let mut ctl = Control::default();
+            k.on_attach(0, 0, 0, &mut ctl);
+            let key1 = (0..50)
+                .find(|&key| k.partition_of(&msg(0, key)) == 1)
+                .unwrap();
+            assert_eq!(select_at(&mut k, 1, &slots, &msg(1, key1), &mut ctl), Ok(0));
+            k.on_attach(2, 0, 1, &mut ctl);
+            assert_eq!(
+                select_at(&mut k, 2, &slots, &msg(2, key1), &mut ctl),
+                Err(Select::Hold)
+            );
+            let mut ctl = Control::default();
+            give_back(&mut k, 1, key1, &mut ctl);
+            assert_eq!(ctl.commits(), [0]);
+            assert!(ctl.redispatch_requested());
+            assert_eq!(select_at(&mut k, 3, &slots, &msg(2, key1), &mut ctl), Ok(1));
+        }
+    }
+
+    /// Added partitions take effect from the next record sent: earlier records keep the
+    /// partition they were sent to, later ones are spread over all the partitions.
+    #[test]
+    fn added_partitions_take_effect_from_the_next_record_sent() {
+        let mut k = Kafka::new(50, 2, Assignor::Range);
+        let ctl = &mut Control::default();
+        k.on_attach(0, 0, 0, ctl);
+        let route = |k: &mut Kafka, id: u64| {
+            let ctx = RouteCtx {
+                now: 0,
+                producer: 0,
+                connected: 0,
+                up: &[true],
+            };
+            k.route(&ctx, &msg(id, 0))
+        };
+        assert_eq!(route(&mut k, 0), Route::Connected);
+        let ctl = &mut Control::default();
+        k.on_world(5, WorldChange::PartitionsAdded(3), ctl);
+        assert_eq!(ctl.commits(), [0], "the group rebalances");
+        assert_eq!(k.partitions.len(), 5);
+        assert_eq!(k.owner(4), Some(0));
+        route(&mut k, 10);
+        // A key whose partition over 5 is not its partition over 2.
+        let key = (0..50)
+            .find(|&key| key_hash(key) % 5 != key_hash(key) % 2)
+            .unwrap();
+        assert_eq!(k.partition_of(&msg(9, key)), key_hash(key) % 2);
+        assert_eq!(k.partition_of(&msg(10, key)), key_hash(key) % 5);
+        assert_eq!(k.partition_of(&msg(11, key)), key_hash(key) % 5);
+        // More partitions again: in force from the next record on.
+        k.on_world(6, WorldChange::PartitionsAdded(1), ctl);
+        route(&mut k, 20);
+        let key = (0..50)
+            .find(|&key| key_hash(key) % 6 != key_hash(key) % 5)
+            .unwrap();
+        assert_eq!(k.partition_of(&msg(19, key)), key_hash(key) % 5);
+        assert_eq!(k.partition_of(&msg(20, key)), key_hash(key) % 6);
+    }
+
+    /// Hazard: fewer partitions than consumers (the extra consumers get nothing) warns; as many
+    /// does not.
+    #[test]
+    fn fewer_partitions_than_consumers_warns() {
+        let sc = |partitions: u32| {
+            scenario(&format!(
+                "flavour = \"kafka\"\nstrategies = [\"kafka\"]\n[workload]\nmessages = 10\nrate = \"100/s\"\nkeys = 4\n[[broker]]\nname = \"kafka\"\n[consumers]\ncount = 3\nservice = \"1ms\"\n[strategy.kafka]\npartitions = {partitions}\n"
+            ))
+        };
+        let warning = |n| {
+            crate::test_util::warning(&crate::test_util::summary(&sc(n), "kafka", 1), "partitions")
+        };
+        assert!(warning(2).is_some());
+        assert!(warning(3).is_none());
+        assert!(warning(4).is_none());
+    }
+
     /// Strength: crashes, a leave and a join, with a commit per record: per-key order holds
     /// (competing consumers on the same log reorder).
     #[test]

@@ -568,6 +568,77 @@ mod tests {
         assert_eq!(ranges(&s), vec![(16384, 2), (65536, 3)]);
     }
 
+    /// findBiggestRange compares each range's size: after leaves the largest range (here the
+    /// third, 32768 slots, behind one of 16384 that ends at 24576) is the one a joiner splits.
+    #[test]
+    fn auto_split_halves_the_largest_range_wherever_it_lies() {
+        let mut s = key_shared(SelectorKind::AutoSplit, false);
+        let ctl = &mut Control::default();
+        for c in 0..8 {
+            s.on_attach(0, 0, c, ctl);
+        }
+        let uppers: Vec<u32> = ranges(&s).iter().map(|&(u, _)| u).collect();
+        assert_eq!(
+            uppers,
+            [8192, 16384, 24576, 32768, 40960, 49152, 57344, 65536]
+        );
+        let at = |s: &PulsarKeyShared, upper| ranges(s).iter().find(|r| r.0 == upper).unwrap().1;
+        for upper in [16384, 32768, 40960, 49152] {
+            let c = at(&s, upper);
+            s.on_detach(0, 0, c, ctl);
+        }
+        let uppers: Vec<u32> = ranges(&s).iter().map(|&(u, _)| u).collect();
+        assert_eq!(uppers, [8192, 24576, 57344, 65536]);
+        s.on_attach(0, 0, 8, ctl);
+        assert_eq!(at(&s, 40960), 8, "(24576, 57344] split in half");
+        assert_eq!(ranges(&s).len(), 5);
+    }
+
+    /// The last consumer leaving takes the whole range with it: no consumer for any hash.
+    #[test]
+    fn the_last_consumer_leaving_empties_the_ranges() {
+        let mut s = key_shared(SelectorKind::AutoSplit, false);
+        let ctl = &mut Control::default();
+        s.on_attach(0, 0, 0, ctl);
+        s.on_detach(0, 0, 0, ctl);
+        assert_eq!(ranges(&s), vec![]);
+        assert_eq!(s.select_hash(6067), NIL);
+    }
+
+    /// Keys getting their first consumer, or left with none, are no takeover: only a key moving
+    /// from one consumer to another records one (once per consumer that gained keys).
+    #[test]
+    fn only_keys_moving_between_consumers_are_recorded_as_reassigned() {
+        for selector in [SelectorKind::AutoSplit, SelectorKind::ConsistentHashing] {
+            let mut s = key_shared(selector, false);
+            let ctl = &mut Control::default();
+            s.on_attach(0, 0, 0, ctl);
+            assert_eq!(ctl.reassignments(), vec![], "{selector:?}: first consumer");
+            s.on_attach(0, 0, 1, ctl);
+            assert_eq!(ctl.reassignments(), vec![(0, 1)], "{selector:?}");
+            let ctl = &mut Control::default();
+            s.on_detach(0, 0, 1, ctl);
+            assert_eq!(ctl.reassignments(), vec![(0, 0)], "{selector:?}");
+            let ctl = &mut Control::default();
+            s.on_detach(0, 0, 0, ctl);
+            assert_eq!(ctl.reassignments(), vec![], "{selector:?}: none left");
+        }
+    }
+
+    /// A range of one slot cannot be split: with every range one slot wide a joiner gets no
+    /// keys (the broker refuses it) and nobody loses theirs.
+    #[test]
+    fn a_joiner_gets_nothing_when_every_range_is_one_slot() {
+        let mut s = key_shared(SelectorKind::AutoSplit, false);
+        let full: BTreeMap<u32, u32> = (1..=RANGE_SIZE).map(|u| (u, u - 1)).collect();
+        s.selector = Selector::Ranges(full.clone());
+        s.add_to_selector(RANGE_SIZE);
+        match &s.selector {
+            Selector::Ranges(r) => assert!(*r == full, "unchanged"),
+            Selector::Ring(_) => unreachable!(),
+        }
+    }
+
     /// ConsistentHashingStickyKeyConsumerSelector: 100 points each; a joiner takes keys from
     /// every other consumer, and only the leaver's keys move when it leaves.
     #[test]
@@ -726,6 +797,42 @@ mod tests {
         }
         s.on_detach(0, 0, 1, ctl);
         assert!(!s.is_recently_joined(1));
+    }
+
+    /// The only consumer is never gated, even with messages read and unacknowledged (its
+    /// predecessor left with them): nobody else can hold its keys' earlier messages.
+    #[test]
+    fn the_only_consumer_is_not_gated() {
+        let mut s = key_shared(SelectorKind::AutoSplit, false);
+        let (a, _) = moving_and_staying(&s);
+        let ctl = &mut Control::default();
+        s.on_attach(0, 0, 0, ctl);
+        assert_eq!(select_at(&mut s, 0, &[(0, 10)], &view(0, a), ctl), Ok(0));
+        s.on_detach(0, 0, 0, ctl);
+        s.on_attach(0, 0, 1, ctl);
+        assert!(!s.is_recently_joined(1));
+        assert_eq!(select_at(&mut s, 0, &[(1, 10)], &view(1, a), ctl), Ok(1));
+    }
+
+    /// A restarted broker recovers the cursor at its mark-delete position: it reads again from
+    /// the first unacknowledged message, and no joiner waits any more.
+    #[test]
+    fn a_restarted_broker_reads_again_from_the_first_unacked_with_no_joiner_waiting() {
+        let mut s = key_shared(SelectorKind::AutoSplit, false);
+        let (a, b) = moving_and_staying(&s);
+        let ctl = &mut Control::default();
+        s.on_attach(0, 0, 0, ctl);
+        assert_eq!(select_at(&mut s, 0, &[(0, 10)], &view(0, b), ctl), Ok(0));
+        assert_eq!(select_at(&mut s, 0, &[(0, 10)], &view(1, a), ctl), Ok(0));
+        s.on_settled(0, &view(0, b), ctl);
+        s.on_attach(0, 0, 1, ctl);
+        assert!(s.is_recently_joined(1));
+        s.on_world(5, WorldChange::BrokerRestarted(0), ctl);
+        assert!(!s.is_recently_joined(1));
+        assert_eq!(s.read_pos, 1, "from message 1, the first unacknowledged");
+        let both = [(0, 10), (1, 10)];
+        assert_eq!(select_at(&mut s, 5, &both, &view(1, a), ctl), Ok(1));
+        assert_eq!(select_at(&mut s, 5, &both, &view(2, a), ctl), Ok(1));
     }
 
     /// A consumer without permits gets nothing (its keys wait, others go on).

@@ -112,6 +112,34 @@ mod tests {
         );
     }
 
+    /// RabbitMQ activates a consumer when it registers on a queue that has no active one
+    /// (`rabbit_fifo` activates it at once): the takeover is recorded then, before any
+    /// message is dispatched.
+    #[test]
+    fn a_consumer_registering_on_a_queue_without_an_active_one_is_active_at_once() {
+        let mut s = RabbitmqSac::new(1);
+        s.on_attach(0, 0, 0, &mut Control::default());
+        s.on_detach(5, 0, 0, &mut Control::default());
+        let ctl = &mut Control::default();
+        s.on_attach(7, 0, 1, ctl);
+        assert_eq!(ctl.reassignments(), vec![(0, 1)]);
+    }
+
+    /// No takeover delay: the active consumer going asks for a wake-up at that instant, and
+    /// the wake-up redispatches the queue to the next consumer.
+    #[test]
+    fn the_active_consumer_going_wakes_the_queue_at_once_to_redispatch() {
+        let mut s = RabbitmqSac::new(1);
+        let ctl = &mut Control::default();
+        s.on_attach(0, 0, 0, ctl);
+        s.on_attach(0, 0, 1, ctl);
+        s.on_detach(10, 0, 0, ctl);
+        assert_eq!(ctl.wakes(), vec![(10, 0)]);
+        assert!(!ctl.redispatch_requested());
+        s.on_wake(10, 0, ctl);
+        assert!(ctl.redispatch_requested());
+    }
+
     /// 3000 messages over 40 keys at `rate`/s to four consumers (prefetch 10, 10ms each), on
     /// `flavour`.
     fn rabbit(flavour: &str, strategies: &str, rate: u32, extra: &str) -> sim::Scenario {

@@ -423,6 +423,228 @@ mod tests {
         );
     }
 
+    /// A gone receiver's lock ending is not an idle wake-up of its session: a receiver that
+    /// accepted the session at that instant, and is done with its message, keeps its one idle
+    /// timer.
+    #[test]
+    fn a_lock_wake_up_is_not_an_idle_wake_up() {
+        let mut s = sessions(2);
+        let ctl = &mut Control::default();
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 3), ctl),
+            Ok(0)
+        );
+        s.on_settled(SECOND, &view(0, 3), ctl);
+        s.on_wake(61 * SECOND, 3, ctl);
+        s.on_detach(61 * SECOND, 0, 0, ctl);
+        let ctl = &mut Control::default();
+        let end = 121 * SECOND;
+        assert_eq!(select_at(&mut s, end, &[(1, 1)], &view(1, 3), ctl), Ok(1));
+        s.on_settled(end, &view(1, 3), ctl);
+        s.on_wake(end, LOCK_WAKE | 3, ctl);
+        assert_eq!(ctl.wakes(), vec![(end + 60 * SECOND, 3)]);
+    }
+
+    /// A message that failed and is then settled (dead-lettered at `MaxDeliveryCount`) leaves
+    /// no abandon mark behind; its receiver keeps the session for the next message.
+    #[test]
+    fn a_dead_lettered_message_leaves_no_abandon_mark() {
+        let mut s = sessions(2);
+        let ctl = &mut Control::default();
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 3), ctl),
+            Ok(0)
+        );
+        s.on_handled(1, 0, &view(0, 3), &Outcome::Failed(FailReason::Poison), ctl);
+        assert_eq!(s.abandoned, [0]);
+        s.on_settled(1, &view(0, 3), ctl);
+        assert!(s.abandoned.is_empty());
+        assert_eq!(
+            select_at(&mut s, 1, &[(0, 1), (1, 1)], &view(1, 3), ctl),
+            Ok(0)
+        );
+    }
+
+    /// A session whose message is still out with a receiver that died is not accepted by
+    /// another receiver when the lock ends: the message comes back first (else the next one
+    /// would overtake it).
+    #[test]
+    fn a_session_with_a_message_still_out_waits_for_it_past_the_lock() {
+        let mut s = sessions(2);
+        let ctl = &mut Control::default();
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 3), ctl),
+            Ok(0)
+        );
+        s.on_detach(2 * SECOND, 0, 0, ctl);
+        s.on_wake(62 * SECOND, LOCK_WAKE | 3, ctl);
+        assert_eq!(
+            select_at(&mut s, 62 * SECOND, &[(1, 1)], &view(1, 3), ctl),
+            Err(Select::Hold)
+        );
+        s.on_returned(62 * SECOND, 0, &view(0, 3), ctl);
+        assert_eq!(
+            select_at(&mut s, 62 * SECOND, &[(1, 1)], &view(0, 3), ctl),
+            Ok(1)
+        );
+    }
+
+    /// Only the settle of a session's last message in flight starts its idle timer; a settle
+    /// with another still in hand, or of a session nobody holds, arms nothing.
+    #[test]
+    fn only_the_last_settle_in_flight_arms_the_idle_timer() {
+        let mut s = sessions(2);
+        let ctl = &mut Control::default();
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 2), (1, 1)], &view(0, 3), ctl),
+            Ok(0)
+        );
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(1, 3), ctl),
+            Ok(0)
+        );
+        s.on_settled(SECOND, &view(0, 3), ctl);
+        assert!(ctl.wakes().is_empty(), "message 1 is still in hand");
+        s.on_settled(2 * SECOND, &view(1, 3), ctl);
+        assert_eq!(ctl.wakes(), vec![(62 * SECOND, 3)]);
+        // Session 4's lock is lost (back without an abandon) while a copy is still out: its
+        // late settle arms nothing.
+        let ctl = &mut Control::default();
+        assert_eq!(
+            select_at(&mut s, 3 * SECOND, &[(0, 1), (1, 2)], &view(2, 4), ctl),
+            Ok(1)
+        );
+        assert_eq!(
+            select_at(&mut s, 3 * SECOND, &[(0, 0), (1, 1)], &view(3, 4), ctl),
+            Ok(1)
+        );
+        s.on_returned(60 * SECOND, 0, &view(2, 4), ctl);
+        s.on_settled(61 * SECOND, &view(3, 4), ctl);
+        assert!(ctl.wakes().is_empty(), "{:?}", ctl.wakes());
+    }
+
+    /// Free receivers accept new sessions round-robin, from the one after the last acceptance
+    /// (wrapping to the first), not always from the first free one.
+    #[test]
+    fn free_receivers_accept_new_sessions_round_robin() {
+        // Receiver 0 accepts session 1 and closes it: the next new session is 1's.
+        let mut s = sessions(2);
+        let ctl = &mut Control::default();
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 1), ctl),
+            Ok(0)
+        );
+        s.on_settled(SECOND, &view(0, 1), ctl);
+        s.on_wake(61 * SECOND, 1, ctl);
+        assert_eq!(
+            select_at(&mut s, 61 * SECOND, &[(0, 1), (1, 1)], &view(1, 2), ctl),
+            Ok(1)
+        );
+
+        let mut s = sessions(4);
+        let all = [(0, 1), (1, 1), (2, 1), (3, 1)];
+        assert_eq!(select_at(&mut s, 0, &all, &view(0, 1), ctl), Ok(0));
+        assert_eq!(select_at(&mut s, 0, &all, &view(1, 2), ctl), Ok(1));
+        // Receiver 0 closes session 1 (idle): free again, but the next acceptance is 2's.
+        s.on_settled(SECOND, &view(0, 1), ctl);
+        s.on_wake(61 * SECOND, 1, ctl);
+        assert_eq!(
+            select_at(&mut s, 61 * SECOND, &all, &view(2, 3), ctl),
+            Ok(2)
+        );
+        assert_eq!(
+            select_at(&mut s, 61 * SECOND, &all, &view(3, 4), ctl),
+            Ok(3)
+        );
+        assert_eq!(
+            select_at(&mut s, 61 * SECOND, &all, &view(4, 5), ctl),
+            Ok(0)
+        );
+    }
+
+    /// A message without a session id goes to the first receiver with room, session or not
+    /// (the real queue refuses it); with no room anywhere the queue stops.
+    #[test]
+    fn a_message_without_a_session_goes_to_any_receiver_with_room() {
+        let mut s = sessions(3);
+        let ctl = &mut Control::default();
+        let sessionless = |id| MsgView {
+            group: None,
+            ..view(id, 0)
+        };
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 5), ctl),
+            Ok(0)
+        );
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 0), (1, 0), (2, 1)], &sessionless(1), ctl),
+            Ok(2)
+        );
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 1), (1, 1)], &sessionless(2), ctl),
+            Ok(0),
+            "receiver 0 holds session 5 and takes it all the same"
+        );
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 0), (1, 0)], &sessionless(3), ctl),
+            Err(Select::Stop)
+        );
+    }
+
+    /// An idle wake-up that finds a message of the session in its receiver's hands closes
+    /// nothing: the receive did not time out (the next settle arms the timer again).
+    #[test]
+    fn an_idle_wake_up_leaves_a_session_with_a_message_in_hand() {
+        let mut s = sessions(1);
+        let ctl = &mut Control::default();
+        assert_eq!(select_at(&mut s, 0, &[(0, 1)], &view(0, 1), ctl), Ok(0));
+        s.on_settled(SECOND, &view(0, 1), ctl);
+        assert_eq!(
+            select_at(&mut s, 30 * SECOND, &[(0, 1)], &view(1, 1), ctl),
+            Ok(0)
+        );
+        let ctl = &mut Control::default();
+        s.on_wake(61 * SECOND, 1, ctl);
+        assert!(!ctl.redispatch_requested());
+        assert!(ctl.wakes().is_empty());
+        assert_eq!(
+            select_at(&mut s, 61 * SECOND, &[(0, 1)], &view(2, 2), ctl),
+            Err(Select::Hold),
+            "receiver 0 still holds session 1"
+        );
+    }
+
+    /// A message that comes back while another session's message is abandoned (its return
+    /// not seen yet) is a lost lock all the same: only the abandoned message keeps its session.
+    #[test]
+    fn only_the_abandoned_message_keeps_its_lock_on_return() {
+        let mut s = sessions(3);
+        let ctl = &mut Control::default();
+        let all = [(0, 1), (1, 1), (2, 1)];
+        assert_eq!(select_at(&mut s, 0, &all, &view(0, 3), ctl), Ok(0));
+        assert_eq!(select_at(&mut s, 0, &all, &view(1, 4), ctl), Ok(1));
+        s.on_handled(1, 0, &view(0, 3), &Outcome::Failed(FailReason::Poison), ctl);
+        // Session 4's lock expires while receiver 1 still works on it: receiver 2 accepts it.
+        s.on_returned(60 * SECOND, 0, &view(1, 4), ctl);
+        assert_eq!(s.abandoned, [0]);
+        let busy = [(0, 0), (1, 0), (2, 1)];
+        assert_eq!(
+            select_at(&mut s, 60 * SECOND, &busy, &view(1, 4), ctl),
+            Ok(2)
+        );
+        assert_eq!(ctl.reassignments(), vec![(0, 2)]);
+        // The abandoned one comes back to receiver 0, which keeps session 3.
+        s.on_returned(60 * SECOND, 0, &view(0, 3), ctl);
+        assert_eq!(
+            select_at(&mut s, 60 * SECOND, &[(0, 0), (1, 1)], &view(0, 3), ctl),
+            Err(Select::Hold)
+        );
+        assert_eq!(
+            select_at(&mut s, 60 * SECOND, &all, &view(0, 3), ctl),
+            Ok(0)
+        );
+    }
+
     /// Abandon: the message comes back to the same receiver, which keeps the session.
     #[test]
     fn an_abandoned_message_is_served_again_to_the_same_receiver() {
