@@ -143,7 +143,11 @@ fn a_crash_before_the_commit_replays_what_was_processed() {
             _ => None,
         })
         .collect();
-    assert_eq!(connects, [0, 49_500_000], "the restarted process joins only then");
+    assert_eq!(
+        connects,
+        [0, 49_500_000],
+        "the restarted process joins only then"
+    );
     assert!(events
         .iter()
         .any(|e| matches!(*e, Event::Recover { t: 5_500_000, .. })));
@@ -422,8 +426,15 @@ for = "5s"
             .count()
     };
     let (m, events) = history(&text(""), "kafka");
-    assert!(dispatched(&events, 10_100_000, 15_000_000) > 100, "the others go on");
-    assert_eq!(dispatched(&events, 15_000_001, 55_000_000), 0, "the group waits");
+    assert!(
+        dispatched(&events, 10_100_000, 15_000_000) > 100,
+        "the others go on"
+    );
+    assert_eq!(
+        dispatched(&events, 15_000_001, 55_000_000),
+        0,
+        "the group waits"
+    );
     assert!(dispatched(&events, 55_000_000, 56_000_000) > 100);
     assert_eq!((m.ordering_violations, m.applied, m.lost), (0, 8000, 0));
     let (m, events) = history(&text("restart_takes_over = true"), "kafka");
@@ -472,9 +483,7 @@ max_poll_interval = "{limit}"
         .collect();
     assert!(!dropped.is_empty(), "consumer 0 is dropped");
     let polled_before = events.iter().rev().find_map(|e| match *e {
-        Event::Dispatch {
-            t, consumer: 0, ..
-        } if t <= dropped[0] => Some(t),
+        Event::Dispatch { t, consumer: 0, .. } if t <= dropped[0] => Some(t),
         _ => None,
     });
     assert_eq!(polled_before.map(|t| t + 30_000_000), Some(dropped[0]));
@@ -487,8 +496,6 @@ max_poll_interval = "{limit}"
     assert!(m.coverage.failed_acks > 0, "{m:?}");
     assert_eq!((m.applied, m.lost, m.pending_at_end), (200, 0, 0));
     let (m, events) = history(&text("1h"), "kafka");
-    assert!(!events
-        .iter()
-        .any(|e| matches!(e, Event::Disconnect { .. })));
+    assert!(!events.iter().any(|e| matches!(e, Event::Disconnect { .. })));
     assert_eq!((m.duplicates, m.stale_writes, m.applied), (0, 0, 200));
 }

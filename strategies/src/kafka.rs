@@ -205,9 +205,9 @@ pub fn sticky(owned: &[Option<u32>], members: &[u32]) -> Vec<Option<u32>> {
     }
     for q in unassigned {
         // Kafka throws if no member is left at the minimum; the quotas make that impossible.
-        let i = at_min.pop_front().unwrap_or_else(|| {
-            (0..n).min_by_key(|&i| (count[i], i)).expect("members")
-        });
+        let i = at_min
+            .pop_front()
+            .unwrap_or_else(|| (0..n).min_by_key(|&i| (count[i], i)).expect("members"));
         out[q] = Some(members[i]);
         count[i] += 1;
     }
@@ -552,7 +552,10 @@ mod tests {
     fn cooperative_sticky_moves_only_what_balance_needs() {
         let s = |owned: &[u32], members: &[u32]| -> Vec<u32> {
             let owned: Vec<Option<u32>> = owned.iter().map(|&o| Some(o)).collect();
-            sticky(&owned, members).into_iter().map(Option::unwrap).collect()
+            sticky(&owned, members)
+                .into_iter()
+                .map(Option::unwrap)
+                .collect()
         };
         assert_eq!(s(&[0, 0, 0, 1, 1, 1], &[0, 1, 2]), [0, 0, 2, 1, 1, 2]);
         let range: Vec<u32> = Assignor::Range

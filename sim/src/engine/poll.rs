@@ -21,7 +21,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         let cs = &mut self.w.consumers[c as usize];
         cs.poll_serial = cs.poll_serial.wrapping_add(1);
         let serial = cs.poll_serial;
-        self.q.push(self.now + limit, Ev::PollDeadline { c, serial });
+        self.q
+            .push(self.now + limit, Ev::PollDeadline { c, serial });
     }
 
     /// The deadline of consumer `c`'s poll `serial`: if it is still on that poll's records, the
