@@ -477,11 +477,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             self.world_change(WorldChange::ConsumerRestarted(c));
             return;
         }
-        cs.up = true;
-        cs.epoch += 1;
-        let epoch = cs.epoch;
-        cs.refresh_blocked();
-        self.sync_load(c);
+        let epoch = self.come_up(c);
         self.emit(Event::Recover {
             t: self.now,
             node: Node::Consumer(c),
@@ -491,6 +487,18 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         }
         self.world_change(WorldChange::ConsumerRestarted(c));
         self.consumer_reconnect(c, epoch);
+    }
+
+    /// Consumer `c`'s process runs again (a restart, or a restart that waited for its dead
+    /// session: `detection.rs`): a new incarnation; returns its epoch, to reconnect with.
+    pub(super) fn come_up(&mut self, c: u32) -> u32 {
+        let cs = &mut self.w.consumers[c as usize];
+        cs.up = true;
+        cs.epoch += 1;
+        let epoch = cs.epoch;
+        cs.refresh_blocked();
+        self.sync_load(c);
+        epoch
     }
 
     /// The connection drops; the process goes on with the message in hand.

@@ -89,13 +89,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     /// restart_takes_over = false`: Kafka's dynamic membership, where the restarted consumer's
     /// JoinGroup waits for the dead member's session timeout) joins now that it is gone.
     fn rejoin(&mut self, c: u32) {
-        let cs = &mut self.w.consumers[c as usize];
-        cs.rejoin_pending = false;
-        cs.up = true;
-        cs.epoch += 1;
-        let epoch = cs.epoch;
-        cs.refresh_blocked();
-        self.sync_load(c);
+        self.w.consumers[c as usize].rejoin_pending = false;
+        let epoch = self.come_up(c);
         self.consumer_reconnect(c, epoch);
     }
 

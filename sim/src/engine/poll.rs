@@ -8,7 +8,7 @@
 use super::events::Ev;
 use super::state::{Delivery, Job, Phase};
 use super::Engine;
-use crate::history::{Event, Node, Observer};
+use crate::history::Observer;
 use crate::strategy::Strategy;
 
 impl<S: Strategy, O: Observer> Engine<'_, S, O> {
@@ -50,12 +50,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 poison: self.w.slab.get(d.slot).poison,
             })
             .collect();
-        self.w.consumers[c as usize].lost_connection = true;
-        self.emit(Event::Disconnect {
-            t: self.now,
-            node: Node::Consumer(c),
-        });
-        self.detach(c, true);
+        self.lose_connection_keep_work(c);
         let cs = &mut self.w.consumers[c as usize];
         for job in kept {
             cs.buffer.push_back(Delivery {
