@@ -26,3 +26,4 @@ mod seed_claims;
 mod semantics;
 mod sweep;
 mod trace;
+mod transit;

@@ -65,6 +65,9 @@ pub struct Tolerance {
     pub relative: f64,
     /// Absolute slack per metric, added on each side.
     pub absolute: Vec<(String, f64)>,
+    /// Slack per metric as a fraction of the simulator's largest value, added on each side too
+    /// (`--tolerance METRIC=N%`: for a latency, what a slower machine scales). None by default.
+    pub of_max: Vec<(String, f64)>,
 }
 
 impl Default for Tolerance {
@@ -79,17 +82,23 @@ impl Default for Tolerance {
                 .iter()
                 .map(|(m, v)| (m.to_string(), *v))
                 .collect(),
+            of_max: Vec::new(),
         }
     }
 }
 
 impl Tolerance {
-    /// Applies one `--tolerance` argument: `0.3` or `rel=0.3` (the relative widening), or
-    /// `METRIC=ABS` (that metric's absolute slack, e.g. `duplicates=2`, `latency_ms.p99=10`).
+    /// Applies one `--tolerance` argument: `0.3` or `rel=0.3` (the relative widening),
+    /// `METRIC=ABS` (that metric's absolute slack, e.g. `duplicates=2`, `latency_ms.p99=10`), or
+    /// `METRIC=N%` (a further slack of N% of the simulator's largest value of it).
     pub fn apply(&mut self, arg: &str) -> Result<(), String> {
         let (name, value) = match arg.split_once('=') {
             Some((n, v)) => (n.trim(), v.trim()),
             None => ("rel", arg.trim()),
+        };
+        let (value, percent) = match value.strip_suffix('%') {
+            Some(v) if name != "rel" && name != "relative" => (v.trim(), true),
+            _ => (value, false),
         };
         let v: f64 = value
             .parse()
@@ -106,8 +115,24 @@ impl Tolerance {
                 metrics_for(true).join(", ")
             ));
         };
-        slot.1 = v;
+        if !percent {
+            slot.1 = v;
+            return Ok(());
+        }
+        self.of_max.retain(|(m, _)| m != name);
+        self.of_max.push((name.to_string(), v / 100.0));
         Ok(())
+    }
+
+    /// The slack of `metric` beyond the relative widening, for a simulator range `range`: its
+    /// absolute slack plus its fraction of the range's largest value.
+    pub fn slack(&self, metric: &str, range: &SimRange) -> f64 {
+        let of_max = self
+            .of_max
+            .iter()
+            .find(|(m, _)| m == metric)
+            .map_or(0.0, |(_, f)| f * range.max);
+        self.absolute(metric) + of_max
     }
 
     /// The absolute slack of `metric` (0 if it has none).
@@ -126,8 +151,21 @@ impl Tolerance {
             .iter()
             .map(|(m, v)| format!("{m} {}", crate::charts::short_number(*v)))
             .collect();
+        let of_max: Vec<String> = self
+            .of_max
+            .iter()
+            .map(|(m, f)| format!("{m} {}%", crate::charts::short_number(f * 100.0)))
+            .collect();
+        let of_max = if of_max.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", and by a share of its largest value: {}",
+                of_max.join(", ")
+            )
+        };
         format!(
-            "tolerance: the simulator's min-max widened on each side by {}% of its span plus {}",
+            "tolerance: the simulator's min-max widened on each side by {}% of its span plus {}{of_max}",
             crate::charts::short_number(self.relative * 100.0),
             abs.join(", ")
         )
@@ -226,7 +264,7 @@ impl Row {
         tol: &Tolerance,
     ) -> Option<Row> {
         let range = SimRange::of(sim)?;
-        let (low, high) = range.widened(tol.relative, tol.absolute(metric));
+        let (low, high) = range.widened(tol.relative, tol.slack(metric, &range));
         let verdict = if live.iter().all(|v| inside(*v, low, high)) {
             Verdict::Within
         } else {
@@ -535,6 +573,32 @@ mod tests {
         assert!(t.apply("duplicates=-1").is_err());
         assert!(t.apply("x").is_err());
         assert!(t.apply("rel=inf").is_err());
+        assert!(t.apply("rel=5%").is_err());
+        // A share of the simulator's largest value, on top of the absolute slack.
+        t.apply("latency_ms.p50=40%").unwrap();
+        let r = SimRange::of(&[8.0, 10.0]).unwrap();
+        assert_eq!(t.slack("latency_ms.p50", &r), 1.0 + 4.0);
+        assert_eq!(t.slack("latency_ms.p99", &r), 20.0);
+        t.apply("latency_ms.p50=10%").unwrap();
+        assert_eq!(t.slack("latency_ms.p50", &r), 1.0 + 1.0);
+        assert!(t.describe().contains("largest value: latency_ms.p50 10%"));
+        assert!(t.apply("latency_ms.p50=-3%").is_err());
+        let row = Row::judge(
+            "s",
+            "f",
+            "competing",
+            "latency_ms.p50",
+            &[8.0, 10.0],
+            &[11.9],
+            &t,
+        )
+        .unwrap();
+        // relative 0.1 (set above): w = 0.1 * 2 + 1 + 10% of 10.
+        assert!(
+            (row.low - 5.8).abs() < 1e-9 && (row.high - 12.2).abs() < 1e-9,
+            "{row:?}"
+        );
+        assert_eq!(row.verdict, Verdict::Within);
         // Every compared metric has a stated slack.
         for m in METRICS {
             assert!(DEFAULT_ABSOLUTE.iter().any(|(n, _)| *n == m), "{m}");

@@ -89,7 +89,8 @@ enum Command {
         #[arg(long, default_value_t = 3)]
         runs: u32,
         /// Widen the simulator's range: `0.25` or `rel=0.25` (share of its span, each side), or
-        /// `METRIC=ABS` (absolute slack of one metric, e.g. `latency_ms.p99=10`); repeatable.
+        /// `METRIC=ABS` (absolute slack of one metric, e.g. `latency_ms.p99=10`), or `METRIC=N%`
+        /// (a further slack of N% of the simulator's largest value); repeatable.
         #[arg(long = "tolerance")]
         tolerance: Vec<String>,
         /// Write calibration.csv, one chart per scenario (SVG, PNG) and the live histories here.

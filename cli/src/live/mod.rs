@@ -86,7 +86,8 @@ const STAGED: &[(&str, &[&str])] = &[
             "reconnect_delay",
         ],
     ),
-    ("broker", &["name", "persistent"]),
+    // `dispatch_latency` models the real broker's own transit: live, it is what ActiveMQ takes.
+    ("broker", &["name", "persistent", "dispatch_latency"]),
     ("network", &["kind", "forward_delay", "prefetch"]),
     (
         "consumers",

@@ -56,6 +56,11 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             delivery,
         };
         let (msg, id) = (m.r, m.r.id);
+        if let Some((sampler, rng)) = self.w.brokers[b as usize].transit.as_mut() {
+            // No later delivery overtakes it: the consumer takes its buffer in order, and only
+            // the front's arrival gates the start (`start_one`).
+            self.w.slab.get_mut(slot).arrives = self.now + sampler.sample(rng);
+        }
         self.emit(Event::Dispatch {
             t: self.now,
             msg,
@@ -72,6 +77,15 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         });
         self.sync_load(c);
         self.lease_start(slot, id);
+    }
+
+    /// A delivery reached consumer `c` (`dispatch_latency`): it starts it if it is idle.
+    pub(super) fn transit_done(&mut self, c: u32) {
+        let cs = &mut self.w.consumers[c as usize];
+        if cs.transit_wake == Some(self.now) {
+            cs.transit_wake = None;
+        }
+        self.start_next(c);
     }
 
     /// An idle, connected consumer takes the next message from its buffer; the strategy's `begin`
@@ -94,6 +108,19 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         if cs.leaving {
             self.leave_now(c);
             return false;
+        }
+        if self.transit {
+            if let Some(d) = cs.buffer.front().filter(|d| d.delivery != 0) {
+                let at = self.w.slab.get(d.slot).arrives;
+                if at > self.now {
+                    // Still on its way (`dispatch_latency`): start it when it arrives.
+                    if cs.transit_wake.is_none_or(|w| w > at) {
+                        cs.transit_wake = Some(at);
+                        self.q.push(at, Ev::Transit(c));
+                    }
+                    return false;
+                }
+            }
         }
         let Some(d) = cs.buffer.pop_front() else {
             if cs.rejoin_when_idle {

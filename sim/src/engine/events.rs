@@ -38,6 +38,8 @@ pub(super) enum Ev {
         serial: u32,
     },
     JobStart(u32),
+    /// A delivery to consumer `c` has crossed `dispatch_latency`: it may start it.
+    Transit(u32),
     ProducerRetry(u32),
     Resume {
         c: u32,

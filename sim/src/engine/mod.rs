@@ -57,7 +57,7 @@ use crate::dist::Sampler;
 use crate::event_queue::EventQueue;
 use crate::faults::FaultPlan;
 use crate::history::{Event, MsgRef, Observer};
-use crate::rng::{stream, Component, SEND_ERRORS};
+use crate::rng::{stream, Component, SEND_ERRORS, TRANSIT};
 use crate::scenario::{
     Commit, Connect, ConsumerMode, CrashDetection, LeasePolicy, Receive, RedeliveryPolicy, Scenario,
 };
@@ -125,6 +125,8 @@ struct Engine<'a, S: Strategy, O: Observer> {
     max_poll: Option<Time>,
     /// Consumers take batches (`[consumers] receive = "batch"`), not a topped-up prefetch.
     batch_receive: bool,
+    /// Some broker has a `dispatch_latency`: a delivery may not have reached its consumer yet.
+    transit: bool,
     /// How consumers settle what they processed, and the period of `interval` commits.
     commit: Commit,
     commit_interval: Time,
@@ -205,7 +207,14 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             brokers: sc
                 .brokers
                 .iter()
-                .map(|b| BrokerState::new(b, b.page_size.unwrap_or(sc.flavour.page_size())))
+                .enumerate()
+                .map(|(i, b)| {
+                    BrokerState::new(
+                        b,
+                        b.page_size.unwrap_or(sc.flavour.page_size()),
+                        stream(seed, Component::Broker, i as u32, TRANSIT),
+                    )
+                })
                 .collect(),
             consumers,
             load: vec![0; sc.consumers.count as usize],
@@ -242,6 +251,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             restart_takes_over: sc.restart_takes_over(),
             max_poll: sc.max_poll_interval().map(|d| d.0.max(1)),
             batch_receive: sc.receive() == Receive::Batch,
+            transit: sc.brokers.iter().any(|b| b.dispatch_latency.is_some()),
             commit: sc.commit().0,
             commit_interval: sc.commit().1 .0,
             send_overtakes: if sc.idempotence() {
@@ -344,6 +354,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             Ev::ParkTimeout { c, epoch, serial } => self.park_timeout(c, epoch, serial),
             Ev::ProducerRetry(p) => self.producer_retry(p),
             Ev::JobStart(c) => self.job_start(c),
+            Ev::Transit(c) => self.transit_done(c),
             Ev::Resume { c, epoch } => {
                 let cs = &self.w.consumers[c as usize];
                 if cs.suspended && cs.suspend_epoch == epoch {

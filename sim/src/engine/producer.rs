@@ -40,6 +40,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             crossed: false,
             lease_due: 0,
             leased_at: 0,
+            arrives: 0,
         });
         // The source database commits the new state before the message is sent.
         let src = &mut self.w.source[key as usize];

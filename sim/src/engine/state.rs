@@ -3,6 +3,7 @@
 //! this state's own invariants; each node kind's handling is in its own file.
 
 use super::events::Ev;
+use crate::dist::Sampler;
 use crate::history::MsgRef;
 use crate::scenario::{Broker, Producers};
 use crate::strategy::{MsgView, Row};
@@ -108,6 +109,8 @@ pub(super) struct Msg {
     pub lease_due: Time,
     /// With `[lease]`: when the current delivery was made (bounds renewal).
     pub leased_at: Time,
+    /// With `[[broker]] dispatch_latency`: when the current delivery reaches its consumer.
+    pub arrives: Time,
 }
 
 /// A reference to one delivery of a message, held by a consumer. It is valid only while the
@@ -251,6 +254,8 @@ pub(super) struct BrokerState {
     pub bridges: Vec<Bridge>,
     /// Its dead-letter queue, in the order messages arrived there (kept for `dlq_replay`).
     pub dlq: Vec<Msg>,
+    /// `dispatch_latency`'s sampler and its own random stream (None: deliveries arrive at once).
+    pub transit: Option<(Sampler, ChaCha8Rng)>,
 }
 
 /// A network bridge from one broker toward `peer`: one more consumer of the broker's queue while
@@ -265,8 +270,9 @@ pub(super) struct Bridge {
 }
 
 impl BrokerState {
-    /// A broker as `cfg` describes it, with `page_size` resolved (the flavour's when absent).
-    pub fn new(cfg: &Broker, page_size: u32) -> Self {
+    /// A broker as `cfg` describes it, with `page_size` resolved (the flavour's when absent) and
+    /// `transit_rng` the stream of its `dispatch_latency` draws.
+    pub fn new(cfg: &Broker, page_size: u32, transit_rng: ChaCha8Rng) -> Self {
         BrokerState {
             up: true,
             persistent: cfg.persistent,
@@ -276,6 +282,10 @@ impl BrokerState {
             down_depth: 0,
             bridges: Vec::new(),
             dlq: Vec::new(),
+            transit: cfg
+                .dispatch_latency
+                .as_ref()
+                .map(|d| (d.0.sampler(), transit_rng)),
         }
     }
 }
@@ -371,6 +381,8 @@ pub(super) struct ConsumerState {
     /// Added to its load: `u32::MAX / 2` (full) while it is a pulling consumer that cannot ask,
     /// else 0 ([`ConsumerState::refresh_blocked`]); kept so that `load` stays branch-free.
     pub blocked: u32,
+    /// With `dispatch_latency`: the time of the `Ev::Transit` scheduled to start what arrives.
+    pub transit_wake: Option<Time>,
     pub rng: ChaCha8Rng,
 }
 
@@ -407,6 +419,7 @@ impl ConsumerState {
             slow: 1.0,
             pull,
             blocked: 0,
+            transit_wake: None,
             rng,
         }
     }

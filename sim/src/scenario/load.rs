@@ -613,6 +613,54 @@ service = "1ms"
     }
 
     #[test]
+    fn a_setting_that_needs_another_is_refused_without_it() {
+        for (extra, field, needs) in [
+            (
+                "max_poll_interval = \"1s\"",
+                "consumers.max_poll_interval",
+                "receive = \"batch\"",
+            ),
+            (
+                "restart_takes_over = true",
+                "consumers.restart_takes_over",
+                "crash_detection = \"timeout\"",
+            ),
+            (
+                "commit_interval = \"1s\"",
+                "consumers.commit_interval",
+                "commit = \"interval\"",
+            ),
+        ] {
+            let bad = GOOD.replace("service = \"1ms\"", &format!("service = \"1ms\"\n{extra}"));
+            let e = load_str("x.toml", &bad, &none).unwrap_err().to_string();
+            // Line 12, column of the value.
+            let col = extra.find('=').unwrap() + 3;
+            assert!(
+                e.contains(&format!("x.toml:12:{col}: field `{field}`")),
+                "{e}"
+            );
+            assert!(e.contains(needs), "{e}");
+        }
+        // With what each needs (or a flavour that has it), all three load.
+        let with = GOOD.replace(
+            "service = \"1ms\"",
+            "service = \"1ms\"\nreceive = \"batch\"\nmax_poll_interval = \"1s\"\n\
+             crash_detection = \"timeout\"\nrestart_takes_over = true\n\
+             commit = \"interval\"\ncommit_interval = \"1s\"",
+        );
+        load_str("x.toml", &with, &none).unwrap();
+        let kafka = format!(
+            "flavour = \"kafka\"\n{}",
+            GOOD.replace(
+                "service = \"1ms\"",
+                "service = \"1ms\"\nmax_poll_interval = \"1s\"\nrestart_takes_over = true\n\
+                 commit_interval = \"1s\""
+            )
+        );
+        load_str("x.toml", &kafka, &none).unwrap();
+    }
+
+    #[test]
     fn empty_and_garbage_do_not_panic() {
         assert!(load_str("x.toml", "", &none).is_err());
         assert!(load_str("x.toml", "[[[", &none).is_err());

@@ -335,6 +335,13 @@ pub struct Broker {
     /// flavour's ([`Flavour::page_size`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_size: Option<u32>,
+    /// Transit from the broker's dispatch to the consumer being able to start the message: the
+    /// client socket, the broker's transport and dispatch threads (live ActiveMQ on loopback:
+    /// about 1 ms at the median, docs/calibration.md, disagreement 3). A dispatched message
+    /// counts against the consumer's prefetch at once and reaches it this long after, never
+    /// before one dispatched earlier to the same consumer. Absent: none (the model's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_latency: Option<DurSpec>,
 }
 
 /// Network of brokers: how a broker's messages reach consumers attached to another broker.

@@ -223,6 +223,9 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
         if b.page_size == Some(0) {
             err(path("page_size"), "must be at least 1".into());
         }
+        if let Some(Err(m)) = b.dispatch_latency.as_ref().map(|d| d.0.check()) {
+            err(path("dispatch_latency"), m);
+        }
     }
     let names: std::collections::BTreeSet<&str> =
         s.brokers.iter().map(|b| b.name.as_str()).collect();
@@ -396,6 +399,26 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
         err(
             p(&["consumers", "crash_detection"]),
             "\"lease\" needs a [lease] duration (or flavour = \"sqs\" or \"servicebus\"): without one a dead consumer's messages would never come back".into(),
+        );
+    }
+    // A setting that only acts together with another is refused without it, rather than
+    // silently doing nothing.
+    if c.max_poll_interval.is_some() && s.receive() != super::Receive::Batch {
+        err(
+            p(&["consumers", "max_poll_interval"]),
+            "only applies to consumers that poll: it needs receive = \"batch\" (the kafka and sqs flavours' default)".into(),
+        );
+    }
+    if c.restart_takes_over.is_some() && s.crash_detection() != super::CrashDetection::Timeout {
+        err(
+            p(&["consumers", "restart_takes_over"]),
+            "only applies when the broker detects a dead consumer by a timeout: it needs crash_detection = \"timeout\" (the kafka flavour's default)".into(),
+        );
+    }
+    if c.commit_interval.is_some() && s.commit().0 != super::Commit::Interval {
+        err(
+            p(&["consumers", "commit_interval"]),
+            "only applies to periodic commits: it needs commit = \"interval\" (the kafka flavour's default)".into(),
         );
     }
     if s.run.max_events == 0 {
