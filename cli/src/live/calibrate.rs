@@ -217,8 +217,12 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
         if let Some(dir) = &req.out {
             let fig = crate::charts::calibration_chart(
                 &format!(
-                    "{}: simulator ({} seeds) vs live ActiveMQ ({} runs)",
-                    l.name, req.sim_seeds, req.runs
+                    "{}: simulator ({} seed{}) vs live ActiveMQ ({} run{})",
+                    l.name,
+                    req.sim_seeds,
+                    if req.sim_seeds == 1 { "" } else { "s" },
+                    req.runs,
+                    if req.runs == 1 { "" } else { "s" }
                 ),
                 &rows,
             )
