@@ -160,3 +160,79 @@ fn a_bad_dispatch_latency_is_refused_with_its_field() {
     let e = ordsim::load_text("t.toml", &text).unwrap_err().to_string();
     assert!(e.contains("dispatch_latency") && e.contains("sigma"), "{e}");
 }
+
+#[test]
+fn a_delivery_waiting_at_the_front_gets_one_wake_up_however_often_it_is_looked_at() {
+    // One consumer, prefetch 10, a message every ms and 0.5 ms of service: while the front
+    // delivery is on its way (7 ms), six more are delivered behind it, each looking at the front
+    // again. Exactly one engine event per delivery is the transit's: the same run with a transit
+    // of 0 (no waiting) has 400 events fewer.
+    let run = |latency: &str| {
+        let text = scenario(latency, 1, 10, "1000/s", "")
+            .replace("service = \"2ms\"", "service = \"500us\"")
+            .replace("messages = 400", "messages = 400\narrival = \"constant\"");
+        common::run(&common::scenario(&text), "competing", 3)
+    };
+    let (waiting, instant) = (run("\"7ms\""), run("\"0ms\""));
+    assert_eq!(waiting.applied, 400);
+    assert_eq!(waiting.events, instant.events + 400);
+}
+
+#[test]
+fn a_consumer_that_fails_over_starts_its_first_delivery_on_its_own_transit_not_the_old_one() {
+    // Broker a's transit is 40 ms, b's 1 ms. a crashes at 480 ms, 21 ms into its delivery's
+    // transit (dispatched at 459 ms, seed 5); the consumer fails over to b at once and b's first
+    // delivery (483 ms) must start 1 ms after its dispatch, not at 499 ms, when the lost
+    // delivery would have arrived.
+    let text = r#"
+seed = 5
+strategies = ["competing"]
+[workload]
+messages = 400
+rate = "200/s"
+keys = 8
+[producers]
+count = 1
+reconnect_delay = "1ms"
+[[broker]]
+name = "a"
+dispatch_latency = "40ms"
+[[broker]]
+name = "b"
+dispatch_latency = "1ms"
+[consumers]
+count = 1
+prefetch = 1
+service = "1ms"
+reconnect_delay = "1ms"
+[run]
+drain_timeout = "5s"
+[[fault]]
+kind = "broker_crash"
+broker = "a"
+at = "480ms"
+"#;
+    let sc = common::scenario(text);
+    let mut dispatched = std::collections::BTreeMap::new();
+    let mut from_b = Vec::new();
+    common::run_with(&sc, "competing", 5, |e| match *e {
+        Event::Dispatch { t, msg, broker, .. } => {
+            dispatched.insert(msg.id, (t, broker));
+        }
+        Event::Start { t, msg, .. } => {
+            let (d, broker) = dispatched[&msg.id];
+            if broker == 1 {
+                from_b.push((msg.id, d, t));
+            }
+        }
+        _ => {}
+    });
+    assert!(from_b.len() > 100, "{} starts from b", from_b.len());
+    for &(id, d, s) in &from_b {
+        assert_eq!(
+            s,
+            d + 1_000,
+            "message {id} from b: dispatched at {d}, started at {s}"
+        );
+    }
+}
