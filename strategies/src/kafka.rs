@@ -481,24 +481,26 @@ impl Strategy for Kafka {
     }
 
     fn on_world(&mut self, _now: Time, change: WorldChange, ctl: &mut Control) {
-        if let WorldChange::ConsumerRestarted(c) = change {
+        match change {
             // Its old session is still a member (no `group.instance.id`): the new member's join
             // starts a rebalance that waits for the old one; every member commits as it rejoins.
-            if self.members.binary_search(&c).is_ok() && !self.rejoining.contains(&c) {
+            WorldChange::ConsumerRestarted(c)
+                if self.members.binary_search(&c).is_ok() && !self.rejoining.contains(&c) =>
+            {
                 self.rejoining.push(c);
-                for &m in &self.members {
-                    if m != c {
-                        ctl.commit(m);
-                    }
+                for &m in self.members.iter().filter(|&&m| m != c) {
+                    ctl.commit(m);
                 }
             }
-        }
-        if let WorldChange::PartitionsAdded(n) = change {
-            // The producers see the new partitions from their next send; the group rebalances.
-            let total = (self.partitions.len() as u32).saturating_add(n).min(10_000);
-            self.added += n;
-            self.partitions.resize(total as usize, Partition::default());
-            self.rebalance(0, ctl);
+            WorldChange::PartitionsAdded(n) => {
+                // The producers see the new partitions from their next send; the group
+                // rebalances.
+                let total = (self.partitions.len() as u32).saturating_add(n).min(10_000);
+                self.added += n;
+                self.partitions.resize(total as usize, Partition::default());
+                self.rebalance(0, ctl);
+            }
+            _ => {}
         }
     }
 }

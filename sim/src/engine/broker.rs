@@ -252,8 +252,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         // Only the consumers that received something may have work to start. `start_next` may
         // re-enter dispatch (a strategy hook, a batch job ending): keep this call's list local.
         for &c in &started {
-            if BATCH && self.max_poll.is_some() {
-                self.polled(c);
+            if let (true, Some(limit)) = (BATCH, self.max_poll) {
+                self.polled(c, limit);
             }
             self.start_next(c);
         }

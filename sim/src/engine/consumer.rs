@@ -79,6 +79,16 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         self.lease_start(slot, id);
     }
 
+    /// The work of delivery `d`: the message as the consumer received it (its own copy).
+    #[inline]
+    pub(super) fn job_of(&self, d: Delivery) -> Job {
+        Job {
+            d,
+            view: self.view(d.slot),
+            poison: self.w.slab.get(d.slot).poison,
+        }
+    }
+
     /// A delivery reached consumer `c` (`dispatch_latency`): it starts it if it is idle.
     pub(super) fn transit_done(&mut self, c: u32) {
         let cs = &mut self.w.consumers[c as usize];
@@ -141,11 +151,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             self.take_orphan(c, d.id)
                 .expect("an expired receive keeps its copy")
         } else {
-            Job {
-                d,
-                view: self.view(d.slot),
-                poison: self.w.slab.get(d.slot).poison,
-            }
+            self.job_of(d)
         };
         let view = job.view;
         let poison = job.poison;
@@ -495,25 +501,20 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         // A dead session the broker has not noticed yet goes when the process comes back, or the
         // process waits for the broker to drop it (`detection.rs`).
         let stale = cs.broker.is_some();
-        if stale && !self.restart_takes_over {
-            cs.rejoin_pending = true;
-            self.emit(Event::Recover {
-                t: self.now,
-                node: Node::Consumer(c),
-            });
-            self.world_change(WorldChange::ConsumerRestarted(c));
-            return;
-        }
-        let epoch = self.come_up(c);
+        let waits = stale && !self.restart_takes_over;
+        cs.rejoin_pending = waits;
+        let epoch = (!waits).then(|| self.come_up(c));
         self.emit(Event::Recover {
             t: self.now,
             node: Node::Consumer(c),
         });
-        if stale {
+        if stale && !waits {
             self.session_gone(c);
         }
         self.world_change(WorldChange::ConsumerRestarted(c));
-        self.consumer_reconnect(c, epoch);
+        if let Some(epoch) = epoch {
+            self.consumer_reconnect(c, epoch);
+        }
     }
 
     /// Consumer `c`'s process runs again (a restart, or a restart that waited for its dead

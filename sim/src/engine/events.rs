@@ -45,12 +45,12 @@ pub(super) enum Ev {
         c: u32,
         epoch: u32,
     },
-    /// A paused consumer's failure-detection timeout (`pause.rs`).
     /// The `max.poll.interval.ms` of consumer `c`'s poll number `serial` (`poll.rs`).
     PollDeadline {
         c: u32,
         serial: u32,
     },
+    /// A paused consumer's failure-detection timeout (`pause.rs`).
     PauseDetected {
         c: u32,
         serial: u32,

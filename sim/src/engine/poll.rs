@@ -10,14 +10,12 @@ use super::state::{Delivery, Job, Phase};
 use super::Engine;
 use crate::history::Observer;
 use crate::strategy::Strategy;
+use crate::time::Time;
 
 impl<S: Strategy, O: Observer> Engine<'_, S, O> {
-    /// Consumer `c` just polled a batch: its deadline for this poll starts.
+    /// Consumer `c` just polled a batch: its deadline for this poll, `limit` from now, starts.
     #[inline(never)]
-    pub(super) fn polled(&mut self, c: u32) {
-        let Some(limit) = self.max_poll else {
-            return;
-        };
+    pub(super) fn polled(&mut self, c: u32, limit: Time) {
         let cs = &mut self.w.consumers[c as usize];
         cs.poll_serial = cs.poll_serial.wrapping_add(1);
         let serial = cs.poll_serial;
@@ -44,11 +42,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             .buffer
             .iter()
             .filter(|d| d.delivery != 0)
-            .map(|&d| Job {
-                d,
-                view: self.view(d.slot),
-                poison: self.w.slab.get(d.slot).poison,
-            })
+            .map(|&d| self.job_of(d))
             .collect();
         self.lose_connection_keep_work(c);
         let cs = &mut self.w.consumers[c as usize];

@@ -337,7 +337,7 @@ pub struct Broker {
     pub page_size: Option<u32>,
     /// Transit from the broker's dispatch to the consumer being able to start the message: the
     /// client socket, the broker's transport and dispatch threads (live ActiveMQ on loopback:
-    /// about 1 ms at the median, docs/calibration.md, disagreement 3). A dispatched message
+    /// 1.0-1.4 ms at the median, docs/calibration.md, disagreement 3). A dispatched message
     /// counts against the consumer's prefetch at once and reaches it this long after, never
     /// before one dispatched earlier to the same consumer. Absent: none (the model's default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
