@@ -22,6 +22,7 @@ mod physics;
 mod producer;
 mod properties;
 mod reports;
+mod resend;
 mod seed_claims;
 mod semantics;
 mod sweep;

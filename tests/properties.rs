@@ -66,7 +66,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             0u32..=3,
             any::<bool>(),
         ),
-        prop::collection::vec((0u8..11, 1u32..=60, 10u32..=3000), 0..4),
+        prop::collection::vec((0u8..12, 1u32..=60, 10u32..=3000), 0..4),
         (0u8..3, 0usize..11, 0u8..3),
         (0u8..3, 0u8..4, any::<bool>(), 0u8..4, 0u8..3, 0u8..4),
         (0u32..=5, prop::option::of(any::<bool>()), any::<bool>()),
@@ -262,6 +262,7 @@ fn toml_of(g: &Gen) -> String {
             "consumer_leave",
             "add_partitions",
             "send_error",
+            "send_timeout",
         ][kind as usize];
         writeln!(s, "[[fault]]\nkind = \"{kind}\"\nrate = \"{per_min}/min\"").unwrap();
         if kind == "add_partitions" {
@@ -275,7 +276,7 @@ fn toml_of(g: &Gen) -> String {
         if kind == "poison" {
             writeln!(s, "fraction = 0.2").unwrap();
         }
-        if kind == "send_error" {
+        if kind == "send_error" || kind == "send_timeout" {
             writeln!(s, "fraction = 0.5").unwrap();
         }
     }

@@ -277,6 +277,32 @@ pub fn describe(h: &TraceHeader, e: &Event) -> (&'static str, String) {
             "send_fail",
             format!("send of seq {} by {} failed", msg.seq, h.producer(producer)),
         ),
+        Event::Resend {
+            msg,
+            of,
+            producer,
+            broker,
+            deduplicated,
+            ..
+        } => (
+            "resend",
+            if deduplicated {
+                format!(
+                    "{} resent seq {} (its answer was lost): {} refused the duplicate",
+                    h.producer(producer),
+                    msg.seq,
+                    b(broker)
+                )
+            } else {
+                format!(
+                    "{} resent seq {} (its answer was lost): {} stored it again as message {} (a duplicate of {of})",
+                    h.producer(producer),
+                    msg.seq,
+                    b(broker),
+                    msg.id
+                )
+            },
+        ),
         Event::SourceRead { consumer, seq, .. } => (
             "source_read",
             match seq {
@@ -574,9 +600,9 @@ impl<'a> Page<'a> {
                 _ => event_key(e).and(e.msg().map(|m| m.seq)),
             };
             let lane = match *e {
-                Event::Produce { producer, .. } | Event::SendFail { producer, .. } => {
-                    Lane::Producer(producer)
-                }
+                Event::Produce { producer, .. }
+                | Event::SendFail { producer, .. }
+                | Event::Resend { producer, .. } => Lane::Producer(producer),
                 Event::Enqueue { broker, .. }
                 | Event::Dispatch { broker, .. }
                 | Event::DeadLetter { broker, .. }

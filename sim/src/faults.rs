@@ -65,6 +65,11 @@ pub enum FaultKind {
     /// (default 1) during the window, and are retried after its `retry_backoff`: with
     /// `max_in_flight` above 1 and no `idempotence`, later sends may overtake a failed one.
     SendError,
+    /// A producer's sends (`producer`; absent: every producer's) are stored but their answer is
+    /// lost with probability `fraction` (default 1) during the window (a request timeout): the
+    /// producer retries a message the broker already has, which is stored again (a duplicate)
+    /// unless the producer is idempotent or the broker's `dedup_window` still remembers it.
+    SendTimeout,
 }
 
 /// The optional `[[fault]]` fields whose meaning depends on the kind (`kind`, `at` and `rate`
@@ -75,7 +80,7 @@ pub const KIND_FIELDS: [&str; 9] = [
 
 impl FaultKind {
     /// Every kind, with one line of explanation (for `sim list`).
-    pub const ALL: [(FaultKind, &'static str); 14] = [
+    pub const ALL: [(FaultKind, &'static str); 15] = [
         (FaultKind::BrokerCrash, "a broker goes down; a persistent store keeps its messages stuck until it returns, producers and consumers fail over"),
         (FaultKind::ConsumerCrash, "a consumer process dies; its unacked and prefetched messages are redelivered (marked redelivered)"),
         (FaultKind::NetworkBlip, "a consumer loses its connection: it still applies the message in hand but its ack is lost (duplicate)"),
@@ -90,6 +95,7 @@ impl FaultKind {
         (FaultKind::ConsumerLeave, "a consumer leaves its group gracefully (finishes the message in hand, commits, closes) and joins again after `for` (absent: for good): a membership change, not a failure"),
         (FaultKind::AddPartitions, "`count` partitions are added to the topic (an instant): strategies that hash keys to partitions (`kafka`) remap some keys"),
         (FaultKind::SendError, "a producer's sends fail with probability `fraction` (default 1) and are retried after [producers] retry_backoff (`producer`, absent: every producer); with max_in_flight > 1 and no idempotence up to max_in_flight - 1 later sends overtake a failed one"),
+        (FaultKind::SendTimeout, "a producer's sends are stored but their answer is lost with probability `fraction` (default 1): the producer retries after [producers] retry_backoff and the broker stores the message again (a duplicate), unless [producers] idempotence is on or the broker's dedup_window still remembers it"),
     ];
 
     /// Its name as written in scenario files.
@@ -109,6 +115,7 @@ impl FaultKind {
             FaultKind::ConsumerLeave => "consumer_leave",
             FaultKind::AddPartitions => "add_partitions",
             FaultKind::SendError => "send_error",
+            FaultKind::SendTimeout => "send_timeout",
         }
     }
 
@@ -122,10 +129,10 @@ impl FaultKind {
                 self,
                 ConsumerCrash | NetworkBlip | SlowConsumer | ConsumerPause | ConsumerLeave
             ),
-            "producer" => matches!(self, ClockSkew | SendError),
+            "producer" => matches!(self, ClockSkew | SendError | SendTimeout),
             "skew" | "ahead" => self == ClockSkew,
             "factor" => self == SlowConsumer,
-            "fraction" => matches!(self, Poison | SendError),
+            "fraction" => matches!(self, Poison | SendError | SendTimeout),
             "count" => self == AddPartitions,
             _ => false,
         }
@@ -240,6 +247,14 @@ pub enum FaultAction {
         /// Probability in [0, 1].
         fraction: f64,
     },
+    /// Sends of producer `producer` (None: of every producer) are stored but answered as failed
+    /// with probability `fraction`.
+    SendTimeout {
+        /// Producer index, or every producer.
+        producer: Option<u32>,
+        /// Probability in [0, 1].
+        fraction: f64,
+    },
 }
 
 impl FaultAction {
@@ -260,6 +275,7 @@ impl FaultAction {
             FaultAction::ConsumerLeave { .. } => FaultKind::ConsumerLeave,
             FaultAction::AddPartitions { .. } => FaultKind::AddPartitions,
             FaultAction::SendError { .. } => FaultKind::SendError,
+            FaultAction::SendTimeout { .. } => FaultKind::SendTimeout,
         }
     }
 }
@@ -347,7 +363,8 @@ impl FaultPlan {
                     FaultAction::DlqReplay { broker } => {
                         f.broker = broker.map(|b| s.brokers[b as usize].name.clone())
                     }
-                    FaultAction::SendError { producer, fraction } => {
+                    FaultAction::SendError { producer, fraction }
+                    | FaultAction::SendTimeout { producer, fraction } => {
                         f.producer = producer;
                         f.fraction = Some(fraction);
                     }
@@ -426,6 +443,10 @@ fn instance<R: Rng>(s: &Scenario, f: &Fault, source: usize, at: Time, rng: &mut 
             producer: f.producer,
             fraction: f.fraction.unwrap_or(1.0),
         },
+        FaultKind::SendTimeout => FaultAction::SendTimeout {
+            producer: f.producer,
+            fraction: f.fraction.unwrap_or(1.0),
+        },
     };
     PlannedFault {
         at,
@@ -468,7 +489,8 @@ impl PlannedFault {
                 Some(b) => line.push_str(&format!(" broker {}", s.brokers[b as usize].name)),
                 None => line.push_str(" every broker"),
             },
-            FaultAction::SendError { producer, fraction } => {
+            FaultAction::SendError { producer, fraction }
+            | FaultAction::SendTimeout { producer, fraction } => {
                 match producer {
                     Some(p) => line.push_str(&format!(" producer {p}")),
                     None => line.push_str(" every producer"),

@@ -5,10 +5,12 @@
 use crate::time::Time;
 use serde::{Deserialize, Serialize};
 
-/// Identity of a message: global production number, entity key, per-key production order.
+/// Identity of a message: its id at the broker, entity key, per-key production order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MsgRef {
-    /// Global production order, from 0.
+    /// Unique, from 0, in the order messages are stored or produced: a produced message's, or
+    /// a copy's that a resend stored again (`Event::Resend`: its key and seq are its original's).
+    /// Without resends, the global production order.
     pub id: u64,
     /// The entity.
     pub key: u32,
@@ -325,6 +327,25 @@ pub enum Event {
         /// Producer.
         producer: u32,
     },
+    /// A producer resent a message whose first send the broker had stored though the answer was
+    /// lost (a `send_timeout`). `deduplicated`: the broker refused the resend (an idempotent
+    /// producer's sequence number, or the broker's `dedup_window`) and `msg` is the message
+    /// itself; else the broker stored it again as `msg`, a new message (its own id, an offset or
+    /// message id of its own) with the key and seq of message `of`: a duplicate.
+    Resend {
+        /// Time.
+        t: Time,
+        /// The copy stored (or, deduplicated, the message refused again).
+        msg: MsgRef,
+        /// The id of the message first stored.
+        of: u64,
+        /// Producer.
+        producer: u32,
+        /// The broker the resend reached.
+        broker: u16,
+        /// The broker refused it.
+        deduplicated: bool,
+    },
     /// A handler read the source database (the notifier strategy).
     SourceRead {
         /// Time.
@@ -391,6 +412,7 @@ impl Event {
             | Event::Drop { msg, .. }
             | Event::Discard { msg, .. }
             | Event::SendFail { msg, .. }
+            | Event::Resend { msg, .. }
             | Event::Pending { msg, .. } => Some(msg),
             _ => None,
         }
@@ -426,6 +448,7 @@ impl Event {
             | Event::Reassign { t, .. }
             | Event::SourceRead { t, .. }
             | Event::SendFail { t, .. }
+            | Event::Resend { t, .. }
             | Event::JobStart { t, .. }
             | Event::JobEnd { t, .. }
             | Event::DrainStart { t }

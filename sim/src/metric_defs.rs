@@ -317,6 +317,20 @@ pub const METRICS: &[MetricDef] = &[
         meaning: "producer sends that failed (a Unit-of-Order member down, a `send_error` fault) and were retried; a retry that fails counts again",
     },
     MetricDef {
+        path: "coverage.resends_stored",
+        title: "Resends stored",
+        column: None,
+        unit: "count",
+        meaning: "resends of a message the broker had stored though the producer saw the send fail (a `send_timeout`) that the broker stored again: duplicates in its queue or log",
+    },
+    MetricDef {
+        path: "coverage.resends_deduplicated",
+        title: "Resends deduplicated",
+        column: None,
+        unit: "count",
+        meaning: "such resends the broker refused: an idempotent producer's sequence number, or its `dedup_window`",
+    },
+    MetricDef {
         path: "coverage.batch_runs",
         title: "Batch runs",
         column: None,

@@ -72,6 +72,13 @@ pub struct Coverage {
     /// Messages moved back from a dead-letter queue to their queue (`dlq_replay`).
     #[serde(default)]
     pub dlq_replays: u64,
+    /// Resends of a message the broker had stored though the producer saw the send fail (a
+    /// `send_timeout`) that the broker stored again: duplicates in its queue or log.
+    #[serde(default)]
+    pub resends_stored: u64,
+    /// Such resends the broker refused (an idempotent producer, or its `dedup_window`).
+    #[serde(default)]
+    pub resends_deduplicated: u64,
 }
 
 /// Why a run stopped.

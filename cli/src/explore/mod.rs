@@ -555,6 +555,7 @@ fn without_overlaps(faults: &[sim::scenario::Fault], merge: bool) -> Vec<sim::sc
                 | FaultKind::Poison
                 | FaultKind::CacheCollapse
                 | FaultKind::SendError
+                | FaultKind::SendTimeout
         );
         let start = f.at.map_or(0, |d| d.0);
         let over = kept.iter().position(|k| {

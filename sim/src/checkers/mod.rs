@@ -45,6 +45,9 @@ struct Rec {
     pending: bool,
     /// Consumers that had it in hand when it was gone and are not done with it yet.
     in_hand: u16,
+    /// Copies of it stored by resends (`Event::Resend`) and not gone yet: while one is left, a
+    /// copy dead-lettered, dropped or discarded does not make the message gone.
+    copies: u16,
 }
 
 impl Rec {
@@ -63,6 +66,7 @@ impl Rec {
             discarded: false,
             pending: false,
             in_hand: 0,
+            copies: 0,
         }
     }
 
@@ -219,6 +223,9 @@ pub struct Checkers<A: Annotations = Off> {
     /// Messages replayed from a DLQ while already final for another reason (applied): a copy
     /// of them may be pending at the end without reopening them.
     replayed_final: Vec<MsgRef>,
+    /// The messages (key, seq; sorted) a resend stored again: a copy may be pending at the end
+    /// after its message is final (applied).
+    copies: Vec<(u32, u32)>,
     /// The annotations' sink and memory ([`Off`]: nothing, zero-sized).
     notes: A,
 }
@@ -271,6 +278,7 @@ impl<A: Annotations> Checkers<A> {
             waiting: Vec::new(),
             reopened: Vec::new(),
             replayed_final: Vec::new(),
+            copies: Vec::new(),
             notes,
         }
     }
@@ -342,6 +350,11 @@ impl<A: Annotations> Checkers<A> {
             self.unknown(e, msg);
             return;
         };
+        if r.copies > 0 {
+            // Another copy (a resend stored again) is still at a broker: the message is not gone.
+            r.copies -= 1;
+            return;
+        }
         set(r);
         if r.resolved_at == NONE {
             r.resolved_at = t;
@@ -540,7 +553,9 @@ impl<A: Annotations> Checkers<A> {
             Event::Pending { msg, .. } => {
                 if let Some(r) = self.rec(msg) {
                     r.pending = true;
-                } else if self.replayed_final.contains(&msg) {
+                } else if self.replayed_final.contains(&msg)
+                    || self.copies.binary_search(&(msg.key, msg.seq)).is_ok()
+                {
                 } else {
                     self.malformed(format!("pending message {msg:?} was already settled"));
                 }
@@ -596,6 +611,22 @@ impl<A: Annotations> Checkers<A> {
             Event::SendFail { msg, .. } => {
                 self.coverage.send_failures += 1;
                 self.unknown(e, msg);
+            }
+            Event::Resend {
+                msg, deduplicated, ..
+            } => {
+                self.unknown(e, msg);
+                if deduplicated {
+                    self.coverage.resends_deduplicated += 1;
+                } else {
+                    self.coverage.resends_stored += 1;
+                    if let Some(r) = self.rec(msg) {
+                        r.copies = r.copies.saturating_add(1);
+                    }
+                    if let Err(i) = self.copies.binary_search(&(msg.key, msg.seq)) {
+                        self.copies.insert(i, (msg.key, msg.seq));
+                    }
+                }
             }
             Event::DrainStart { .. } => self.drain_start = Some(t),
             Event::Recover { .. } | Event::Resume { .. } => {}

@@ -165,6 +165,11 @@ impl H {
             .ack(t, msg)
     }
 
+    /// Dispatch, apply and ack of a message already stored, all at `t`.
+    fn deliver_stored(&mut self, t: Time, msg: MsgRef) -> &mut Self {
+        self.dispatch(t, msg).apply(t, msg).ack(t, msg)
+    }
+
     fn finish(self, end: Time) -> Result<Metrics, SelfCheckError> {
         self.c.finish(self.events, end)
     }
@@ -1021,6 +1026,135 @@ fn pending_of_a_settled_message_is_malformed() {
     let mut h = H::state();
     h.produce(0, a).apply(MS, a).ack(MS, a).pending(2 * MS, a);
     assert!(h.malformed(2 * MS).contains("already settled"));
+}
+
+impl H {
+    /// Producer 0 resends `msg` at `t`: stored again as `copy` (a new id), or refused.
+    fn resend(&mut self, t: Time, copy: MsgRef, of: u64, deduplicated: bool) -> &mut Self {
+        self.ev(Event::Resend {
+            t,
+            msg: copy,
+            of,
+            producer: 0,
+            broker: 0,
+            deduplicated,
+        })
+    }
+}
+
+/// A resend stored again is a second message at the broker with the first one's key and seq:
+/// applying it is a duplicate, and it may still be queued at the end after the message it
+/// copies is settled (not malformed, not pending: the message was applied).
+#[test]
+fn a_stored_resend_applied_is_a_duplicate_and_may_be_pending_after_its_message_settled() {
+    let (a, copy) = (m(0, 0, 0), m(1, 0, 0));
+    let mut h = H::state();
+    h.produce(0, a)
+        .enqueue(0, a)
+        .resend(MS, copy, 0, false)
+        .enqueue(MS, copy)
+        .dispatch(2 * MS, a)
+        .apply(2 * MS, a)
+        .ack(2 * MS, a)
+        .pending(3 * MS, copy);
+    let r = h.metrics(3 * MS);
+    assert_eq!((r.applied, r.pending_at_end, r.duplicates), (1, 0, 0));
+    assert_eq!(r.coverage.resends_stored, 1);
+    assert_eq!(r.coverage.resends_deduplicated, 0);
+
+    let mut h = H::state();
+    h.produce(0, a)
+        .enqueue(0, a)
+        .resend(MS, copy, 0, false)
+        .enqueue(MS, copy)
+        .deliver_stored(2 * MS, a)
+        .deliver_stored(3 * MS, copy);
+    let r = h.metrics(3 * MS);
+    assert_eq!((r.applied, r.duplicates, r.ordering_violations), (1, 1, 0));
+}
+
+/// While a copy stored by a resend is left at a broker, another copy dead-lettered or discarded
+/// does not make the message gone: it is pending if the last copy is, applied (once, not a
+/// duplicate, not lost) if the last copy is applied, dead-lettered when every copy is.
+#[test]
+fn a_copy_gone_while_another_is_left_does_not_settle_the_message() {
+    let (a, copy) = (m(0, 0, 0), m(1, 0, 0));
+    let stored = |h: &mut H| {
+        h.produce(0, a)
+            .enqueue(0, a)
+            .resend(MS, copy, 0, false)
+            .enqueue(MS, copy);
+    };
+    let mut h = H::state();
+    stored(&mut h);
+    h.dead_letter(2 * MS, copy).pending(3 * MS, a);
+    let r = h.metrics(3 * MS);
+    assert_eq!((r.pending_at_end, r.dead_lettered, r.applied), (1, 0, 0));
+
+    let mut h = H::state();
+    stored(&mut h);
+    h.discard(2 * MS, a).deliver_stored(3 * MS, copy);
+    let r = h.metrics(3 * MS);
+    assert_eq!((r.applied, r.lost, r.duplicates), (1, 0, 0));
+
+    let mut h = H::state();
+    stored(&mut h);
+    h.dead_letter(2 * MS, copy).dead_letter(3 * MS, a);
+    let r = h.metrics(3 * MS);
+    assert_eq!((r.dead_lettered, r.pending_at_end, r.lost), (1, 0, 0));
+}
+
+/// A refused resend names the message itself and is no copy: the message pending after it
+/// settled is still malformed, and the refusal is counted as such.
+#[test]
+fn a_deduplicated_resend_is_counted_and_makes_no_copy() {
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a)
+        .enqueue(0, a)
+        .resend(MS, a, 0, true)
+        .deliver_stored(2 * MS, a);
+    let r = h.metrics(2 * MS);
+    assert_eq!(r.coverage.resends_deduplicated, 1);
+    assert_eq!(r.coverage.resends_stored, 0);
+    assert_eq!(r.duplicates, 0);
+
+    let mut h = H::state();
+    h.produce(0, a)
+        .enqueue(0, a)
+        .resend(MS, a, 0, true)
+        .deliver_stored(2 * MS, a)
+        .pending(3 * MS, a);
+    assert!(h.malformed(3 * MS).contains("already settled"));
+}
+
+/// Copied messages are looked up among several (kept sorted whatever order they come in): a
+/// copy of each may be pending at the end, a message never copied may not.
+#[test]
+fn several_copies_are_each_known_whatever_their_order() {
+    let (a, b, c) = (m(0, 0, 0), m(1, 0, 1), m(2, 0, 2));
+    let (ca, cb) = (m(5, 0, 1), m(3, 0, 0));
+    let copies = |h: &mut H| {
+        h.produce(0, a)
+            .produce(0, b)
+            .produce(0, c)
+            .resend(MS, ca, 1, false)
+            .resend(MS, cb, 0, false)
+            .deliver_stored(2 * MS, a)
+            .deliver_stored(2 * MS, b)
+            .deliver_stored(2 * MS, c);
+    };
+    let mut h = H::state();
+    copies(&mut h);
+    h.pending(3 * MS, ca).pending(3 * MS, cb);
+    let r = h.metrics(3 * MS);
+    assert_eq!((r.applied, r.pending_at_end), (3, 0));
+    assert_eq!(r.coverage.resends_stored, 2);
+
+    let mut h = H::state();
+    copies(&mut h);
+    h.pending(3 * MS, c);
+    assert!(h.malformed(3 * MS).contains("already settled"));
 }
 
 #[test]

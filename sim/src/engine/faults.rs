@@ -40,7 +40,10 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             }
             FaultAction::Poison { fraction } => self.w.poison_boost.push(fraction),
             FaultAction::SendError { producer, fraction } => {
-                self.w.send_errors.push((producer, fraction))
+                self.w.send_errors.push((producer, fraction, false))
+            }
+            FaultAction::SendTimeout { producer, fraction } => {
+                self.w.send_errors.push((producer, fraction, true))
             }
             FaultAction::SourceOutage => {
                 self.w.source_down += 1;
@@ -79,7 +82,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
 
     pub(super) fn fault_end(&mut self, i: u32) {
         self.fault_transition();
-        match self.plan.faults[i as usize].action {
+        let action = self.plan.faults[i as usize].action;
+        match action {
             FaultAction::BrokerCrash { broker } => self.broker_restart(broker),
             FaultAction::ConsumerCrash { consumer } => self.consumer_restart(consumer),
             FaultAction::NetworkBlip { consumer } => self.blip_end(consumer),
@@ -116,12 +120,14 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                     self.w.poison_boost.swap_remove(j);
                 }
             }
-            FaultAction::SendError { producer, fraction } => {
+            FaultAction::SendError { producer, fraction }
+            | FaultAction::SendTimeout { producer, fraction } => {
+                let stored = matches!(action, FaultAction::SendTimeout { .. });
                 if let Some(j) = self
                     .w
                     .send_errors
                     .iter()
-                    .position(|&x| x == (producer, fraction))
+                    .position(|&x| x == (producer, fraction, stored))
                 {
                     self.w.send_errors.swap_remove(j);
                 }

@@ -135,6 +135,8 @@ struct Engine<'a, S: Strategy, O: Observer> {
     /// and the delay before a failed send is retried.
     send_overtakes: u32,
     retry_backoff: Time,
+    /// The producers are idempotent: the broker refuses a resend of a message it stored.
+    idempotent: bool,
     ctl: Control,
     /// How many `failed` calls are on the stack (a zero-delay requeue dispatches at once, and
     /// the consumer it reaches may fail at once again).
@@ -213,6 +215,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
                         b,
                         b.page_size.unwrap_or(sc.flavour.page_size()),
                         stream(seed, Component::Broker, i as u32, TRANSIT),
+                        sc.dedup_window(i),
                     )
                 })
                 .collect(),
@@ -226,6 +229,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             poison_boost: Vec::new(),
             send_errors: Vec::new(),
             produced: 0,
+            next_id: 0,
             returned: Vec::new(),
             acks: Vec::new(),
             acks_free: Vec::new(),
@@ -260,6 +264,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
                 sc.max_in_flight().saturating_sub(1)
             },
             retry_backoff: sc.retry_backoff().0,
+            idempotent: sc.idempotence(),
             ctl: Control::default(),
             fail_depth: 0,
             scratch: Vec::with_capacity(sc.consumers.count as usize),
@@ -473,14 +478,22 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
     }
 
     fn finish(mut self) -> Result<Metrics, RunError> {
+        // A resend the producer never made: its message is at the broker (or was settled there).
+        let unsent: Vec<u32> = self
+            .w
+            .producers
+            .iter()
+            .flat_map(|p| p.resent.iter().map(|&(slot, ..)| slot))
+            .collect();
         let mut pending: Vec<MsgRef> = self
             .w
             .slab
             .msgs
             .iter()
+            .enumerate()
             // An applied message is settled whatever copy is left (an unacked delivery).
-            .filter(|m| m.loc != Loc::Free && !m.applied)
-            .map(|m| m.r)
+            .filter(|(i, m)| m.loc != Loc::Free && !m.applied && !unsent.contains(&(*i as u32)))
+            .map(|(_, m)| m.r)
             .collect();
         // And every message the strategy still holds (taken over, acked upstream).
         pending.extend(self.w.held.values().filter(|h| !h.dropped).map(|h| h.msg));

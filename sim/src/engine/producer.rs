@@ -17,7 +17,8 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     pub(super) fn arrival(&mut self) {
         let boost = self.w.poison_boost.iter().copied().fold(0.0, f64::max);
         let (key, seq, producer, poison, group) = self.keys.next(boost);
-        let id = self.w.produced;
+        let id = self.w.next_id;
+        self.w.next_id += 1;
         self.w.produced += 1;
         if self.w.produced < self.sc.workload.messages {
             let gap = self.arrivals.next_gap();
@@ -69,9 +70,9 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             ps.buffer.push_back(slot);
         } else if !ps.failed.is_empty() {
             self.send_behind_failure(p, slot);
-        } else if !self.w.send_errors.is_empty() && self.send_error_hits(p) {
+        } else if !self.w.send_errors.is_empty() {
             // The one test the send path pays for send errors: empty unless one is in force.
-            self.send_errored(p, slot);
+            self.send_or_fail(p, slot);
         } else if let Err(block) = self.route_and_enqueue(p, slot) {
             self.send_failed(p, slot, block);
         }
@@ -97,25 +98,119 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         if let Some(n) = ps.overtakes {
             ps.overtakes = Some(n - 1);
         }
-        if !self.w.send_errors.is_empty() && self.send_error_hits(p) {
-            self.send_errored(p, slot);
+        if !self.w.send_errors.is_empty() {
+            self.send_or_fail(p, slot);
         } else if let Err(block) = self.route_and_enqueue(p, slot) {
             self.send_failed(p, slot, block);
         }
     }
 
-    /// Whether this send of producer `p` fails, under the `send_error` faults in force (the
-    /// highest `fraction` of those on `p` or every producer). Draws from `p`'s own stream, and
-    /// only when such a fault is on `p` with a fraction above 0.
+    /// A send while a `send_error` or `send_timeout` is in force: it fails (unstored, or stored
+    /// with its answer lost), or is routed as any send.
     #[inline(never)]
-    fn send_error_hits(&mut self, p: u32) -> bool {
-        let fraction = self
-            .w
-            .send_errors
+    fn send_or_fail(&mut self, p: u32, slot: u32) {
+        match self.send_error_hits(p) {
+            Some(false) => self.send_errored(p, slot),
+            Some(true) => match self.store_timed_out(p, slot) {
+                Ok(retry) => self.send_errored(p, retry),
+                Err(block) => self.send_failed(p, slot, block),
+            },
+            None => {
+                if let Err(block) = self.route_and_enqueue(p, slot) {
+                    self.send_failed(p, slot, block);
+                }
+            }
+        }
+    }
+
+    /// Whether this send of producer `p` fails under the `send_error` and `send_timeout` faults
+    /// in force on `p` or every producer, and if so whether the broker stored it all the same
+    /// (`Some(true)`: a `send_timeout`). One draw from `p`'s own stream, made only when such a
+    /// fault has a fraction above 0: below the highest `send_error` fraction the send is lost,
+    /// else below the highest fraction of all it is stored and its answer lost.
+    #[inline(never)]
+    fn send_error_hits(&mut self, p: u32) -> Option<bool> {
+        let (mut unstored, mut any) = (0.0f64, 0.0f64);
+        for &(on, f, stored) in &self.w.send_errors {
+            if on.is_none_or(|q| q == p) {
+                any = any.max(f);
+                if !stored {
+                    unstored = unstored.max(f);
+                }
+            }
+        }
+        if any <= 0.0 {
+            return None;
+        }
+        let u = self.w.producers[p as usize].send_rng.random::<f64>();
+        if u < unstored {
+            Some(false)
+        } else if u < any {
+            Some(true)
+        } else {
+            None
+        }
+    }
+
+    /// A send stored by the broker whose answer the producer lost (a `send_timeout`): the send
+    /// goes to the broker as any send (a resend is deduplicated or stored again there, see
+    /// [`Engine::resend`]) and the producer keeps a copy of it to send again, returned. `Err`:
+    /// the strategy's routing refused the send, which failed as any refused send.
+    fn store_timed_out(&mut self, p: u32, slot: u32) -> Result<u32, bool> {
+        let first = self.w.producers[p as usize]
+            .resent
             .iter()
-            .filter(|(on, _)| on.is_none_or(|q| q == p))
-            .fold(0.0, |m: f64, &(_, f)| m.max(f));
-        fraction > 0.0 && self.w.producers[p as usize].send_rng.random::<f64>() < fraction
+            .find(|&&(s, ..)| s == slot)
+            .map(|&(_, at, b)| (at, b));
+        let retry = self.alloc(*self.w.slab.get(slot));
+        match self.route_and_enqueue(p, slot) {
+            Ok(b) => {
+                // The window of a deduplicating broker runs from the first store.
+                let (at, b) = first.unwrap_or((self.now, b));
+                self.w.producers[p as usize].resent.push((retry, at, b));
+                Ok(retry)
+            }
+            Err(block) => {
+                self.w.slab.release(retry);
+                Err(block)
+            }
+        }
+    }
+
+    /// The producer sends `slot` again after the broker had stored it (its `resent` entry): the
+    /// broker refuses it as a duplicate when the producer is idempotent (sequence numbers) or
+    /// the message is still in its `dedup_window`, and the slot is released (true); else it is
+    /// stored again as a new message with a new id (false: the caller stores it).
+    #[inline(never)]
+    fn resend(&mut self, p: u32, slot: u32, b: u16) -> bool {
+        let ps = &mut self.w.producers[p as usize];
+        let Some(i) = ps.resent.iter().position(|&(s, ..)| s == slot) else {
+            return false;
+        };
+        let (_, at, first) = ps.resent.swap_remove(i);
+        let of = self.msg_ref(slot);
+        let window = self.w.brokers[b as usize].dedup_window;
+        let deduplicated = self.idempotent || (b == first && self.now < at.saturating_add(window));
+        let msg = if deduplicated {
+            of
+        } else {
+            let id = self.w.next_id;
+            self.w.next_id += 1;
+            self.w.slab.get_mut(slot).r.id = id;
+            MsgRef { id, ..of }
+        };
+        self.emit(Event::Resend {
+            t: self.now,
+            msg,
+            of: of.id,
+            producer: p,
+            broker: b,
+            deduplicated,
+        });
+        if deduplicated {
+            self.w.slab.release(slot);
+        }
+        deduplicated
     }
 
     /// A send failed by a `send_error` (the broker did not store it): retried after the retry
@@ -145,7 +240,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     /// Asks the strategy where the send goes and stores it there; `Err(block)` if it failed.
     // Inlined into the send path (it stopped being when the message grew its lease fields).
     #[inline(always)]
-    pub(super) fn route_and_enqueue(&mut self, p: u32, slot: u32) -> Result<(), bool> {
+    pub(super) fn route_and_enqueue(&mut self, p: u32, slot: u32) -> Result<u16, bool> {
         let connected = self.w.producers[p as usize].broker.expect("connected");
         let view = self.view(slot);
         let ctx = RouteCtx {
@@ -161,9 +256,12 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             Route::Broker(_) => return Err(true),
             Route::Fail { block } => return Err(block),
         };
+        if !self.w.producers[p as usize].resent.is_empty() && self.resend(p, slot, b) {
+            return Ok(b);
+        }
         self.enqueue_back(b, slot);
         self.dispatch(b);
-        Ok(())
+        Ok(b)
     }
 
     /// The strategy's routing refused a send (e.g. a Unit-of-Order member down): retried after
@@ -220,28 +318,44 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             if let Some(n) = overtakes {
                 self.w.producers[p as usize].overtakes = Some(n - 1);
             }
-            if !self.w.send_errors.is_empty() && self.send_error_hits(p) {
-                let msg = self.msg_ref(slot);
-                self.emit(Event::SendFail {
-                    t: self.now,
-                    msg,
-                    producer: p,
-                });
-                still.push_back(slot);
-                let ps = &mut self.w.producers[p as usize];
-                if ps.overtakes.is_none() {
-                    ps.overtakes = Some(self.send_overtakes);
+            let hit = if self.w.send_errors.is_empty() {
+                None
+            } else {
+                self.send_error_hits(p)
+            };
+            // `Ok(None)`: sent; `Ok(Some(s))`: failed by a fault, `s` waits (a send stored with
+            // its answer lost leaves its copy waiting); `Err(block)`: the routing refused it.
+            let sent = match hit {
+                Some(false) => Ok(Some(slot)),
+                Some(true) => self.store_timed_out(p, slot).map(Some),
+                None => self.route_and_enqueue(p, slot).map(|_| None),
+            };
+            match sent {
+                Ok(None) => {}
+                Ok(Some(waits)) => {
+                    let msg = self.msg_ref(waits);
+                    self.emit(Event::SendFail {
+                        t: self.now,
+                        msg,
+                        producer: p,
+                    });
+                    still.push_back(waits);
+                    let ps = &mut self.w.producers[p as usize];
+                    if ps.overtakes.is_none() {
+                        ps.overtakes = Some(self.send_overtakes);
+                    }
                 }
-            } else if let Err(b) = self.route_and_enqueue(p, slot) {
-                let msg = self.msg_ref(slot);
-                self.emit(Event::SendFail {
-                    t: self.now,
-                    msg,
-                    producer: p,
-                });
-                still.push_back(slot);
-                block = b;
-                self.w.producers[p as usize].failed_block = b;
+                Err(b) => {
+                    let msg = self.msg_ref(slot);
+                    self.emit(Event::SendFail {
+                        t: self.now,
+                        msg,
+                        producer: p,
+                    });
+                    still.push_back(slot);
+                    block = b;
+                    self.w.producers[p as usize].failed_block = b;
+                }
             }
         }
         let ps = &mut self.w.producers[p as usize];

@@ -34,11 +34,16 @@ pub(super) struct World {
     pub source_down: u32,
     /// Poison fractions of the `poison` faults in force.
     pub poison_boost: Vec<f64>,
-    /// The `send_error` faults in force: (producer, or every producer; failure probability).
-    /// Empty (the one test the send path pays) unless such a fault is in its window.
-    pub send_errors: Vec<(Option<u32>, f64)>,
+    /// The `send_error` and `send_timeout` faults in force: (producer, or every producer;
+    /// failure probability; whether the broker stored the send whose answer failed). Empty (the
+    /// one test the send path pays) unless such a fault is in its window.
+    pub send_errors: Vec<(Option<u32>, f64, bool)>,
     /// Messages produced so far.
     pub produced: u64,
+    /// The id the next message stored gets: a produced one, or a resend stored again (a
+    /// duplicate is a new message at the broker, a new offset or message id, with the same
+    /// key and seq). Equal to `produced` until a resend is stored.
+    pub next_id: u64,
     /// Deliveries going back to their brokers' queues (reused buffer).
     pub returned: Vec<Delivery>,
     /// Deliveries whose ack is travelling to the broker (`Ev::AckArrive` carries the index);
@@ -202,6 +207,10 @@ pub(super) struct ProducerState {
     /// (they were in flight with it). At 0, later sends wait behind it (`failed_block`). None:
     /// no such failure outstanding.
     pub overtakes: Option<u32>,
+    /// Waiting sends whose first attempt the broker stored though the producer saw it fail (a
+    /// `send_timeout`): (slot, when it was stored, where). Its resend is deduplicated or stored
+    /// again ([`crate::engine::Engine`]'s `resend`).
+    pub resent: Vec<(u32, Time, u16)>,
     /// Draws whether a send fails during a `send_error` fault (its own stream, so the draws
     /// move nothing else).
     pub send_rng: ChaCha8Rng,
@@ -232,6 +241,7 @@ impl ProducerState {
             failed_block: false,
             retrying: false,
             overtakes: None,
+            resent: Vec::new(),
             send_rng,
             clock_offset,
         }
@@ -256,6 +266,8 @@ pub(super) struct BrokerState {
     pub dlq: Vec<Msg>,
     /// `dispatch_latency`'s sampler and its own random stream (None: deliveries arrive at once).
     pub transit: Option<(Sampler, ChaCha8Rng)>,
+    /// How long it refuses a resend of a message it stored (0: it stores every resend).
+    pub dedup_window: Time,
 }
 
 /// A network bridge from one broker toward `peer`: one more consumer of the broker's queue while
@@ -271,8 +283,8 @@ pub(super) struct Bridge {
 
 impl BrokerState {
     /// A broker as `cfg` describes it, with `page_size` resolved (the flavour's when absent) and
-    /// `transit_rng` the stream of its `dispatch_latency` draws.
-    pub fn new(cfg: &Broker, page_size: u32, transit_rng: ChaCha8Rng) -> Self {
+    /// `transit_rng` the stream of its `dispatch_latency` draws, and its resolved `dedup_window`.
+    pub fn new(cfg: &Broker, page_size: u32, transit_rng: ChaCha8Rng, dedup_window: Time) -> Self {
         BrokerState {
             up: true,
             persistent: cfg.persistent,
@@ -286,6 +298,7 @@ impl BrokerState {
                 .dispatch_latency
                 .as_ref()
                 .map(|d| (d.0.sampler(), transit_rng)),
+            dedup_window,
         }
     }
 }

@@ -221,6 +221,18 @@ impl Flavour {
         }
     }
 
+    /// How long a broker remembers a stored message to refuse a producer's resend of it, when
+    /// `[[broker]] dedup_window` is absent: SQS FIFO's deduplication interval, 5 minutes [Q5];
+    /// none for the others (Kafka refuses resends by the idempotent producer's sequence numbers
+    /// instead, `[producers] idempotence`; Artemis, Pulsar and Service Bus deduplicate only when
+    /// configured to).
+    pub fn dedup_window(self) -> Option<Dur> {
+        match self {
+            Flavour::Sqs => Some(Dur::from_secs(300)),
+            _ => None,
+        }
+    }
+
     /// How many queued messages dispatch looks at when `[[broker]] page_size` is absent:
     /// ActiveMQ's `maxPageSize` (200) for the queue brokers; SQS FIFO looks through the first
     /// 20,000 messages for a group it may return [Q2]; a Kafka consumer reads each partition on

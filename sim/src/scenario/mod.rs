@@ -24,7 +24,7 @@ pub use validate::{
 pub use crate::faults::FaultKind;
 
 use crate::dist::DurSpec;
-use crate::time::{Dur, Rate};
+use crate::time::{Dur, Rate, Time};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -342,6 +342,11 @@ pub struct Broker {
     /// before one dispatched earlier to the same consumer. Absent: none (the model's default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatch_latency: Option<DurSpec>,
+    /// How long the broker remembers a stored message to refuse a resend of it (SQS FIFO's
+    /// deduplication interval, 5 minutes); a resend after that is stored again (a duplicate).
+    /// Absent: the flavour's ([`Flavour::dedup_window`]); `"0s"`: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup_window: Option<Dur>,
 }
 
 /// Network of brokers: how a broker's messages reach consumers attached to another broker.
@@ -857,6 +862,15 @@ impl Scenario {
         self.producers.idempotence.unwrap_or_else(|| {
             self.flavour.idempotence() && self.max_in_flight() <= MAX_IDEMPOTENT_IN_FLIGHT
         })
+    }
+
+    /// Broker `b`'s deduplication window (`[[broker]] dedup_window`, else the flavour's), in µs;
+    /// 0: it stores every resend.
+    pub fn dedup_window(&self, b: usize) -> Time {
+        self.brokers[b]
+            .dedup_window
+            .or_else(|| self.flavour.dedup_window())
+            .map_or(0, |d| d.0)
     }
 
     /// `[producers] retry_backoff`, else the flavour's, else `reconnect_delay`.

@@ -780,7 +780,10 @@ fn spin_limits(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
             }
         }
     }
-    if s.faults.iter().any(|f| f.kind == FaultKind::SendError) {
+    if s.faults
+        .iter()
+        .any(|f| matches!(f.kind, FaultKind::SendError | FaultKind::SendTimeout))
+    {
         let backoff = s.retry_backoff();
         if backoff >= MIN_RECONNECT_DELAY {
             let count = s.producers.count;
