@@ -219,12 +219,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     /// open window waits with the others and leaves the window as it is.
     #[inline(never)]
     fn send_errored(&mut self, p: u32, slot: u32) {
-        let msg = self.msg_ref(slot);
-        self.emit(Event::SendFail {
-            t: self.now,
-            msg,
-            producer: p,
-        });
+        self.emit_send_fail(p, slot);
         let overtakes = self.send_overtakes;
         let ps = &mut self.w.producers[p as usize];
         if ps.failed.is_empty() {
@@ -235,6 +230,16 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
         }
         ps.failed.push_back(slot);
         self.schedule_producer_retry(p);
+    }
+
+    /// The producer saw its send of `slot` fail.
+    fn emit_send_fail(&mut self, p: u32, slot: u32) {
+        let msg = self.msg_ref(slot);
+        self.emit(Event::SendFail {
+            t: self.now,
+            msg,
+            producer: p,
+        });
     }
 
     /// Asks the strategy where the send goes and stores it there; `Err(block)` if it failed.
@@ -267,12 +272,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     /// The strategy's routing refused a send (e.g. a Unit-of-Order member down): retried after
     /// the retry backoff; `block`: later sends wait behind it.
     pub(super) fn send_failed(&mut self, p: u32, slot: u32, block: bool) {
-        let msg = self.msg_ref(slot);
-        self.emit(Event::SendFail {
-            t: self.now,
-            msg,
-            producer: p,
-        });
+        self.emit_send_fail(p, slot);
         let ps = &mut self.w.producers[p as usize];
         ps.failed.push_back(slot);
         ps.failed_block = block;
@@ -333,12 +333,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             match sent {
                 Ok(None) => {}
                 Ok(Some(waits)) => {
-                    let msg = self.msg_ref(waits);
-                    self.emit(Event::SendFail {
-                        t: self.now,
-                        msg,
-                        producer: p,
-                    });
+                    self.emit_send_fail(p, waits);
                     still.push_back(waits);
                     let ps = &mut self.w.producers[p as usize];
                     if ps.overtakes.is_none() {
@@ -346,12 +341,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                     }
                 }
                 Err(b) => {
-                    let msg = self.msg_ref(slot);
-                    self.emit(Event::SendFail {
-                        t: self.now,
-                        msg,
-                        producer: p,
-                    });
+                    self.emit_send_fail(p, slot);
                     still.push_back(slot);
                     block = b;
                     self.w.producers[p as usize].failed_block = b;
