@@ -2,17 +2,9 @@
 //! dead-letter queue (issue 13): the broker's side of what SQS, Service Bus and Kafka do that JMS
 //! brokers do not.
 
-use crate::common;
+use crate::common::{self, history};
 
 use sim::history::{Event, Node};
-
-/// Runs `strategy` on `text`, keeping the history.
-fn history(text: &str, strategy: &str) -> (sim::Metrics, Vec<Event>) {
-    let sc = common::scenario(text);
-    let mut events = Vec::new();
-    let m = common::run_with(&sc, strategy, 1, |e| events.push(*e));
-    (m, events)
-}
 
 /// One message at 1s to two competing consumers; consumer 0 is 5 times slower than the 10s
 /// service (50s) while consumer 1 is not; plus `extra`.

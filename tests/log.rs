@@ -2,17 +2,9 @@
 //! that resumes from the last commit, graceful membership changes, a zombie whose commit is
 //! refused, and partitions added under a running group.
 
-use crate::common;
+use crate::common::{self, history};
 
 use sim::history::{Event, Node};
-
-/// Runs `strategy` on `text`, keeping the history.
-fn history(text: &str, strategy: &str) -> (sim::Metrics, Vec<Event>) {
-    let sc = common::scenario(text);
-    let mut events = Vec::new();
-    let m = common::run_with(&sc, strategy, 1, |e| events.push(*e));
-    (m, events)
-}
 
 /// Ten records, one a second from 1s, of one key (a `kafka` topic of `partitions` partitions,
 /// `consumers` consumers with 100ms of work each), plus `extra`.

@@ -15,27 +15,9 @@ fn history(text: &str, strategy: &str, seed: u64) -> (sim::Metrics, Vec<Event>) 
     (m, events)
 }
 
-/// 30 messages of one key, one every 100ms; one consumer; `producers` is the body of
-/// `[producers]` and `faults` follows.
+/// [`common::one_key`] with the broker as it is.
 fn one_key(producers: &str, faults: &str) -> String {
-    format!(
-        r#"
-strategies = ["single"]
-[workload]
-messages = 30
-rate = "10/s"
-arrival = "constant"
-keys = 1
-[producers]
-{producers}
-[[broker]]
-name = "a"
-[consumers]
-count = 1
-service = "1ms"
-{faults}
-"#
-    )
+    common::one_key(producers, "", faults)
 }
 
 /// A window around exactly one send (the one produced at 500ms), every send in it failing.

@@ -4,40 +4,16 @@
 //! idempotent (Kafka's sequence numbers) or the broker's `dedup_window` still remembers the first
 //! store (SQS FIFO's five minutes).
 
-use crate::common;
+use crate::common::{self, history};
 
 use sim::history::Event;
 
-/// Runs `strategy` on `text` with `seed`, keeping the history.
-fn history(text: &str, strategy: &str) -> (sim::Metrics, Vec<Event>) {
-    let sc = common::scenario(text);
-    let mut events = Vec::new();
-    let m = common::run_with(&sc, strategy, 1, |e| events.push(*e));
-    (m, events)
-}
-
-/// 30 messages of one key, one every 100ms from 100ms, one consumer, resends after 300ms;
-/// `producers` and `broker` extend their tables, `faults` follows.
+/// [`common::one_key`] with resends after 300ms.
 fn one_key(producers: &str, broker: &str, faults: &str) -> String {
-    format!(
-        r#"
-strategies = ["single"]
-[workload]
-messages = 30
-rate = "10/s"
-arrival = "constant"
-keys = 1
-[producers]
-retry_backoff = "300ms"
-{producers}
-[[broker]]
-name = "a"
-{broker}
-[consumers]
-count = 1
-service = "1ms"
-{faults}
-"#
+    common::one_key(
+        &format!("retry_backoff = \"300ms\"\n{producers}"),
+        broker,
+        faults,
     )
 }
 

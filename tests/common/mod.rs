@@ -36,6 +36,39 @@ pub fn run_with(sc: &Scenario, strategy: &str, seed: u64, mut f: impl FnMut(&Eve
         .expect("applicable")
 }
 
+/// Runs `strategy` on `text` with seed 1, keeping the history.
+pub fn history(text: &str, strategy: &str) -> (Metrics, Vec<Event>) {
+    let sc = scenario(text);
+    let mut events = Vec::new();
+    let m = run_with(&sc, strategy, 1, |e| events.push(*e));
+    (m, events)
+}
+
+/// 30 messages of one key, one every 100ms from 100ms, to one consumer with 1ms of work;
+/// `producers` and `broker` extend their tables (`[producers]`, the one `[[broker]]` "a"), and
+/// `faults` follows.
+pub fn one_key(producers: &str, broker: &str, faults: &str) -> String {
+    format!(
+        r#"
+strategies = ["single"]
+[workload]
+messages = 30
+rate = "10/s"
+arrival = "constant"
+keys = 1
+[producers]
+{producers}
+[[broker]]
+name = "a"
+{broker}
+[consumers]
+count = 1
+service = "1ms"
+{faults}
+"#
+    )
+}
+
 /// A small, fault-free base scenario; tests append or replace sections.
 pub fn base(strategies: &str, consumers: u32, extra: &str) -> String {
     format!(

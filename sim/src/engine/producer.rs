@@ -109,17 +109,27 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
     /// with its answer lost), or is routed as any send.
     #[inline(never)]
     fn send_or_fail(&mut self, p: u32, slot: u32) {
-        match self.send_error_hits(p) {
-            Some(false) => self.send_errored(p, slot),
-            Some(true) => match self.store_timed_out(p, slot) {
-                Ok(retry) => self.send_errored(p, retry),
-                Err(block) => self.send_failed(p, slot, block),
-            },
-            None => {
-                if let Err(block) = self.route_and_enqueue(p, slot) {
-                    self.send_failed(p, slot, block);
-                }
-            }
+        match self.attempt(p, slot) {
+            Ok(None) => {}
+            Ok(Some(waits)) => self.send_errored(p, waits),
+            Err(block) => self.send_failed(p, slot, block),
+        }
+    }
+
+    /// One attempt at sending `slot`, under the `send_error` and `send_timeout` faults in force:
+    /// `Ok(None)`: sent (stored, or refused as a duplicate); `Ok(Some(s))`: failed by a fault,
+    /// `s` waits for its retry (a send stored with its answer lost leaves its copy waiting);
+    /// `Err(block)`: the strategy's routing refused it.
+    fn attempt(&mut self, p: u32, slot: u32) -> Result<Option<u32>, bool> {
+        let hit = if self.w.send_errors.is_empty() {
+            None
+        } else {
+            self.send_error_hits(p)
+        };
+        match hit {
+            Some(false) => Ok(Some(slot)),
+            Some(true) => self.store_timed_out(p, slot).map(Some),
+            None => self.route_and_enqueue(p, slot).map(|_| None),
         }
     }
 
@@ -318,19 +328,7 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
             if let Some(n) = overtakes {
                 self.w.producers[p as usize].overtakes = Some(n - 1);
             }
-            let hit = if self.w.send_errors.is_empty() {
-                None
-            } else {
-                self.send_error_hits(p)
-            };
-            // `Ok(None)`: sent; `Ok(Some(s))`: failed by a fault, `s` waits (a send stored with
-            // its answer lost leaves its copy waiting); `Err(block)`: the routing refused it.
-            let sent = match hit {
-                Some(false) => Ok(Some(slot)),
-                Some(true) => self.store_timed_out(p, slot).map(Some),
-                None => self.route_and_enqueue(p, slot).map(|_| None),
-            };
-            match sent {
+            match self.attempt(p, slot) {
                 Ok(None) => {}
                 Ok(Some(waits)) => {
                     self.emit_send_fail(p, waits);
