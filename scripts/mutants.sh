@@ -66,16 +66,18 @@ elif [ ${#files[@]} -eq 0 ]; then
     files=("${checkers[@]}" "${engine[@]}" "${strategies[@]}")
 fi
 
-# The test set that should catch a file's mutants, as "packages|test name filter": the checkers'
-# hand-built histories; a strategy's own unit tests (its module's `tests`); for the engine's
-# dispatch and redelivery code (the engine crate has no engine-level unit tests), every
-# strategy's tests, which run the engine. The cli's integration tests are left out: one slow
-# binary per mutant.
+# The test set that should catch a file's mutants, as "packages|test target|test name filters":
+# the checkers' hand-built histories; a strategy's own unit tests (its module's `tests`); for the
+# engine's dispatch and redelivery code (the engine crate has no engine-level unit tests), every
+# strategy's tests, which run the engine. The producer's sends and resends are pinned by the
+# integration tests of tests/producer.rs and tests/resend.rs: one build of the cli's slow
+# integration binary per mutant (1-2 minutes each with --fast), so it is named only explicitly.
 tests_for() {
     case "$1" in
-        sim/src/engine/*) echo "--test-package ordsim-strategies --test-package ordsim-sim|" ;;
-        sim/src/checkers/*) echo "--test-package ordsim-sim|checkers::" ;;
-        strategies/src/*) echo "--test-package ordsim-strategies|$(basename "$1" .rs)::" ;;
+        sim/src/engine/producer.rs) echo "--test-package ordsim|--test=integration|producer:: resend::" ;;
+        sim/src/engine/*) echo "--test-package ordsim-strategies --test-package ordsim-sim|--lib|" ;;
+        sim/src/checkers/*) echo "--test-package ordsim-sim|--lib|checkers::" ;;
+        strategies/src/*) echo "--test-package ordsim-strategies|--lib|$(basename "$1" .rs)::" ;;
         *) echo "no test set for $1" >&2; exit 2 ;;
     esac
 }
@@ -152,11 +154,13 @@ for t in $(printf "%s\n" "${!groups[@]}" | tr " " "@" | sort); do
     dir="$out/run$i"
     rm -rf "$dir"
     packages="${t%%|*}"
-    filter="${t#*|}"
+    rest="${t#*|}"
+    target="${rest%%|*}"
+    filter="${rest#*|}"
     # shellcheck disable=SC2086 # word splitting of the option lists is intended
     (cd "$copy" && cargo mutants $parallel --no-shuffle --timeout "$timeout" \
         --output "$dir" $packages ${groups[$t]} "${extra[@]}" \
-        --cargo-arg=--lib -- $filter) || status=$?
+        --cargo-arg="$target" -- $filter) || status=$?
     # cargo-mutants: 0 all caught, 2 some missed, 3 some timed out; anything else is a failure.
     case $status in 0|2|3) status=0 ;; *) echo "cargo mutants failed ($status)" >&2; exit $status ;; esac
 done

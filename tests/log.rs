@@ -153,6 +153,29 @@ fn a_crash_before_the_commit_replays_what_was_processed() {
     assert_eq!((m.duplicates, m.applied), (0, 10));
 }
 
+/// The only member dies for good 0.4s after processing its fourth record, before its first
+/// auto-commit: the run cannot settle. The four records processed stay applied, and the log
+/// still holds them beyond the committed offset (`unacked` at the end: the group would replay
+/// them); the six never fetched are pending. Committing each record leaves none unacked.
+#[test]
+fn records_processed_beyond_the_last_commit_are_unacked_at_the_end() {
+    let dies = CRASH.replace("for = \"1s\"\n", "");
+    let (m, events) = history(&ten_records(1, 1, &dies), "kafka");
+    let unacked: Vec<u32> = events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Unacked { msg, .. } => Some(msg.seq),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(unacked, [0, 1, 2, 3]);
+    assert_eq!((m.applied, m.unacked_at_end, m.pending_at_end), (4, 4, 6));
+    assert_ne!(m.ended_by, sim::summary::EndReason::Settled);
+    let each = with_consumers(&ten_records(1, 1, &dies), "commit = \"each\"");
+    let (m, _) = history(&each, "kafka");
+    assert_eq!((m.applied, m.unacked_at_end, m.pending_at_end), (4, 0, 6));
+}
+
 /// Consumer 0 owns the only partition and stops for 60s at 2.5s (a GC pause past the 45s session
 /// timeout; a stopped process polls for nothing more): the group drops it at 47.5s and consumer 1
 /// replays from the last commit (none). When consumer 0 wakes up and rejoins, its commit of the

@@ -43,29 +43,33 @@ pub fn end_reason_name(r: EndReason) -> String {
 /// a bound it ran into (`None` for a settled run). One arm per [`EndReason`]: a new end reason
 /// (e.g. `suspended`) is one more arm here.
 fn end_phrase(m: &Metrics) -> Option<(String, Option<&'static str>)> {
-    let pending = m.pending_at_end;
+    let mut pending = format!("{} message(s) pending", m.pending_at_end);
+    if m.unacked_at_end > 0 {
+        pending += &format!(
+            " and {} applied whose ack or offset commit never reached the broker",
+            m.unacked_at_end
+        );
+    }
     match m.ended_by {
         EndReason::Settled => None,
         EndReason::Stuck => Some((
-            format!("is stuck: nothing was left to happen with {pending} message(s) unsettled"),
+            format!("is stuck: nothing was left to happen with {pending}"),
             None,
         )),
         EndReason::DrainTimeout => Some((
-            format!("did not settle: the drain phase timed out with {pending} message(s) pending"),
+            format!("did not settle: the drain phase timed out with {pending}"),
             Some("raise [run] drain_timeout if the backlog only needs longer"),
         )),
         EndReason::MaxEvents => Some((
-            format!("was cut off by the event bound with {pending} message(s) pending"),
+            format!("was cut off by the event bound with {pending}"),
             Some("raise [run] max_events or --max-events"),
         )),
         EndReason::MaxSimTime => Some((
-            format!("was cut off by --max-sim-time with {pending} message(s) pending"),
+            format!("was cut off by --max-sim-time with {pending}"),
             Some("raise or drop --max-sim-time"),
         )),
         EndReason::Suspended => Some((
-            format!(
-                "did not settle: an endpoint stopped for good holds {pending} message(s) pending"
-            ),
+            format!("did not settle: an endpoint stopped for good holds {pending}"),
             Some("give [consumers] resume_after a duration if the endpoint should come back"),
         )),
     }
@@ -453,6 +457,23 @@ mod tests {
         let calm = scenario("", "50/s", 1);
         let w = unsettled_warnings(&summary(EndReason::DrainTimeout), &calm);
         assert!(w[0].contains("raise [run] drain_timeout"), "{w:?}");
+    }
+
+    #[test]
+    fn an_unsettled_run_names_its_pending_and_its_unacked_messages() {
+        let sc = scenario("", "50/s", 1);
+        let w = unsettled_warnings(&summary(EndReason::Stuck), &sc);
+        assert!(w[0].contains("with 3 message(s) pending"), "{w:?}");
+        assert!(!w[0].contains("applied"), "{w:?}");
+        let mut s = summary(EndReason::Stuck);
+        s.strategies[0].metrics.as_mut().unwrap().unacked_at_end = 4;
+        let w = unsettled_warnings(&s, &sc);
+        assert!(
+            w[0].contains(
+                "with 3 message(s) pending and 4 applied whose ack or offset commit never reached the broker"
+            ),
+            "{w:?}"
+        );
     }
 
     #[test]

@@ -315,6 +315,13 @@ pub fn describe(h: &TraceHeader, e: &Event) -> (&'static str, String) {
             "pending",
             format!("seq {} still unsettled at the end", msg.seq),
         ),
+        Event::Unacked { msg, .. } => (
+            "unacked",
+            format!(
+                "seq {} applied, but its ack or commit never reached the broker: a restart delivers it again",
+                msg.seq
+            ),
+        ),
     }
 }
 
@@ -528,7 +535,7 @@ fn colour(kind: &str) -> &'static str {
         "apply" | "write" => "#59a14f",
         "reject" => "#8cd17d",
         "rollback" | "redelivery" => "#f28e2b",
-        "dead_letter" | "drop" | "discard" | "pending" => "#7f3c8d",
+        "dead_letter" | "drop" | "discard" | "pending" | "unacked" => "#7f3c8d",
         "crash" | "disconnect" | "suspend" => "#222222",
         "recover" | "resume" => "#888888",
         "connect" | "reassign" => "#b07aa1",
@@ -627,7 +634,10 @@ impl<'a> Page<'a> {
                 | Event::Recover { node, .. }
                 | Event::Disconnect { node, .. }
                 | Event::Connect { node, .. } => node_lane(node),
-                Event::Redelivery { .. } | Event::Discard { .. } | Event::Pending { .. } => seq
+                Event::Redelivery { .. }
+                | Event::Discard { .. }
+                | Event::Pending { .. }
+                | Event::Unacked { .. } => seq
                     .and_then(|s| last_lane.get(&s).copied())
                     .unwrap_or(Lane::Store),
                 Event::DrainStart { .. } => Lane::Store,

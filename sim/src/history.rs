@@ -369,6 +369,15 @@ pub enum Event {
         /// The message.
         msg: MsgRef,
     },
+    /// End of run: the message was applied, but the broker still holds its delivery: the ack, or
+    /// the offset commit that covers the record, never reached it. A restart of the group or the
+    /// queue would deliver it again (a duplicate).
+    Unacked {
+        /// Time.
+        t: Time,
+        /// The message.
+        msg: MsgRef,
+    },
 }
 
 impl Event {
@@ -413,7 +422,8 @@ impl Event {
             | Event::Discard { msg, .. }
             | Event::SendFail { msg, .. }
             | Event::Resend { msg, .. }
-            | Event::Pending { msg, .. } => Some(msg),
+            | Event::Pending { msg, .. }
+            | Event::Unacked { msg, .. } => Some(msg),
             _ => None,
         }
     }
@@ -452,7 +462,8 @@ impl Event {
             | Event::JobStart { t, .. }
             | Event::JobEnd { t, .. }
             | Event::DrainStart { t }
-            | Event::Pending { t, .. } => t,
+            | Event::Pending { t, .. }
+            | Event::Unacked { t, .. } => t,
         }
     }
 }

@@ -149,6 +149,13 @@ pub const METRICS: &[MetricDef] = &[
         meaning: "never applied and still held somewhere (a broker, a session, a strategy's buffer) when the run ended: a liveness failure",
     },
     MetricDef {
+        path: "unacked_at_end",
+        title: "Unacked at the end",
+        column: None,
+        unit: "messages",
+        meaning: "applied, but the broker still held the delivery when the run ended (its ack, or the offset commit covering the record, never reached the broker): a restart would deliver it again. Counted in `applied`; 0 when the run settled",
+    },
+    MetricDef {
         path: "ended_by",
         title: "Ended by",
         column: Some("ended_by"),

@@ -139,6 +139,10 @@ pub struct Metrics {
     pub innocent_dropped: u64,
     /// Messages still unsettled when the run ended (a liveness failure).
     pub pending_at_end: u64,
+    /// Messages applied whose delivery the broker still held when the run ended: the ack, or the
+    /// offset commit covering the record, never reached it, so a restart would deliver them again.
+    /// Counted in `applied`, not in `pending_at_end`. 0 whenever the run settled.
+    pub unacked_at_end: u64,
     /// Keys whose final target state differs from applying all their non-poison messages in order.
     pub final_state_mismatches: u64,
     /// Deliveries marked redelivered.

@@ -205,6 +205,8 @@ pub struct Checkers<A: Annotations = Off> {
     stale_writes: u64,
     duplicates: u64,
     redeliveries: u64,
+    /// Applied messages whose delivery the broker still held at the end (`Event::Unacked`).
+    unacked: u64,
     latency: LatencyHistogram,
     max_block: Time,
     last_apply_at: Time,
@@ -267,6 +269,7 @@ impl<A: Annotations> Checkers<A> {
             stale_writes: 0,
             duplicates: 0,
             redeliveries: 0,
+            unacked: 0,
             latency: LatencyHistogram::new(),
             max_block: 0,
             last_apply_at: 0,
@@ -629,6 +632,13 @@ impl<A: Annotations> Checkers<A> {
                 }
             }
             Event::DrainStart { .. } => self.drain_start = Some(t),
+            Event::Unacked { msg, .. } => {
+                self.unacked += 1;
+                self.unknown(e, msg);
+                if self.rec(msg).is_some_and(|r| r.applies == 0) {
+                    self.malformed(format!("unacked message {msg:?} was never applied"));
+                }
+            }
             Event::Recover { .. } | Event::Resume { .. } => {}
         }
     }
@@ -841,6 +851,7 @@ impl<A: Annotations> Checkers<A> {
             poison_dropped: t.poison_dropped,
             innocent_dropped: t.innocent_dropped,
             pending_at_end: t.pending,
+            unacked_at_end: self.unacked,
             final_state_mismatches: mismatches,
             redeliveries: self.redeliveries,
             events,

@@ -598,6 +598,52 @@ fn pending_at_end_is_accounted_for() {
 }
 
 #[test]
+fn an_applied_message_still_held_at_the_end_is_applied_and_unacked() {
+    // seq 0 was applied but its ack (an offset commit) never reached the broker; seq 1 was
+    // applied and acked; seq 2, applied out of turn before seq 1's ack, is unacked too.
+    let (a, b, c) = (m(0, 0, 0), m(1, 0, 1), m(2, 0, 2));
+    let mut h = H::new(2, WorkloadKind::State);
+    for x in [a, b, c] {
+        h.produce(0, x).enqueue(0, x).dispatch(0, x);
+    }
+    h.apply(MS, a)
+        .apply(2 * MS, b)
+        .apply(3 * MS, c)
+        .ack(3 * MS, b);
+    // Key 1: seq 1 applied (unacked) while seq 0, never applied, is still held: seq 1 is not
+    // final in its key's window yet, and unacked all the same.
+    let (d, e) = (m(3, 1, 0), m(4, 1, 1));
+    for x in [d, e] {
+        h.produce(3 * MS, x).enqueue(3 * MS, x);
+    }
+    h.dispatch(4 * MS, e).apply(4 * MS, e);
+    for x in [a, c, e] {
+        h.ev(Event::Unacked { t: 9 * MS, msg: x });
+    }
+    h.pending(9 * MS, d);
+    let x = h.metrics(9 * MS);
+    assert_eq!((x.applied, x.unacked_at_end, x.pending_at_end), (4, 3, 1));
+    assert_eq!(x.duplicates, 0);
+}
+
+#[test]
+fn unacked_of_a_message_never_applied_is_malformed() {
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a).dispatch(0, a);
+    h.produce(0, b).enqueue(0, b).dispatch(0, b).apply(MS, b);
+    h.ev(Event::Unacked { t: 9 * MS, msg: a });
+    assert!(h.malformed(9 * MS).contains("never applied"));
+    let mut h = H::state();
+    h.produce(0, a).enqueue(0, a).dispatch(0, a).apply(MS, a);
+    h.ev(Event::Unacked {
+        t: 9 * MS,
+        msg: m(7, 0, 1),
+    });
+    assert!(h.malformed(9 * MS).contains("never produced"));
+}
+
+#[test]
 fn discarded_message_is_lost() {
     // A non-persistent broker crashes holding seq 0.
     let a = m(0, 0, 0);

@@ -485,14 +485,17 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             .iter()
             .flat_map(|p| p.resent.iter().map(|&(slot, ..)| slot))
             .collect();
-        let mut pending: Vec<MsgRef> = self
-            .w
-            .slab
-            .msgs
-            .iter()
-            .enumerate()
-            // An applied message is settled whatever copy is left (an unacked delivery).
-            .filter(|(i, m)| m.loc != Loc::Free && !m.applied && !unsent.contains(&(*i as u32)))
+        let held = |(i, m): &(usize, &Msg)| m.loc != Loc::Free && !unsent.contains(&(*i as u32));
+        let msgs = self.w.slab.msgs.iter().enumerate();
+        // An applied message is settled whatever copy is left; the copy is reported unacked (its
+        // ack or offset commit never reached the broker, which would deliver it again).
+        let unacked: Vec<MsgRef> = msgs
+            .clone()
+            .filter(|x| held(x) && x.1.applied)
+            .map(|(_, m)| m.r)
+            .collect();
+        let mut pending: Vec<MsgRef> = msgs
+            .filter(|x| held(x) && !x.1.applied)
             .map(|(_, m)| m.r)
             .collect();
         // And every message the strategy still holds (taken over, acked upstream).
@@ -503,6 +506,9 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
         // was already final in the history, or if a message neither final nor listed is left.
         for msg in pending {
             self.emit(Event::Pending { t: self.now, msg });
+        }
+        for msg in unacked {
+            self.emit(Event::Unacked { t: self.now, msg });
         }
         Ok(self.checkers.finish(self.events, self.now)?)
     }
