@@ -23,6 +23,7 @@ mod producer;
 mod properties;
 mod reports;
 mod resend;
+mod restart;
 mod seed_claims;
 mod semantics;
 mod sweep;

@@ -86,8 +86,12 @@ const STAGED: &[(&str, &[&str])] = &[
             "reconnect_delay",
         ],
     ),
-    // `dispatch_latency` models the real broker's own transit: live, it is what ActiveMQ takes.
-    ("broker", &["name", "persistent", "dispatch_latency"]),
+    // `dispatch_latency` and `restart_time` model the real broker's own transit and restart:
+    // live, they are what ActiveMQ takes.
+    (
+        "broker",
+        &["name", "persistent", "dispatch_latency", "restart_time"],
+    ),
     ("network", &["kind", "forward_delay", "prefetch"]),
     (
         "consumers",

@@ -74,7 +74,13 @@ impl<S: Strategy, O: Observer> Engine<'_, S, O> {
                 }
             },
         }
-        if let Some(d) = duration {
+        if let Some(mut d) = duration {
+            if let FaultAction::BrokerCrash { broker } = action {
+                // The fault's `for` is how long the broker stays down; its restart comes on top.
+                if let Some((sampler, rng)) = self.w.brokers[broker as usize].restart.as_mut() {
+                    d = d.saturating_add(sampler.sample(rng));
+                }
+            }
             self.q.push(self.now.saturating_add(d), Ev::FaultEnd(i));
         }
         self.phase_step();

@@ -57,7 +57,7 @@ use crate::dist::Sampler;
 use crate::event_queue::EventQueue;
 use crate::faults::FaultPlan;
 use crate::history::{Event, MsgRef, Observer};
-use crate::rng::{stream, Component, SEND_ERRORS, TRANSIT};
+use crate::rng::{stream, Component, RESTART, SEND_ERRORS, TRANSIT};
 use crate::scenario::{
     Commit, Connect, ConsumerMode, CrashDetection, LeasePolicy, Receive, RedeliveryPolicy, Scenario,
 };
@@ -214,7 +214,7 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
                     BrokerState::new(
                         b,
                         b.page_size.unwrap_or(sc.flavour.page_size()),
-                        stream(seed, Component::Broker, i as u32, TRANSIT),
+                        [TRANSIT, RESTART].map(|p| stream(seed, Component::Broker, i as u32, p)),
                         sc.dedup_window(i),
                     )
                 })

@@ -266,6 +266,8 @@ pub(super) struct BrokerState {
     pub dlq: Vec<Msg>,
     /// `dispatch_latency`'s sampler and its own random stream (None: deliveries arrive at once).
     pub transit: Option<(Sampler, ChaCha8Rng)>,
+    /// `restart_time`'s sampler and its own random stream (None: back when the crash ends).
+    pub restart: Option<(Sampler, ChaCha8Rng)>,
     /// How long it refuses a resend of a message it stored (0: it stores every resend).
     pub dedup_window: Time,
 }
@@ -282,9 +284,11 @@ pub(super) struct Bridge {
 }
 
 impl BrokerState {
-    /// A broker as `cfg` describes it, with `page_size` resolved (the flavour's when absent) and
-    /// `transit_rng` the stream of its `dispatch_latency` draws, and its resolved `dedup_window`.
-    pub fn new(cfg: &Broker, page_size: u32, transit_rng: ChaCha8Rng, dedup_window: Time) -> Self {
+    /// A broker as `cfg` describes it, with `page_size` resolved (the flavour's when absent),
+    /// `rngs` the streams of its `dispatch_latency` and `restart_time` draws, and its resolved
+    /// `dedup_window`.
+    pub fn new(cfg: &Broker, page_size: u32, rngs: [ChaCha8Rng; 2], dedup_window: Time) -> Self {
+        let [transit_rng, restart_rng] = rngs;
         BrokerState {
             up: true,
             persistent: cfg.persistent,
@@ -298,6 +302,10 @@ impl BrokerState {
                 .dispatch_latency
                 .as_ref()
                 .map(|d| (d.0.sampler(), transit_rng)),
+            restart: cfg
+                .restart_time
+                .as_ref()
+                .map(|d| (d.0.sampler(), restart_rng)),
             dedup_window,
         }
     }

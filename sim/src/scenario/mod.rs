@@ -342,6 +342,13 @@ pub struct Broker {
     /// before one dispatched earlier to the same consumer. Absent: none (the model's default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatch_latency: Option<DurSpec>,
+    /// How long a crashed broker takes, once its `broker_crash` is over, before it accepts
+    /// connections and dispatches again: the process's start and its store's recovery (live
+    /// ActiveMQ Classic 5.17 with KahaDB on loopback: 0.8-2.5 s, by the machine's load;
+    /// docs/calibration.md, disagreement 7). Drawn at each crash. Absent: none (it is back the
+    /// moment the fault ends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_time: Option<DurSpec>,
     /// How long the broker remembers a stored message to refuse a resend of it (SQS FIFO's
     /// deduplication interval, 5 minutes); a resend after that is stored again (a duplicate).
     /// Absent: the flavour's ([`Flavour::dedup_window`]); `"0s"`: none.

@@ -226,6 +226,9 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
         if let Some(Err(m)) = b.dispatch_latency.as_ref().map(|d| d.0.check()) {
             err(path("dispatch_latency"), m);
         }
+        if let Some(Err(m)) = b.restart_time.as_ref().map(|d| d.0.check()) {
+            err(path("restart_time"), m);
+        }
     }
     let names: std::collections::BTreeSet<&str> =
         s.brokers.iter().map(|b| b.name.as_str()).collect();
