@@ -600,7 +600,7 @@ fn pending_at_end_is_accounted_for() {
 #[test]
 fn an_applied_message_still_held_at_the_end_is_applied_and_unacked() {
     // seq 0 was applied but its ack (an offset commit) never reached the broker; seq 1 was
-    // applied and acked; seq 2, applied out of turn before seq 1's ack, is unacked too.
+    // applied and acked; seq 2, applied after it and never acked, is unacked too.
     let (a, b, c) = (m(0, 0, 0), m(1, 0, 1), m(2, 0, 2));
     let mut h = H::new(2, WorkloadKind::State);
     for x in [a, b, c] {

@@ -485,19 +485,14 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
             .iter()
             .flat_map(|p| p.resent.iter().map(|&(slot, ..)| slot))
             .collect();
-        let held = |(i, m): &(usize, &Msg)| m.loc != Loc::Free && !unsent.contains(&(*i as u32));
-        let msgs = self.w.slab.msgs.iter().enumerate();
         // An applied message is settled whatever copy is left; the copy is reported unacked (its
         // ack or offset commit never reached the broker, which would deliver it again).
-        let unacked: Vec<MsgRef> = msgs
-            .clone()
-            .filter(|x| held(x) && x.1.applied)
-            .map(|(_, m)| m.r)
-            .collect();
-        let mut pending: Vec<MsgRef> = msgs
-            .filter(|x| held(x) && !x.1.applied)
-            .map(|(_, m)| m.r)
-            .collect();
+        let (unacked, pending): (Vec<&Msg>, Vec<&Msg>) = (self.w.slab.msgs.iter().enumerate())
+            .filter(|&(i, m)| m.loc != Loc::Free && !unsent.contains(&(i as u32)))
+            .map(|(_, m)| m)
+            .partition(|m| m.applied);
+        let unacked: Vec<MsgRef> = unacked.into_iter().map(|m| m.r).collect();
+        let mut pending: Vec<MsgRef> = pending.into_iter().map(|m| m.r).collect();
         // And every message the strategy still holds (taken over, acked upstream).
         pending.extend(self.w.held.values().filter(|h| !h.dropped).map(|h| h.msg));
         pending.sort_by_key(|m| m.id);
