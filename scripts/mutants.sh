@@ -20,7 +20,9 @@
 # profile is opt-level 2) into target/mutants-build-fast: a strategy mutant's build is the
 # strategies crate's, and optimising it is most of a mutant's time.
 # It runs on a copy of the working tree (uncommitted changes included), so you can keep editing;
-# It builds into target/mutants-build (MUTANTS_TARGET_DIR to change it), never the tree's own.
+# It builds into target/mutants-build (MUTANTS_TARGET_DIR to change it), never the tree's own;
+# MUTANTS_COPY (default target/mutants-tree) names the copy: two runs at once need two copies,
+# two target directories and two --out directories.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -43,14 +45,14 @@ while [ $# -gt 0 ]; do
         --re) extra+=(--re "$2"); shift ;;
         --diff) diff_base="$2"; shift ;;
         --fast) fast=true ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         -*) echo "unknown option $1" >&2; exit 2 ;;
         *) files+=("$1") ;;
     esac
     shift
 done
 
-checkers=(sim/src/checkers/mod.rs sim/src/checkers/latency.rs)
+checkers=(sim/src/checkers/mod.rs sim/src/checkers/latency.rs sim/src/checkers/anomaly.rs)
 engine=(sim/src/engine/broker.rs sim/src/engine/redelivery.rs)
 strategies=()
 for f in strategies/src/*.rs; do
@@ -89,7 +91,7 @@ command -v cargo-mutants >/dev/null || {
 
 # A copy of the working tree, mutated in place there (the original is never touched).
 # (a fixed path, so that its builds stay fresh from one run to the next)
-copy="$root/target/mutants-tree"
+copy="${MUTANTS_COPY:-$root/target/mutants-tree}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 rm -rf "$out"/run*

@@ -238,6 +238,35 @@ impl HandlerCtx<'_> {
     }
 }
 
+impl<'a> HandlerCtx<'a> {
+    /// A context for a strategy's unit tests (the engine builds its own): the target and the
+    /// source up, the message not poison, `rows` as both the target's and the source's rows.
+    pub fn for_tests(now: Time, consumer: u32, step: u32, rows: &'a [Row]) -> Self {
+        HandlerCtx {
+            now,
+            consumer,
+            step,
+            db_up: true,
+            source_up: true,
+            poison: false,
+            rows,
+            source: rows,
+        }
+    }
+
+    /// The same context with a poison message (for unit tests).
+    pub fn with_poison(mut self) -> Self {
+        self.poison = true;
+        self
+    }
+
+    /// The same context with the target database down (for unit tests).
+    pub fn with_target_down(mut self) -> Self {
+        self.db_up = false;
+        self
+    }
+}
+
 /// A change in the world a strategy may care about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WorldChange {
@@ -352,6 +381,28 @@ impl Control {
     /// Whether a redispatch was asked for (for unit tests).
     pub fn redispatch_requested(&self) -> bool {
         self.redispatch
+    }
+
+    /// The applies requested so far, `(message id, state seq, worker)` in order (for unit tests).
+    pub fn applies(&self) -> Vec<(u64, u32, u32)> {
+        let apply = |r: &Request| match *r {
+            Request::Apply {
+                msg,
+                state_seq,
+                worker,
+            } => Some((msg.id, state_seq, worker)),
+            _ => None,
+        };
+        self.requests.iter().filter_map(apply).collect()
+    }
+
+    /// The messages discarded so far, by id, in order (for unit tests).
+    pub fn discards(&self) -> Vec<u64> {
+        let discard = |r: &Request| match *r {
+            Request::Discard(m) => Some(m.id),
+            _ => None,
+        };
+        self.requests.iter().filter_map(discard).collect()
     }
 
     /// Records in the history that `broker` gave ownership to `consumer`.

@@ -221,8 +221,6 @@ struct AggRow {
 /// What a consumer read of its group at service start.
 #[derive(Debug, Default)]
 struct Snap {
-    key: u32,
-    valid: bool,
     exists: bool,
     version: u64,
     contents: Vec<MsgView>,
@@ -417,8 +415,6 @@ impl Resequencer {
         let idx = self.row_index(c, key);
         let row = &self.rows[idx];
         let s = &mut self.snap[c as usize];
-        s.key = key;
-        s.valid = true;
         s.exists = row.exists;
         s.version = row.version;
         s.contents.clear();
@@ -527,7 +523,6 @@ impl Resequencer {
         }
         row.contents = old;
         self.snap[c as usize].contents = snap;
-        self.snap[c as usize].valid = false;
     }
 
     /// Consumer `c` added to `key`'s group: its timeout map entry is (re)set.
@@ -713,7 +708,9 @@ impl Resequencer {
                         Mode::Batch => {
                             if host.queue.is_empty() {
                                 host.batch_deadline = NONE;
-                            } else if host.batch_deadline == NONE || host.batch_deadline < now {
+                            } else if host.batch_deadline == NONE {
+                                // (A deadline that is set is still ahead: it is set only while
+                                // the thread is idle, and the send it times clears it.)
                                 let at = now.saturating_add(self.p.batch_timeout.micros());
                                 host.batch_deadline = at;
                                 ctl.wake_at(at, token(W_BATCH, h as u32, 0));
@@ -834,7 +831,9 @@ impl Resequencer {
         }
         let n = (now - host.idle_since).div_ceil(i).max(1);
         let tick = host.idle_since + n * i;
-        if host.tick_at == NONE || tick < host.tick_at {
+        // While a poll is due, every timeout maps to it: the idle spell it was computed from
+        // lasts until a pump finds nothing (which clears it) or the poll itself fires.
+        if host.tick_at == NONE {
             host.tick_at = tick;
             ctl.wake_at(tick, token(W_TICK, h as u32, 0));
         }
@@ -845,7 +844,6 @@ impl Resequencer {
         for x in &mut self.agg_fire[c as usize * k..(c as usize + 1) * k] {
             *x = NONE;
         }
-        self.snap[c as usize].valid = false;
         self.aggregating[c as usize] = false;
         self.deferred[c as usize].clear();
         if !self.p.persistent {
@@ -936,8 +934,8 @@ impl Handler for Resequencer {
     }
 
     fn abandon(&mut self, _now: Time, consumer: u32, _msg: &MsgView, _ctl: &mut Control) {
-        // Only a crash abandons a delivery here: the lock and the checker die with the process.
-        self.snap[consumer as usize].valid = false;
+        // The delivery is dropped mid-aggregation (its consumer crashed or left its broker): the
+        // aggregator's lock is free again.
         self.aggregating[consumer as usize] = false;
         self.deferred[consumer as usize].clear();
     }
@@ -959,9 +957,9 @@ impl Resequencer {
                 return Outcome::Failed(FailReason::Strategy);
             }
         }
-        let s = &self.snap[c as usize];
-        if ctx.step > 0 || !s.valid || s.key != msg.key {
-            // A retry re-reads the aggregate (and aggregates at once).
+        if ctx.step > 0 {
+            // A retry re-reads the aggregate (and aggregates at once); the first attempt uses
+            // what `begin` read (a handle always follows the begin of its message).
             self.read(c, msg.key);
         }
         match self.aggregate(ctx.now, c, *msg, ctl) {
@@ -1632,5 +1630,520 @@ for = "10s"
         };
         let r = crate::run_named("resequencer", &s, &plan, &opts, None).unwrap();
         assert_eq!(r.status, sim::Status::NotApplicable);
+    }
+
+    // --- Direct tests of the aggregator, the resequencer and the apply thread: the handler's
+    // hooks, the wake-ups and the world changes called with hand-built contexts, no engine.
+
+    use super::{Repository, Resequencer, ResequencerParams, Scope};
+    use sim::strategy::{
+        Control, Handler, HandlerCtx, MsgView, Outcome, Row, Strategy, WorldChange,
+    };
+    use sim::time::{Dur, Time, MILLI, SECOND};
+
+    /// Resequencer parameters: the defaults changed by `f`.
+    fn params(f: impl FnOnce(&mut ResequencerParams)) -> ResequencerParams {
+        let mut p = ResequencerParams::default();
+        f(&mut p);
+        p
+    }
+
+    /// Message `id` of `key` with `seq` (the key as its group header).
+    fn m(id: u64, key: u32, seq: u32) -> MsgView {
+        MsgView {
+            seq,
+            ..crate::test_util::view(id, key)
+        }
+    }
+
+    /// The resequencer alone, driven as the engine would: its wake-ups fire in time order (ties
+    /// in the order asked for), and every apply is logged with its time.
+    struct Drive {
+        r: Resequencer,
+        ctl: Control,
+        now: Time,
+        /// Wake-ups asked for and not fired: (at, token, order asked).
+        pending: Vec<(Time, u64, usize)>,
+        asked: usize,
+        /// (time, message id, worker) of each apply.
+        applied: Vec<(Time, u64, u32)>,
+    }
+
+    impl Drive {
+        /// One broker, `consumers` consumers, `keys` keys.
+        fn new(consumers: usize, keys: usize, p: ResequencerParams) -> Self {
+            Drive {
+                r: Resequencer::new(1, consumers, keys, p),
+                ctl: Control::default(),
+                now: 0,
+                pending: Vec::new(),
+                asked: 0,
+                applied: Vec::new(),
+            }
+        }
+
+        /// Takes in what the last hook asked for.
+        fn collect(&mut self) {
+            let wakes = self.ctl.wakes();
+            for (i, &(at, token)) in wakes.iter().enumerate().skip(self.asked) {
+                self.pending.push((at, token, i));
+            }
+            self.asked = wakes.len();
+            let applies = self.ctl.applies();
+            for &(id, _, worker) in &applies[self.applied.len()..] {
+                self.applied.push((self.now, id, worker));
+            }
+        }
+
+        /// Fires every wake-up due by `t`, then stands at `t`.
+        fn until(&mut self, t: Time) {
+            loop {
+                self.collect();
+                let next = (0..self.pending.len())
+                    .filter(|&j| self.pending[j].0 <= t)
+                    .min_by_key(|&j| (self.pending[j].0, self.pending[j].2));
+                let Some(j) = next else { break };
+                let (at, token, _) = self.pending.remove(j);
+                self.now = self.now.max(at);
+                self.r.on_wake(self.now, token, &mut self.ctl);
+            }
+            self.now = t;
+        }
+
+        fn begin(&mut self, c: u32, msg: MsgView) {
+            let rows = [Row::default(); 8];
+            let ctx = HandlerCtx::for_tests(self.now, c, 0, &rows);
+            self.r.begin(&ctx, &msg, &mut self.ctl);
+            self.collect();
+        }
+
+        fn handle(&mut self, c: u32, step: u32, msg: MsgView) -> Outcome {
+            let rows = [Row::default(); 8];
+            let ctx = HandlerCtx::for_tests(self.now, c, step, &rows);
+            let out = self.r.handle(&ctx, &msg, &mut self.ctl);
+            self.collect();
+            out
+        }
+
+        /// One aggregation of `msg` by consumer `c` now: `begin` (the read), then `handle`.
+        fn agg(&mut self, c: u32, msg: MsgView) -> Outcome {
+            self.begin(c, msg);
+            self.handle(c, 0, msg)
+        }
+
+        fn world(&mut self, change: WorldChange) {
+            self.r.on_world(self.now, change, &mut self.ctl);
+            self.collect();
+        }
+
+        /// The applies as (time in ms, message id).
+        fn applied_ms(&self) -> Vec<(Time, u64)> {
+            self.applied
+                .iter()
+                .map(|&(t, id, _)| (t / MILLI, id))
+                .collect()
+        }
+
+        /// The ids a repository row holds.
+        fn row(&self, i: usize) -> Vec<u64> {
+            let row = &self.r.rows[i];
+            assert!(row.exists || row.contents.is_empty());
+            row.contents.iter().map(|m| m.id).collect()
+        }
+    }
+
+    /// Each message is its own aggregate (completion size 1), handed at once to the single
+    /// resequencer, whose delivery thread looks as soon as a gap timeout fires (no polling).
+    fn one_by_one(f: impl FnOnce(&mut ResequencerParams)) -> ResequencerParams {
+        params(|p| {
+            p.completion_size = 1;
+            p.resequencer_scope = Scope::Single;
+            p.delivery_attempt_interval = Dur::ZERO;
+            f(p);
+        })
+    }
+
+    #[test]
+    fn in_memory_repositories_are_one_per_consumer() {
+        // Two consumers, two keys, one in-memory repository each: rows consumer * keys + key.
+        let mut d = Drive::new(2, 2, params(|p| p.persistent = false));
+        assert_eq!(d.agg(0, m(1, 1, 0)), Outcome::Buffered);
+        assert_eq!(d.agg(1, m(2, 0, 0)), Outcome::Buffered);
+        assert_eq!((d.row(1), d.row(2)), (vec![1], vec![2]));
+        assert_eq!((d.row(0), d.row(3)), (Vec::<u64>::new(), Vec::<u64>::new()));
+        // Consumer 1 aggregates key 1 apart from consumer 0's group of key 1.
+        d.agg(1, m(3, 1, 1));
+        assert_eq!((d.row(1), d.row(3)), (vec![1], vec![3]));
+    }
+
+    #[test]
+    fn the_apply_thread_writes_as_its_consumer_or_as_the_single_resequencer() {
+        // Seq 0 of a key waits out the gap timeout (1s) before it goes.
+        for (scope, worker) in [(Scope::Route, 1), (Scope::Single, u32::MAX - 1)] {
+            let mut d = Drive::new(2, 2, one_by_one(|p| p.resequencer_scope = scope));
+            d.agg(1, m(7, 0, 0));
+            d.until(SECOND - 1);
+            assert!(d.applied.is_empty());
+            d.until(SECOND);
+            assert_eq!(d.applied, vec![(SECOND, 7, worker)], "{scope:?}");
+        }
+    }
+
+    #[test]
+    fn a_copy_leaving_custody_is_lost_only_if_it_was_the_last_and_not_applied() {
+        let mut r = Resequencer::new(1, 1, 1, ResequencerParams::default());
+        let ctl = &mut Control::default();
+        let (a, b) = (m(1, 0, 0), m(2, 0, 1));
+        r.hold(a);
+        r.hold(a);
+        r.release(a, false, ctl);
+        assert!(ctl.discards().is_empty(), "another copy is left");
+        r.release(a, false, ctl);
+        assert_eq!(ctl.discards(), vec![1], "the last copy, dropped");
+        r.hold(b);
+        r.release(b, true, ctl);
+        assert_eq!(ctl.discards(), vec![1], "the last copy, applied");
+        r.hold(b);
+        r.hold(b);
+        r.release(b, true, ctl);
+        r.release(b, false, ctl);
+        assert_eq!(
+            ctl.discards(),
+            vec![1, 2],
+            "the second copy dropped is the last"
+        );
+    }
+
+    #[test]
+    fn the_optimistic_retry_delay_doubles_up_to_its_cap() {
+        let r = Resequencer::new(1, 1, 1, ResequencerParams::default());
+        let ms = |a| r.retry_delay(a) / MILLI;
+        assert_eq!(
+            [1, 2, 3, 4, 5, 60].map(ms),
+            [100, 200, 400, 800, 1000, 1000]
+        );
+        // Without a cap: doubling until it no longer fits, then the largest time.
+        let r = Resequencer::new(1, 1, 1, params(|p| p.max_retry_delay = Dur::ZERO));
+        assert_eq!(r.retry_delay(4), 800 * MILLI);
+        assert_eq!(
+            r.retry_delay(48),
+            (50 * MILLI) << 48,
+            "50ms has 48 leading zero bits"
+        );
+        for a in [49, 50, 62, 63, 64, 200] {
+            assert_eq!(r.retry_delay(a), Time::MAX, "attempt {a}");
+        }
+    }
+
+    #[test]
+    fn an_optimistic_lock_retry_reads_the_group_again() {
+        // Consumers 0 and 1 read the same version of key 0's group; 0 writes first, so 1's
+        // write is stale: retried 100ms later, re-reading, it succeeds.
+        let mut d = Drive::new(2, 1, params(|p| p.resequencer_scope = Scope::Single));
+        d.agg(0, m(1, 0, 0));
+        d.begin(0, m(2, 0, 1));
+        d.begin(1, m(3, 0, 2));
+        assert_eq!(d.handle(0, 0, m(2, 0, 1)), Outcome::Buffered);
+        let retry = Outcome::After {
+            delay: 100 * MILLI,
+            step: 1,
+        };
+        assert_eq!(d.handle(1, 0, m(3, 0, 2)), retry);
+        assert_eq!(d.row(0), vec![1, 2]);
+        d.until(100 * MILLI);
+        assert_eq!(d.handle(1, 1, m(3, 0, 2)), Outcome::Buffered);
+        assert_eq!(d.row(0), vec![1, 2, 3]);
+        assert!(d.ctl.discards().is_empty());
+    }
+
+    #[test]
+    fn an_unversioned_write_loses_what_it_did_not_read_and_revives_what_it_did() {
+        // Before CAMEL-7810: each write puts back what its writer read, plus its message.
+        let mut d = Drive::new(
+            3,
+            1,
+            params(|p| {
+                p.repository = Repository::Unversioned;
+                p.resequencer_scope = Scope::Single;
+            }),
+        );
+        d.agg(0, m(1, 0, 0));
+        d.begin(0, m(2, 0, 1));
+        d.begin(1, m(3, 0, 2));
+        d.handle(0, 0, m(2, 0, 1));
+        d.begin(2, m(4, 0, 3));
+        assert_eq!(d.row(0), vec![1, 2]);
+        // 1 read [1]: its write drops 2, whose only copy was in the row.
+        d.handle(1, 0, m(3, 0, 2));
+        assert_eq!((d.row(0), d.ctl.discards()), (vec![1, 3], vec![2]));
+        // 2 read [1, 2]: its write drops 3 and brings 2 back (a new copy).
+        d.handle(2, 0, m(4, 0, 3));
+        assert_eq!((d.row(0), d.ctl.discards()), (vec![1, 2, 4], vec![2, 3]));
+        assert_eq!(d.r.copies.get(&2), Some(&1));
+    }
+
+    #[test]
+    fn without_a_completion_size_a_group_completes_at_its_timeout() {
+        // completion_size = 0: adds stay in the repository; the consumer's checker (every 1s,
+        // from time 0) completes the group 1s after its last add, at the next check: 2s.
+        let mut d = Drive::new(
+            1,
+            1,
+            params(|p| {
+                p.completion_size = 0;
+                p.resequencer_scope = Scope::Single;
+            }),
+        );
+        for (i, t) in [0, 200, 400].into_iter().enumerate() {
+            d.until(t * MILLI);
+            d.agg(0, m(i as u64, 0, i as u32));
+        }
+        d.until(2 * SECOND - 1);
+        assert_eq!(d.row(0), vec![0, 1, 2]);
+        d.until(2 * SECOND);
+        assert_eq!(d.row(0), Vec::<u64>::new());
+        // Split in order into the resequencer: seq 0 waits its gap timeout; 1 and 2 follow it,
+        // at the delivery thread's next poll (every 1s since it went idle at 2s).
+        d.until(10 * SECOND);
+        assert_eq!(d.applied_ms(), vec![(3000, 0), (3000, 1), (3000, 2)]);
+    }
+
+    #[test]
+    fn at_capacity_an_insert_waits_and_later_ones_wait_behind_it() {
+        // Capacity 2, one apply at a time taking 100ms. Elements 1 and 2 go in at time 0, 3
+        // waits. At 1s 1 times out and its apply starts: the resequencer is below capacity, but
+        // 4, completed then, waits behind 3 (FIFO), which goes in only when the thread looks
+        // again, after the apply (at 1.1s; its gap timeout then ends at 2.1s).
+        let mut d = Drive::new(
+            1,
+            4,
+            one_by_one(|p| {
+                p.capacity = 2;
+                p.apply_time = Dur::from_millis(100);
+            }),
+        );
+        for k in 0..3 {
+            d.agg(0, m(k as u64 + 1, k, 0));
+        }
+        assert_eq!(d.r.hosts[0].size, 2);
+        d.until(SECOND);
+        d.agg(0, m(4, 3, 0));
+        d.until(10 * SECOND);
+        assert_eq!(
+            d.applied_ms(),
+            vec![(1100, 1), (1200, 2), (2200, 3), (2300, 4)]
+        );
+    }
+
+    #[test]
+    fn a_failed_apply_is_redelivered_then_lost() {
+        // apply_redeliveries = 2, every 1s: attempts at 1s, 2s and 3s, then the element is lost.
+        let mut d = Drive::new(1, 2, one_by_one(|p| p.apply_redeliveries = 2));
+        d.world(WorldChange::Target { up: false });
+        d.agg(0, m(1, 0, 0));
+        d.until(3 * SECOND - 1);
+        assert!(d.ctl.discards().is_empty());
+        d.until(3 * SECOND);
+        assert_eq!(d.ctl.discards(), vec![1]);
+        // The next: attempts at 4s and 5s fail; the target is back for the third, at 6s.
+        d.agg(0, m(2, 1, 0));
+        d.until(5 * SECOND + 500 * MILLI);
+        d.world(WorldChange::Target { up: true });
+        d.until(10 * SECOND);
+        assert_eq!(d.applied_ms(), vec![(6000, 2)]);
+        assert_eq!(d.ctl.discards(), vec![1]);
+    }
+
+    #[test]
+    fn reject_old_rejects_only_what_is_older_than_the_last_delivered() {
+        let mut d = Drive::new(1, 1, one_by_one(|p| p.reject_old = true));
+        d.agg(0, m(11, 0, 1));
+        d.until(SECOND);
+        assert_eq!(d.applied_ms(), vec![(1000, 11)]);
+        // Older than the last delivered (seq 1): rejected, lost.
+        d.agg(0, m(10, 0, 0));
+        assert_eq!(d.ctl.discards(), vec![10]);
+        // The same seq again (a redelivered copy) is not older: it waits its timeout and goes.
+        d.agg(0, m(11, 0, 1));
+        d.until(2 * SECOND);
+        // The successor of the last delivered goes at once.
+        d.agg(0, m(12, 0, 2));
+        assert_eq!(d.applied_ms(), vec![(1000, 11), (2000, 11), (2000, 12)]);
+        assert_eq!(d.ctl.discards(), vec![10]);
+    }
+
+    #[test]
+    fn a_timed_out_element_waits_for_the_delivery_threads_next_poll() {
+        // Polls every 1s from when the thread last found nothing to do (the insert at 0.8s):
+        // 1's timeout at 1.3s and 2's at 1.8s are both seen by the poll at 1.8s, one wake-up.
+        let mut d = Drive::new(
+            1,
+            2,
+            one_by_one(|p| p.delivery_attempt_interval = Dur::from_secs(1)),
+        );
+        d.until(300 * MILLI);
+        d.agg(0, m(1, 0, 0));
+        d.until(800 * MILLI);
+        d.agg(0, m(2, 1, 0));
+        d.until(10 * SECOND);
+        assert_eq!(d.applied_ms(), vec![(1800, 1), (1800, 2)]);
+        let polls = d.ctl.wakes().iter().filter(|w| w.1 >> 60 == 3).count();
+        assert_eq!(polls, 1);
+    }
+
+    /// Batch resequencer, completion size 1, one shared resequencer.
+    fn batch(size: u32, apply_ms: u64) -> Drive {
+        Drive::new(
+            1,
+            4,
+            one_by_one(|p| {
+                p.resequencer = super::Mode::Batch;
+                p.batch_size = size;
+                p.apply_time = Dur::from_millis(apply_ms);
+            }),
+        )
+    }
+
+    #[test]
+    fn a_batch_goes_a_timeout_after_its_last_element_sorted() {
+        let mut d = batch(10, 0);
+        d.agg(0, m(5, 1, 0));
+        d.until(500 * MILLI);
+        d.agg(0, m(4, 0, 0));
+        d.until(10 * SECOND);
+        assert_eq!(d.applied_ms(), vec![(1500, 4), (1500, 5)]);
+        // One timer per element, restarting the wait; the sends clear it.
+        assert_eq!(d.ctl.wakes().len(), 2);
+    }
+
+    #[test]
+    fn a_full_batch_goes_at_once() {
+        let mut d = batch(2, 0);
+        d.agg(0, m(5, 1, 0));
+        d.until(200 * MILLI);
+        d.agg(0, m(4, 0, 0));
+        assert_eq!(d.applied_ms(), vec![(200, 4), (200, 5)]);
+        assert_eq!(d.ctl.wakes().len(), 1, "no timer for the full batch");
+    }
+
+    #[test]
+    fn an_element_queued_during_an_apply_waits_a_timeout_after_it() {
+        // Applies take 500ms. 1 goes at 1s (applied at 1.5s); 2, queued at 1.2s while the
+        // sender is busy, waits a whole batch timeout from when the sender is free again.
+        let mut d = batch(10, 500);
+        d.agg(0, m(1, 0, 0));
+        d.until(1200 * MILLI);
+        d.agg(0, m(2, 1, 0));
+        d.until(10 * SECOND);
+        assert_eq!(d.applied_ms(), vec![(1500, 1), (3000, 2)]);
+    }
+
+    #[test]
+    fn a_crash_loses_its_own_in_memory_groups_only() {
+        // Three consumers, three keys, in-memory repositories (rows consumer * 3 + key).
+        let mut d = Drive::new(3, 3, params(|p| p.persistent = false));
+        d.agg(0, m(1, 0, 0));
+        d.agg(1, m(2, 0, 1));
+        d.agg(1, m(3, 2, 0));
+        d.agg(2, m(4, 0, 2));
+        d.world(WorldChange::ConsumerCrashed(1));
+        assert_eq!(d.ctl.discards(), vec![2, 3]);
+        assert_eq!((d.row(0), d.row(6)), (vec![1], vec![4]));
+    }
+
+    #[test]
+    fn a_crash_stops_its_own_timeout_checker_only() {
+        // A shared repository: consumer 0's group of key 0 and consumer 1's of key 2 are due at
+        // 1s and 1.33s (consumer 1's checker runs a third of an interval late). Consumer 1
+        // crashes at 0.5s: its group stays in the repository; consumer 0's completes.
+        let mut d = Drive::new(3, 3, params(|_| {}));
+        d.agg(0, m(1, 0, 0));
+        d.agg(1, m(2, 2, 0));
+        d.until(500 * MILLI);
+        d.world(WorldChange::ConsumerCrashed(1));
+        d.until(2 * SECOND);
+        assert_eq!((d.row(0), d.row(2)), (Vec::<u64>::new(), vec![2]));
+        assert!(d.ctl.discards().is_empty());
+    }
+
+    #[test]
+    fn a_restarted_instance_completes_the_groups_left_in_the_repository() {
+        // Consumer 0 crashes with its group of key 0 in the shared repository; restarted at 2s,
+        // its checker completes the group 1s later into its own resequencer, back up.
+        let mut d = Drive::new(2, 1, params(|_| {}));
+        d.agg(0, m(1, 0, 0));
+        d.until(500 * MILLI);
+        d.world(WorldChange::ConsumerCrashed(0));
+        d.until(2 * SECOND);
+        assert_eq!(d.row(0), vec![1]);
+        d.world(WorldChange::ConsumerRestarted(0));
+        d.until(3 * SECOND);
+        assert_eq!(d.row(0), Vec::<u64>::new());
+        d.until(10 * SECOND);
+        assert_eq!(d.applied, vec![(4 * SECOND, 1, 0)]);
+        assert!(d.ctl.discards().is_empty());
+    }
+
+    #[test]
+    fn an_abandoned_delivery_releases_the_aggregators_lock() {
+        // While consumer 0 aggregates, its timeout checker waits; abandoning the delivery (its
+        // consumer suspended mid-service) lets the checker complete key 0's group at 1s.
+        let mut d = Drive::new(1, 2, params(|p| p.resequencer_scope = Scope::Single));
+        d.agg(0, m(1, 0, 0));
+        d.until(500 * MILLI);
+        d.begin(0, m(2, 1, 0));
+        d.r.abandon(d.now, 0, &m(2, 1, 0), &mut d.ctl);
+        d.until(SECOND);
+        assert_eq!(d.row(0), Vec::<u64>::new());
+        // Without the abandon the check would wait for the aggregation to end.
+        let mut d = Drive::new(1, 2, params(|p| p.resequencer_scope = Scope::Single));
+        d.agg(0, m(1, 0, 0));
+        d.until(500 * MILLI);
+        d.begin(0, m(2, 1, 0));
+        d.until(SECOND);
+        assert_eq!(d.row(0), vec![1]);
+    }
+
+    #[test]
+    fn the_hazards_need_more_than_one_consumer_or_a_headerless_message() {
+        use crate::Named;
+        let hazard = |name: &str| {
+            Resequencer::PARAMS
+                .iter()
+                .find(|p| p.name == name)
+                .and_then(|p| p.hazard)
+                .unwrap()
+        };
+        for (consumers, missing, warned) in [(1, "0.0", false), (2, "0.1", true)] {
+            let sc = crate::test_util::simple_with(
+                "\"resequencer\"",
+                consumers,
+                100,
+                50,
+                &format!("group_header_missing = {missing}"),
+                "",
+            );
+            let (persistent, scope, ignore) = (
+                hazard("persistent"),
+                hazard("resequencer_scope"),
+                hazard("ignore_invalid_correlation_keys"),
+            );
+            assert_eq!((persistent.applies)("false", &sc), warned);
+            assert_eq!((scope.applies)("route", &sc), warned);
+            assert_eq!((ignore.applies)("true", &sc), warned);
+            assert_eq!((hazard("repository").applies)("unversioned", &sc), warned);
+        }
+    }
+
+    #[test]
+    fn capacity_and_batch_size_must_be_positive() {
+        use crate::Named;
+        let sc = crate::test_util::simple("\"resequencer\"", 2, 100, "");
+        let zero: [fn(&mut ResequencerParams); 2] = [|p| p.capacity = 0, |p| p.batch_size = 0];
+        for f in zero {
+            let err = Resequencer::build(&sc, params(f)).unwrap_err();
+            assert!(err.contains("must be > 0"), "{err}");
+        }
+        assert!(Resequencer::build(&sc, params(|_| {})).is_ok());
     }
 }
