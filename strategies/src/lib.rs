@@ -493,13 +493,25 @@ pub(crate) mod test_util {
         msg: &MsgView,
         ctl: &mut Control,
     ) -> Result<u32, Select> {
+        select_on(s, 0, now, slots, msg, ctl)
+    }
+
+    /// [`select_at`] at broker `broker`.
+    pub fn select_on(
+        s: &mut impl Strategy,
+        broker: u16,
+        now: Time,
+        slots: &[(u32, u32)],
+        msg: &MsgView,
+        ctl: &mut Control,
+    ) -> Result<u32, Select> {
         let consumers: Vec<ConsumerSlot> = slots
             .iter()
             .map(|&(id, free)| ConsumerSlot { id, free })
             .collect();
         let ctx = DispatchCtx {
             now,
-            broker: 0,
+            broker,
             consumers: &consumers,
         };
         match s.select(&ctx, msg, ctl) {

@@ -838,4 +838,150 @@ service = {{ dist = "exponential", mean = "10ms" }}
         )
         .is_err());
     }
+
+    // --- Direct tests of the unit states: `select` and the hooks with hand-built contexts.
+
+    use crate::test_util::select_on;
+    use sim::strategy::Control;
+
+    /// Message `id` of unit `unit`.
+    fn unit_msg(id: u64, unit: u32) -> MsgView {
+        MsgView { id, ..view(unit) }
+    }
+
+    /// `select` of `msg` at `broker` with consumers 0 and 1 free: the consumer chosen.
+    fn offer(s: &mut UnitOfOrder, broker: u16, msg: MsgView) -> Result<u32, Select> {
+        select_on(
+            s,
+            broker,
+            0,
+            &[(0, 5), (1, 5)],
+            &msg,
+            &mut Control::default(),
+        )
+    }
+
+    fn uoo(brokers: usize, routing: Routing) -> UnitOfOrder {
+        let names: Vec<String> = (0..brokers).map(|b| format!("m{b}")).collect();
+        let members: Vec<&str> = names.iter().map(String::as_str).collect();
+        let params = UnitOfOrderParams {
+            routing,
+            ..UnitOfOrderParams::default()
+        };
+        UnitOfOrder::new(&members, 4, false, params).unwrap()
+    }
+
+    /// Hash routing's member of each unit, as an independent implementation computes it (FNV-1a
+    /// 64 over the unit's 4 little-endian bytes and the member's name, MurmurHash3's fmix64,
+    /// highest score wins): the routing a scenario's results depend on.
+    #[test]
+    fn hash_routing_matches_an_independent_computation() {
+        let three: Vec<u16> = (0..16).map(|u| hash_member(u, &["a", "b", "c"])).collect();
+        assert_eq!(three, [1, 0, 1, 2, 2, 0, 0, 1, 2, 2, 2, 2, 2, 2, 0, 1]);
+        let two: Vec<u16> = (0..16).map(|u| hash_member(u, &["ms1", "ms2"])).collect();
+        assert_eq!(two, [0, 0, 1, 1, 0, 0, 1, 1, 0, 1, 0, 1, 0, 0, 1, 0]);
+    }
+
+    #[test]
+    fn without_routing_each_server_keeps_its_own_units() {
+        // Unit 0 in flight at server 0 does not hold unit 0 at server 1, only at server 0.
+        let mut s = uoo(2, Routing::None);
+        assert_eq!(offer(&mut s, 0, unit_msg(1, 0)), Ok(0));
+        assert!(offer(&mut s, 1, unit_msg(2, 0)).is_ok());
+        assert_eq!(offer(&mut s, 0, unit_msg(3, 0)), Err(Select::Hold));
+        assert_eq!(offer(&mut s, 1, unit_msg(4, 0)), Err(Select::Hold));
+        // The message in flight itself (back from a redelivery delay) may go again.
+        assert!(offer(&mut s, 0, unit_msg(1, 0)).is_ok());
+    }
+
+    /// Unit 0's message 1 in flight from broker `from`; message 2 of unit 0 offered at `held`
+    /// (held there); message 1 settles: the redispatch wake-ups asked for.
+    fn completion_wakes(brokers: usize, from: u16, held: u16) -> Vec<(Time, u64)> {
+        let mut s = uoo(brokers, Routing::Hash);
+        assert_eq!(offer(&mut s, from, unit_msg(1, 0)), Ok(0));
+        assert_eq!(offer(&mut s, held, unit_msg(2, 0)), Err(Select::Hold));
+        let ctl = &mut Control::default();
+        s.on_settled(7, &unit_msg(1, 0), ctl);
+        assert!(
+            offer(&mut s, held, unit_msg(2, 0)).is_ok(),
+            "the unit is free"
+        );
+        ctl.wakes()
+    }
+
+    #[test]
+    fn completing_a_unit_redispatches_every_broker_only_if_another_held_it() {
+        // The delivering broker is dispatched next anyway; another one is woken (at once).
+        assert_eq!(completion_wakes(2, 1, 0), vec![(7, 0)]);
+        assert_eq!(completion_wakes(2, 0, 1), vec![(7, 0)]);
+        assert_eq!(completion_wakes(2, 1, 1), vec![]);
+        assert_eq!(completion_wakes(64, 63, 63), vec![]);
+        assert_eq!(completion_wakes(64, 63, 0), vec![(7, 0)]);
+        // Beyond 64 brokers the held set does not fit a bit each: any hold wakes every broker.
+        assert_eq!(completion_wakes(65, 0, 0), vec![(7, 0)]);
+    }
+
+    #[test]
+    fn a_consumer_leaving_completes_the_units_it_held_at_that_broker() {
+        let mut s = uoo(2, Routing::None);
+        let ctl = &mut Control::default();
+        assert_eq!(offer(&mut s, 0, unit_msg(1, 0)), Ok(0));
+        assert_eq!(offer(&mut s, 0, unit_msg(2, 1)), Ok(1));
+        assert_eq!(offer(&mut s, 1, unit_msg(3, 2)), Ok(0));
+        s.on_detach(0, 0, 0, ctl);
+        // Unit 0's message is back in the queue: any message of the unit may go first.
+        assert_eq!(offer(&mut s, 0, unit_msg(4, 0)), Ok(0));
+        // Consumer 1's unit at broker 0 and consumer 0's at broker 1 are still in flight.
+        assert_eq!(offer(&mut s, 0, unit_msg(5, 1)), Err(Select::Hold));
+        assert_eq!(offer(&mut s, 1, unit_msg(6, 2)), Err(Select::Hold));
+    }
+
+    #[test]
+    fn a_message_waiting_out_a_non_blocking_delay_keeps_its_unit_when_its_consumer_leaves() {
+        // Non-blocking: the rolled-back message waits at the broker, no longer its consumer's,
+        // so that consumer leaving does not free the unit. Blocking: it waits in the consumer's
+        // session, and goes back to the queue (the unit free) when the consumer leaves.
+        for (mode, held) in [("non_blocking", true), ("blocking", false)] {
+            let sc = one_broker(
+                "\"unit_of_order\"",
+                "",
+                &format!("[redelivery]\nmode = \"{mode}\"\n"),
+            );
+            let mut s =
+                <UnitOfOrder as crate::Named>::build(&sc, UnitOfOrderParams::default()).unwrap();
+            let ctl = &mut Control::default();
+            assert_eq!(offer(&mut s, 0, unit_msg(1, 0)), Ok(0));
+            let failed = Outcome::Failed(sim::history::FailReason::Outage);
+            s.on_handled(0, 0, &unit_msg(1, 0), &failed, ctl);
+            s.on_detach(0, 0, 0, ctl);
+            let next = offer(&mut s, 0, unit_msg(2, 0));
+            assert_eq!(next.is_err(), held, "{mode}");
+        }
+    }
+
+    #[test]
+    fn a_late_failure_of_a_message_whose_unit_moved_on_leaves_the_unit_alone() {
+        // Non-blocking. Consumer 0 blips while processing message 1 (its unit is complete: the
+        // message is back in the queue) and gets message 2 of the unit; then 1's processing
+        // fails. When 0 leaves again, 2 goes back and the unit is free for message 3.
+        let sc = one_broker(
+            "\"unit_of_order\"",
+            "",
+            "[redelivery]\nmode = \"non_blocking\"\n",
+        );
+        let mut s =
+            <UnitOfOrder as crate::Named>::build(&sc, UnitOfOrderParams::default()).unwrap();
+        let ctl = &mut Control::default();
+        let only_0 = |s: &mut UnitOfOrder, m: MsgView| {
+            select_on(s, 0, 0, &[(0, 5)], &m, &mut Control::default())
+        };
+        assert_eq!(only_0(&mut s, unit_msg(1, 0)), Ok(0));
+        s.on_detach(0, 0, 0, ctl);
+        assert_eq!(only_0(&mut s, unit_msg(2, 0)), Ok(0));
+        let failed = Outcome::Failed(sim::history::FailReason::Outage);
+        s.on_handled(0, 0, &unit_msg(1, 0), &failed, ctl);
+        assert_eq!(only_0(&mut s, unit_msg(3, 0)), Err(Select::Hold));
+        s.on_detach(0, 0, 0, ctl);
+        assert_eq!(only_0(&mut s, unit_msg(3, 0)), Ok(0));
+    }
 }
