@@ -790,9 +790,10 @@ impl<A: Annotations> Checkers<A> {
             };
             let (expected_last, last_state) = (k.expected_last, k.last_state);
             for (i, r) in window.iter().enumerate() {
-                self.tally.classify(r, key as u32, base + i as u32);
+                let seq = base + i as u32;
+                self.tally.classify(r, key as u32, seq);
                 if let Some(n) = self.notes.notes() {
-                    anomaly::annotate_final(n, key as u32, base + i as u32, r);
+                    anomaly::annotate_final(n, key as u32, seq, r);
                 }
             }
             if !ok {

@@ -506,6 +506,23 @@ fn wrongly_rejecting_the_newest_leaves_the_state_stale() {
     assert_eq!(x.final_state_mismatches, 1);
 }
 
+#[test]
+fn a_message_rejected_and_acked_behind_an_unresolved_one_leaves_the_window_with_it() {
+    // seq 1 is rejected (stale) and acked while seq 0 is unresolved: final, it waits behind seq 0
+    // in the window, and both leave it when seq 0 is applied. (An ack of a message past the
+    // window's base is recorded like one at the base.)
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).produce(0, b).reject(MS, b).ack(MS, b);
+    assert_eq!((h.c.keys[0].base, h.c.keys[0].window.len()), (0, 2));
+    h.apply(2 * MS, a).ack(2 * MS, a);
+    assert!(h.c.keys[0].window.is_empty(), "seq 1 settled with seq 0");
+    assert_eq!(h.c.keys[0].base, 2);
+    let x = h.metrics(2 * MS);
+    assert_eq!((x.applied, x.stale_rejected), (1, 1));
+    assert_eq!(x.final_state_mismatches, 1, "the newest was rejected");
+}
+
 // --- 6. Dead letters -------------------------------------------------------------------------
 
 #[test]
@@ -757,6 +774,22 @@ fn handed_to_another_consumer_and_applied_by_both_is_one_duplicate() {
 }
 
 #[test]
+fn a_consumer_that_starts_a_message_after_it_is_gone_does_not_end_the_holder_s_hand() {
+    // Consumer 0 has seq 0 in hand when a broker crash discards the broker's copy. Consumer 1
+    // then starts a copy it had buffered and rolls it back: it did not hold seq 0 when the copy
+    // went, so seq 0 stays open for consumer 0, which writes it: applied once, not lost.
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).start(0, a, 0).discard(MS, a);
+    h.start(2 * MS, a, 1)
+        .rollback_by(2 * MS, a, 1, FailReason::Outage);
+    assert_eq!(h.c.keys[0].window.len(), 1, "open while consumer 0 has it");
+    h.apply_by(3 * MS, a, 0);
+    let x = h.metrics(3 * MS);
+    assert_eq!((x.applied, x.lost, x.duplicates), (1, 0, 0));
+}
+
+#[test]
 fn consumer_ids_from_a_hostile_history_do_not_allocate() {
     let a = m(0, 0, 0);
     let mut h = H::state();
@@ -897,6 +930,76 @@ fn a_replayed_copy_of_an_applied_message_may_be_pending_at_the_end() {
     h.replay(3 * MS, a, false).pending(4 * MS, a);
     let x = h.metrics(4 * MS);
     assert_eq!((x.applied, x.dead_lettered, x.pending_at_end), (1, 0, 0));
+}
+
+#[test]
+fn a_reopened_record_hides_no_message_still_in_its_window() {
+    // seq 0 is dead-lettered and leaves the window (seq 1 is now its base), then replayed: its
+    // record is reopened outside the window. The messages still in the window are looked up
+    // there, not among the reopened records: seq 2 (past the base) is dead-lettered behind seq
+    // 1, then seq 1 (the base) is, which settles both. The replayed seq 0 is pending at the end.
+    let (a, b, c) = (m(0, 0, 0), m(1, 0, 1), m(2, 0, 2));
+    let mut h = H::state();
+    h.produce(0, a)
+        .produce(0, b)
+        .produce(0, c)
+        .dead_letter(MS, a);
+    assert_eq!(h.c.keys[0].base, 1);
+    h.replay(2 * MS, a, false).dead_letter(3 * MS, c);
+    assert!(
+        h.c.keys[0].window[1].dead_lettered,
+        "seq 2 found in the window"
+    );
+    h.dead_letter(4 * MS, b);
+    assert_eq!(h.c.keys[0].base, 3, "seq 1 found at the window's base");
+    h.pending(5 * MS, a);
+    let x = h.metrics(5 * MS);
+    assert_eq!(
+        (x.dead_lettered, x.innocent_dead_lettered, x.pending_at_end),
+        (2, 2, 1)
+    );
+    assert_eq!((x.applied, x.coverage.dlq_replays), (0, 1));
+}
+
+#[test]
+fn replaying_an_applied_message_leaves_another_dead_letter_counted() {
+    // seq 0 is dead-lettered and stays in the DLQ. seq 1 is dead-lettered while consumer 0 has
+    // it in hand, and the consumer then writes it (applied wins: it was never counted
+    // dead-lettered). A replay of seq 1 takes nothing back: seq 0 is still dead-lettered, and
+    // seq 1's replayed copy, still queued at the end, is not a pending message.
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a).produce(0, b).dead_letter(MS, a);
+    h.start(MS, b, 0)
+        .dead_letter(2 * MS, b)
+        .apply_by(3 * MS, b, 0);
+    h.replay(4 * MS, b, false).pending(5 * MS, b);
+    let x = h.metrics(5 * MS);
+    assert_eq!(
+        (
+            x.dead_lettered,
+            x.innocent_dead_lettered,
+            x.applied,
+            x.pending_at_end
+        ),
+        (1, 1, 1, 0)
+    );
+    assert_eq!(x.final_state_mismatches, 0);
+}
+
+#[test]
+fn a_replayed_dead_letter_applied_twice_is_applied_once_and_one_duplicate() {
+    // seq 0 is dead-lettered (its record leaves the window), replayed, applied, and applied
+    // again (the first apply's ack was lost).
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).dead_letter(MS, a).replay(2 * MS, a, false);
+    h.apply(3 * MS, a).apply(4 * MS, a).ack(4 * MS, a);
+    let x = h.metrics(4 * MS);
+    assert_eq!(
+        (x.applied, x.duplicates, x.dead_lettered, x.pending_at_end),
+        (1, 1, 0, 0)
+    );
 }
 
 // --- 8. Conservation -------------------------------------------------------------------------
@@ -1751,6 +1854,48 @@ fn coverage_counts_source_outages_cache_collapses_reads_batch_runs_and_send_fail
             batch_runs: 2,
             batch_runs_given_up: 1,
             send_failures: 1,
+            ..Coverage::default()
+        }
+    );
+}
+
+#[test]
+fn lease_expiries_failed_acks_and_commits_are_counted() {
+    // Two leases end (the consumer is still working on the message), three acks come too late,
+    // four commits: each counter counts its own events.
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a).start(0, a, 0);
+    let t = MS;
+    for _ in 0..2 {
+        h.ev(Event::Expire {
+            t,
+            msg: a,
+            broker: 0,
+            consumer: 0,
+        });
+    }
+    for _ in 0..3 {
+        h.ev(Event::AckFail {
+            t,
+            msg: a,
+            consumer: 0,
+        });
+    }
+    for records in 1..=4 {
+        h.ev(Event::Commit {
+            t,
+            consumer: 0,
+            records,
+        });
+    }
+    h.apply(2 * MS, a).ack(2 * MS, a);
+    assert_eq!(
+        h.metrics(2 * MS).coverage,
+        Coverage {
+            lease_expiries: 2,
+            failed_acks: 3,
+            commits: 4,
             ..Coverage::default()
         }
     );

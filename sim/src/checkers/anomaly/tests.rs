@@ -288,3 +288,308 @@ fn a_loss_found_at_the_end_names_the_lost_seq() {
     assert_eq!((lost[0].key, lost[0].seq), (0, 2));
     assert_eq!(lost[0].conflicts_with, Some(discard));
 }
+
+#[test]
+fn each_kind_is_named_as_a_trace_writes_it() {
+    for (kind, name) in [
+        (AnomalyKind::Violation, "violation"),
+        (AnomalyKind::Duplicate, "duplicate"),
+        (AnomalyKind::StaleWrite, "stale_write"),
+        (AnomalyKind::Lost, "lost"),
+        (AnomalyKind::Dropped, "dropped"),
+        (AnomalyKind::FinalMismatch, "final_mismatch"),
+    ] {
+        assert_eq!(kind.name(), name);
+        assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{name}\""));
+    }
+}
+
+/// The first applies remembered are the newest [`FIRST_APPLIES_REMEMBERED`], exactly: after one
+/// more, a duplicate of the oldest is reported without its first apply, and one of the next
+/// oldest still names it.
+#[test]
+fn the_newest_first_applies_remembered_are_exactly_the_bound() {
+    let n = FIRST_APPLIES_REMEMBERED as u32 + 1;
+    let mut c = Checkers::with_sink(1, WorkloadKind::Command, Vec::new());
+    for seq in 0..n {
+        let x = m(0, seq);
+        let t = Time::from(seq);
+        for e in [produce(t, x), apply(t, x, 0), ack(t, x)] {
+            c.observe(&e);
+        }
+    }
+    let end = Time::from(n);
+    let (oldest, next) = (m(0, 0), m(0, 1));
+    c.observe(&apply(end, oldest, 1));
+    c.observe(&apply(end, next, 1));
+    let (r, found) = c.finish_into(3 * u64::from(n) + 2, end);
+    r.expect("a well-formed history");
+    let dup: Vec<_> = found
+        .iter()
+        .filter(|x| x.kind == AnomalyKind::Duplicate)
+        .map(|x| (x.seq, x.conflicts_with))
+        .collect();
+    assert_eq!(dup, [(0, None), (1, Some(apply(1, next, 0)))]);
+}
+
+/// An apply of a message, or of a state, never produced is a malformed history (the self-check
+/// says so): it is not annotated, whatever it would have been.
+#[test]
+fn an_apply_of_anything_never_produced_is_not_annotated() {
+    let (a, b) = (m(0, 0), m(0, 1));
+    for bad in [
+        // A produced message writing a state never produced (after b: a violation if annotated).
+        Event::Apply {
+            t: 30,
+            msg: a,
+            consumer: 1,
+            state_seq: 7,
+        },
+        // A message never produced writing an old state (a stale write if annotated).
+        Event::Apply {
+            t: 30,
+            msg: m(0, 5),
+            consumer: 1,
+            state_seq: 0,
+        },
+    ] {
+        let mut c = Checkers::with_sink(1, WorkloadKind::State, Vec::new());
+        for e in [
+            produce(10, a),
+            produce(11, b),
+            apply(20, b, 0),
+            ack(20, b),
+            bad,
+        ] {
+            c.observe(&e);
+        }
+        let (r, found) = c.finish_into(5, 30);
+        assert!(
+            matches!(r, Err(crate::checkers::SelfCheckError::Malformed(_))),
+            "{r:?}"
+        );
+        assert!(found.is_empty(), "{bad:?}: {found:?}");
+    }
+}
+
+/// A second apply of a message still in its key's window (behind an unresolved predecessor) is
+/// a duplicate too, naming the first apply.
+#[test]
+fn a_duplicate_behind_an_unresolved_message_names_the_first_apply() {
+    let (a, b) = (m(0, 0), m(0, 1));
+    let first = apply(20, b, 0);
+    let again = apply(30, b, 1);
+    let found = annotate(
+        WorkloadKind::State,
+        1,
+        &[
+            produce(10, a),
+            produce(11, b),
+            first,
+            ack(25, b),
+            again,
+            Event::Pending { t: 40, msg: a },
+        ],
+    );
+    assert_eq!(found.len(), 1, "{found:?}");
+    let x = &found[0];
+    assert_eq!((x.kind, x.seq, x.t), (AnomalyKind::Duplicate, 1, 30));
+    assert_eq!((x.event, x.conflicts_with), (Some(again), Some(first)));
+}
+
+/// A violation names the apply that first reached the newest seq: not the apply of an older
+/// seq before it, nor a later duplicate of the newest.
+#[test]
+fn a_violation_names_the_first_apply_of_the_newest_seq() {
+    let (a, b, c) = (m(0, 0), m(0, 1), m(0, 2));
+    let c_first = apply(30, c, 0);
+    let late = apply(40, a, 2);
+    let found = annotate(
+        WorkloadKind::Command,
+        1,
+        &[
+            produce(10, a),
+            produce(11, b),
+            produce(12, c),
+            apply(20, b, 0),
+            c_first,
+            apply(35, c, 1),
+            late,
+            ack(50, a),
+            ack(50, b),
+            ack(50, c),
+        ],
+    );
+    let v: Vec<_> = found
+        .iter()
+        .filter(|x| x.kind == AnomalyKind::Violation)
+        .collect();
+    assert_eq!(v.len(), 1, "{found:?}");
+    assert_eq!((v[0].seq, v[0].other_seq), (0, Some(2)));
+    assert_eq!(
+        (v[0].event, v[0].conflicts_with),
+        (Some(late), Some(c_first))
+    );
+}
+
+/// A stale write names the write that first put the newest state: not the write of an older
+/// state before it, nor a later rewrite of the same newest state (which is not stale).
+#[test]
+fn a_stale_write_names_the_first_write_of_the_newest_state() {
+    let (a, b, c, d) = (m(0, 0), m(0, 1), m(0, 2), m(0, 3));
+    // Notifier-style writers: each writes the state it read.
+    let write = |t, msg, consumer, state_seq| Event::Apply {
+        t,
+        msg,
+        consumer,
+        state_seq,
+    };
+    let newest = write(30, c, 0, 2);
+    let stale = write(40, a, 2, 0);
+    let found = annotate(
+        WorkloadKind::State,
+        1,
+        &[
+            produce(10, a),
+            produce(11, b),
+            produce(12, c),
+            produce(13, d),
+            write(20, b, 0, 1),
+            newest,
+            write(35, d, 1, 2),
+            stale,
+        ],
+    );
+    let s: Vec<_> = found
+        .iter()
+        .filter(|x| x.kind == AnomalyKind::StaleWrite)
+        .collect();
+    assert_eq!(s.len(), 1, "{found:?}");
+    assert_eq!((s[0].seq, s[0].other_seq), (0, Some(2)));
+    assert_eq!(
+        (s[0].event, s[0].conflicts_with),
+        (Some(stale), Some(newest))
+    );
+}
+
+/// In a command workload a final mismatch names the last command applied (`other_seq`) and its
+/// apply; `seq` is the last command produced.
+#[test]
+fn a_command_final_mismatch_names_the_last_command_applied() {
+    let (a, b) = (m(0, 0), m(0, 1));
+    let last = apply(30, a, 1);
+    let found = annotate(
+        WorkloadKind::Command,
+        1,
+        &[
+            produce(10, a),
+            produce(11, b),
+            apply(20, b, 0),
+            last,
+            ack(40, a),
+            ack(40, b),
+        ],
+    );
+    assert_eq!(
+        found.last(),
+        Some(&Anomaly {
+            kind: AnomalyKind::FinalMismatch,
+            t: 40,
+            key: 0,
+            seq: 1,
+            other_seq: Some(0),
+            event: None,
+            conflicts_with: Some(last),
+        }),
+        "{found:?}"
+    );
+}
+
+/// Applied wins: a message discarded or dropped while a consumer had it in hand, then applied by
+/// that consumer, is neither lost nor dropped; one rejected as stale and then discarded (before
+/// its ack) is stale-rejected, not lost. None of them is an anomaly.
+#[test]
+fn applied_or_rejected_messages_gone_from_the_broker_are_no_anomaly() {
+    let (a, b, c, d) = (m(0, 0), m(0, 1), m(0, 2), m(0, 3));
+    let discard = |t, msg| Event::Discard {
+        t,
+        msg,
+        reason: DiscardReason::BrokerCrash,
+    };
+    let found = annotate(
+        WorkloadKind::State,
+        1,
+        &[
+            produce(10, a),
+            produce(11, b),
+            produce(12, c),
+            produce(13, d),
+            Event::Start {
+                t: 20,
+                msg: a,
+                consumer: 0,
+            },
+            discard(21, a),
+            apply(22, a, 0),
+            Event::Start {
+                t: 23,
+                msg: b,
+                consumer: 1,
+            },
+            Event::Drop {
+                t: 24,
+                msg: b,
+                broker: 0,
+            },
+            apply(25, b, 1),
+            Event::Start {
+                t: 26,
+                msg: c,
+                consumer: 2,
+            },
+            Event::Reject {
+                t: 27,
+                msg: c,
+                consumer: 2,
+            },
+            discard(28, c),
+            apply(30, d, 0),
+            ack(30, d),
+        ],
+    );
+    assert!(found.is_empty(), "{found:?}");
+}
+
+/// Annotations follow the counts' order: a message whose broker copy was discarded while a
+/// consumer had it in hand, and which is still held at the end (pending), counts as pending,
+/// so it is not annotated as lost.
+#[test]
+fn a_discarded_message_still_pending_at_the_end_is_not_lost() {
+    let a = m(0, 0);
+    let h = [
+        produce(10, a),
+        Event::Start {
+            t: 20,
+            msg: a,
+            consumer: 0,
+        },
+        Event::Discard {
+            t: 21,
+            msg: a,
+            reason: DiscardReason::BrokerCrash,
+        },
+        Event::Pending { t: 30, msg: a },
+    ];
+    let mut plain = Checkers::new(1, WorkloadKind::Command);
+    for e in &h {
+        plain.observe(e);
+    }
+    let x = plain.finish(4, 30).expect("a well-formed history");
+    assert_eq!((x.pending_at_end, x.lost), (1, 0));
+    let found = annotate(WorkloadKind::Command, 1, &h);
+    assert_eq!(
+        found.iter().map(|x| x.kind).collect::<Vec<_>>(),
+        [AnomalyKind::FinalMismatch],
+        "{found:?}"
+    );
+}
