@@ -241,9 +241,9 @@ impl RabbitmqHash {
 
     /// Consumer `c`'s place in queue `q`'s registration order (lower registered earlier).
     fn rank_at(&self, c: u32, q: u32) -> u64 {
+        // (Consumer ids are below `consumers`: one broker, so no network bridges.)
         match self.rank.get(c as usize).copied().flatten() {
             Some(r) => r,
-            None if c >= self.consumers => u64::from(c),
             None => match self.params.registration {
                 Registration::Same => u64::from(c),
                 Registration::Spread => {
@@ -390,14 +390,13 @@ impl Strategy for RabbitmqHash {
                 ctl.wake_at(u.at.micros(), UNBIND + i as u64);
             }
         }
+        // (Consumer ids are below `consumers`: one broker, so no network bridges.)
         let c = consumer as usize;
-        if c < self.rank.len() {
-            if self.rank[c].is_some() {
-                // A consumer registering again goes to the end of every queue's list.
-                self.rank[c] = Some(u64::from(self.consumers) + self.attaches);
-            }
-            self.attaches += 1;
+        if self.rank[c].is_some() {
+            // A consumer registering again goes to the end of every queue's list.
+            self.rank[c] = Some(u64::from(self.consumers) + self.attaches);
         }
+        self.attaches += 1;
     }
 
     fn on_detach(&mut self, now: Time, _broker: u16, consumer: u32, ctl: &mut Control) {
@@ -483,6 +482,21 @@ mod tests {
         assert_eq!(jump_consistent_hash(12_345, 1), 0);
     }
 
+    /// The buckets the paper's reference code gives (computed by an independent port of its
+    /// C++: the LCG 2862933555777941757 and `(b + 1) * 2^31 / ((key >> 33) + 1)`).
+    #[test]
+    fn jump_hash_matches_the_reference_code() {
+        let keys = [0, 1, 2, 3, 12_345, 0xdead_beef, 1 << 63, u64::MAX];
+        assert_eq!(
+            keys.map(|k| jump_consistent_hash(k, 10)),
+            [0, 6, 6, 8, 1, 5, 5, 9]
+        );
+        assert_eq!(
+            keys.map(|k| jump_consistent_hash(k, 1000)),
+            [0, 549, 338, 961, 938, 285, 453, 313]
+        );
+    }
+
     /// The ring as the plugin keeps it: consecutive bucket numbers per binding; removing one
     /// renumbers the later buckets down (and binding a queue twice changes nothing).
     #[test]
@@ -542,6 +556,91 @@ mod tests {
         spread.on_attach(2, 0, 1, ctl);
         let back = [(0, 5), (2, 5), (3, 5), (1, 5)];
         assert_eq!(select_at(&mut spread, 2, &back, &view(103, k1), ctl), Ok(2));
+        // 2 goes too: queue 1's next registration is 3, then 0; 1 registered last of all.
+        spread.on_detach(3, 0, 2, ctl);
+        let left = [(0, 5), (3, 5), (1, 5)];
+        assert_eq!(select_at(&mut spread, 3, &left, &view(104, k1), ctl), Ok(3));
+    }
+
+    /// Consumers coming back register behind every first-session consumer, in the order they
+    /// came back (whatever their place in the broker's list).
+    #[test]
+    fn consumers_registering_again_queue_up_in_the_order_they_came_back() {
+        let mut s = hash(RabbitmqHashParams::default(), 4);
+        attach(&mut s, &[0, 1, 2, 3]);
+        let ctl = &mut Control::default();
+        let m = view(0, 0);
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 5), (1, 5), (2, 5), (3, 5)], &m, ctl),
+            Ok(0)
+        );
+        s.on_detach(1, 0, 3, ctl);
+        s.on_detach(1, 0, 1, ctl);
+        s.on_attach(2, 0, 3, ctl);
+        s.on_attach(2, 0, 1, ctl);
+        // The active one (0) leaves: 2, the only first-session consumer left, takes over.
+        s.on_detach(3, 0, 0, ctl);
+        assert_eq!(
+            select_at(&mut s, 3, &[(1, 5), (2, 5), (3, 5)], &m, ctl),
+            Ok(2)
+        );
+        // Then 3, back before 1.
+        s.on_detach(4, 0, 2, ctl);
+        assert_eq!(select_at(&mut s, 4, &[(1, 5), (3, 5)], &m, ctl), Ok(3));
+    }
+
+    /// Each unbind has its own timer, and its wake-up removes its own binding.
+    #[test]
+    fn each_unbind_wakes_for_its_own_binding() {
+        let mut s = hash(
+            RabbitmqHashParams {
+                queues: 3,
+                unbind: vec![
+                    Unbind {
+                        queue: 2,
+                        at: Dur::from_secs(1),
+                    },
+                    Unbind {
+                        queue: 0,
+                        at: Dur::from_secs(2),
+                    },
+                ],
+                ..Default::default()
+            },
+            2,
+        );
+        let ctl = &mut Control::default();
+        s.on_attach(0, 0, 0, ctl);
+        s.on_attach(0, 0, 1, ctl);
+        assert_eq!(
+            ctl.wakes(),
+            vec![(1_000_000, UNBIND), (2_000_000, UNBIND + 1)]
+        );
+        s.on_wake(2_000_000, UNBIND + 1, ctl);
+        assert_eq!(s.ring.0, vec![1, 2]);
+    }
+
+    /// `spread` with more queues than consumers: queue q is first registered by q mod n.
+    #[test]
+    fn spread_registration_wraps_over_the_consumers() {
+        let p = RabbitmqHashParams {
+            queues: 5,
+            registration: Registration::Spread,
+            ..Default::default()
+        };
+        let mut s = hash(p, 3);
+        attach(&mut s, &[0, 1, 2]);
+        let qs = queues_of(&s, 0);
+        assert!(
+            (0..5).all(|q| qs.contains(&q)),
+            "64 keys reach all 5 queues"
+        );
+        let ctl = &mut Control::default();
+        for k in 0..64u32 {
+            let m = view(u64::from(k), k);
+            let active = select_at(&mut s, 0, &[(0, 5), (1, 5), (2, 5)], &m, ctl);
+            assert_eq!(active, Ok(qs[k as usize] % 3), "key {k}");
+        }
     }
 
     /// A queue added (the `add_partitions` fault) takes about 1/5 of the keys from 4 queues,
