@@ -347,4 +347,144 @@ service = "1ms"
             .to_string();
         assert!(err.contains("owns dispatch state"), "{err}");
     }
+
+    // --- Composed's forwarding: each call reaches the part it belongs to, arguments and
+    // answers unchanged.
+
+    use sim::history::FailReason;
+    use sim::strategy::Row;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    /// A part that logs every call it gets (as "part call args") and answers with marked values.
+    struct Part {
+        name: &'static str,
+        log: Rc<RefCell<Vec<String>>>,
+    }
+
+    impl Part {
+        fn note(&self, what: String) {
+            self.log.borrow_mut().push(format!("{} {what}", self.name));
+        }
+    }
+
+    impl Handler for Part {
+        fn begin(&mut self, ctx: &HandlerCtx, msg: &MsgView, _ctl: &mut Control) -> Begin {
+            self.note(format!("begin {} {} {}", ctx.now, ctx.consumer, msg.id));
+            Begin::Wait { timeout: Some(5) }
+        }
+        fn handle(&mut self, ctx: &HandlerCtx, msg: &MsgView, _ctl: &mut Control) -> Outcome {
+            self.note(format!("handle {} {} {}", ctx.step, ctx.consumer, msg.id));
+            Outcome::After { delay: 3, step: 2 }
+        }
+        fn abandon(&mut self, now: Time, consumer: u32, msg: &MsgView, _ctl: &mut Control) {
+            self.note(format!("abandon {now} {consumer} {}", msg.id));
+        }
+    }
+
+    impl HandlerPart for Part {
+        fn world(&mut self, now: Time, change: WorldChange, _ctl: &mut Control) {
+            self.note(format!("world {now} {change:?}"));
+        }
+    }
+
+    impl Strategy for Part {
+        fn select(&mut self, ctx: &DispatchCtx, msg: &MsgView, _ctl: &mut Control) -> Select {
+            self.note(format!("select {} {} {}", ctx.now, ctx.broker, msg.id));
+            Select::Hold
+        }
+        fn route(&mut self, ctx: &RouteCtx, msg: &MsgView) -> Route {
+            self.note(format!("route {} {}", ctx.producer, msg.id));
+            Route::Broker(1)
+        }
+        fn on_attach(&mut self, now: Time, broker: u16, consumer: u32, _ctl: &mut Control) {
+            self.note(format!("attach {now} {broker} {consumer}"));
+        }
+        fn on_detach(&mut self, now: Time, broker: u16, consumer: u32, _ctl: &mut Control) {
+            self.note(format!("detach {now} {broker} {consumer}"));
+        }
+        fn on_returned(&mut self, now: Time, broker: u16, msg: &MsgView, _ctl: &mut Control) {
+            self.note(format!("returned {now} {broker} {}", msg.id));
+        }
+        fn on_handled(
+            &mut self,
+            now: Time,
+            consumer: u32,
+            msg: &MsgView,
+            outcome: &Outcome,
+            _ctl: &mut Control,
+        ) {
+            self.note(format!("handled {now} {consumer} {} {outcome:?}", msg.id));
+        }
+        fn on_settled(&mut self, now: Time, msg: &MsgView, _ctl: &mut Control) {
+            self.note(format!("settled {now} {}", msg.id));
+        }
+        fn on_wake(&mut self, now: Time, token: u64, _ctl: &mut Control) {
+            self.note(format!("wake {now} {token}"));
+        }
+        fn on_world(&mut self, now: Time, change: WorldChange, _ctl: &mut Control) {
+            self.note(format!("on_world {now} {change:?}"));
+        }
+    }
+
+    #[test]
+    fn a_composed_strategy_forwards_each_call_to_its_part() {
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let part = |name| Part {
+            name,
+            log: log.clone(),
+        };
+        let mut s = Composed {
+            dispatch: part("d"),
+            handler: Box::new(part("h")),
+        };
+        let ctl = &mut Control::default();
+        let m = crate::test_util::view(9, 2);
+        let rows = [Row::default(); 4];
+        let ctx = HandlerCtx::for_tests(11, 3, 1, &rows);
+        assert_eq!(s.begin(&ctx, &m, ctl), Begin::Wait { timeout: Some(5) });
+        assert_eq!(
+            s.handle(&ctx, &m, ctl),
+            Outcome::After { delay: 3, step: 2 }
+        );
+        s.abandon(12, 3, &m, ctl);
+        let dctx = DispatchCtx {
+            now: 13,
+            broker: 1,
+            consumers: &[],
+        };
+        assert_eq!(s.select(&dctx, &m, ctl), Select::Hold);
+        let rctx = RouteCtx {
+            now: 14,
+            producer: 4,
+            connected: 0,
+            up: &[true, true],
+        };
+        assert_eq!(s.route(&rctx, &m), Route::Broker(1));
+        s.on_attach(15, 1, 5, ctl);
+        s.on_detach(16, 1, 6, ctl);
+        s.on_returned(17, 1, &m, ctl);
+        s.on_handled(18, 7, &m, &Outcome::Failed(FailReason::Outage), ctl);
+        s.on_settled(19, &m, ctl);
+        s.on_wake(20, 77, ctl);
+        s.on_world(21, WorldChange::CacheCollapse, ctl);
+        assert_eq!(
+            *log.borrow(),
+            [
+                "h begin 11 3 9",
+                "h handle 1 3 9",
+                "h abandon 12 3 9",
+                "d select 13 1 9",
+                "d route 4 9",
+                "d attach 15 1 5",
+                "d detach 16 1 6",
+                "d returned 17 1 9",
+                "d handled 18 7 9 Failed(Outage)",
+                "d settled 19 9",
+                "d wake 20 77",
+                "d on_world 21 CacheCollapse",
+                "h world 21 CacheCollapse",
+            ]
+        );
+    }
 }
