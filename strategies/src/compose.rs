@@ -427,6 +427,32 @@ service = "1ms"
         }
     }
 
+    /// The cache handler part hears a cache collapse: an older message is accepted after it.
+    #[test]
+    fn the_cache_handler_part_hears_a_cache_collapse() {
+        let mut h: Box<dyn HandlerPart> = Box::new(CachePessimistic::new(
+            1,
+            1,
+            1,
+            crate::cache_pessimistic::CachePessimisticParams::default(),
+        ));
+        let ctl = &mut Control::default();
+        let rows = [Row::default(); 1];
+        let ctx = HandlerCtx::for_tests(0, 0, 0, &rows);
+        let at = |ts: u64| MsgView {
+            timestamp: ts,
+            ..crate::test_util::view(ts, 0)
+        };
+        let mut deliver = |h: &mut Box<dyn HandlerPart>, ts| {
+            assert_eq!(h.begin(&ctx, &at(ts), ctl), Begin::Proceed);
+            h.handle(&ctx, &at(ts), ctl)
+        };
+        assert!(matches!(deliver(&mut h, 10), Outcome::Applied { .. }));
+        assert_eq!(deliver(&mut h, 5), Outcome::Rejected);
+        h.world(0, WorldChange::CacheCollapse, &mut Control::default());
+        assert!(matches!(deliver(&mut h, 5), Outcome::Applied { .. }));
+    }
+
     #[test]
     fn a_composed_strategy_forwards_each_call_to_its_part() {
         let log = Rc::new(RefCell::new(Vec::new()));

@@ -378,7 +378,8 @@ impl Strategy for MessageGroups {
         let side = &mut self.brokers[broker as usize];
         if side.attached == 0 {
             // Queue.addSubscription: the first consumer arms the gate (a latch of count - 1).
-            if before > 0 || wait > 0 {
+            // (A count alone waits 1s at most, so a gate always has a time.)
+            if wait > 0 {
                 side.latch = before.saturating_sub(1);
                 side.open = before > 0 && side.latch == 0;
                 side.until = now + wait;
@@ -757,6 +758,28 @@ service = {{ dist = "exponential", mean = "10ms" }}
             pick_at(&mut s, 0, &[(0, 0), (1, 0)], None, ctl),
             Err(Select::Stop)
         );
+    }
+
+    #[test]
+    fn consumers_are_considered_in_the_order_they_attached() {
+        // 1 attached before 0: with as many groups, it is considered first.
+        let mut s = attached(map(0), &[1, 0]);
+        let ctl = &mut Control::default();
+        assert_eq!(send(&mut s, 0, ctl), 1);
+        assert_eq!(send(&mut s, 1, ctl), 0);
+    }
+
+    #[test]
+    fn an_evicted_group_no_longer_counts_for_its_owner() {
+        // A map of 1. Group 0 goes to 0; group 1 to 1 (fewer groups), evicting group 0, so 0
+        // owns none. A message without the header then goes to 0 (fewer groups), which makes
+        // 0 the most recently used; still, group 2 goes to 0, which owns fewer groups than 1.
+        let mut s = attached(map(1), &[0, 1]);
+        let ctl = &mut Control::default();
+        assert_eq!(send(&mut s, 0, ctl), 0);
+        assert_eq!(send(&mut s, 1, ctl), 1);
+        assert_eq!(pick_at(&mut s, 0, &[(0, 5), (1, 5)], None, ctl), Ok(0));
+        assert_eq!(send(&mut s, 2, ctl), 0);
     }
 
     #[test]
