@@ -418,4 +418,43 @@ mod tests {
         )
         .is_none());
     }
+
+    /// The handler alone: the write follows the read after `read_latency` (a continuation
+    /// step), or in the same call when there is none.
+    #[test]
+    fn the_write_follows_the_read_after_the_read_latency() {
+        use super::{Notifier, NotifierParams};
+        use sim::strategy::{Begin, Control, Handler, HandlerCtx, Outcome, Row};
+        use sim::time::{Dur, MILLI};
+        let source = [Row {
+            state: 3,
+            timestamp: 0,
+            version: 1,
+        }];
+        let m = crate::test_util::view(5, 0);
+        for (latency, first) in [
+            (Dur::ZERO, Outcome::Applied { state_seq: 2 }),
+            (
+                Dur::from_millis(2),
+                Outcome::After {
+                    delay: 2 * MILLI,
+                    step: 1,
+                },
+            ),
+        ] {
+            let p = NotifierParams {
+                read_latency: latency,
+                ..NotifierParams::default()
+            };
+            let mut n = Notifier::new(1, 1, p);
+            let ctl = &mut Control::default();
+            let ctx = HandlerCtx::for_tests(0, 0, 0, &source);
+            assert_eq!(n.begin(&ctx, &m, ctl), Begin::Proceed);
+            assert_eq!(n.handle(&ctx, &m, ctl), first, "{latency:?}");
+            if latency > Dur::ZERO {
+                let ctx = HandlerCtx::for_tests(2 * MILLI, 0, 1, &source);
+                assert_eq!(n.handle(&ctx, &m, ctl), Outcome::Applied { state_seq: 2 });
+            }
+        }
+    }
 }
