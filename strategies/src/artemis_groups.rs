@@ -433,6 +433,60 @@ mod tests {
         }
     }
 
+    /// Each UTF-16 code unit contributes its low byte, then its high byte (SimpleString's
+    /// storage): a code unit above U+00FF is not its low byte alone.
+    #[test]
+    fn the_bucket_hash_takes_each_code_units_high_byte_after_its_low_byte() {
+        // U+0101: bytes 0x01, 0x01 -> 1 * 31 + 1.
+        assert_eq!(simple_string_hash("\u{101}"), 32);
+        // U+0180: bytes 0x80 (signed: -128), 0x01 -> -128 * 31 + 1.
+        assert_eq!(simple_string_hash("\u{180}"), -3967);
+        // U+0100: bytes 0x00, 0x01.
+        assert_eq!(simple_string_hash("\u{100}"), 1);
+    }
+
+    /// The bucket masks the hash's sign bit (`& Integer.MAX_VALUE`) and keeps the other 31
+    /// bits: a negative hash lands in the bucket of its low 31 bits.
+    #[test]
+    fn a_negative_hash_is_bucketed_by_its_low_31_bits() {
+        // "2000" overflows a Java int to a negative hash.
+        assert_eq!(simple_string_hash("2000"), -1_678_165_762);
+        // -1678165762 & 0x7fffffff = 469317886.
+        assert_eq!(bucket_of(2000, 1000), 886);
+        assert_eq!(bucket_of(2000, 7), 2);
+        // A positive hash is kept whole: 1519 = 7 * 217.
+        assert_eq!(bucket_of(1, 7), 0);
+        assert_eq!(bucket_of(1, 1000), 519);
+    }
+
+    /// Deliveries are tracked per message (a holder entry per message id, a count per
+    /// consumer) only when the pause needs them: with group-rebalance alone, or
+    /// pause-dispatch alone, or neither, nothing is kept.
+    #[test]
+    fn only_a_pausing_rebalance_tracks_deliveries_per_message() {
+        for (rebalance, pause) in [(false, false), (true, false), (false, true)] {
+            let mut s = groups(ArtemisGroupsParams {
+                group_rebalance: rebalance,
+                group_rebalance_pause_dispatch: pause,
+                ..Default::default()
+            });
+            attach(&mut s, &[0, 1]);
+            let ctl = &mut Control::default();
+            assert_eq!(send(&mut s, 0, 0, &[0, 1], ctl), 0);
+            assert_eq!(send(&mut s, 3, 1, &[0, 1], ctl), 1);
+            assert!(s.holder.is_empty(), "{rebalance} {pause}");
+            assert_eq!(s.in_flight, vec![0; 4], "{rebalance} {pause}");
+        }
+        let mut s = rebalancing(true);
+        attach(&mut s, &[0, 1]);
+        let ctl = &mut Control::default();
+        assert_eq!(send(&mut s, 0, 0, &[0, 1], ctl), 0);
+        assert_eq!(send(&mut s, 3, 1, &[0, 1], ctl), 1);
+        assert_eq!(s.holder.len(), 4);
+        assert_eq!((s.holder[0], s.holder[3]), ((0, 0), (1, 0)));
+        assert_eq!(s.in_flight, vec![1, 1, 0, 0]);
+    }
+
     #[test]
     fn a_new_group_goes_round_robin_and_an_owned_one_to_its_owner() {
         let mut s = groups(ArtemisGroupsParams::default());

@@ -510,6 +510,16 @@ mod tests {
     use super::*;
     use crate::test_util::{run, scenario, select_at, view as msg};
 
+    /// A topic has one partition unless the file says more (the broker's `num.partitions`),
+    /// and the group uses the range assignor.
+    #[test]
+    fn defaults_are_one_partition_and_the_range_assignor() {
+        let p: KafkaParams = toml::from_str("").unwrap();
+        assert_eq!((p.partitions, p.assignor), (1, Assignor::Range));
+        let d = KafkaParams::default();
+        assert_eq!((d.partitions, d.assignor), (1, Assignor::Range));
+    }
+
     /// Kafka's own `UtilsTest.testMurmur2` cases.
     #[test]
     fn murmur2_matches_kafkas_test_vectors() {
@@ -587,6 +597,29 @@ mod tests {
         let after: Vec<_> = (0..3).map(|p| k.owner(p)).collect();
         assert_eq!(before, [Some(0), Some(0), Some(1)]);
         assert_eq!(after, [Some(0), Some(2), Some(1)]);
+    }
+
+    /// The quotas with fewer partitions than members: the minimum is 0 (`p / n`), so an owner
+    /// keeps its one partition when members join and nobody takes it from it.
+    #[test]
+    fn cooperative_sticky_keeps_an_owner_with_fewer_partitions_than_members() {
+        assert_eq!(sticky(&[Some(0)], &[0, 1]), [Some(0)]);
+        assert_eq!(sticky(&[Some(1)], &[0, 1, 2]), [Some(1)]);
+        assert_eq!(sticky(&[Some(2), None], &[0, 1, 2]), [Some(2), Some(0)]);
+    }
+
+    /// A member that owned more than the maximum keeps the maximum; what it gives up goes to
+    /// the members at the minimum, never back to it (it is not at the minimum).
+    #[test]
+    fn cooperative_sticky_gives_an_owners_excess_to_the_members_at_the_minimum() {
+        // Five partitions among three: at most 2 each. Members 1 and 2 take one each up to the
+        // minimum, then the fifth goes to the first at the minimum (1), not to 0.
+        assert_eq!(
+            sticky(&[Some(0); 5], &[0, 1, 2]),
+            [Some(0), Some(0), Some(1), Some(2), Some(1)]
+        );
+        // Two among three (minimum 0, maximum 1): 0 keeps one, the other goes to 1.
+        assert_eq!(sticky(&[Some(0); 2], &[0, 1, 2]), [Some(0), Some(1)]);
     }
 
     /// A member restarted while its dead session is still in the group: nothing is handed out

@@ -465,6 +465,84 @@ mod tests {
         );
     }
 
+    /// A receiver frozen past its lock whose processing then fails leaves a mark for a message
+    /// that is already back in the queue: its next delivery (here to receiver 1, after a
+    /// takeover) drops it, so when that delivery's lock expires too the session is lost, not
+    /// kept as after an abandon.
+    #[test]
+    fn a_stale_failure_leaves_no_abandon_mark_on_the_next_delivery() {
+        let mut s = sessions(3);
+        let ctl = &mut Control::default();
+        let all = [(0, 1), (1, 1), (2, 1)];
+        let only1 = [(0, 0), (1, 1), (2, 0)];
+        assert_eq!(select_at(&mut s, 0, &all, &view(0, 3), ctl), Ok(0));
+        s.on_returned(60 * SECOND, 0, &view(0, 3), ctl);
+        s.on_handled(
+            70 * SECOND,
+            0,
+            &view(0, 3),
+            &Outcome::Failed(FailReason::Poison),
+            ctl,
+        );
+        assert_eq!(s.abandoned, [0]);
+        assert_eq!(
+            select_at(&mut s, 70 * SECOND, &only1, &view(0, 3), ctl),
+            Ok(1)
+        );
+        assert!(s.abandoned.is_empty(), "{:?}", s.abandoned);
+        // Receiver 1's lock expires: the session is free for receiver 2.
+        s.on_returned(130 * SECOND, 0, &view(0, 3), ctl);
+        assert_eq!(
+            select_at(&mut s, 130 * SECOND, &[(1, 0), (2, 1)], &view(0, 3), ctl),
+            Ok(2)
+        );
+        assert_eq!(ctl.reassignments(), vec![(0, 1), (0, 2)]);
+    }
+
+    /// Only a failure of a message with a session marks an abandon: a late success (a frozen
+    /// receiver's message whose lock expired meanwhile, its complete refused) leaves none, so
+    /// the message's next lock expiry loses the session; a failed message without a session
+    /// has no session to keep.
+    #[test]
+    fn only_a_failed_session_message_is_marked_abandoned() {
+        let mut s = sessions(3);
+        let ctl = &mut Control::default();
+        let all = [(0, 1), (1, 1), (2, 1)];
+        let only1 = [(0, 0), (1, 1), (2, 0)];
+        assert_eq!(select_at(&mut s, 0, &all, &view(0, 3), ctl), Ok(0));
+        s.on_returned(60 * SECOND, 0, &view(0, 3), ctl);
+        assert_eq!(
+            select_at(&mut s, 60 * SECOND, &only1, &view(0, 3), ctl),
+            Ok(1)
+        );
+        s.on_handled(
+            90 * SECOND,
+            0,
+            &view(0, 3),
+            &Outcome::Applied { state_seq: 0 },
+            ctl,
+        );
+        assert!(s.abandoned.is_empty(), "{:?}", s.abandoned);
+        s.on_returned(120 * SECOND, 0, &view(0, 3), ctl);
+        assert_eq!(
+            select_at(&mut s, 120 * SECOND, &[(1, 0), (2, 1)], &view(0, 3), ctl),
+            Ok(2)
+        );
+        assert_eq!(ctl.reassignments(), vec![(0, 1), (0, 2)]);
+        let sessionless = MsgView {
+            group: None,
+            ..view(1, 0)
+        };
+        s.on_handled(
+            121 * SECOND,
+            0,
+            &sessionless,
+            &Outcome::Failed(FailReason::Poison),
+            ctl,
+        );
+        assert!(s.abandoned.is_empty(), "{:?}", s.abandoned);
+    }
+
     /// A session whose message is still out with a receiver that died is not accepted by
     /// another receiver when the lock ends: the message comes back first (else the next one
     /// would overtake it).
