@@ -152,4 +152,50 @@ mod tests {
         assert_eq!(pick(&mut c, &[0, 1]), Some(1));
         assert_eq!(pick(&mut c, &[1, 1, 1]), Some(0));
     }
+
+    /// Counts the offers a broker makes while no consumer it offers to has room.
+    struct Offers {
+        inner: Competing,
+        /// (offers, offers while every consumer was full)
+        count: std::rc::Rc<std::cell::Cell<(u32, u32)>>,
+    }
+
+    impl sim::strategy::Handler for Offers {}
+
+    impl sim::strategy::Strategy for Offers {
+        fn select(
+            &mut self,
+            ctx: &DispatchCtx,
+            msg: &sim::strategy::MsgView,
+            ctl: &mut sim::strategy::Control,
+        ) -> sim::strategy::Select {
+            let (offers, full) = self.count.get();
+            let none_free = ctx.consumers.iter().all(|c| c.free == 0);
+            self.count.set((offers + 1, full + u32::from(none_free)));
+            self.inner.select(ctx, msg, ctl)
+        }
+    }
+
+    /// The engine's dispatch offers a message only while some consumer has room: overloaded (600
+    /// a second for 4 consumers of ~100 a second), every offer still finds one.
+    #[test]
+    fn the_broker_offers_a_message_only_while_a_consumer_has_room() {
+        let sc = simple("\"competing\"", 4, 600, "");
+        let plan = sim::FaultPlan::resolve(&sc, 1);
+        let opts = sim::RunOptions {
+            seed: 1,
+            max_events: None,
+            max_sim_time: None,
+        };
+        let count = std::rc::Rc::default();
+        let s = Offers {
+            inner: Competing::new(1),
+            count: std::rc::Rc::clone(&count),
+        };
+        let m = sim::run(&sc, &plan, s, &opts, &mut sim::history::NoObserver).unwrap();
+        assert_eq!(m.applied, 3000);
+        let (offers, while_full) = count.get();
+        assert!(offers >= 3000, "{offers}");
+        assert_eq!(while_full, 0);
+    }
 }
