@@ -9,7 +9,7 @@
 #   scripts/mutants.sh --re 'fn touch' FILE  only mutants whose name matches
 #   scripts/mutants.sh --diff main FILE... only mutants in lines changed since `main`
 #   scripts/mutants.sh --ci                a fixed third of the checkers' mutants (every third,
-#                                          `--shard 0/3` round-robin; `--shard` overrides)
+#                                          `--shard 0/3` round-robin; `--shard` overrides), --fast
 #   scripts/mutants.sh --fast FILE         test builds at opt-level 0 (the same verdicts, builds
 #                                          several times faster on a loaded machine)
 #
@@ -37,7 +37,7 @@ files=()
 diff_base=
 while [ $# -gt 0 ]; do
     case "$1" in
-        --ci) ci=true ;;
+        --ci) ci=true; fast=true ;;
         --jobs) jobs="$2"; shift ;;
         --timeout) timeout="$2"; shift ;;
         --out) out="$2"; shift ;;
