@@ -52,6 +52,11 @@ fn annotate(kind: WorkloadKind, keys: u32, h: &[Event]) -> Vec<Anomaly> {
     found
 }
 
+/// The anomalies of one kind, in order.
+fn of_kind(found: &[Anomaly], kind: AnomalyKind) -> Vec<&Anomaly> {
+    found.iter().filter(|x| x.kind == kind).collect()
+}
+
 #[test]
 fn a_violation_names_the_apply_of_the_newer_seq() {
     let (a, b) = (m(3, 0), m(3, 1));
@@ -119,10 +124,7 @@ fn a_stale_write_names_the_write_of_the_newer_state() {
         1,
         &[produce(10, a), produce(11, b), newer, old],
     );
-    let stale: Vec<_> = found
-        .iter()
-        .filter(|x| x.kind == AnomalyKind::StaleWrite)
-        .collect();
+    let stale = of_kind(&found, AnomalyKind::StaleWrite);
     assert_eq!(stale.len(), 1, "{found:?}");
     assert_eq!((stale[0].seq, stale[0].other_seq), (0, Some(1)));
     assert_eq!(stale[0].conflicts_with, Some(newer));
@@ -179,10 +181,7 @@ fn a_dropped_innocent_message_names_the_drop_and_a_poison_one_is_no_anomaly() {
         1,
         &[produce(10, a), poison_b, drop_a, drop_b],
     );
-    let dropped: Vec<_> = found
-        .iter()
-        .filter(|x| x.kind == AnomalyKind::Dropped)
-        .collect();
+    let dropped = of_kind(&found, AnomalyKind::Dropped);
     assert_eq!(dropped.len(), 1, "{found:?}");
     assert_eq!((dropped[0].seq, dropped[0].t), (0, 15));
     assert_eq!(dropped[0].conflicts_with, Some(drop_a));
@@ -280,10 +279,7 @@ fn a_loss_found_at_the_end_names_the_lost_seq() {
             Event::Pending { t: 40, msg: b },
         ],
     );
-    let lost: Vec<_> = found
-        .iter()
-        .filter(|x| x.kind == AnomalyKind::Lost)
-        .collect();
+    let lost = of_kind(&found, AnomalyKind::Lost);
     assert_eq!(lost.len(), 1, "{found:?}");
     assert_eq!((lost[0].key, lost[0].seq), (0, 2));
     assert_eq!(lost[0].conflicts_with, Some(discard));
@@ -420,10 +416,7 @@ fn a_violation_names_the_first_apply_of_the_newest_seq() {
             ack(50, c),
         ],
     );
-    let v: Vec<_> = found
-        .iter()
-        .filter(|x| x.kind == AnomalyKind::Violation)
-        .collect();
+    let v = of_kind(&found, AnomalyKind::Violation);
     assert_eq!(v.len(), 1, "{found:?}");
     assert_eq!((v[0].seq, v[0].other_seq), (0, Some(2)));
     assert_eq!(
@@ -460,10 +453,7 @@ fn a_stale_write_names_the_first_write_of_the_newest_state() {
             stale,
         ],
     );
-    let s: Vec<_> = found
-        .iter()
-        .filter(|x| x.kind == AnomalyKind::StaleWrite)
-        .collect();
+    let s = of_kind(&found, AnomalyKind::StaleWrite);
     assert_eq!(s.len(), 1, "{found:?}");
     assert_eq!((s[0].seq, s[0].other_seq), (0, Some(2)));
     assert_eq!(
