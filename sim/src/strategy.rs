@@ -253,18 +253,6 @@ impl<'a> HandlerCtx<'a> {
             source: rows,
         }
     }
-
-    /// The same context with a poison message (for unit tests).
-    pub fn with_poison(mut self) -> Self {
-        self.poison = true;
-        self
-    }
-
-    /// The same context with the target database down (for unit tests).
-    pub fn with_target_down(mut self) -> Self {
-        self.db_up = false;
-        self
-    }
 }
 
 /// A change in the world a strategy may care about.

@@ -176,7 +176,8 @@ pub struct RabbitmqHash {
     /// Consumers of the first session (`[consumers] count`).
     consumers: u32,
     /// Per consumer id: None in its first session, else its registration rank (after every
-    /// first-session consumer, in attach order).
+    /// first-session consumer, in attach order). Every id is below `consumers`: the exchange
+    /// is one broker, so there are no network bridges.
     rank: Vec<Option<u64>>,
     /// Attachments so far (for ranks).
     attaches: u64,
@@ -241,7 +242,6 @@ impl RabbitmqHash {
 
     /// Consumer `c`'s place in queue `q`'s registration order (lower registered earlier).
     fn rank_at(&self, c: u32, q: u32) -> u64 {
-        // (Consumer ids are below `consumers`: one broker, so no network bridges.)
         match self.rank.get(c as usize).copied().flatten() {
             Some(r) => r,
             None => match self.params.registration {
@@ -390,7 +390,6 @@ impl Strategy for RabbitmqHash {
                 ctl.wake_at(u.at.micros(), UNBIND + i as u64);
             }
         }
-        // (Consumer ids are below `consumers`: one broker, so no network bridges.)
         let c = consumer as usize;
         if self.rank[c].is_some() {
             // A consumer registering again goes to the end of every queue's list.

@@ -1987,7 +1987,12 @@ for = "10s"
         d.agg(0, m(2, 1, 0));
         d.until(10 * SECOND);
         assert_eq!(d.applied_ms(), vec![(1800, 1), (1800, 2)]);
-        let polls = d.ctl.wakes().iter().filter(|w| w.1 >> 60 == 3).count();
+        let polls = d
+            .ctl
+            .wakes()
+            .iter()
+            .filter(|w| w.1 >> 60 == super::W_TICK)
+            .count();
         assert_eq!(polls, 1);
     }
 

@@ -936,19 +936,23 @@ service = {{ dist = "exponential", mean = "10ms" }}
         assert_eq!(offer(&mut s, 1, unit_msg(6, 2)), Err(Select::Hold));
     }
 
+    /// Built from a one-broker scenario with `[redelivery] mode = "<mode>"`.
+    fn built_with_redelivery(mode: &str) -> UnitOfOrder {
+        let sc = one_broker(
+            "\"unit_of_order\"",
+            "",
+            &format!("[redelivery]\nmode = \"{mode}\"\n"),
+        );
+        <UnitOfOrder as crate::Named>::build(&sc, UnitOfOrderParams::default()).unwrap()
+    }
+
     #[test]
     fn a_message_waiting_out_a_non_blocking_delay_keeps_its_unit_when_its_consumer_leaves() {
         // Non-blocking: the rolled-back message waits at the broker, no longer its consumer's,
         // so that consumer leaving does not free the unit. Blocking: it waits in the consumer's
         // session, and goes back to the queue (the unit free) when the consumer leaves.
         for (mode, held) in [("non_blocking", true), ("blocking", false)] {
-            let sc = one_broker(
-                "\"unit_of_order\"",
-                "",
-                &format!("[redelivery]\nmode = \"{mode}\"\n"),
-            );
-            let mut s =
-                <UnitOfOrder as crate::Named>::build(&sc, UnitOfOrderParams::default()).unwrap();
+            let mut s = built_with_redelivery(mode);
             let ctl = &mut Control::default();
             assert_eq!(offer(&mut s, 0, unit_msg(1, 0)), Ok(0));
             let failed = Outcome::Failed(sim::history::FailReason::Outage);
@@ -964,13 +968,7 @@ service = {{ dist = "exponential", mean = "10ms" }}
         // Non-blocking. Consumer 0 blips while processing message 1 (its unit is complete: the
         // message is back in the queue) and gets message 2 of the unit; then 1's processing
         // fails. When 0 leaves again, 2 goes back and the unit is free for message 3.
-        let sc = one_broker(
-            "\"unit_of_order\"",
-            "",
-            "[redelivery]\nmode = \"non_blocking\"\n",
-        );
-        let mut s =
-            <UnitOfOrder as crate::Named>::build(&sc, UnitOfOrderParams::default()).unwrap();
+        let mut s = built_with_redelivery("non_blocking");
         let ctl = &mut Control::default();
         let only_0 = |s: &mut UnitOfOrder, m: MsgView| {
             select_on(s, 0, 0, &[(0, 5)], &m, &mut Control::default())
