@@ -188,11 +188,11 @@ mod tests {
             max_sim_time: None,
         };
         let count = std::rc::Rc::default();
-        let s = Offers {
+        let mut s = Offers {
             inner: Competing::new(1),
             count: std::rc::Rc::clone(&count),
         };
-        let m = sim::run(&sc, &plan, s, &opts, &mut sim::history::NoObserver).unwrap();
+        let m = sim::run(&sc, &plan, &mut s, &opts, None).unwrap();
         assert_eq!(m.applied, 3000);
         let (offers, while_full) = count.get();
         assert!(offers >= 3000, "{offers}");

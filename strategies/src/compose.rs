@@ -8,16 +8,14 @@
 //! strategies whose dispatch is plain round-robin and whose handler state does not steer dispatch
 //! can be handler parts; only those whose mechanism is their dispatch can be dispatch parts.
 //!
-//! The engine stays monomorphised per dispatch part; the handler part is called through a trait
-//! object (one indirect call per `begin`/`handle`), so the build grows with the dispatch parts
-//! (8), not with the pairs (24).
+//! Both parts are trait objects, as the engine's strategy is: adding a pair compiles nothing new.
 
 use crate::ServicebusSessions;
 use crate::UnitOfOrder;
 use crate::{effective, params, Named};
 use crate::{ArtemisGroups, Competing, MessageGroups, PulsarKeyShared, Single, SqsFifo};
 use crate::{CachePessimistic, DbOptimistic, Kafka, Notifier, RabbitmqHash, RabbitmqSac};
-use sim::history::{NoObserver, Observer};
+use sim::history::Observer;
 use sim::strategy::{
     Begin, Control, DispatchCtx, Handler, HandlerCtx, MsgView, Outcome, Route, RouteCtx, Select,
     Strategy, WorldChange,
@@ -97,13 +95,13 @@ impl HandlerPart for CachePessimistic {
     }
 }
 
-/// `D`'s dispatch with a handler part's handling.
-pub struct Composed<D> {
-    dispatch: D,
+/// A dispatch part's dispatch with a handler part's handling.
+pub struct Composed {
+    dispatch: Box<dyn Strategy>,
     handler: Box<dyn HandlerPart>,
 }
 
-impl<D: Strategy> Handler for Composed<D> {
+impl Handler for Composed {
     fn begin(&mut self, ctx: &HandlerCtx, msg: &MsgView, ctl: &mut Control) -> Begin {
         self.handler.begin(ctx, msg, ctl)
     }
@@ -117,7 +115,7 @@ impl<D: Strategy> Handler for Composed<D> {
     }
 }
 
-impl<D: Strategy> Strategy for Composed<D> {
+impl Strategy for Composed {
     fn select(&mut self, ctx: &DispatchCtx, msg: &MsgView, ctl: &mut Control) -> Select {
         self.dispatch.select(ctx, msg, ctl)
     }
@@ -226,11 +224,8 @@ pub(crate) fn run_composed(
                     Ok(p) => p,
                     Err(reason) => return Ok(not_applicable(reason, shown)),
                 };
-                let strategy = Composed { dispatch, handler };
-                let metrics = match observer {
-                    None => sim::run(sc, plan, strategy, opts, &mut NoObserver)?,
-                    Some(o) => sim::run(sc, plan, strategy, opts, &mut sim::history::DynObserver(o))?,
-                };
+                let mut strategy = Composed { dispatch: Box::new(dispatch), handler };
+                let metrics = sim::run(sc, plan, &mut strategy, opts, observer)?;
                 return Ok(StrategySummary {
                     strategy: name.to_string(),
                     status: Status::Ok,
@@ -461,7 +456,7 @@ service = "1ms"
             log: log.clone(),
         };
         let mut s = Composed {
-            dispatch: part("d"),
+            dispatch: Box::new(part("d")),
             handler: Box::new(part("h")),
         };
         let ctl = &mut Control::default();

@@ -3,7 +3,7 @@
 //!
 //! This crate also holds the registry: every strategy implements [`Named`] (name, summary,
 //! parameters, build) and is listed once in the `registry!` invocation, which generates [`ALL`], the
-//! parameter checks and [`run_named`] (the engine monomorphized per strategy).
+//! parameter checks and [`run_named`].
 
 pub mod artemis_groups;
 pub mod cache_pessimistic;
@@ -24,7 +24,7 @@ pub mod unit_of_order;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use sim::history::{DynObserver, NoObserver, Observer};
+use sim::history::Observer;
 use sim::scenario::{FieldError, Flavour, PathSeg, Scenario};
 use sim::strategy::Strategy;
 use sim::{FaultPlan, ParamValue, Params, RunError, RunOptions, Status, StrategySummary};
@@ -184,14 +184,11 @@ fn run_one<N: Named>(
     };
     let built = parsed.and_then(|p| N::build(sc, p));
     Ok(match built {
-        Ok(strategy) => StrategySummary {
+        Ok(mut strategy) => StrategySummary {
             strategy: N::NAME.to_string(),
             status: Status::Ok,
             reason: None,
-            metrics: Some(match observer {
-                None => sim::run(sc, plan, strategy, opts, &mut NoObserver)?,
-                Some(o) => sim::run(sc, plan, strategy, opts, &mut DynObserver(o))?,
-            }),
+            metrics: Some(sim::run(sc, plan, &mut strategy, opts, observer)?),
             params: shown,
         },
         Err(reason) => StrategySummary {
@@ -240,11 +237,9 @@ macro_rules! registry {
         }
 
         /// Runs the named strategy on the scenario and its plan, handing every history event to
-        /// `observer` if there is one. The engine is monomorphized per strategy (no dynamic
-        /// dispatch in the event loop of an unobserved run; an observed run, which formats or
-        /// hashes every event anyway, pays one indirect call per event). Not generic itself, so
-        /// the engine is compiled once, here, whatever calls it. A strategy that cannot run in
-        /// the scenario reports `not_applicable` with the reason.
+        /// `observer` if there is one. The engine takes the strategy as a trait object and is
+        /// compiled once, in `sim` ([`sim::run`]). A strategy that cannot run in the scenario
+        /// reports `not_applicable` with the reason.
         pub fn run_named(
             name: &str,
             sc: &Scenario,

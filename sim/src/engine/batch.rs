@@ -6,9 +6,8 @@ use super::events::Ev;
 use super::state::{Delivery, Loc, Phase};
 use super::Engine;
 use crate::history::{Event, FailReason, MsgRef, Observer};
-use crate::strategy::Strategy;
 
-impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+impl<O: Observer> Engine<'_, O> {
     /// A scheduled batch run starts: the job connects and drains the queue.
     pub(super) fn job_start(&mut self, c: u32) {
         let interval = self

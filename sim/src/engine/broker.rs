@@ -6,7 +6,7 @@ use super::state::{Delivery, Loc, Msg};
 use super::Engine;
 use crate::history::{DiscardReason, Event, Observer};
 use crate::scenario::{DeadLetter, Requeue};
-use crate::strategy::{ConsumerSlot, DispatchCtx, Select, Strategy};
+use crate::strategy::{ConsumerSlot, DispatchCtx, Select};
 
 /// How many more messages a consumer holding `load` unsettled ones may receive: up to its
 /// prefetch, or (taking batches) a whole batch when it holds none and nothing before.
@@ -23,7 +23,7 @@ fn free_of<const BATCH: bool>(load: u32, prefetch: u32) -> u32 {
     }
 }
 
-impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+impl<O: Observer> Engine<'_, O> {
     /// Stores a message at the tail of broker `b`'s queue (a send or a forward arriving).
     pub(super) fn enqueue_back(&mut self, b: u16, slot: u32) {
         self.w.slab.get_mut(slot).loc = Loc::Queued(b);

@@ -10,9 +10,8 @@ use super::state::Delivery;
 use super::Engine;
 use crate::history::{Event, MsgRef, Observer};
 use crate::scenario::Commit;
-use crate::strategy::Strategy;
 
-impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+impl<O: Observer> Engine<'_, O> {
     /// Consumer `c` processed the record of delivery `d`; it is settled by its next commit. It
     /// no longer counts against the consumer's fetch (`max.poll.records`), so it may fetch more.
     pub(super) fn processed(&mut self, c: u32, d: Delivery, msg: MsgRef) {

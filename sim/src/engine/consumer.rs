@@ -7,7 +7,7 @@ use super::state::{Delivery, Job, Loc, Phase};
 use super::Engine;
 use crate::history::{Event, FailReason, MsgRef, Node, Observer};
 use crate::scenario::{Commit, CrashDetection};
-use crate::strategy::{Begin, HandlerCtx, Outcome, Row, Strategy, WorldChange};
+use crate::strategy::{Begin, HandlerCtx, Outcome, Row, WorldChange};
 
 /// The handler's view of the world.
 #[allow(clippy::too_many_arguments)]
@@ -34,7 +34,7 @@ fn handler_ctx<'a>(
     }
 }
 
-impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+impl<O: Observer> Engine<'_, O> {
     /// Copies consumer `c`'s [`ConsumerState::load`] into the dense `Engine::load` table that
     /// dispatch reads. Called after every change of its buffer, phase or pending acks, before
     /// anything that may dispatch; dispatch checks the copy in debug builds.

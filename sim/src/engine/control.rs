@@ -6,9 +6,9 @@ use super::events::Ev;
 use super::state::{Held, Loc};
 use super::Engine;
 use crate::history::{DiscardReason, Event, MsgRef, Observer};
-use crate::strategy::{MsgView, Request, Strategy, WorldChange};
+use crate::strategy::{MsgView, Request, WorldChange};
 
-impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+impl<O: Observer> Engine<'_, O> {
     /// Carries out what a strategy hook asked for.
     #[inline]
     pub(super) fn apply_control(&mut self) {

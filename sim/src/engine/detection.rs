@@ -9,9 +9,8 @@ use super::state::Phase;
 use super::Engine;
 use crate::history::{Event, Node, Observer};
 use crate::scenario::CrashDetection;
-use crate::strategy::Strategy;
 
-impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+impl<O: Observer> Engine<'_, O> {
     /// Consumer `c`'s process just died, unnoticed by its broker (`timeout` or `lease`). The
     /// message in hand is dropped (the strategy releases what `begin` took for it).
     pub(super) fn die_unnoticed(&mut self, c: u32) {

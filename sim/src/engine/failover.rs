@@ -7,9 +7,9 @@ use super::state::Loc;
 use super::Engine;
 use crate::history::{DiscardReason, Event, Node, Observer};
 use crate::scenario::ConsumerMode;
-use crate::strategy::{Strategy, WorldChange};
+use crate::strategy::WorldChange;
 
-impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+impl<O: Observer> Engine<'_, O> {
     /// Broker `b` goes down: its clients lose their connection; a non-persistent store loses
     /// everything it held.
     pub(super) fn broker_crash(&mut self, b: u16) {

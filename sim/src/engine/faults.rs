@@ -5,9 +5,9 @@ use super::events::Ev;
 use super::Engine;
 use crate::faults::FaultAction;
 use crate::history::{Event, Node, Observer};
-use crate::strategy::{Strategy, WorldChange};
+use crate::strategy::WorldChange;
 
-impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+impl<O: Observer> Engine<'_, O> {
     pub(super) fn fault_start(&mut self, i: u32) {
         self.fault_transition();
         let f = &self.plan.faults[i as usize];

@@ -13,9 +13,8 @@ use super::events::Ev;
 use super::state::{Delivery, Job, Loc, Phase};
 use super::Engine;
 use crate::history::{Event, MsgRef, Observer};
-use crate::strategy::Strategy;
 
-impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+impl<O: Observer> Engine<'_, O> {
     /// A delivery of the message in `slot` was just made: its lease starts.
     #[inline]
     pub(super) fn lease_start(&mut self, slot: u32, id: u64) {

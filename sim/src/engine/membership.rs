@@ -5,9 +5,8 @@
 
 use super::Engine;
 use crate::history::{Event, Node, Observer};
-use crate::strategy::Strategy;
 
-impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+impl<O: Observer> Engine<'_, O> {
     /// `consumer_leave` starts: consumer `c` leaves once the message in hand is done.
     pub(super) fn leave_start(&mut self, c: u32) {
         let cs = &mut self.w.consumers[c as usize];

@@ -56,7 +56,7 @@ use crate::checkers::{Checkers, SelfCheckError};
 use crate::dist::Sampler;
 use crate::event_queue::EventQueue;
 use crate::faults::FaultPlan;
-use crate::history::{Event, MsgRef, Observer};
+use crate::history::{DynObserver, Event, MsgRef, NoObserver, Observer};
 use crate::rng::{stream, Component, RESTART, SEND_ERRORS, TRANSIT};
 use crate::scenario::{
     Commit, Connect, ConsumerMode, CrashDetection, LeasePolicy, Receive, RedeliveryPolicy, Scenario,
@@ -99,10 +99,14 @@ pub struct RunOptions {
 
 /// The world plus the loop: the strategy, the history's consumers (checkers, observer), the
 /// event queue and the clock.
-struct Engine<'a, S: Strategy, O: Observer> {
+///
+/// The strategy is a trait object: the engine is compiled once (twice: observed or not) rather
+/// than once per strategy and composed pair, which is what kept the build slow (docs/performance.md,
+/// "Build time"); an indirect call per strategy hook costs little against the work around it.
+struct Engine<'a, O: Observer> {
     sc: &'a Scenario,
     plan: &'a FaultPlan,
-    strategy: S,
+    strategy: &'a mut dyn Strategy,
     observer: &'a mut O,
     checkers: Checkers,
     q: EventQueue<Ev>,
@@ -154,12 +158,12 @@ struct Engine<'a, S: Strategy, O: Observer> {
     draining: bool,
 }
 
-impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
+impl<'a, O: Observer> Engine<'a, O> {
     fn new(
         sc: &'a Scenario,
         plan: &'a FaultPlan,
         seed: u64,
-        strategy: S,
+        strategy: &'a mut dyn Strategy,
         observer: &'a mut O,
     ) -> Self {
         let nb = sc.brokers.len();
@@ -509,13 +513,19 @@ impl<'a, S: Strategy, O: Observer> Engine<'a, S, O> {
     }
 }
 
-/// Runs `strategy` on `sc` with its resolved `plan`, feeding every history event to `observer`.
-pub fn run<S: Strategy, O: Observer>(
+/// Runs `strategy` on `sc` with its resolved `plan`, feeding every history event to `observer`
+/// if there is one. Not generic, so the engine is compiled here, once for an unobserved run and
+/// once for an observed one (which formats or hashes every event anyway, and pays one indirect
+/// call per event for it).
+pub fn run(
     sc: &Scenario,
     plan: &FaultPlan,
-    strategy: S,
+    strategy: &mut dyn Strategy,
     opts: &RunOptions,
-    observer: &mut O,
+    observer: Option<&mut dyn Observer>,
 ) -> Result<Metrics, RunError> {
-    Engine::new(sc, plan, opts.seed, strategy, observer).run(opts)
+    match observer {
+        None => Engine::new(sc, plan, opts.seed, strategy, &mut NoObserver).run(opts),
+        Some(o) => Engine::new(sc, plan, opts.seed, strategy, &mut DynObserver(o)).run(opts),
+    }
 }

@@ -20,9 +20,8 @@ use super::state::{Bridge, Loc};
 use super::Engine;
 use crate::history::{Event, Observer};
 use crate::scenario::NetworkKind;
-use crate::strategy::Strategy;
 
-impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+impl<O: Observer> Engine<'_, O> {
     /// Whether brokers are joined by demand-forwarding bridges.
     #[inline]
     pub(super) fn bridged(&self) -> bool {

@@ -8,9 +8,8 @@
 use super::events::Ev;
 use super::Engine;
 use crate::history::Observer;
-use crate::strategy::Strategy;
 
-impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+impl<O: Observer> Engine<'_, O> {
     /// Consumer `c`'s process stops.
     pub(super) fn pause_start(&mut self, c: u32) {
         let cs = &mut self.w.consumers[c as usize];

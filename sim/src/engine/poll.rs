@@ -9,10 +9,9 @@ use super::events::Ev;
 use super::state::{Delivery, Job, Phase};
 use super::Engine;
 use crate::history::Observer;
-use crate::strategy::Strategy;
 use crate::time::Time;
 
-impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+impl<O: Observer> Engine<'_, O> {
     /// Consumer `c` just polled a batch: its deadline for this poll, `limit` from now, starts.
     #[inline(never)]
     pub(super) fn polled(&mut self, c: u32, limit: Time) {

@@ -8,11 +8,11 @@ use super::events::Ev;
 use super::state::{Loc, Msg};
 use super::Engine;
 use crate::history::{Event, MsgRef, Observer};
-use crate::strategy::{Route, RouteCtx, Strategy};
+use crate::strategy::{Route, RouteCtx};
 use rand::Rng;
 use std::collections::VecDeque;
 
-impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+impl<O: Observer> Engine<'_, O> {
     /// A message is produced; it goes to the producer's broker or waits in its buffer.
     pub(super) fn arrival(&mut self) {
         let boost = self.w.poison_boost.iter().copied().fold(0.0, f64::max);

@@ -7,12 +7,11 @@ use super::state::{Delivery, Job, Loc, Phase};
 use super::Engine;
 use crate::history::{Event, FailReason, Observer};
 use crate::scenario::{PartialFailure, RedeliveryMode};
-use crate::strategy::Strategy;
 
 /// Nested failures handled on the stack before the next dispatch waits for the event queue.
 const MAX_FAIL_DEPTH: u32 = 32;
 
-impl<S: Strategy, O: Observer> Engine<'_, S, O> {
+impl<O: Observer> Engine<'_, O> {
     /// Delivery `job` of consumer `c` failed: rolled back, then redelivered or given up on.
     pub(super) fn failed(&mut self, c: u32, job: Job, reason: FailReason) {
         self.fail_depth += 1;
