@@ -8,9 +8,10 @@
 //! scripted `[[fault]]` so a plan can be written as a standalone scenario. The engine's side (what
 //! each action does to the world) is `engine/faults.rs`.
 //!
-//! Adding a kind: a [`FaultKind`] variant with its line in [`FaultKind::ALL`], its name and the
-//! fields it takes ([`FaultKind::takes`]), a [`FaultAction`] variant built in `instance`, and its
-//! effect in `engine/faults.rs`.
+//! Adding a kind: a [`FaultKind`] variant in [`FaultKind::ALL`] with its description
+//! ([`FaultKind::spec`]: name, fields, instant or not, whether windows stack, how `sim explore`
+//! draws it, whether `sim live` stages it), a [`FaultAction`] variant built in `instance`, and its
+//! effect in `engine/faults.rs`: two files.
 
 use crate::dist::{DurDist, DurSpec};
 use crate::rng::{stream, Component};
@@ -78,100 +79,212 @@ pub const KIND_FIELDS: [&str; 9] = [
     "for", "broker", "consumer", "producer", "factor", "skew", "ahead", "fraction", "count",
 ];
 
+/// Everything the program knows about one kind of fault, in one place: validation, the fault
+/// plan, `sim list`, `sim explore`, `sim live` and docs/scenarios.md read it from here
+/// ([`FaultKind::spec`], an exhaustive match: a new kind does not compile until it is described).
+#[derive(Clone, Copy, Debug)]
+pub struct KindSpec {
+    /// Its name as written in scenario files.
+    pub name: &'static str,
+    /// One line for `sim list`.
+    pub summary: &'static str,
+    /// The optional `[[fault]]` fields it takes besides `for` (a subset of [`KIND_FIELDS`]).
+    pub fields: &'static [&'static str],
+    /// The field it cannot do without, with an example.
+    pub required: Option<(&'static str, &'static str)>,
+    /// An instant: it takes no `for` and has no window, so two of them never overlap.
+    pub instant: bool,
+    /// Windows of this kind on one target may overlap: their effects add up (two clock steps,
+    /// two poison or send-failure probabilities in force), where two crashes of one node could
+    /// not both happen.
+    pub windows_stack: bool,
+    /// Random occurrences need a `for`: without one the first occurrence would never heal and
+    /// the later ones would pile onto it. A clock step or a leave may stay for good.
+    pub random_needs_duration: bool,
+    /// Fills the parameters a fault drawn by `sim explore` needs when the scenario has no entry
+    /// of this kind to copy (a kind whose `required` field it leaves unset is drawn only from
+    /// the scenario's own entries).
+    pub explore_default: fn(&mut Fault),
+    /// `sim live` stages it on a real broker (else it refuses a scenario that has it).
+    pub live: bool,
+}
+
+fn no_default(_: &mut Fault) {}
+
 impl FaultKind {
-    /// Every kind, with one line of explanation (for `sim list`).
-    pub const ALL: [(FaultKind, &'static str); 15] = [
-        (FaultKind::BrokerCrash, "a broker goes down; a persistent store keeps its messages stuck until it returns, producers and consumers fail over"),
-        (FaultKind::ConsumerCrash, "a consumer process dies; its unacked and prefetched messages are redelivered (marked redelivered)"),
-        (FaultKind::NetworkBlip, "a consumer loses its connection: it still applies the message in hand but its ack is lost (duplicate)"),
-        (FaultKind::DbOutage, "the target database is down: processing fails, rolls back, and is redelivered"),
-        (FaultKind::SlowConsumer, "a consumer's service time is multiplied by `factor`"),
-        (FaultKind::ClockSkew, "a producer's clock steps by `skew` (`ahead = false` steps it back)"),
-        (FaultKind::Poison, "messages produced in the window are poison with probability `fraction` (processing always fails)"),
-        (FaultKind::SourceOutage, "the source database (read by the notifier) is unreachable: reads fail and roll back"),
-        (FaultKind::CacheCollapse, "the cache cluster loses every entry and lock at once (an instant: no `for`)"),
-        (FaultKind::ConsumerPause, "a consumer stops (GC pause, frozen VM) with its connection open: after [consumers] failure_detection the broker redelivers its messages; it then resumes and writes what it had in hand (a zombie)"),
-        (FaultKind::DlqReplay, "an operator moves the dead-letter queue's messages back to the tail of their queue (`broker`, absent: every broker; an instant: no `for`)"),
-        (FaultKind::ConsumerLeave, "a consumer leaves its group gracefully (finishes the message in hand, commits, closes) and joins again after `for` (absent: for good): a membership change, not a failure"),
-        (FaultKind::AddPartitions, "`count` partitions are added to the topic (an instant): strategies that hash keys to partitions (`kafka`) remap some keys"),
-        (FaultKind::SendError, "a producer's sends fail with probability `fraction` (default 1) and are retried after [producers] retry_backoff (`producer`, absent: every producer); with max_in_flight > 1 and no idempotence up to max_in_flight - 1 later sends overtake a failed one"),
-        (FaultKind::SendTimeout, "a producer's sends are stored but their answer is lost with probability `fraction` (default 1): the producer retries after [producers] retry_backoff and the broker stores the message again (a duplicate), unless [producers] idempotence is on or the broker's dedup_window still remembers it"),
+    /// Every kind, in the order `sim list`, validation messages and `sim explore` use.
+    pub const ALL: [FaultKind; 15] = [
+        FaultKind::BrokerCrash,
+        FaultKind::ConsumerCrash,
+        FaultKind::NetworkBlip,
+        FaultKind::DbOutage,
+        FaultKind::SlowConsumer,
+        FaultKind::ClockSkew,
+        FaultKind::Poison,
+        FaultKind::SourceOutage,
+        FaultKind::CacheCollapse,
+        FaultKind::ConsumerPause,
+        FaultKind::DlqReplay,
+        FaultKind::ConsumerLeave,
+        FaultKind::AddPartitions,
+        FaultKind::SendError,
+        FaultKind::SendTimeout,
     ];
 
-    /// Its name as written in scenario files.
-    pub fn name(self) -> &'static str {
+    /// Its description.
+    pub const fn spec(self) -> KindSpec {
+        // A window on a node: two of one kind on one node cannot both be in force.
+        const NODE: KindSpec = KindSpec {
+            name: "",
+            summary: "",
+            fields: &[],
+            required: None,
+            instant: false,
+            windows_stack: false,
+            random_needs_duration: true,
+            explore_default: no_default,
+            live: false,
+        };
         match self {
-            FaultKind::BrokerCrash => "broker_crash",
-            FaultKind::ConsumerCrash => "consumer_crash",
-            FaultKind::NetworkBlip => "network_blip",
-            FaultKind::DbOutage => "db_outage",
-            FaultKind::SlowConsumer => "slow_consumer",
-            FaultKind::ClockSkew => "clock_skew",
-            FaultKind::Poison => "poison",
-            FaultKind::SourceOutage => "source_outage",
-            FaultKind::CacheCollapse => "cache_collapse",
-            FaultKind::ConsumerPause => "consumer_pause",
-            FaultKind::DlqReplay => "dlq_replay",
-            FaultKind::ConsumerLeave => "consumer_leave",
-            FaultKind::AddPartitions => "add_partitions",
-            FaultKind::SendError => "send_error",
-            FaultKind::SendTimeout => "send_timeout",
+            FaultKind::BrokerCrash => KindSpec {
+                name: "broker_crash",
+                summary: "a broker goes down; a persistent store keeps its messages stuck until it returns, producers and consumers fail over",
+                fields: &["broker"],
+                live: true,
+                ..NODE
+            },
+            FaultKind::ConsumerCrash => KindSpec {
+                name: "consumer_crash",
+                summary: "a consumer process dies; its unacked and prefetched messages are redelivered (marked redelivered)",
+                fields: &["consumer"],
+                live: true,
+                ..NODE
+            },
+            FaultKind::NetworkBlip => KindSpec {
+                name: "network_blip",
+                summary: "a consumer loses its connection: it still applies the message in hand but its ack is lost (duplicate)",
+                fields: &["consumer"],
+                ..NODE
+            },
+            FaultKind::DbOutage => KindSpec {
+                name: "db_outage",
+                summary: "the target database is down: processing fails, rolls back, and is redelivered",
+                ..NODE
+            },
+            FaultKind::SlowConsumer => KindSpec {
+                name: "slow_consumer",
+                summary: "a consumer's service time is multiplied by `factor`",
+                fields: &["consumer", "factor"],
+                required: Some(("factor", "e.g. 10.0")),
+                explore_default: |f| f.factor = Some(10.0),
+                ..NODE
+            },
+            FaultKind::ClockSkew => KindSpec {
+                name: "clock_skew",
+                summary: "a producer's clock steps by `skew` (`ahead = false` steps it back)",
+                fields: &["producer", "skew", "ahead"],
+                required: Some(("skew", "e.g. \"200ms\"")),
+                windows_stack: true,
+                random_needs_duration: false,
+                explore_default: |f| f.skew = Some(Dur::from_secs(1)),
+                ..NODE
+            },
+            FaultKind::Poison => KindSpec {
+                name: "poison",
+                summary: "messages produced in the window are poison with probability `fraction` (processing always fails)",
+                fields: &["fraction"],
+                required: Some(("fraction", "in [0, 1]")),
+                windows_stack: true,
+                explore_default: |f| f.fraction = Some(0.05),
+                live: true,
+                ..NODE
+            },
+            FaultKind::SourceOutage => KindSpec {
+                name: "source_outage",
+                summary: "the source database (read by the notifier) is unreachable: reads fail and roll back",
+                ..NODE
+            },
+            FaultKind::CacheCollapse => KindSpec {
+                name: "cache_collapse",
+                summary: "the cache cluster loses every entry and lock at once (an instant: no `for`)",
+                instant: true,
+                random_needs_duration: false,
+                ..NODE
+            },
+            FaultKind::ConsumerPause => KindSpec {
+                name: "consumer_pause",
+                summary: "a consumer stops (GC pause, frozen VM) with its connection open: after [consumers] failure_detection the broker redelivers its messages; it then resumes and writes what it had in hand (a zombie)",
+                fields: &["consumer"],
+                // A process paused for good never writes again: that is a crash, not a pause.
+                required: Some(("for", "e.g. \"45s\"; a pause for good is a consumer_crash")),
+                ..NODE
+            },
+            FaultKind::DlqReplay => KindSpec {
+                name: "dlq_replay",
+                summary: "an operator moves the dead-letter queue's messages back to the tail of their queue (`broker`, absent: every broker; an instant: no `for`)",
+                fields: &["broker"],
+                instant: true,
+                random_needs_duration: false,
+                ..NODE
+            },
+            FaultKind::ConsumerLeave => KindSpec {
+                name: "consumer_leave",
+                summary: "a consumer leaves its group gracefully (finishes the message in hand, commits, closes) and joins again after `for` (absent: for good): a membership change, not a failure",
+                fields: &["consumer"],
+                random_needs_duration: false,
+                ..NODE
+            },
+            FaultKind::AddPartitions => KindSpec {
+                name: "add_partitions",
+                summary: "`count` partitions are added to the topic (an instant): strategies that hash keys to partitions (`kafka`) remap some keys",
+                fields: &["count"],
+                required: Some(("count", "e.g. 6")),
+                instant: true,
+                random_needs_duration: false,
+                ..NODE
+            },
+            FaultKind::SendError => KindSpec {
+                name: "send_error",
+                summary: "a producer's sends fail with probability `fraction` (default 1) and are retried after [producers] retry_backoff (`producer`, absent: every producer); with max_in_flight > 1 and no idempotence up to max_in_flight - 1 later sends overtake a failed one",
+                fields: &["producer", "fraction"],
+                windows_stack: true,
+                ..NODE
+            },
+            FaultKind::SendTimeout => KindSpec {
+                name: "send_timeout",
+                summary: "a producer's sends are stored but their answer is lost with probability `fraction` (default 1): the producer retries after [producers] retry_backoff and the broker stores the message again (a duplicate), unless [producers] idempotence is on or the broker's dedup_window still remembers it",
+                fields: &["producer", "fraction"],
+                windows_stack: true,
+                ..NODE
+            },
         }
+    }
+
+    /// Its name as written in scenario files.
+    pub const fn name(self) -> &'static str {
+        self.spec().name
     }
 
     /// Whether this kind takes the `[[fault]]` field `field` (one of [`KIND_FIELDS`]).
     pub fn takes(self, field: &str) -> bool {
-        use FaultKind::*;
-        match field {
-            "for" => !matches!(self, CacheCollapse | DlqReplay | AddPartitions),
-            "broker" => matches!(self, BrokerCrash | DlqReplay),
-            "consumer" => matches!(
-                self,
-                ConsumerCrash | NetworkBlip | SlowConsumer | ConsumerPause | ConsumerLeave
-            ),
-            "producer" => matches!(self, ClockSkew | SendError | SendTimeout),
-            "skew" | "ahead" => self == ClockSkew,
-            "factor" => self == SlowConsumer,
-            "fraction" => matches!(self, Poison | SendError | SendTimeout),
-            "count" => self == AddPartitions,
-            _ => false,
+        let spec = self.spec();
+        if field == "for" {
+            !spec.instant
+        } else {
+            spec.fields.contains(&field)
         }
-    }
-
-    /// The field this kind cannot do without, with an example.
-    fn required(self) -> Option<(&'static str, &'static str)> {
-        match self {
-            FaultKind::SlowConsumer => Some(("factor", "e.g. 10.0")),
-            FaultKind::ClockSkew => Some(("skew", "e.g. \"200ms\"")),
-            FaultKind::Poison => Some(("fraction", "in [0, 1]")),
-            FaultKind::AddPartitions => Some(("count", "e.g. 6")),
-            // A process paused for good never writes again: that is a crash, not a pause.
-            FaultKind::ConsumerPause => {
-                Some(("for", "e.g. \"45s\"; a pause for good is a consumer_crash"))
-            }
-            _ => None,
-        }
-    }
-
-    /// Random occurrences of this kind need a duration (`for`): without one the first occurrence
-    /// would never heal and the later ones would pile onto it. A clock step may stay for good.
-    fn random_needs_duration(self) -> bool {
-        !matches!(
-            self,
-            FaultKind::ClockSkew
-                | FaultKind::CacheCollapse
-                | FaultKind::DlqReplay
-                | FaultKind::AddPartitions
-                | FaultKind::ConsumerLeave
-        )
     }
 
     /// Whether the kind is an instant (no `for`).
-    pub fn is_instant(self) -> bool {
-        matches!(
-            self,
-            FaultKind::CacheCollapse | FaultKind::DlqReplay | FaultKind::AddPartitions
-        )
+    pub const fn is_instant(self) -> bool {
+        self.spec().instant
+    }
+
+    /// Whether two scripted faults of this kind on one target may overlap in time (an instant
+    /// has no window; stacking windows add their effects up).
+    pub const fn may_overlap(self) -> bool {
+        let spec = self.spec();
+        spec.instant || spec.windows_stack
     }
 }
 
@@ -581,8 +694,7 @@ fn validate_one(
     for (field, given) in present {
         if given && !kind.takes(field) {
             let takers: Vec<&str> = FaultKind::ALL
-                .iter()
-                .map(|(k, _)| *k)
+                .into_iter()
                 .filter(|k| k.takes(field))
                 .map(FaultKind::name)
                 .collect();
@@ -601,7 +713,7 @@ fn validate_one(
             err(fault_path(i, field), what);
         }
     }
-    if let Some((field, example)) = kind.required() {
+    if let Some((field, example)) = kind.spec().required {
         let given = present.iter().any(|(n, g)| *n == field && *g);
         if !given {
             err(
@@ -610,7 +722,7 @@ fn validate_one(
             );
         }
     }
-    if f.rate.is_some() && f.duration.is_none() && kind.random_needs_duration() {
+    if f.rate.is_some() && f.duration.is_none() && kind.spec().random_needs_duration {
         err(
             fault_path(i, "for"),
             "a random fault needs a duration `for`".into(),
@@ -711,16 +823,7 @@ fn check_overlaps(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
         .collect();
     let mut by_target: Vec<&(usize, &Fault, u64, u64)> = scripted
         .iter()
-        .filter(|(_, f, _, _)| {
-            !matches!(
-                f.kind,
-                FaultKind::ClockSkew
-                    | FaultKind::Poison
-                    | FaultKind::CacheCollapse
-                    | FaultKind::DlqReplay
-                    | FaultKind::SendError
-            )
-        })
+        .filter(|(_, f, _, _)| !f.kind.may_overlap())
         .collect();
     let target = |f: &Fault| (f.kind, f.broker.clone(), f.consumer, f.producer);
     by_target.sort_by(|a, b| {
@@ -816,13 +919,14 @@ service = "1ms"
     /// it takes, plans and describes itself without a panic.
     #[test]
     fn every_field_is_checked_against_every_kind() {
-        for (kind, _) in FaultKind::ALL {
+        for kind in FaultKind::ALL {
             let required = kind
-                .required()
+                .spec()
+                .required
                 .map(|(f, _)| format!("{f} = {}\n", value(f)))
                 .unwrap_or_default();
             for field in KIND_FIELDS {
-                if kind.required().is_some_and(|(f, _)| f == field) {
+                if kind.spec().required.is_some_and(|(f, _)| f == field) {
                     continue;
                 }
                 let text = format!(
@@ -896,20 +1000,82 @@ service = "1ms"
     /// Random faults of a kind that heals need `for`; a random clock step does not.
     #[test]
     fn random_faults_need_a_duration_except_clock_steps() {
-        for (kind, _) in FaultKind::ALL {
+        for kind in FaultKind::ALL {
             let mut text = format!("kind = \"{}\"\nrate = \"1/s\"\n", kind.name());
             // The field under test stays out even for a kind that always needs it.
-            if let Some((f, _)) = kind.required().filter(|(f, _)| *f != "for") {
+            if let Some((f, _)) = kind.spec().required.filter(|(f, _)| *f != "for") {
                 text.push_str(&format!("{f} = {}\n", value(f)));
             }
             let errs = problems(&scenario(&text));
-            let wants = kind.random_needs_duration();
+            let wants = kind.spec().random_needs_duration;
             assert_eq!(
                 errs.iter().any(|e| e.path_string() == "fault[0].for"),
                 wants,
                 "{}: {errs:?}",
                 kind.name()
             );
+        }
+    }
+
+    /// Two scripted faults of one kind on one target, the second starting inside the first's
+    /// window (or at a later instant): refused exactly for the kinds that may not overlap, and
+    /// `sim explore`'s shrinking reads the same description ([`FaultKind::may_overlap`]).
+    #[test]
+    fn overlapping_windows_are_refused_only_where_they_cannot_both_be_in_force() {
+        for kind in FaultKind::ALL {
+            let mut one = format!("kind = \"{}\"\n", kind.name());
+            for field in KIND_FIELDS.iter().filter(|f| kind.takes(f) && **f != "for") {
+                one.push_str(&format!("{field} = {}\n", value(field)));
+            }
+            if kind.takes("for") {
+                one.push_str("for = \"10s\"\n");
+            }
+            let text = format!("{one}at = \"1s\"\n[[fault]]\n{one}at = \"5s\"\n");
+            let errs = problems(&scenario(&text));
+            let refused = errs.iter().any(|e| e.message.contains("overlaps fault[0]"));
+            assert_eq!(refused, !kind.may_overlap(), "{}: {errs:?}", kind.name());
+            assert_eq!(
+                errs.len(),
+                usize::from(refused),
+                "{}: {errs:?}",
+                kind.name()
+            );
+        }
+        // The kinds whose windows add up, and the instants, by name: a slip in the table shows.
+        let may: Vec<&str> = FaultKind::ALL
+            .into_iter()
+            .filter(|k| k.may_overlap())
+            .map(FaultKind::name)
+            .collect();
+        assert_eq!(
+            may,
+            [
+                "clock_skew",
+                "poison",
+                "cache_collapse",
+                "dlq_replay",
+                "add_partitions",
+                "send_error",
+                "send_timeout"
+            ]
+        );
+    }
+
+    /// Every kind is in [`FaultKind::ALL`] once, and its description's name is what serde reads.
+    #[test]
+    fn every_kind_is_listed_once_under_its_serde_name() {
+        for (i, kind) in FaultKind::ALL.into_iter().enumerate() {
+            assert_eq!(FaultKind::ALL.iter().position(|k| *k == kind), Some(i));
+            let back: FaultKind = serde_json::from_str(&format!("\"{}\"", kind.name())).unwrap();
+            assert_eq!(back, kind);
+            assert!(!kind.spec().summary.is_empty());
+            for f in kind.spec().fields {
+                assert!(
+                    KIND_FIELDS.contains(f) && *f != "for",
+                    "{}: {f}",
+                    kind.name()
+                );
+            }
         }
     }
 }

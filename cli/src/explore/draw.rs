@@ -40,19 +40,14 @@ pub struct Mix {
     pub faults: Vec<Fault>,
 }
 
-/// A parameter a kind cannot do without, with the value a drawn fault of that kind takes when
-/// the scenario has no entry of it to copy.
+/// A drawn fault of `kind` when the scenario has no entry of it to copy, with the parameters
+/// its description gives ([`sim::faults::KindSpec::explore_default`]).
 fn default_template(kind: FaultKind) -> Fault {
     let mut f = Fault {
         rate: Some(Rate::per_sec(1.0)),
         ..Fault::of(kind)
     };
-    match kind {
-        FaultKind::SlowConsumer => f.factor = Some(10.0),
-        FaultKind::ClockSkew => f.skew = Some(Dur::from_secs(1)),
-        FaultKind::Poison => f.fraction = Some(0.05),
-        _ => {}
-    }
+    (kind.spec().explore_default)(&mut f);
     f
 }
 
@@ -75,11 +70,10 @@ impl Palette {
         let kinds: Vec<FaultKind> = match &spec.kinds {
             Some(k) => k.clone(),
             None if !random.is_empty() => FaultKind::ALL
-                .iter()
-                .map(|(k, _)| *k)
+                .into_iter()
                 .filter(|k| random.iter().any(|f| f.kind == *k))
                 .collect(),
-            None => FaultKind::ALL.iter().map(|(k, _)| *k).collect(),
+            None => FaultKind::ALL.to_vec(),
         };
         let window = sc.fault_window_micros().max(1) as f64;
         let mut slots = Vec::new();
@@ -344,8 +338,7 @@ service = "1ms"
         // Every kind the explorer can give parameters to (a new kind with a required parameter
         // it does not know is left out until default_template learns it).
         let drawable: Vec<FaultKind> = FaultKind::ALL
-            .iter()
-            .map(|(k, _)| *k)
+            .into_iter()
             .filter(|k| template_problem(&sc, &default_template(*k)).is_none())
             .collect();
         assert!(drawable.len() >= 10, "{drawable:?}");

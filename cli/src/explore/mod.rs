@@ -539,7 +539,6 @@ fn scripted_start(
 /// it (`merge`: the earlier one lasts until the later one would end) or dropped.
 fn without_overlaps(faults: &[sim::scenario::Fault], merge: bool) -> Vec<sim::scenario::Fault> {
     use sim::dist::{DurDist, DurSpec};
-    use sim::scenario::FaultKind;
     use sim::time::Dur;
     let end = |f: &sim::scenario::Fault| {
         let at = f.at.map_or(0, |d| d.0);
@@ -549,14 +548,7 @@ fn without_overlaps(faults: &[sim::scenario::Fault], merge: bool) -> Vec<sim::sc
     };
     let mut kept: Vec<sim::scenario::Fault> = Vec::new();
     for f in faults {
-        let exempt = matches!(
-            f.kind,
-            FaultKind::ClockSkew
-                | FaultKind::Poison
-                | FaultKind::CacheCollapse
-                | FaultKind::SendError
-                | FaultKind::SendTimeout
-        );
+        let exempt = f.kind.may_overlap();
         let start = f.at.map_or(0, |d| d.0);
         let over = kept.iter().position(|k| {
             !exempt

@@ -218,13 +218,17 @@ pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String>
             out.push(format!("workload.key_distribution = {k:?} (uniform only)"));
         }
     }
-    for f in &sc.faults {
-        let kind = f.kind.name();
-        if kind != "consumer_crash" && kind != "broker_crash" && kind != "poison" {
-            out.push(format!(
-                "[[fault]] kind = {kind:?} (staged: consumer_crash, broker_crash, poison)"
-            ));
-        }
+    for f in sc.faults.iter().filter(|f| !f.kind.spec().live) {
+        let staged: Vec<&str> = sim::scenario::FaultKind::ALL
+            .into_iter()
+            .filter(|k| k.spec().live)
+            .map(|k| k.name())
+            .collect();
+        out.push(format!(
+            "[[fault]] kind = {:?} (staged: {})",
+            f.kind.name(),
+            staged.join(", ")
+        ));
     }
     if sc.consumers.count == 0 {
         out.push("consumers.count = 0".into());
