@@ -6,6 +6,7 @@ pub mod calibrate;
 pub mod charts;
 pub mod check;
 pub mod explore;
+pub mod interrupt;
 pub mod library;
 #[cfg(feature = "live")]
 pub mod live;
@@ -794,8 +795,8 @@ pub fn list_text() -> String {
         "\nstrategy parameters: sim list --params\nthe figures of a run: sim list --metrics\n",
     );
     s.push_str("\nfault kinds ([[fault]] kind = ...):\n");
-    for (k, d) in sim::scenario::FaultKind::ALL {
-        s.push_str(&format!("  {:<18} {}\n", k.name(), d));
+    for k in sim::scenario::FaultKind::ALL {
+        s.push_str(&format!("  {:<18} {}\n", k.name(), k.spec().summary));
     }
     s
 }

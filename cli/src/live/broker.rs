@@ -6,26 +6,18 @@
 use super::stomp::Conn;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// PIDs of the children alive, for the Ctrl-C handler.
 static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 
-/// Set by Ctrl-C: every loop of a live run stops.
-pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-/// Installs the Ctrl-C handler once: it SIGKILLs every registered child by PID at once, then
-/// sets [`INTERRUPTED`] so that the run unwinds (and removes its temporary directories).
+/// Installs the process's Ctrl-C handler ([`crate::interrupt`]) with the SIGKILL of every
+/// registered child by PID, so that the run unwinds (and removes its temporary directories) with
+/// no broker left behind.
 pub fn install_interrupt_handler() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let _ = ctrlc::set_handler(|| {
-            kill_registered();
-            INTERRUPTED.store(true, Ordering::SeqCst);
-        });
-    });
+    crate::interrupt::install(Some(("live brokers", kill_registered)));
 }
 
 fn kill_registered() {
@@ -354,7 +346,7 @@ impl Broker {
         self.child = Some(child);
         let t0 = Instant::now();
         loop {
-            if INTERRUPTED.load(Ordering::SeqCst) {
+            if crate::interrupt::interrupted() {
                 self.kill();
                 return Err("interrupted".into());
             }

@@ -2,7 +2,7 @@
 //! workload, the fault driver, the recorder, and the final read of what is left in the queue and
 //! the dead-letter queue.
 
-use super::broker::{Broker, BrokerConf, TempDir, INTERRUPTED};
+use super::broker::{Broker, BrokerConf, TempDir};
 use super::stomp::{Conn, Frame};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -393,7 +393,7 @@ fn connect_first(sh: &Shared, list: &[u16]) -> Option<(Conn, u16)> {
 
 impl Shared {
     fn aborted(&self) -> bool {
-        self.abort.load(Ordering::SeqCst) || INTERRUPTED.load(Ordering::SeqCst)
+        self.abort.load(Ordering::SeqCst) || crate::interrupt::interrupted()
     }
 }
 
@@ -846,7 +846,7 @@ fn wait_bridges(ports: &[u16], timeout: Duration) -> Result<(), String> {
             .map_err(|e| format!("probe send: {e}"))?;
             pc.disconnect();
             loop {
-                if INTERRUPTED.load(Ordering::SeqCst) {
+                if crate::interrupt::interrupted() {
                     return Err("interrupted".into());
                 }
                 if Instant::now() >= deadline {
@@ -958,7 +958,7 @@ pub fn run(plan: &Plan) -> Result<Vec<Event>, String> {
         brokers.iter_mut().for_each(Broker::kill);
         return Err(e);
     }
-    if INTERRUPTED.load(Ordering::SeqCst) {
+    if crate::interrupt::interrupted() {
         return Err("interrupted".into());
     }
     // What is left, read from every broker: its queue (pending) and its dead-letter queue.

@@ -253,17 +253,6 @@ pub struct SweepOutcome {
     pub files: Vec<String>,
 }
 
-/// Set by Ctrl-C: workers start no new run, finished runs stay in the journal.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-/// Installs the Ctrl-C handler once per process (a second install is refused by ctrlc; ignore it).
-fn install_interrupt_handler() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
-    });
-}
-
 /// Loads the scenario, parses the request and builds the scenario of every grid point, so a bad
 /// value fails before anything runs.
 pub fn plan(req: &SweepRequest) -> Result<(Manifest, Vec<Scenario>), CliError> {
@@ -675,7 +664,7 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, CliError> {
     let todo: Vec<u64> = (0..manifest.runs)
         .filter(|r| shard.is_none_or(|s| s.owns(*r)) && !done.contains_key(r))
         .collect();
-    install_interrupt_handler();
+    crate::interrupt::install(None);
     let bar = crate::progress::Progress::new(todo.len() as u64, "runs", req.progress);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(req.jobs.max(1))
@@ -687,7 +676,7 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, CliError> {
     let fresh: Mutex<Vec<(u64, Vec<String>)>> = Mutex::new(Vec::new());
     pool.install(|| {
         todo.par_iter().for_each(|&run| {
-            if stop.load(Ordering::Relaxed) || INTERRUPTED.load(Ordering::Relaxed) {
+            if stop.load(Ordering::Relaxed) || crate::interrupt::interrupted() {
                 return;
             }
             let outcome = run_unit(&manifest, &scenarios, run).and_then(|row| {
