@@ -302,4 +302,39 @@ service = { dist = "exponential", mean = "50ms" }
         assert!(m.duplicates > 0);
         assert!(m.ordering_violations > 0);
     }
+
+    /// A batch job's rollback gives the message back the way every other requeue does, so the
+    /// strategy hears it: its group is received again and the poison message reaches the
+    /// dead-letter queue (the rollback used to skip the strategy's hook, and the group stayed
+    /// locked for good: 111 of 300 messages pending, no redelivery).
+    #[test]
+    fn a_batch_jobs_rollback_reopens_the_group() {
+        let sc = scenario(
+            r#"
+strategies = ["sqs_fifo"]
+[workload]
+messages = 300
+rate = "50/s"
+keys = 10
+poison_fraction = 0.02
+[[broker]]
+name = "a"
+[consumers]
+count = 2
+service = "5ms"
+mode = "batch"
+[consumers.batch]
+interval = "10s"
+[redelivery]
+backout_threshold = 3
+[run]
+drain_timeout = "10m"
+"#,
+        );
+        let m = run(&sc, "sqs_fifo", 1);
+        assert!(m.poison_dead_lettered > 0, "{m:?}");
+        assert!(m.redeliveries > 0, "{m:?}");
+        assert_eq!(m.pending_at_end, 0, "{m:?}");
+        assert_eq!(m.ended_by, sim::summary::EndReason::Settled);
+    }
 }

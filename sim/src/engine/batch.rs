@@ -3,9 +3,10 @@
 //! threshold.
 
 use super::events::Ev;
-use super::state::{Delivery, Loc, Phase};
+use super::state::{Delivery, Phase};
 use super::Engine;
 use crate::history::{Event, FailReason, MsgRef, Observer};
+use crate::scenario::Requeue;
 
 impl<O: Observer> Engine<'_, O> {
     /// A scheduled batch run starts: the job connects and drains the queue.
@@ -101,8 +102,7 @@ impl<O: Observer> Engine<'_, O> {
             delay_us: 0,
             blocking: false,
         });
-        self.w.slab.get_mut(d.slot).loc = Loc::Queued(d.broker);
-        self.w.brokers[d.broker as usize].queue.push_front(d.slot);
+        self.requeue_at(d.broker, d.slot, Requeue::Head);
         if reason == FailReason::Outage {
             self.end_job(c, true);
         } else {

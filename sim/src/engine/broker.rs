@@ -52,28 +52,36 @@ impl<O: Observer> Engine<'_, O> {
             returned.sort_unstable_by_key(|d| d.id);
         }
         for d in &returned {
-            let m = self.w.slab.get_mut(d.slot);
+            let m = self.w.slab.get(d.slot);
             if m.r.id == d.id
                 && matches!(m.loc, Loc::Delivered { delivery, .. } if delivery == d.delivery)
             {
-                m.loc = Loc::Queued(d.broker);
-                self.put_back_at(d.broker, d.slot, requeue);
-                self.returned_hook(d.broker, d.slot);
+                self.requeue_at(d.broker, d.slot, requeue);
             }
         }
         returned.clear();
         self.w.returned = returned;
     }
 
-    /// Puts a message taken back from a consumer into broker `b`'s queue where `[redelivery]
-    /// requeue` says: ahead of every queued message, behind them, or among them in production
-    /// order.
+    /// A message taken back from a consumer is deliverable again at broker `b`: back in its
+    /// queue where `[redelivery] requeue` says, and the strategy told. The one requeue of a
+    /// rollback, a redelivery delay ending and a lease expiring ([`Self::requeue_at`] for a
+    /// consumer leaving and a batch job's rollback).
     #[inline]
-    pub(super) fn put_back(&mut self, b: u16, slot: u32) {
-        self.put_back_at(b, slot, self.policy.requeue);
+    pub(super) fn requeue(&mut self, b: u16, slot: u32) {
+        self.requeue_at(b, slot, self.policy.requeue);
     }
 
-    /// [`Self::put_back`] at `requeue` (a gone consumer's deliveries: `requeue_lost`).
+    /// [`Self::requeue`] at `at` (a gone consumer's deliveries: `requeue_lost`; a batch job's
+    /// rollback: the head).
+    pub(super) fn requeue_at(&mut self, b: u16, slot: u32, at: Requeue) {
+        self.w.slab.get_mut(slot).loc = Loc::Queued(b);
+        self.put_back_at(b, slot, at);
+        self.returned_hook(b, slot);
+    }
+
+    /// Puts a message into broker `b`'s queue at `requeue`: ahead of every queued message,
+    /// behind them, or among them in production order.
     fn put_back_at(&mut self, b: u16, slot: u32, requeue: Requeue) {
         let q = &mut self.w.brokers[b as usize].queue;
         match requeue {
@@ -93,7 +101,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// Tells the strategy that the message in `slot` is deliverable again at broker `b`.
     #[inline]
-    pub(super) fn returned_hook(&mut self, b: u16, slot: u32) {
+    fn returned_hook(&mut self, b: u16, slot: u32) {
         let view = self.view(slot);
         self.strategy.on_returned(self.now, b, &view, &mut self.ctl);
     }

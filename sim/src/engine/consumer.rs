@@ -47,6 +47,19 @@ impl<O: Observer> Engine<'_, O> {
     // One call site (dispatch, compiled once per receive mode): inlined there, as before the split.
     #[inline(always)]
     pub(super) fn deliver(&mut self, b: u16, c: u32, slot: u32) {
+        if let Some((sampler, rng)) = self.w.brokers[b as usize].transit.as_mut() {
+            // No later delivery overtakes it: the consumer takes its buffer in order, and only
+            // the front's arrival gates the start (`start_one`).
+            self.w.slab.get_mut(slot).arrives = self.now + sampler.sample(rng);
+        }
+        self.hand_over(b, c, slot, false);
+    }
+
+    /// Message `slot` of broker `b` is delivered to consumer `c` (one more delivery): into its
+    /// buffer's back (a dispatch), or its front (a blocking redelivery, which the client makes
+    /// to itself ahead of what it prefetched). The one place a delivery is made.
+    #[inline(always)]
+    pub(super) fn hand_over(&mut self, b: u16, c: u32, slot: u32, front: bool) {
         let m = self.w.slab.get_mut(slot);
         m.deliveries += 1;
         let delivery = m.deliveries;
@@ -56,11 +69,6 @@ impl<O: Observer> Engine<'_, O> {
             delivery,
         };
         let (msg, id) = (m.r, m.r.id);
-        if let Some((sampler, rng)) = self.w.brokers[b as usize].transit.as_mut() {
-            // No later delivery overtakes it: the consumer takes its buffer in order, and only
-            // the front's arrival gates the start (`start_one`).
-            self.w.slab.get_mut(slot).arrives = self.now + sampler.sample(rng);
-        }
         self.emit(Event::Dispatch {
             t: self.now,
             msg,
@@ -69,12 +77,18 @@ impl<O: Observer> Engine<'_, O> {
             delivery,
             redelivered: delivery > 1,
         });
-        self.w.consumers[c as usize].buffer.push_back(Delivery {
+        let d = Delivery {
             slot,
             id,
             delivery,
             broker: b,
-        });
+        };
+        let buffer = &mut self.w.consumers[c as usize].buffer;
+        if front {
+            buffer.push_front(d);
+        } else {
+            buffer.push_back(d);
+        }
         self.sync_load(c);
         self.lease_start(slot, id);
     }

@@ -86,9 +86,7 @@ impl<O: Observer> Engine<'_, O> {
         if self.policy.gives_up(deliveries) && self.w.brokers[b as usize].up {
             self.give_up(b, slot);
         } else {
-            self.w.slab.get_mut(slot).loc = Loc::Queued(b);
-            self.put_back(b, slot);
-            self.returned_hook(b, slot);
+            self.requeue(b, slot);
         }
         self.apply_control();
         self.dispatch(b);

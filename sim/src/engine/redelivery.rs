@@ -90,9 +90,7 @@ impl<O: Observer> Engine<'_, O> {
                     // No delay: back in its queue (at the head, unless `requeue` says otherwise)
                     // before the next dispatch decision, so nothing overtakes it in the same
                     // instant.
-                    self.w.slab.get_mut(d.slot).loc = Loc::Queued(d.broker);
-                    self.put_back(d.broker, d.slot);
-                    self.returned_hook(d.broker, d.slot);
+                    self.requeue(d.broker, d.slot);
                     if !suspend {
                         self.dispatch_after_failure(d.broker);
                     }
@@ -151,27 +149,7 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         // Redelivered to the same consumer, ahead of everything it has prefetched.
-        let m = self.w.slab.get_mut(d.slot);
-        m.deliveries += 1;
-        let delivery = m.deliveries;
-        m.loc = Loc::Delivered {
-            broker: d.broker,
-            consumer: c,
-            delivery,
-        };
-        let msg = m.r;
-        self.emit(Event::Dispatch {
-            t: self.now,
-            msg,
-            broker: d.broker,
-            consumer: c,
-            delivery,
-            redelivered: true,
-        });
-        let nd = Delivery { delivery, ..d };
-        self.w.consumers[c as usize].buffer.push_front(nd);
-        self.sync_load(c);
-        self.lease_start(d.slot, d.id);
+        self.hand_over(d.broker, c, d.slot, true);
         self.start_next(c);
     }
 
@@ -183,9 +161,7 @@ impl<O: Observer> Engine<'_, O> {
         if m.r.id != id {
             return;
         }
-        self.w.slab.get_mut(slot).loc = Loc::Queued(b);
-        self.put_back(b, slot);
-        self.returned_hook(b, slot);
+        self.requeue(b, slot);
         self.apply_control();
         self.dispatch(b);
     }
