@@ -113,68 +113,103 @@ impl Flavour {
         Flavour::Servicebus,
     ];
 
+    /// Every default of this broker product, decided in one exhaustive match: a new flavour
+    /// does not compile until each is decided. `native` reads as `activemq` where it is still
+    /// unresolved ([`crate::Scenario::on_flavour`] resolves it per strategy).
+    pub const fn defaults(self) -> Defaults {
+        // ActiveMQ Classic: the JMS baseline the other JMS brokers differ from.
+        const JMS: Defaults = Defaults {
+            crash_detection: CrashDetection::Connection,
+            restart_takes_over: true,
+            max_poll_interval: None,
+            failure_detection: Dur::from_secs(30),
+            commit: (Commit::Each, Dur::from_secs(5)),
+            receive: Receive::Prefetch,
+            lease: None,
+            renews_lease: false,
+            max_in_flight: 1,
+            idempotence: false,
+            retry_backoff: None,
+            dedup_window: None,
+            page_size: 200,
+        };
+        match self {
+            Flavour::Activemq | Flavour::Native => JMS,
+            Flavour::Artemis | Flavour::IbmMq | Flavour::Weblogic => JMS,
+            Flavour::Sqs => Defaults {
+                crash_detection: CrashDetection::Lease,
+                receive: Receive::Batch,
+                lease: Some(Dur::from_secs(30)),
+                dedup_window: Some(Dur::from_secs(300)),
+                page_size: 20_000,
+                ..JMS
+            },
+            Flavour::Kafka => Defaults {
+                crash_detection: CrashDetection::Timeout,
+                restart_takes_over: false,
+                max_poll_interval: Some(Dur::from_secs(300)),
+                failure_detection: Dur::from_secs(45),
+                commit: (Commit::Interval, Dur::from_secs(5)),
+                receive: Receive::Batch,
+                max_in_flight: 5,
+                idempotence: true,
+                retry_backoff: Some(Dur::from_millis(100)),
+                page_size: u32::MAX,
+                ..JMS
+            },
+            Flavour::Pulsar => Defaults {
+                page_size: 100,
+                ..JMS
+            },
+            Flavour::Rabbitmq | Flavour::RabbitmqQuorum => Defaults {
+                failure_detection: Dur::from_secs(60),
+                page_size: u32::MAX,
+                ..JMS
+            },
+            Flavour::Servicebus => Defaults {
+                crash_detection: CrashDetection::Lease,
+                failure_detection: Dur::from_secs(120),
+                lease: Some(Dur::from_secs(60)),
+                renews_lease: true,
+                page_size: u32::MAX,
+                ..JMS
+            },
+        }
+    }
+
     /// How this broker learns that a consumer process died.
     pub fn crash_detection(self) -> CrashDetection {
-        match self {
-            Flavour::Sqs | Flavour::Servicebus => CrashDetection::Lease,
-            Flavour::Kafka => CrashDetection::Timeout,
-            _ => CrashDetection::Connection,
-        }
+        self.defaults().crash_detection
     }
 
-    /// Whether a restarted consumer takes over its dead session at once (only matters while the
-    /// broker has not noticed the death: `crash_detection = "timeout"`). Kafka's consumers have
-    /// no `group.instance.id` by default: a restarted one is a new member, and the group's
-    /// rebalance waits for the dead member until its session times out [K3][K7].
+    /// Whether a restarted consumer takes over its dead session at once ([`Defaults`]).
     pub fn restart_takes_over(self) -> bool {
-        !matches!(self, Flavour::Kafka)
+        self.defaults().restart_takes_over
     }
 
-    /// Kafka's `max.poll.interval.ms` (300s [K3]); the other brokers have no poll deadline.
+    /// Kafka's `max.poll.interval.ms` ([`Defaults`]).
     pub fn max_poll_interval(self) -> Option<Dur> {
-        match self {
-            Flavour::Kafka => Some(Dur::from_secs(300)),
-            _ => None,
-        }
+        self.defaults().max_poll_interval
     }
 
-    /// How long until a consumer that stopped answering is dropped: ActiveMQ's
-    /// `maxInactivityDuration` (30s); Kafka's `session.timeout.ms` (45s since 3.0 [K3]);
-    /// RabbitMQ's heartbeat timeout (60s [B7]).
+    /// How long until a consumer that stopped answering is dropped ([`Defaults`]).
     pub fn failure_detection(self) -> Dur {
-        match self {
-            Flavour::Kafka => Dur::from_secs(45),
-            Flavour::Rabbitmq | Flavour::RabbitmqQuorum => Dur::from_secs(60),
-            Flavour::Servicebus => Dur::from_secs(120),
-            _ => Dur::from_secs(30),
-        }
+        self.defaults().failure_detection
     }
 
-    /// How its consumers settle what they processed: one ack per message, or Kafka's auto-commit
-    /// of offsets every 5s (`enable.auto.commit = true`, `auto.commit.interval.ms = 5000` [K3]).
+    /// How its consumers settle what they processed ([`Defaults`]).
     pub fn commit(self) -> (Commit, Dur) {
-        match self {
-            Flavour::Kafka => (Commit::Interval, Dur::from_secs(5)),
-            _ => (Commit::Each, Dur::from_secs(5)),
-        }
+        self.defaults().commit
     }
 
-    /// How its consumers take messages (SQS has no push: a consumer asks for a batch).
+    /// How its consumers take messages ([`Defaults`]).
     pub fn receive(self) -> Receive {
-        match self {
-            Flavour::Sqs | Flavour::Kafka => Receive::Batch,
-            _ => Receive::Prefetch,
-        }
+        self.defaults().receive
     }
 
-    /// Its delivery lease when the file gives none (SQS: the 30s default visibility timeout;
-    /// Service Bus: the queue's 60s default `LockDuration` [Z2]).
+    /// Its delivery lease when the file gives none ([`Defaults`]).
     pub fn lease(self) -> Option<Dur> {
-        match self {
-            Flavour::Sqs => Some(Dur::from_secs(30)),
-            Flavour::Servicebus => Some(Dur::from_secs(60)),
-            _ => None,
-        }
+        self.defaults().lease
     }
 
     /// How its client renews a lease of `duration` when the file does not say: `(renew_every,
@@ -182,73 +217,39 @@ impl Flavour {
     /// each lock (`CalculateRenewDelay`, `MaximumRenewBufferDuration` 10s), for at most
     /// `MaxAutoLockRenewalDuration` (5 min) [Z2][Z5]; the others do not renew.
     pub fn lease_renewal(self, duration: Dur) -> (Option<Dur>, Option<Dur>) {
-        match self {
-            Flavour::Servicebus => {
-                let buffer = (duration.0 / 2).min(Dur::from_secs(10).0);
-                (
-                    Some(Dur(duration.0 - buffer).max(Dur(1))),
-                    Some(Dur::from_secs(300)),
-                )
-            }
-            _ => (None, None),
+        if !self.defaults().renews_lease {
+            return (None, None);
         }
+        let buffer = (duration.0 / 2).min(Dur::from_secs(10).0);
+        (
+            Some(Dur(duration.0 - buffer).max(Dur(1))),
+            Some(Dur::from_secs(300)),
+        )
     }
 
-    /// How many sends a producer may have outstanding (`[producers] max_in_flight`): 1 for every
-    /// JMS flavour, whose `send` is synchronous; 5 for `kafka`
-    /// (`max.in.flight.requests.per.connection` [K1]).
+    /// How many sends a producer may have outstanding ([`Defaults`]).
     pub fn max_in_flight(self) -> u32 {
-        match self {
-            Flavour::Kafka => 5,
-            _ => 1,
-        }
+        self.defaults().max_in_flight
     }
 
-    /// Whether the broker refuses a producer's out-of-sequence sends (`[producers] idempotence`):
-    /// false for every JMS flavour, true for `kafka` (`enable.idempotence` since
-    /// 3.0 [K1][K2]).
+    /// Whether the broker refuses a producer's out-of-sequence sends ([`Defaults`]).
     pub fn idempotence(self) -> bool {
-        self == Flavour::Kafka
+        self.defaults().idempotence
     }
 
-    /// The delay before a failed send is retried (`[producers] retry_backoff`); None: the
-    /// producer's `reconnect_delay` (every JMS flavour); 100ms for `kafka`
-    /// (`retry.backoff.ms` [K1]).
+    /// The delay before a failed send is retried ([`Defaults`]).
     pub fn retry_backoff(self) -> Option<Dur> {
-        match self {
-            Flavour::Kafka => Some(Dur::from_millis(100)),
-            _ => None,
-        }
+        self.defaults().retry_backoff
     }
 
-    /// How long a broker remembers a stored message to refuse a producer's resend of it, when
-    /// `[[broker]] dedup_window` is absent: SQS FIFO's deduplication interval, 5 minutes [Q5];
-    /// none for the others (Kafka refuses resends by the idempotent producer's sequence numbers
-    /// instead, `[producers] idempotence`; Artemis, Pulsar and Service Bus deduplicate only when
-    /// configured to).
+    /// How long a broker remembers a stored message to refuse a resend ([`Defaults`]).
     pub fn dedup_window(self) -> Option<Dur> {
-        match self {
-            Flavour::Sqs => Some(Dur::from_secs(300)),
-            _ => None,
-        }
+        self.defaults().dedup_window
     }
 
-    /// How many queued messages dispatch looks at when `[[broker]] page_size` is absent:
-    /// ActiveMQ's `maxPageSize` (200) for the queue brokers; SQS FIFO looks through the first
-    /// 20,000 messages for a group it may return [Q2]; a Kafka consumer reads each partition on
-    /// its own, so no partition waits behind another's backlog (unbounded); a Pulsar dispatcher
-    /// reads `dispatcherMaxReadBatchSize` (100) entries at a time, its redelivery set first [P5];
-    /// each RabbitMQ queue behind a consistent-hash exchange dispatches from its own head (unbounded); so
-    /// does a Service Bus session, a sub-queue of its own (unbounded).
+    /// How many queued messages dispatch looks at ([`Defaults`]).
     pub fn page_size(self) -> u32 {
-        match self {
-            Flavour::Sqs => 20_000,
-            Flavour::Kafka | Flavour::Rabbitmq | Flavour::RabbitmqQuorum | Flavour::Servicebus => {
-                u32::MAX
-            }
-            Flavour::Pulsar => 100,
-            _ => 200,
-        }
+        self.defaults().page_size
     }
 
     /// The name a scenario file uses.
@@ -267,6 +268,59 @@ impl Flavour {
             Flavour::Native => "native",
         }
     }
+}
+
+/// A broker product's defaults for what the scenario file leaves out, beyond `[redelivery]`
+/// ([`RedeliveryPolicy::resolve`]). One value per flavour: [`Flavour::defaults`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Defaults {
+    /// How the broker learns that a consumer process died: when its connection closes; after
+    /// its session timeout (Kafka); or never, its leases expiring (SQS, Service Bus).
+    pub crash_detection: CrashDetection,
+    /// A restarted consumer takes over its dead session at once (only matters while the broker
+    /// has not noticed the death). Kafka's consumers have no `group.instance.id` by default: a
+    /// restarted one is a new member, and the rebalance waits for the dead member's session to
+    /// time out [K3][K7].
+    pub restart_takes_over: bool,
+    /// Kafka's `max.poll.interval.ms` (300s [K3]); the other brokers have no poll deadline.
+    pub max_poll_interval: Option<Dur>,
+    /// How long until a consumer that stopped answering is dropped: ActiveMQ's
+    /// `maxInactivityDuration` (30s); Kafka's `session.timeout.ms` (45s since 3.0 [K3]);
+    /// RabbitMQ's heartbeat timeout (60s [B7]); Service Bus's AMQP idle timeout (120s).
+    pub failure_detection: Dur,
+    /// How consumers settle what they processed, and the period of `interval` commits: one ack
+    /// per message, or Kafka's auto-commit every 5s (`enable.auto.commit`,
+    /// `auto.commit.interval.ms` [K3]).
+    pub commit: (Commit, Dur),
+    /// How consumers take messages: a topped-up prefetch, or batches (an SQS receive, a Kafka
+    /// poll: no push).
+    pub receive: Receive,
+    /// The delivery lease when the file gives none (SQS: the 30s default visibility timeout;
+    /// Service Bus: the queue's 60s default `LockDuration` [Z2]).
+    pub lease: Option<Dur>,
+    /// The client renews its leases while it works (the Service Bus processor:
+    /// [`Flavour::lease_renewal`]).
+    pub renews_lease: bool,
+    /// Sends a producer may have outstanding: 1 for the JMS brokers, whose `send` is
+    /// synchronous; 5 for Kafka (`max.in.flight.requests.per.connection` [K1]).
+    pub max_in_flight: u32,
+    /// The broker refuses a producer's out-of-sequence sends: Kafka's `enable.idempotence`
+    /// (true since 3.0 [K1][K2]).
+    pub idempotence: bool,
+    /// The delay before a failed send is retried; None: the producer's `reconnect_delay` (the
+    /// JMS brokers); 100ms for Kafka (`retry.backoff.ms` [K1]).
+    pub retry_backoff: Option<Dur>,
+    /// How long a broker remembers a stored message to refuse a resend: SQS FIFO's 5-minute
+    /// deduplication interval [Q5]; none for the others (Kafka refuses resends by the idempotent
+    /// producer's sequence numbers; Artemis, Pulsar and Service Bus deduplicate only when
+    /// configured to).
+    pub dedup_window: Option<Dur>,
+    /// How many queued messages dispatch looks at: ActiveMQ's `maxPageSize` (200); SQS FIFO
+    /// looks through the first 20,000 for a group it may return [Q2]; a Kafka consumer reads
+    /// each partition on its own, each RabbitMQ queue behind a consistent-hash exchange and each
+    /// Service Bus session dispatches from its own head (unbounded); a Pulsar dispatcher reads
+    /// `dispatcherMaxReadBatchSize` (100) entries at a time, its redelivery set first [P5].
+    pub page_size: u32,
 }
 
 /// The largest `max_in_flight` an idempotent producer may have: Kafka's broker keeps the sequence

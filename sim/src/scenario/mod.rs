@@ -8,7 +8,8 @@ mod load;
 mod validate;
 
 pub use flavour::{
-    DeadLetter, Flavour, LeasePolicy, Limit, RedeliveryPolicy, Requeue, MAX_IDEMPOTENT_IN_FLIGHT,
+    DeadLetter, Defaults, Flavour, LeasePolicy, Limit, RedeliveryPolicy, Requeue,
+    MAX_IDEMPOTENT_IN_FLIGHT,
 };
 
 pub use load::{
