@@ -9,6 +9,7 @@ mod common;
 mod check;
 mod cli;
 mod determinism;
+mod docs_map;
 mod explore;
 mod hostile;
 mod hostile_io;

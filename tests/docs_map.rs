@@ -1,0 +1,83 @@
+//! The map is true: docs/design.md names every engine file, every file of the command line,
+//! every fault kind, every flavour and every strategy; docs/scenarios.md names every fault kind and
+//! flavour. A file, kind or flavour added without its line fails here.
+
+use crate::common::root;
+use std::path::Path;
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+/// The `.rs` files directly in `dir` (relative to the repository), sorted.
+fn rust_files(dir: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(root().join(dir))
+        .unwrap_or_else(|e| panic!("{dir}: {e}"))
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    v.sort();
+    v
+}
+
+fn missing<'a>(doc: &str, names: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    names.into_iter().filter(|n| !doc.contains(n)).collect()
+}
+
+/// The names not written in `doc` as code: `` `name` `` or `` `"name"` ``.
+fn missing_code<'a>(doc: &str, names: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    names
+        .into_iter()
+        .filter(|n| !doc.contains(&format!("`{n}`")) && !doc.contains(&format!("`\"{n}\"`")))
+        .collect()
+}
+
+#[test]
+fn design_names_every_engine_and_cli_file() {
+    let design = read("docs/design.md");
+    let engine: Vec<String> = rust_files("sim/src/engine")
+        .into_iter()
+        .map(|f| format!("engine/{f}"))
+        .collect();
+    assert!(engine.len() > 10, "{engine:?}");
+    let gone = missing(&design, engine.iter().map(String::as_str));
+    assert!(
+        gone.is_empty(),
+        "docs/design.md's code layout lacks {gone:?}"
+    );
+    let cli = rust_files("cli/src");
+    let gone = missing(&design, cli.iter().map(String::as_str));
+    assert!(
+        gone.is_empty(),
+        "docs/design.md's code layout lacks cli/src/{gone:?}"
+    );
+    for dir in ["sweep", "explore", "live"] {
+        assert!(Path::new(&root().join("cli/src").join(dir)).is_dir());
+        assert!(design.contains(&format!("{dir}/ ")), "{dir}/");
+    }
+}
+
+#[test]
+fn design_and_scenarios_name_every_fault_kind_flavour_and_strategy() {
+    let design = read("docs/design.md");
+    let scenarios = read("docs/scenarios.md");
+    let kinds = sim::scenario::FaultKind::ALL.map(|k| k.name());
+    let mut flavours: Vec<&str> = sim::scenario::Flavour::ALL.map(|f| f.name()).to_vec();
+    flavours.push("native");
+    for (doc, name) in [(&design, "design.md"), (&scenarios, "scenarios.md")] {
+        let gone = missing_code(doc, kinds);
+        assert!(
+            gone.is_empty(),
+            "docs/{name} lacks the fault kinds {gone:?}"
+        );
+        let gone = missing_code(doc, flavours.iter().copied());
+        assert!(gone.is_empty(), "docs/{name} lacks the flavours {gone:?}");
+    }
+    let gone = missing(&design, strategies::ALL.iter().map(|i| i.name));
+    assert!(
+        gone.is_empty(),
+        "docs/design.md lacks the strategies {gone:?}"
+    );
+}
