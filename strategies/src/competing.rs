@@ -4,7 +4,7 @@
 //! message to the next consumer with free prefetch, round-robin (ActiveMQ's default dispatch), and
 //! the handler applies it. Reorders as soon as more than one consumer is busy with the same key.
 
-use sim::strategy::{Control, DispatchCtx, Handler, MsgView, Select, Strategy};
+use sim::strategy::{Control, DispatchCtx, Handler, Hooks, MsgView, Select, Strategy};
 
 /// Round-robin dispatch, plain apply.
 #[derive(Debug, Default)]
@@ -64,6 +64,10 @@ impl Competing {
 }
 
 impl Strategy for Competing {
+    fn hooks(&self) -> Hooks {
+        Hooks::NONE
+    }
+
     #[inline]
     fn select(&mut self, ctx: &DispatchCtx, _msg: &MsgView, _ctl: &mut Control) -> Select {
         self.pick(ctx).map_or(Select::Stop, Select::Consumer)
