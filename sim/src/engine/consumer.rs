@@ -287,7 +287,11 @@ impl<O: Observer> Engine<'_, O> {
                     plain,
                     "handle left out of hooks()"
                 );
-                debug_assert_eq!(self.ctl.requests.len(), before, "handle left out of hooks()");
+                debug_assert_eq!(
+                    self.ctl.requests.len(),
+                    before,
+                    "handle left out of hooks()"
+                );
                 plain
             }
         };

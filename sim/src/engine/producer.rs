@@ -268,7 +268,11 @@ impl<O: Observer> Engine<'_, O> {
             self.strategy.route(&ctx, &view)
         } else {
             let plain = Route::Connected;
-            debug_assert_eq!(self.strategy.route(&ctx, &view), plain, "route left out of hooks()");
+            debug_assert_eq!(
+                self.strategy.route(&ctx, &view),
+                plain,
+                "route left out of hooks()"
+            );
             plain
         };
         let b = match route {
