@@ -452,10 +452,7 @@ pub trait Handler {
 
     /// Processing ends. The default is the plain handler: process, then write the message.
     fn handle(&mut self, ctx: &HandlerCtx, msg: &MsgView, _ctl: &mut Control) -> Outcome {
-        match ctx.process() {
-            Ok(()) => Outcome::Applied { state_seq: msg.seq },
-            Err(r) => Outcome::Failed(r),
-        }
+        plain_handle(ctx, msg)
     }
 
     /// The delivery in hand was abandoned (the consumer crashed, or it timed out waiting): release
@@ -463,9 +460,66 @@ pub trait Handler {
     fn abandon(&mut self, _now: Time, _consumer: u32, _msg: &MsgView, _ctl: &mut Control) {}
 }
 
+/// Which of a strategy's per-message hooks do anything beyond the trait's default. The strategy
+/// is a trait object, so the engine would otherwise pay an indirect call (and build the message's
+/// view) per message for a hook that does nothing; it skips the ones a strategy leaves out.
+/// Debug builds (and so the tests) call a skipped hook anyway and check that it behaved as the
+/// default: a strategy that overrides a hook it says it leaves out fails there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hooks {
+    /// [`Strategy::route`] is not [`Route::Connected`] for every send.
+    pub route: bool,
+    /// [`Handler::begin`] may do something other than proceed.
+    pub begin: bool,
+    /// [`Handler::handle`] is not the plain handler.
+    pub handle: bool,
+    /// [`Strategy::on_handled`] listens.
+    pub on_handled: bool,
+    /// [`Strategy::on_returned`] listens.
+    pub on_returned: bool,
+    /// [`Strategy::on_settled`] listens.
+    pub on_settled: bool,
+}
+
+impl Hooks {
+    /// Every hook called (the default: correct for any strategy).
+    pub const ALL: Hooks = Hooks {
+        route: true,
+        begin: true,
+        handle: true,
+        on_handled: true,
+        on_returned: true,
+        on_settled: true,
+    };
+    /// Only `select` and the rare hooks (membership, timers, world changes): plain competing
+    /// consumers.
+    pub const NONE: Hooks = Hooks {
+        route: false,
+        begin: false,
+        handle: false,
+        on_handled: false,
+        on_returned: false,
+        on_settled: false,
+    };
+}
+
+/// The plain handler: process, then write the message ([`Handler::handle`]'s default).
+#[inline]
+pub fn plain_handle(ctx: &HandlerCtx, msg: &MsgView) -> Outcome {
+    match ctx.process() {
+        Ok(()) => Outcome::Applied { state_seq: msg.seq },
+        Err(r) => Outcome::Failed(r),
+    }
+}
+
 /// An ordering strategy: routing + dispatch policy + handler + reactions to membership,
 /// settlement, timers and world changes.
 pub trait Strategy: Handler {
+    /// Which per-message hooks it uses ([`Hooks`]). Default: all of them.
+    fn hooks(&self) -> Hooks {
+        Hooks::ALL
+    }
+
     /// Picks a consumer for `msg` at this broker, or holds it. An owner change made here is
     /// recorded with [`Control::reassigned`].
     fn select(&mut self, ctx: &DispatchCtx, msg: &MsgView, ctl: &mut Control) -> Select;

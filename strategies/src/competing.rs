@@ -4,7 +4,7 @@
 //! message to the next consumer with free prefetch, round-robin (ActiveMQ's default dispatch), and
 //! the handler applies it. Reorders as soon as more than one consumer is busy with the same key.
 
-use sim::strategy::{Control, DispatchCtx, Handler, MsgView, Select, Strategy};
+use sim::strategy::{Control, DispatchCtx, Handler, Hooks, MsgView, Select, Strategy};
 
 /// Round-robin dispatch, plain apply.
 #[derive(Debug, Default)]
@@ -64,6 +64,10 @@ impl Competing {
 }
 
 impl Strategy for Competing {
+    fn hooks(&self) -> Hooks {
+        Hooks::NONE
+    }
+
     #[inline]
     fn select(&mut self, ctx: &DispatchCtx, _msg: &MsgView, _ctl: &mut Control) -> Select {
         self.pick(ctx).map_or(Select::Stop, Select::Consumer)
@@ -100,7 +104,7 @@ mod tests {
     // --- `pick` called directly with hand-built dispatch contexts.
 
     use super::Competing;
-    use sim::strategy::{ConsumerSlot, DispatchCtx};
+    use sim::strategy::{ConsumerSlot, Control, DispatchCtx, Hooks, MsgView};
 
     /// `pick` at broker 0 with consumers 0.. whose free prefetch is `free`.
     fn pick(c: &mut Competing, free: &[u32]) -> Option<usize> {
@@ -197,5 +201,43 @@ mod tests {
         let (offers, while_full) = count.get();
         assert!(offers >= 3000, "{offers}");
         assert_eq!(while_full, 0);
+    }
+
+    /// A strategy that says it leaves `on_settled` out ([`Hooks::NONE`]) but asks for a wake-up
+    /// there: debug builds (the tests) call the skipped hook anyway and stop the run.
+    struct Liar(Competing);
+
+    impl sim::strategy::Handler for Liar {}
+
+    impl sim::strategy::Strategy for Liar {
+        fn hooks(&self) -> Hooks {
+            Hooks::NONE
+        }
+
+        fn select(
+            &mut self,
+            ctx: &DispatchCtx,
+            msg: &sim::strategy::MsgView,
+            ctl: &mut sim::strategy::Control,
+        ) -> sim::strategy::Select {
+            self.0.select(ctx, msg, ctl)
+        }
+
+        fn on_settled(&mut self, now: sim::time::Time, _: &MsgView, ctl: &mut Control) {
+            ctl.wake_at(now + 1, 7);
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "left out on_settled")]
+    fn a_hook_left_out_of_hooks_must_do_nothing() {
+        let sc = simple("\"competing\"", 2, 100, "");
+        let plan = sim::FaultPlan::resolve(&sc, 1);
+        let opts = sim::RunOptions {
+            seed: 1,
+            max_events: None,
+            max_sim_time: None,
+        };
+        let _ = sim::run(&sc, &plan, &mut Liar(Competing::new(1)), &opts, None);
     }
 }

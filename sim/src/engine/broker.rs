@@ -102,8 +102,15 @@ impl<O: Observer> Engine<'_, O> {
     /// Tells the strategy that the message in `slot` is deliverable again at broker `b`.
     #[inline]
     fn returned_hook(&mut self, b: u16, slot: u32) {
+        if !self.hooks.on_returned && !cfg!(debug_assertions) {
+            return;
+        }
         let view = self.view(slot);
+        let before = self.ctl.requests.len();
         self.strategy.on_returned(self.now, b, &view, &mut self.ctl);
+        if !self.hooks.on_returned {
+            self.skipped_hook_did_nothing(before, "on_returned");
+        }
     }
 
     /// The broker side of a consumer leaving: its unacked deliveries go back to the queue.
@@ -275,7 +282,13 @@ impl<O: Observer> Engine<'_, O> {
         let view = self.view(slot);
         self.drop_held(view.id);
         self.w.slab.release(slot);
-        self.strategy.on_settled(self.now, &view, &mut self.ctl);
+        if self.hooks.on_settled {
+            self.strategy.on_settled(self.now, &view, &mut self.ctl);
+        } else if cfg!(debug_assertions) {
+            let before = self.ctl.requests.len();
+            self.strategy.on_settled(self.now, &view, &mut self.ctl);
+            self.skipped_hook_did_nothing(before, "on_settled");
+        }
     }
 
     /// The broker's copy of message `id` is gone for good: if the strategy had taken it over and

@@ -7,7 +7,7 @@ use super::state::{Delivery, Job, Loc, Phase};
 use super::Engine;
 use crate::history::{Event, FailReason, MsgRef, Node, Observer};
 use crate::scenario::{Commit, CrashDetection};
-use crate::strategy::{Begin, HandlerCtx, Outcome, Row, WorldChange};
+use crate::strategy::{plain_handle, Begin, HandlerCtx, Outcome, Row, WorldChange};
 
 /// The handler's view of the world.
 #[allow(clippy::too_many_arguments)]
@@ -186,7 +186,18 @@ impl<O: Observer> Engine<'_, O> {
                 &self.w.rows,
                 &self.w.source,
             );
-            self.strategy.begin(&ctx, &view, &mut self.ctl)
+            if self.hooks.begin {
+                self.strategy.begin(&ctx, &view, &mut self.ctl)
+            } else {
+                let before = self.ctl.requests.len();
+                debug_assert_eq!(
+                    self.strategy.begin(&ctx, &view, &mut self.ctl),
+                    Begin::Proceed,
+                    "begin left out of hooks()"
+                );
+                debug_assert_eq!(self.ctl.requests.len(), before, "begin left out of hooks()");
+                Begin::Proceed
+            }
         };
         match begin {
             Begin::Proceed => self.serve(c, job),
@@ -280,10 +291,33 @@ impl<O: Observer> Engine<'_, O> {
                 &self.w.rows,
                 &self.w.source,
             );
-            self.strategy.handle(&ctx, &job.view, &mut self.ctl)
+            if self.hooks.handle {
+                self.strategy.handle(&ctx, &job.view, &mut self.ctl)
+            } else {
+                let plain = plain_handle(&ctx, &job.view);
+                let before = self.ctl.requests.len();
+                debug_assert_eq!(
+                    self.strategy.handle(&ctx, &job.view, &mut self.ctl),
+                    plain,
+                    "handle left out of hooks()"
+                );
+                debug_assert_eq!(
+                    self.ctl.requests.len(),
+                    before,
+                    "handle left out of hooks()"
+                );
+                plain
+            }
         };
-        self.strategy
-            .on_handled(self.now, c, &job.view, &outcome, &mut self.ctl);
+        if self.hooks.on_handled {
+            self.strategy
+                .on_handled(self.now, c, &job.view, &outcome, &mut self.ctl);
+        } else if cfg!(debug_assertions) {
+            let before = self.ctl.requests.len();
+            self.strategy
+                .on_handled(self.now, c, &job.view, &outcome, &mut self.ctl);
+            self.skipped_hook_did_nothing(before, "on_handled");
+        }
         let msg = job.view.msg_ref();
         match outcome {
             Outcome::Applied { state_seq } => {

@@ -61,7 +61,7 @@ use crate::rng::{stream, Component, RESTART, SEND_ERRORS, TRANSIT};
 use crate::scenario::{
     Commit, Connect, ConsumerMode, CrashDetection, LeasePolicy, Receive, RedeliveryPolicy, Scenario,
 };
-use crate::strategy::{ConsumerSlot, Control, MsgView, Row, Strategy};
+use crate::strategy::{ConsumerSlot, Control, Hooks, MsgView, Row, Strategy};
 use crate::summary::{EndReason, Metrics};
 use crate::time::Time;
 use events::Ev;
@@ -107,6 +107,8 @@ struct Engine<'a, O: Observer> {
     sc: &'a Scenario,
     plan: &'a FaultPlan,
     strategy: &'a mut dyn Strategy,
+    /// The hooks the strategy uses; the others are skipped.
+    hooks: Hooks,
     observer: &'a mut O,
     checkers: Checkers,
     q: EventQueue<Ev>,
@@ -243,6 +245,7 @@ impl<'a, O: Observer> Engine<'a, O> {
         Engine {
             sc,
             plan,
+            hooks: strategy.hooks(),
             strategy,
             observer,
             checkers: Checkers::new(sc.workload.keys, sc.workload.kind),
@@ -291,6 +294,16 @@ impl<'a, O: Observer> Engine<'a, O> {
         }
         self.checkers.observe(&e);
         self.observer.event(&e);
+    }
+
+    /// Checks, in debug builds, that a hook the strategy said it leaves out ([`Hooks`]) did
+    /// nothing: called with the control's request count before the skipped call.
+    #[inline(always)]
+    fn skipped_hook_did_nothing(&self, requests_before: usize, hook: &str) {
+        debug_assert!(
+            self.ctl.requests.len() == requests_before,
+            "a strategy left out {hook} in its hooks() but its {hook} made requests"
+        );
     }
 
     /// A view of a message for the strategy.

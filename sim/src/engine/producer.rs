@@ -264,7 +264,17 @@ impl<O: Observer> Engine<'_, O> {
             connected,
             up: &self.w.broker_up,
         };
-        let route = self.strategy.route(&ctx, &view);
+        let route = if self.hooks.route {
+            self.strategy.route(&ctx, &view)
+        } else {
+            let plain = Route::Connected;
+            debug_assert_eq!(
+                self.strategy.route(&ctx, &view),
+                plain,
+                "route left out of hooks()"
+            );
+            plain
+        };
         let b = match route {
             Route::Connected => connected,
             Route::Broker(b) if self.w.brokers[b as usize].up => b,
