@@ -59,7 +59,7 @@ impl<O: Observer> Engine<'_, O> {
     pub(super) fn batch_failed(&mut self, c: u32, d: Delivery, msg: MsgRef, reason: FailReason) {
         self.w.consumers[c as usize].phase = Phase::Idle;
         self.sync_load(c);
-        if !self.w.slab.valid(&d, c) || !self.w.brokers[d.broker as usize].up {
+        if !self.w.slab.valid(&d, c) || !self.w.brokers[d.broker as usize].is_up() {
             self.start_next(c);
             return;
         }

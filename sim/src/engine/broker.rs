@@ -1,12 +1,301 @@
-//! Brokers: the store (a FIFO queue per broker; returned deliveries go back to its head),
-//! dispatch with prefetch through the strategy's policy, and a message's settlement (ack or
-//! dead-letter queue).
+//! Brokers: the node that owns a broker's state (its store, the consumers attached, its network
+//! bridges, its dead-letter queue; [`Broker`], private fields behind methods), and the engine's
+//! handling of it: dispatch with prefetch through the strategy's policy, the one requeue of every
+//! path, and a message's settlement (ack or dead-letter queue).
 
-use super::state::{Delivery, Loc, Msg};
+use super::state::{Delivery, Loc, Msg, Slab};
 use super::Engine;
+use crate::dist::Sampler;
 use crate::history::{DiscardReason, Event, Observer};
-use crate::scenario::{DeadLetter, Requeue};
-use crate::strategy::{ConsumerSlot, DispatchCtx, Select};
+use crate::scenario::{self, DeadLetter, Requeue};
+use crate::strategy::{ConsumerSlot, Control, DispatchCtx, Select, Strategy};
+use crate::time::Time;
+use rand_chacha::ChaCha8Rng;
+use std::collections::VecDeque;
+
+/// One broker: its own state, changed only through its methods.
+pub(super) struct Broker {
+    up: bool,
+    persistent: bool,
+    page_size: usize,
+    /// The store, in dispatch order (redelivered messages go back to the front).
+    queue: VecDeque<u32>,
+    /// Consumers attached, in attach order.
+    attached: Vec<u32>,
+    /// Crash nesting (overlapping random crashes): up again when it returns to 0.
+    down_depth: u32,
+    /// Network bridges from this broker (`[network] kind = "bridge"`), in the order their demand
+    /// appeared; one with messages in flight outlives its demand until they are stored.
+    bridges: Vec<Bridge>,
+    /// Its dead-letter queue, in the order messages arrived there (kept for `dlq_replay`).
+    dlq: Vec<Msg>,
+    /// `dispatch_latency`'s sampler and its own random stream (None: deliveries arrive at once).
+    transit: Option<(Sampler, ChaCha8Rng)>,
+    /// `restart_time`'s sampler and its own random stream (None: back when the crash ends).
+    restart: Option<(Sampler, ChaCha8Rng)>,
+    /// How long it refuses a resend of a message it stored (0: it stores every resend).
+    dedup_window: Time,
+}
+
+/// Where dispatch sends a message it takes from the queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Handout {
+    /// To this consumer.
+    Consumer(u32),
+    /// Over this bridge (an index into the broker's bridges).
+    Bridge(usize),
+}
+
+/// The fixed facts of one dispatch call.
+pub(super) struct Pick {
+    broker: u16,
+    now: Time,
+    /// How many of the candidates are local consumers (the bridges follow them).
+    locals: usize,
+    /// The id strategies see for the bridge toward peer 0 (`[consumers] count`).
+    bridge_base: u32,
+}
+
+/// A network bridge from one broker toward `peer`: one more consumer of the broker's queue while
+/// the peer has consumers attached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Bridge {
+    pub peer: u16,
+    /// Messages taken and not yet stored by the peer (against `[network] prefetch`).
+    pub in_flight: u32,
+    /// The peer has consumers attached: the bridge is offered to dispatch.
+    pub demand: bool,
+}
+
+impl Broker {
+    /// A broker as `cfg` describes it, with `page_size` resolved (the flavour's when absent),
+    /// `rngs` the streams of its `dispatch_latency` and `restart_time` draws, and its resolved
+    /// `dedup_window`.
+    pub fn new(
+        cfg: &scenario::Broker,
+        page_size: u32,
+        rngs: [ChaCha8Rng; 2],
+        dedup_window: Time,
+    ) -> Self {
+        let [transit_rng, restart_rng] = rngs;
+        Broker {
+            up: true,
+            persistent: cfg.persistent,
+            page_size: page_size as usize,
+            queue: VecDeque::new(),
+            attached: Vec::new(),
+            down_depth: 0,
+            bridges: Vec::new(),
+            dlq: Vec::new(),
+            transit: cfg
+                .dispatch_latency
+                .as_ref()
+                .map(|d| (d.0.sampler(), transit_rng)),
+            restart: cfg
+                .restart_time
+                .as_ref()
+                .map(|d| (d.0.sampler(), restart_rng)),
+            dedup_window,
+        }
+    }
+
+    /// Whether it is up.
+    #[inline]
+    pub fn is_up(&self) -> bool {
+        self.up
+    }
+
+    /// Whether its store survives a crash.
+    pub fn persistent(&self) -> bool {
+        self.persistent
+    }
+
+    /// How long it refuses a resend of a message it stored.
+    pub fn dedup_window(&self) -> Time {
+        self.dedup_window
+    }
+
+    /// A crash begins; true when it goes down now (not already down from an overlapping one).
+    pub fn crash(&mut self) -> bool {
+        self.down_depth += 1;
+        if self.down_depth > 1 {
+            return false;
+        }
+        self.up = false;
+        true
+    }
+
+    /// A crash ends; true when it comes up now (no other crash still in force).
+    pub fn recover(&mut self) -> bool {
+        self.down_depth = self.down_depth.saturating_sub(1);
+        if self.down_depth > 0 || self.up {
+            return false;
+        }
+        self.up = true;
+        true
+    }
+
+    /// The draw of its `restart_time` (None: it restarts when the crash ends).
+    pub fn restart_delay(&mut self) -> Option<Time> {
+        self.restart.as_mut().map(|(s, rng)| s.sample(rng))
+    }
+
+    /// The draw of its `dispatch_latency` for one delivery (None: deliveries arrive at once).
+    #[inline]
+    pub fn transit_delay(&mut self) -> Option<Time> {
+        self.transit.as_mut().map(|(s, rng)| s.sample(rng))
+    }
+
+    /// Stores a message at the tail of its queue.
+    #[inline]
+    pub fn store(&mut self, slot: u32) {
+        self.queue.push_back(slot);
+    }
+
+    /// Puts a message at the head of its queue (a forward recalled).
+    pub fn store_first(&mut self, slot: u32) {
+        self.queue.push_front(slot);
+    }
+
+    /// Takes the message at the head of its queue.
+    pub fn take_first(&mut self) -> Option<u32> {
+        self.queue.pop_front()
+    }
+
+    /// Empties its queue (a non-persistent store lost in a crash).
+    pub fn clear_queue(&mut self) {
+        self.queue.clear();
+    }
+
+    /// Puts a message taken back from a consumer into its queue at `requeue`: ahead of every
+    /// queued message, behind them, or among them in production order (`slab` tells ids).
+    fn put_back(&mut self, slot: u32, requeue: Requeue, slab: &Slab) {
+        let q = &mut self.queue;
+        match requeue {
+            Requeue::Head => q.push_front(slot),
+            Requeue::Tail => q.push_back(slot),
+            Requeue::Original => {
+                let id = slab.get(slot).r.id;
+                let at = q
+                    .iter()
+                    .position(|&s| slab.get(s).r.id > id)
+                    .unwrap_or(q.len());
+                q.insert(at, slot);
+            }
+        }
+    }
+
+    /// The consumers attached, in attach order.
+    #[inline]
+    pub fn attached(&self) -> &[u32] {
+        &self.attached
+    }
+
+    /// Consumer `c` attaches.
+    pub fn attach(&mut self, c: u32) {
+        self.attached.push(c);
+    }
+
+    /// Consumer `c` detaches (if it was attached).
+    pub fn detach(&mut self, c: u32) {
+        if let Some(i) = self.attached.iter().position(|&x| x == c) {
+            self.attached.remove(i);
+        }
+    }
+
+    /// Every consumer detaches at once (the broker crashed).
+    pub fn take_attached(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.attached)
+    }
+
+    /// Its network bridges, to change (`network.rs`).
+    pub fn bridges_mut(&mut self) -> &mut Vec<Bridge> {
+        &mut self.bridges
+    }
+
+    /// Offers its queued messages, up to its page, to `cands` (the local consumers first,
+    /// `pick.locals` of them; then the bridges with demand) through the strategy's `select`, with
+    /// `free` the room of all candidates and of the bridges among them. Each message chosen
+    /// leaves the queue and is pushed to `out` with where it goes, in order; the engine carries
+    /// them out ([`Engine::dispatch`]).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn offer(
+        &mut self,
+        pick: &Pick,
+        cands: &mut [ConsumerSlot],
+        free: (u32, u32),
+        slab: &Slab,
+        strategy: &mut dyn Strategy,
+        ctl: &mut Control,
+        out: &mut Vec<(u32, Handout)>,
+    ) {
+        let (mut total_free, mut bridge_free) = free;
+        let locals = pick.locals;
+        let mut i = 0;
+        while total_free > 0 && i < self.page_size {
+            let Some(&slot) = self.queue.get(i) else {
+                break;
+            };
+            let view = slab.view(slot);
+            // A message that came over a bridge is offered to local consumers only (networkTTL 1).
+            let offered = if locals < cands.len() && slab.get(slot).crossed {
+                locals
+            } else {
+                cands.len()
+            };
+            let ctx = DispatchCtx {
+                now: pick.now,
+                broker: pick.broker,
+                consumers: &cands[..offered],
+            };
+            match strategy.select(&ctx, &view, ctl) {
+                Select::Consumer(ci) => {
+                    let Some(cand) = cands[..offered].get_mut(ci).filter(|c| c.free > 0) else {
+                        // A policy bug must not corrupt the world: hold the message instead.
+                        debug_assert!(false, "strategy selected a full or absent consumer");
+                        i += 1;
+                        continue;
+                    };
+                    cand.free -= 1;
+                    total_free -= 1;
+                    let c = cand.id;
+                    if i == 0 {
+                        self.queue.pop_front();
+                    } else {
+                        self.queue.remove(i);
+                    }
+                    if ci >= locals {
+                        bridge_free -= 1;
+                        let peer = (c - pick.bridge_base) as u16;
+                        let br = self
+                            .bridges
+                            .iter()
+                            .position(|br| br.peer == peer && br.demand)
+                            .expect("offered bridges have demand");
+                        out.push((slot, Handout::Bridge(br)));
+                    } else {
+                        out.push((slot, Handout::Consumer(c)));
+                    }
+                }
+                Select::Hold => i += 1,
+                // Only the local consumers were offered: later messages may still go to a bridge.
+                Select::Stop if offered < cands.len() && bridge_free > 0 => i += 1,
+                Select::Stop => break,
+            }
+        }
+    }
+
+    /// Moves a message it gives up on to its dead-letter queue.
+    fn dead_letter(&mut self, m: Msg) {
+        self.dlq.push(m);
+    }
+
+    /// Takes its dead-letter queue, oldest first (a replay).
+    fn take_dlq(&mut self) -> Vec<Msg> {
+        std::mem::take(&mut self.dlq)
+    }
+}
 
 /// How many more messages a consumer holding `load` unsettled ones may receive: up to its
 /// prefetch, or (taking batches) a whole batch when it holds none and nothing before.
@@ -27,7 +316,7 @@ impl<O: Observer> Engine<'_, O> {
     /// Stores a message at the tail of broker `b`'s queue (a send or a forward arriving).
     pub(super) fn enqueue_back(&mut self, b: u16, slot: u32) {
         self.w.slab.get_mut(slot).loc = Loc::Queued(b);
-        self.w.brokers[b as usize].queue.push_back(slot);
+        self.w.brokers[b as usize].store(slot);
         let msg = self.msg_ref(slot);
         self.emit(Event::Enqueue {
             t: self.now,
@@ -76,27 +365,8 @@ impl<O: Observer> Engine<'_, O> {
     /// rollback: the head).
     pub(super) fn requeue_at(&mut self, b: u16, slot: u32, at: Requeue) {
         self.w.slab.get_mut(slot).loc = Loc::Queued(b);
-        self.put_back_at(b, slot, at);
+        self.w.brokers[b as usize].put_back(slot, at, &self.w.slab);
         self.returned_hook(b, slot);
-    }
-
-    /// Puts a message into broker `b`'s queue at `requeue`: ahead of every queued message,
-    /// behind them, or among them in production order.
-    fn put_back_at(&mut self, b: u16, slot: u32, requeue: Requeue) {
-        let q = &mut self.w.brokers[b as usize].queue;
-        match requeue {
-            Requeue::Head => q.push_front(slot),
-            Requeue::Tail => q.push_back(slot),
-            Requeue::Original => {
-                let slab = &self.w.slab;
-                let id = slab.get(slot).r.id;
-                let at = q
-                    .iter()
-                    .position(|&s| slab.get(s).r.id > id)
-                    .unwrap_or(q.len());
-                q.insert(at, slot);
-            }
-        }
     }
 
     /// Tells the strategy that the message in `slot` is deliverable again at broker `b`.
@@ -205,64 +475,40 @@ impl<O: Observer> Engine<'_, O> {
             }
             total_free += bridge_free;
         }
+        let mut out = std::mem::take(&mut self.handouts);
+        out.clear();
+        let pick = Pick {
+            broker: b,
+            now: self.now,
+            locals,
+            bridge_base: self.sc.consumers.count,
+        };
+        self.w.brokers[bi].offer(
+            &pick,
+            &mut cands,
+            (total_free, bridge_free),
+            &self.w.slab,
+            &mut *self.strategy,
+            &mut self.ctl,
+            &mut out,
+        );
+        // Carried out in the order chosen (as one pass did before the node owned the choice:
+        // nothing `select` sees changes with a delivery).
         let mut started = std::mem::take(&mut self.started_scratch);
         started.clear();
-        let page = self.w.brokers[bi].page_size;
-        let mut i = 0;
-        while total_free > 0 && i < page {
-            let Some(&slot) = self.w.brokers[bi].queue.get(i) else {
-                break;
-            };
-            let view = self.view(slot);
-            // A message that came over a bridge is offered to local consumers only (networkTTL 1).
-            let offered = if locals < cands.len() && self.w.slab.get(slot).crossed {
-                locals
-            } else {
-                cands.len()
-            };
-            let ctx = DispatchCtx {
-                now: self.now,
-                broker: b,
-                consumers: &cands[..offered],
-            };
-            match self.strategy.select(&ctx, &view, &mut self.ctl) {
-                Select::Consumer(ci) => {
-                    let Some(cand) = cands[..offered].get_mut(ci).filter(|c| c.free > 0) else {
-                        // A policy bug must not corrupt the world: hold the message instead.
-                        debug_assert!(false, "strategy selected a full or absent consumer");
-                        i += 1;
-                        continue;
-                    };
-                    cand.free -= 1;
-                    total_free -= 1;
-                    let c = cand.id;
-                    if i == 0 {
-                        self.w.brokers[bi].queue.pop_front();
-                    } else {
-                        self.w.brokers[bi].queue.remove(i);
-                    }
-                    if ci >= locals {
-                        bridge_free -= 1;
-                        let peer = (c - self.sc.consumers.count) as u16;
-                        let br = self.w.brokers[bi]
-                            .bridges
-                            .iter()
-                            .position(|br| br.peer == peer && br.demand)
-                            .expect("offered bridges have demand");
-                        self.bridge_take(b, br, slot);
-                        continue;
-                    }
+        for &(slot, to) in &out {
+            match to {
+                Handout::Bridge(br) => self.bridge_take(b, br, slot),
+                Handout::Consumer(c) => {
                     if !started.contains(&c) {
                         started.push(c);
                     }
                     self.deliver(b, c, slot);
                 }
-                Select::Hold => i += 1,
-                // Only the local consumers were offered: later messages may still go to a bridge.
-                Select::Stop if offered < cands.len() && bridge_free > 0 => i += 1,
-                Select::Stop => break,
             }
         }
+        out.clear();
+        self.handouts = out;
         self.scratch = cands;
         // Only the consumers that received something may have work to start. `start_next` may
         // re-enter dispatch (a strategy hook, a batch job ending): keep this call's list local.
@@ -314,7 +560,7 @@ impl<O: Observer> Engine<'_, O> {
             DeadLetter::Queue => {
                 self.emit(Event::DeadLetter { t, msg, broker: b });
                 let m = *self.w.slab.get(slot);
-                self.w.brokers[b as usize].dlq.push(m);
+                self.w.brokers[b as usize].dead_letter(m);
             }
             DeadLetter::Drop => self.emit(Event::Drop { t, msg, broker: b }),
         }
@@ -328,7 +574,7 @@ impl<O: Observer> Engine<'_, O> {
         if !self.w.brokers[b as usize].up || self.w.brokers[b as usize].dlq.is_empty() {
             return;
         }
-        let dlq = std::mem::take(&mut self.w.brokers[b as usize].dlq);
+        let dlq = self.w.brokers[b as usize].take_dlq();
         for m in dlq {
             self.emit(Event::Replay {
                 t: self.now,

@@ -64,7 +64,7 @@ impl<O: Observer> Engine<'_, O> {
         });
         let mut settled_at = None;
         for &(d, msg) in &records {
-            if self.w.slab.valid(&d, c) && self.w.brokers[d.broker as usize].up {
+            if self.w.slab.valid(&d, c) && self.w.brokers[d.broker as usize].is_up() {
                 self.emit(Event::Ack {
                     t: self.now,
                     msg,

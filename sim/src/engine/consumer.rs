@@ -47,10 +47,10 @@ impl<O: Observer> Engine<'_, O> {
     // One call site (dispatch, compiled once per receive mode): inlined there, as before the split.
     #[inline(always)]
     pub(super) fn deliver(&mut self, b: u16, c: u32, slot: u32) {
-        if let Some((sampler, rng)) = self.w.brokers[b as usize].transit.as_mut() {
+        if let Some(delay) = self.w.brokers[b as usize].transit_delay() {
             // No later delivery overtakes it: the consumer takes its buffer in order, and only
             // the front's arrival gates the start (`start_one`).
-            self.w.slab.get_mut(slot).arrives = self.now + sampler.sample(rng);
+            self.w.slab.get_mut(slot).arrives = self.now + delay;
         }
         self.hand_over(b, c, slot, false);
     }
@@ -395,7 +395,7 @@ impl<O: Observer> Engine<'_, O> {
             cs.ack_pending.swap_remove(i);
             self.sync_load(c);
         }
-        if !self.w.slab.valid(&d, c) || !self.w.brokers[d.broker as usize].up {
+        if !self.w.slab.valid(&d, c) || !self.w.brokers[d.broker as usize].is_up() {
             self.ack_refused(c, d, msg);
             // Refused or lost, the ack freed the consumer's window all the same: its broker may
             // send it more (nothing else would if the queue is otherwise quiet).
@@ -427,10 +427,7 @@ impl<O: Observer> Engine<'_, O> {
         let Some(b) = self.w.consumers[c as usize].broker.take() else {
             return;
         };
-        let att = &mut self.w.brokers[b as usize].attached;
-        if let Some(i) = att.iter().position(|&x| x == c) {
-            att.remove(i);
-        }
+        self.w.brokers[b as usize].detach(c);
         let cs = &mut self.w.consumers[c as usize];
         let mut back: Vec<Delivery> = cs.buffer.drain(..).collect();
         back.append(&mut cs.ack_pending);
@@ -467,7 +464,7 @@ impl<O: Observer> Engine<'_, O> {
         self.strategy.on_detach(self.now, b, c, &mut self.ctl);
         self.apply_control();
         self.dispatch(b);
-        if self.w.brokers[b as usize].attached.is_empty() {
+        if self.w.brokers[b as usize].attached().is_empty() {
             self.demand_lost(b);
         }
     }
@@ -477,7 +474,7 @@ impl<O: Observer> Engine<'_, O> {
         cs.broker = Some(b);
         let failover = cs.lost_connection;
         cs.lost_connection = false;
-        self.w.brokers[b as usize].attached.push(c);
+        self.w.brokers[b as usize].attach(c);
         self.emit(Event::Connect {
             t: self.now,
             node: Node::Consumer(c),
@@ -487,7 +484,7 @@ impl<O: Observer> Engine<'_, O> {
         self.strategy.on_attach(self.now, b, c, &mut self.ctl);
         self.apply_control();
         self.dispatch(b);
-        if self.w.brokers[b as usize].attached.len() == 1 {
+        if self.w.brokers[b as usize].attached().len() == 1 {
             self.demand_gained(b);
         }
     }

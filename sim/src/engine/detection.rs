@@ -50,12 +50,9 @@ impl<O: Observer> Engine<'_, O> {
                 cs.uncommitted.clear();
                 self.sync_load(c);
                 if let Some(b) = self.w.consumers[c as usize].broker.take() {
-                    let att = &mut self.w.brokers[b as usize].attached;
-                    if let Some(i) = att.iter().position(|&x| x == c) {
-                        att.remove(i);
-                    }
+                    self.w.brokers[b as usize].detach(c);
                     self.strategy.on_detach(self.now, b, c, &mut self.ctl);
-                    if self.w.brokers[b as usize].attached.is_empty() {
+                    if self.w.brokers[b as usize].attached().is_empty() {
                         self.demand_lost(b);
                     }
                 }

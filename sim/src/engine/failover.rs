@@ -13,12 +13,9 @@ impl<O: Observer> Engine<'_, O> {
     /// Broker `b` goes down: its clients lose their connection; a non-persistent store loses
     /// everything it held.
     pub(super) fn broker_crash(&mut self, b: u16) {
-        let bs = &mut self.w.brokers[b as usize];
-        bs.down_depth += 1;
-        if bs.down_depth > 1 {
+        if !self.w.brokers[b as usize].crash() {
             return;
         }
-        bs.up = false;
         self.w.broker_up[b as usize] = false;
         self.emit(Event::Crash {
             t: self.now,
@@ -27,7 +24,7 @@ impl<O: Observer> Engine<'_, O> {
         if self.bridged() {
             self.bridges_broker_down(b);
         }
-        let attached = std::mem::take(&mut self.w.brokers[b as usize].attached);
+        let attached = self.w.brokers[b as usize].take_attached();
         for &c in &attached {
             self.consumer_lost_broker(c, b);
         }
@@ -36,8 +33,8 @@ impl<O: Observer> Engine<'_, O> {
                 self.producer_lost_broker(p);
             }
         }
-        if !self.w.brokers[b as usize].persistent {
-            self.w.brokers[b as usize].queue.clear();
+        if !self.w.brokers[b as usize].persistent() {
+            self.w.brokers[b as usize].clear_queue();
             for slot in 0..self.w.slab.msgs.len() as u32 {
                 let at_b = match self.w.slab.get(slot).loc {
                     Loc::Queued(x) | Loc::Held(x) => x == b,
@@ -68,12 +65,9 @@ impl<O: Observer> Engine<'_, O> {
     /// Broker `b` is back; its store is dispatched again (to its bridges toward peers with
     /// consumers, or, `idle_forward`, forwarded to where the consumers are).
     pub(super) fn broker_restart(&mut self, b: u16) {
-        let bs = &mut self.w.brokers[b as usize];
-        bs.down_depth = bs.down_depth.saturating_sub(1);
-        if bs.down_depth > 0 || bs.up {
+        if !self.w.brokers[b as usize].recover() {
             return;
         }
-        bs.up = true;
         self.w.broker_up[b as usize] = true;
         self.emit(Event::Recover {
             t: self.now,
@@ -108,7 +102,7 @@ impl<O: Observer> Engine<'_, O> {
             .list
             .iter()
             .copied()
-            .find(|&b| self.w.brokers[b as usize].up)
+            .find(|&b| self.w.brokers[b as usize].is_up())
         else {
             ps.reconnecting = true;
             let at = self.now + self.sc.producers.reconnect_delay.0.max(1);
@@ -135,7 +129,7 @@ impl<O: Observer> Engine<'_, O> {
     pub(super) fn consumer_lost_broker(&mut self, c: u32, b: u16) {
         debug_assert_eq!(self.w.consumers[c as usize].broker, Some(b));
         // The broker's attached list was already taken by the crash; detach does the rest.
-        self.w.brokers[b as usize].attached.push(c);
+        self.w.brokers[b as usize].attach(c);
         self.w.consumers[c as usize].lost_connection = true;
         self.emit(Event::Disconnect {
             t: self.now,
@@ -170,7 +164,7 @@ impl<O: Observer> Engine<'_, O> {
             .list
             .iter()
             .copied()
-            .find(|&b| self.w.brokers[b as usize].up)
+            .find(|&b| self.w.brokers[b as usize].is_up())
         {
             Some(b) => self.attach(c, b),
             None => self.schedule_reconnect(c, self.sc.consumers.reconnect_delay.0.max(1)),

@@ -77,8 +77,8 @@ impl<O: Observer> Engine<'_, O> {
         if let Some(mut d) = duration {
             if let FaultAction::BrokerCrash { broker } = action {
                 // The fault's `for` is how long the broker stays down; its restart comes on top.
-                if let Some((sampler, rng)) = self.w.brokers[broker as usize].restart.as_mut() {
-                    d = d.saturating_add(sampler.sample(rng));
+                if let Some(restart) = self.w.brokers[broker as usize].restart_delay() {
+                    d = d.saturating_add(restart);
                 }
             }
             self.q.push(self.now.saturating_add(d), Ev::FaultEnd(i));

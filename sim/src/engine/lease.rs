@@ -83,7 +83,7 @@ impl<O: Observer> Engine<'_, O> {
                 self.sync_load(c);
             }
         }
-        if self.policy.gives_up(deliveries) && self.w.brokers[b as usize].up {
+        if self.policy.gives_up(deliveries) && self.w.brokers[b as usize].is_up() {
             self.give_up(b, slot);
         } else {
             self.requeue(b, slot);
@@ -139,7 +139,7 @@ impl<O: Observer> Engine<'_, O> {
     #[inline(never)]
     pub(super) fn ack_refused(&mut self, c: u32, d: Delivery, msg: MsgRef) {
         let connected = self.w.consumers[c as usize].broker == Some(d.broker);
-        if self.lease.is_some() && connected && self.w.brokers[d.broker as usize].up {
+        if self.lease.is_some() && connected && self.w.brokers[d.broker as usize].is_up() {
             self.emit(Event::AckFail {
                 t: self.now,
                 msg,

@@ -15,7 +15,7 @@
 //! | file | what happens there |
 //! |---|---|
 //! | `producer.rs` | a message is produced, routed by the strategy, stored at a broker; failed sends (`send_error`) are retried, overtaken by at most `max_in_flight - 1` later ones without idempotence |
-//! | `broker.rs` | the queue, dispatch with prefetch through the strategy's `select`, settlement (ack, dead-letter) |
+//! | `broker.rs` | the broker node (`Broker`: its store, attached consumers, bridges and dead-letter queue as private state; it chooses what dispatch hands out, through the strategy's `select`), the one requeue, settlement (ack, dead-letter) |
 //! | `network.rs` | the network of brokers: ActiveMQ's bridge (one more consumer, driven by the peer's demand) or idle store-and-forward |
 //! | `consumer.rs` | delivery, processing (`begin`, `handle`), the ack; attach/detach, crash, blip, suspension |
 //! | `commit.rs` | a log's consumer settles what it processed by offset commits (per batch, periodic, or on a rebalance); a commit of records no longer its own is refused |
@@ -30,8 +30,10 @@
 //! | `control.rs` | strategy requests ([`crate::strategy::Control`]) carried out, in the order issued |
 //!
 //! Where is a redelivery scheduled? `redelivery.rs`. Where does broker failover live?
-//! `failover.rs`. Every handler is a method of [`Engine`]; the files depend on `state`, `events`
-//! and this module, never on each other.
+//! `failover.rs`. Every handler is a method of [`Engine`]. The broker is the first node that owns
+//! its state: other files change it only through its methods, and its dispatch returns what it
+//! hands out (`Handout`s) for the engine to carry out instead of delivering itself (issue 35's
+//! design, node by node: the consumer and the producer still keep public fields).
 
 mod batch;
 mod broker;
@@ -64,9 +66,10 @@ use crate::scenario::{
 use crate::strategy::{ConsumerSlot, Control, Hooks, MsgView, Row, Strategy};
 use crate::summary::{EndReason, Metrics};
 use crate::time::Time;
+use broker::Broker;
 use events::Ev;
 use rand_chacha::ChaCha8Rng;
-use state::{BrokerState, ConsumerState, Loc, Msg, Phase, ProducerState, Slab, World};
+use state::{ConsumerState, Loc, Msg, Phase, ProducerState, Slab, World};
 use std::collections::BTreeMap;
 use workload::{Arrivals, KeyPicker};
 
@@ -151,6 +154,8 @@ struct Engine<'a, O: Observer> {
     scratch: Vec<ConsumerSlot>,
     /// Consumers that received messages in the current dispatch call (reused buffer).
     started_scratch: Vec<u32>,
+    /// What the current dispatch call's broker handed out, in order (reused buffer).
+    handouts: Vec<(u32, broker::Handout)>,
     /// Things that keep the fault phase open: messages still to produce + faults not yet over.
     phase_open: u64,
     /// Planned fault starts and ends still to come.
@@ -217,7 +222,7 @@ impl<'a, O: Observer> Engine<'a, O> {
                 .iter()
                 .enumerate()
                 .map(|(i, b)| {
-                    BrokerState::new(
+                    Broker::new(
                         b,
                         b.page_size.unwrap_or(sc.flavour.page_size()),
                         [TRANSIT, RESTART].map(|p| stream(seed, Component::Broker, i as u32, p)),
@@ -276,6 +281,7 @@ impl<'a, O: Observer> Engine<'a, O> {
             fail_depth: 0,
             scratch: Vec::with_capacity(sc.consumers.count as usize),
             started_scratch: Vec::with_capacity(sc.consumers.count as usize),
+            handouts: Vec::new(),
             phase_open,
             fault_transitions_left,
             last_progress: 0,
@@ -309,16 +315,7 @@ impl<'a, O: Observer> Engine<'a, O> {
     /// A view of a message for the strategy.
     #[inline]
     fn view(&self, slot: u32) -> MsgView {
-        let m = self.w.slab.get(slot);
-        MsgView {
-            id: m.r.id,
-            key: m.r.key,
-            seq: m.r.seq,
-            timestamp: m.timestamp,
-            producer: m.producer,
-            redeliveries: m.deliveries.saturating_sub(1),
-            group: m.group.then_some(m.r.key),
-        }
+        self.w.slab.view(slot)
     }
 
     #[inline]

@@ -15,8 +15,9 @@
 //! - `idle_forward`: a broker with no consumers at all forwards its whole store to the first
 //!   peer that is up and has some (store-and-forward, WebLogic distributed destinations).
 
+use super::broker::Bridge;
 use super::events::Ev;
-use super::state::{Bridge, Loc};
+use super::state::Loc;
 use super::Engine;
 use crate::history::{Event, Observer};
 use crate::scenario::NetworkKind;
@@ -39,13 +40,13 @@ impl<O: Observer> Engine<'_, O> {
     pub(super) fn forward_all(&mut self, from: u16) {
         let Some(to) = (0..self.w.brokers.len() as u16).find(|&p| {
             p != from
-                && self.w.brokers[p as usize].up
-                && !self.w.brokers[p as usize].attached.is_empty()
+                && self.w.brokers[p as usize].is_up()
+                && !self.w.brokers[p as usize].attached().is_empty()
         }) else {
             return;
         };
         let at = self.now + self.sc.network.forward_delay.0;
-        while let Some(slot) = self.w.brokers[from as usize].queue.pop_front() {
+        while let Some(slot) = self.w.brokers[from as usize].take_first() {
             self.send_over(from, to, slot, at);
         }
     }
@@ -70,7 +71,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// The bridge `bridge` of broker `from` takes the message at `slot` (already out of the queue).
     pub(super) fn bridge_take(&mut self, from: u16, bridge: usize, slot: u32) {
-        let br = &mut self.w.brokers[from as usize].bridges[bridge];
+        let br = &mut self.w.brokers[from as usize].bridges_mut()[bridge];
         br.in_flight += 1;
         let to = br.peer;
         let at = self.now + self.sc.network.forward_delay.0;
@@ -89,13 +90,13 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         let was_full = self.bridged() && self.bridge_landed(from, to);
-        if self.w.brokers[to as usize].up {
+        if self.w.brokers[to as usize].is_up() {
             self.w.slab.get_mut(slot).crossed = true;
             self.enqueue_back(to, slot);
             self.dispatch(to);
         } else {
             self.w.slab.get_mut(slot).loc = Loc::Queued(from);
-            self.w.brokers[from as usize].queue.push_back(slot);
+            self.w.brokers[from as usize].store(slot);
             self.dispatch(from);
         }
         if was_full {
@@ -107,7 +108,7 @@ impl<O: Observer> Engine<'_, O> {
     /// had used all its credit (the source may dispatch to it again).
     fn bridge_landed(&mut self, from: u16, to: u16) -> bool {
         let prefetch = self.sc.network.prefetch;
-        let bridges = &mut self.w.brokers[from as usize].bridges;
+        let bridges = self.w.brokers[from as usize].bridges_mut();
         let Some(i) = bridges.iter().position(|b| b.peer == to) else {
             return false;
         };
@@ -125,7 +126,7 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         for s in 0..self.w.brokers.len() as u16 {
-            if s != p && self.w.brokers[s as usize].up {
+            if s != p && self.w.brokers[s as usize].is_up() {
                 self.open_bridge(s, p);
             }
         }
@@ -146,7 +147,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// Broker `s` (up) gets a bridge toward `p`, last in its dispatch order.
     fn open_bridge(&mut self, s: u16, p: u16) {
-        let bridges = &mut self.w.brokers[s as usize].bridges;
+        let bridges = self.w.brokers[s as usize].bridges_mut();
         let in_flight = match bridges.iter().position(|b| b.peer == p) {
             Some(i) if bridges[i].demand => return,
             Some(i) => bridges.remove(i).in_flight,
@@ -165,7 +166,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// Broker `s`'s bridge toward `p` leaves its queue (the strategy forgets it, as for a consumer).
     fn close_bridge(&mut self, s: u16, p: u16) {
-        let bridges = &mut self.w.brokers[s as usize].bridges;
+        let bridges = self.w.brokers[s as usize].bridges_mut();
         let Some(i) = bridges.iter().position(|b| b.peer == p && b.demand) else {
             return;
         };
@@ -196,12 +197,12 @@ impl<O: Observer> Engine<'_, O> {
         recalled.sort_unstable();
         for &(_, slot, from) in recalled.iter().rev() {
             self.w.slab.get_mut(slot).loc = Loc::Queued(from);
-            self.w.brokers[from as usize].queue.push_front(slot);
+            self.w.brokers[from as usize].store_first(slot);
             if from != b {
                 self.bridge_landed(from, b);
             }
         }
-        let closed = std::mem::take(&mut self.w.brokers[b as usize].bridges);
+        let closed = std::mem::take(self.w.brokers[b as usize].bridges_mut());
         for br in closed.iter().filter(|br| br.demand) {
             let id = self.bridge_id(br.peer);
             self.strategy.on_detach(self.now, b, id, &mut self.ctl);
@@ -223,7 +224,7 @@ impl<O: Observer> Engine<'_, O> {
     pub(super) fn bridges_broker_up(&mut self, b: u16) {
         for p in 0..self.w.brokers.len() as u16 {
             let peer = &self.w.brokers[p as usize];
-            if p != b && peer.up && !peer.attached.is_empty() {
+            if p != b && peer.is_up() && !peer.attached().is_empty() {
                 self.open_bridge(b, p);
             }
         }

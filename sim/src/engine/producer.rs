@@ -199,7 +199,7 @@ impl<O: Observer> Engine<'_, O> {
         };
         let (_, at, first) = ps.resent.swap_remove(i);
         let of = self.msg_ref(slot);
-        let window = self.w.brokers[b as usize].dedup_window;
+        let window = self.w.brokers[b as usize].dedup_window();
         let deduplicated = self.idempotent || (b == first && self.now < at.saturating_add(window));
         let msg = if deduplicated {
             of
@@ -277,7 +277,7 @@ impl<O: Observer> Engine<'_, O> {
         };
         let b = match route {
             Route::Connected => connected,
-            Route::Broker(b) if self.w.brokers[b as usize].up => b,
+            Route::Broker(b) if self.w.brokers[b as usize].is_up() => b,
             Route::Broker(_) => return Err(true),
             Route::Fail { block } => return Err(block),
         };

@@ -2,10 +2,10 @@
 //! brokers, consumers, the target and source databases). No behaviour lives here beyond keeping
 //! this state's own invariants; each node kind's handling is in its own file.
 
+use super::broker::Broker;
 use super::events::Ev;
-use crate::dist::Sampler;
 use crate::history::MsgRef;
-use crate::scenario::{Broker, Producers};
+use crate::scenario::Producers;
 use crate::strategy::{MsgView, Row};
 use crate::time::Time;
 use rand::Rng;
@@ -17,7 +17,7 @@ pub(super) struct World {
     /// Messages in flight.
     pub slab: Slab,
     pub producers: Vec<ProducerState>,
-    pub brokers: Vec<BrokerState>,
+    pub brokers: Vec<Broker>,
     pub consumers: Vec<ConsumerState>,
     /// Per consumer, its [`ConsumerState::load`] (unacked deliveries held), kept dense so that
     /// dispatch reads one `u32` per candidate instead of three fields of a large struct.
@@ -137,6 +137,21 @@ pub(super) struct Slab {
 }
 
 impl Slab {
+    /// The strategy's view of the message in `slot`.
+    #[inline]
+    pub fn view(&self, slot: u32) -> MsgView {
+        let m = self.get(slot);
+        MsgView {
+            id: m.r.id,
+            key: m.r.key,
+            seq: m.r.seq,
+            timestamp: m.timestamp,
+            producer: m.producer,
+            redeliveries: m.deliveries.saturating_sub(1),
+            group: m.group.then_some(m.r.key),
+        }
+    }
+
     pub fn alloc(&mut self, m: Msg) -> u32 {
         self.live += 1;
         match self.free.pop() {
@@ -244,69 +259,6 @@ impl ProducerState {
             resent: Vec::new(),
             send_rng,
             clock_offset,
-        }
-    }
-}
-
-/// One broker.
-pub(super) struct BrokerState {
-    pub up: bool,
-    pub persistent: bool,
-    pub page_size: usize,
-    /// The store, in dispatch order (redelivered messages go back to the front).
-    pub queue: VecDeque<u32>,
-    /// Consumers attached, in attach order.
-    pub attached: Vec<u32>,
-    /// Crash nesting (overlapping random crashes): up again when it returns to 0.
-    pub down_depth: u32,
-    /// Network bridges from this broker (`[network] kind = "bridge"`), in the order their demand
-    /// appeared; one with messages in flight outlives its demand until they are stored.
-    pub bridges: Vec<Bridge>,
-    /// Its dead-letter queue, in the order messages arrived there (kept for `dlq_replay`).
-    pub dlq: Vec<Msg>,
-    /// `dispatch_latency`'s sampler and its own random stream (None: deliveries arrive at once).
-    pub transit: Option<(Sampler, ChaCha8Rng)>,
-    /// `restart_time`'s sampler and its own random stream (None: back when the crash ends).
-    pub restart: Option<(Sampler, ChaCha8Rng)>,
-    /// How long it refuses a resend of a message it stored (0: it stores every resend).
-    pub dedup_window: Time,
-}
-
-/// A network bridge from one broker toward `peer`: one more consumer of the broker's queue while
-/// the peer has consumers attached.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Bridge {
-    pub peer: u16,
-    /// Messages taken and not yet stored by the peer (against `[network] prefetch`).
-    pub in_flight: u32,
-    /// The peer has consumers attached: the bridge is offered to dispatch.
-    pub demand: bool,
-}
-
-impl BrokerState {
-    /// A broker as `cfg` describes it, with `page_size` resolved (the flavour's when absent),
-    /// `rngs` the streams of its `dispatch_latency` and `restart_time` draws, and its resolved
-    /// `dedup_window`.
-    pub fn new(cfg: &Broker, page_size: u32, rngs: [ChaCha8Rng; 2], dedup_window: Time) -> Self {
-        let [transit_rng, restart_rng] = rngs;
-        BrokerState {
-            up: true,
-            persistent: cfg.persistent,
-            page_size: page_size as usize,
-            queue: VecDeque::new(),
-            attached: Vec::new(),
-            down_depth: 0,
-            bridges: Vec::new(),
-            dlq: Vec::new(),
-            transit: cfg
-                .dispatch_latency
-                .as_ref()
-                .map(|d| (d.0.sampler(), transit_rng)),
-            restart: cfg
-                .restart_time
-                .as_ref()
-                .map(|d| (d.0.sampler(), restart_rng)),
-            dedup_window,
         }
     }
 }
