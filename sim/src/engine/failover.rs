@@ -3,6 +3,7 @@
 //! through their failover lists after their reconnect delay.
 
 use super::events::Ev;
+use super::producer::Attempt;
 use super::state::Loc;
 use super::Engine;
 use crate::history::{DiscardReason, Event, Node, Observer};
@@ -29,7 +30,7 @@ impl<O: Observer> Engine<'_, O> {
             self.consumer_lost_broker(c, b);
         }
         for p in 0..self.w.producers.len() as u32 {
-            if self.w.producers[p as usize].broker == Some(b) {
+            if self.w.producers[p as usize].connected_to() == Some(b) {
                 self.producer_lost_broker(p);
             }
         }
@@ -82,10 +83,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// The producer's broker went down: drop the connection and try the list again later.
     pub(super) fn producer_lost_broker(&mut self, p: u32) {
-        let ps = &mut self.w.producers[p as usize];
-        ps.broker = None;
-        if !ps.reconnecting {
-            ps.reconnecting = true;
+        if self.w.producers[p as usize].lose_broker() {
             let at = self.now + self.sc.producers.reconnect_delay.0;
             self.q.push(at, Ev::ProducerReconnect(p));
         }
@@ -93,26 +91,21 @@ impl<O: Observer> Engine<'_, O> {
 
     /// A connection attempt: the first broker of the list that is up; else try again later.
     pub(super) fn producer_reconnect(&mut self, p: u32) {
-        let ps = &mut self.w.producers[p as usize];
-        ps.reconnecting = false;
-        if ps.broker.is_some() {
-            return;
-        }
-        let Some(b) = ps
-            .list
-            .iter()
-            .copied()
-            .find(|&b| self.w.brokers[b as usize].is_up())
-        else {
-            ps.reconnecting = true;
-            let at = self.now + self.sc.producers.reconnect_delay.0.max(1);
-            self.q.push(at, Ev::ProducerReconnect(p));
-            return;
+        let brokers = &self.w.brokers;
+        let attempt = self.w.producers[p as usize].try_connect(|b| brokers[b as usize].is_up());
+        let (b, failover, buffered) = match attempt {
+            Attempt::AlreadyConnected => return,
+            Attempt::NoneUp => {
+                let at = self.now + self.sc.producers.reconnect_delay.0.max(1);
+                self.q.push(at, Ev::ProducerReconnect(p));
+                return;
+            }
+            Attempt::Connected {
+                broker,
+                failover,
+                buffered,
+            } => (broker, failover, buffered),
         };
-        ps.broker = Some(b);
-        let failover = ps.connected_once;
-        ps.connected_once = true;
-        let buffered = std::mem::take(&mut ps.buffer);
         self.emit(Event::Connect {
             t: self.now,
             node: Node::Producer(p),

@@ -35,8 +35,7 @@ impl<O: Observer> Engine<'_, O> {
                 self.w.consumers[consumer as usize].slow *= factor
             }
             FaultAction::ClockSkew { producer, skew } => {
-                let ps = &mut self.w.producers[producer as usize];
-                ps.clock_offset = ps.clock_offset.saturating_add(skew);
+                self.w.producers[producer as usize].step_clock(skew);
             }
             FaultAction::Poison { fraction } => self.w.poison_boost.push(fraction),
             FaultAction::SendError { producer, fraction } => {
@@ -109,8 +108,7 @@ impl<O: Observer> Engine<'_, O> {
                 self.w.consumers[consumer as usize].slow /= factor
             }
             FaultAction::ClockSkew { producer, skew } => {
-                let ps = &mut self.w.producers[producer as usize];
-                ps.clock_offset = ps.clock_offset.saturating_sub(skew);
+                self.w.producers[producer as usize].step_clock(skew.saturating_neg());
             }
             FaultAction::SourceOutage => {
                 self.w.source_down -= 1;

@@ -14,7 +14,7 @@
 //!
 //! | file | what happens there |
 //! |---|---|
-//! | `producer.rs` | a message is produced, routed by the strategy, stored at a broker; failed sends (`send_error`) are retried, overtaken by at most `max_in_flight - 1` later ones without idempotence |
+//! | `producer.rs` | the producer node (`Producer`); a message is produced, routed by the strategy, stored at a broker; failed sends (`send_error`) are retried, overtaken by at most `max_in_flight - 1` later ones without idempotence |
 //! | `broker.rs` | the broker node (`Broker`: its store, attached consumers, bridges and dead-letter queue as private state; it chooses what dispatch hands out, through the strategy's `select`), the one requeue, settlement (ack, dead-letter) |
 //! | `network.rs` | the network of brokers: ActiveMQ's bridge (one more consumer, driven by the peer's demand) or idle store-and-forward |
 //! | `consumer.rs` | delivery, processing (`begin`, `handle`), the ack; attach/detach, crash, blip, suspension |
@@ -30,10 +30,10 @@
 //! | `control.rs` | strategy requests ([`crate::strategy::Control`]) carried out, in the order issued |
 //!
 //! Where is a redelivery scheduled? `redelivery.rs`. Where does broker failover live?
-//! `failover.rs`. Every handler is a method of [`Engine`]. The broker is the first node that owns
-//! its state: other files change it only through its methods, and its dispatch returns what it
-//! hands out (`Handout`s) for the engine to carry out instead of delivering itself (issue 35's
-//! design, node by node: the consumer and the producer still keep public fields).
+//! `failover.rs`. Every handler is a method of [`Engine`]. The broker and the producer are nodes
+//! that own their state: other files change it only through their methods; the broker's dispatch
+//! returns what it hands out (`Handout`s) for the engine to carry out instead of delivering
+//! itself (issue 35's design, node by node: the consumer still keeps public fields).
 
 mod batch;
 mod broker;
@@ -68,8 +68,9 @@ use crate::summary::{EndReason, Metrics};
 use crate::time::Time;
 use broker::Broker;
 use events::Ev;
+use producer::Producer;
 use rand_chacha::ChaCha8Rng;
-use state::{ConsumerState, Loc, Msg, Phase, ProducerState, Slab, World};
+use state::{ConsumerState, Loc, Msg, Phase, Slab, World};
 use std::collections::BTreeMap;
 use workload::{Arrivals, KeyPicker};
 
@@ -191,7 +192,7 @@ impl<'a, O: Observer> Engine<'a, O> {
         let producers = (0..sc.producers.count as usize)
             .map(|i| {
                 let mut rng: ChaCha8Rng = stream(seed, Component::Producer, i as u32, 0);
-                ProducerState::new(
+                Producer::new(
                     order(&sc.producers.brokers, i, sc.producers.connect),
                     &sc.producers,
                     &mut rng,
@@ -497,7 +498,7 @@ impl<'a, O: Observer> Engine<'a, O> {
             .w
             .producers
             .iter()
-            .flat_map(|p| p.resent.iter().map(|&(slot, ..)| slot))
+            .flat_map(|p| p.unsent_resends())
             .collect();
         // An applied message is settled whatever copy is left; the copy is reported unacked (its
         // ack or offset commit never reached the broker, which would deliver it again).

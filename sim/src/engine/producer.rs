@@ -3,13 +3,17 @@
 //! are retried after the retry backoff. Whether later sends wait behind a failed one or overtake
 //! it (`max_in_flight`, `idempotence`): [`Engine::send_behind_failure`].
 //! A producer without a connection buffers its sends (its failover transport: `failover.rs`).
+//! The producer is a node that owns its state ([`Producer`], private fields behind methods).
 
 use super::events::Ev;
 use super::state::{Loc, Msg};
 use super::Engine;
 use crate::history::{Event, MsgRef, Observer};
+use crate::scenario::Producers;
 use crate::strategy::{Route, RouteCtx};
+use crate::time::Time;
 use rand::Rng;
+use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
 
 impl<O: Observer> Engine<'_, O> {
@@ -364,4 +368,129 @@ impl<O: Observer> Engine<'_, O> {
             self.schedule_producer_retry(p);
         }
     }
+}
+
+/// One producer's connection and clock.
+pub(super) struct Producer {
+    /// Failover list (broker indices, in the order tried).
+    list: Vec<u16>,
+    /// Connected broker.
+    broker: Option<u16>,
+    /// Whether it has connected before (a later connect is a failover).
+    connected_once: bool,
+    /// A reconnect attempt is scheduled.
+    reconnecting: bool,
+    /// Messages sent while disconnected, in send order.
+    buffer: VecDeque<u32>,
+    /// Sends that failed (the strategy's routing refused them, e.g. a Unit-of-Order member down,
+    /// or a `send_error` fault), and the later sends waiting behind them, in send order, to retry.
+    failed: VecDeque<u32>,
+    /// Later sends wait behind the failed ones (the strategy's blocking retry loop in the
+    /// application; a `send_error` failure uses `overtakes`).
+    failed_block: bool,
+    /// A retry of the failed sends is scheduled.
+    retrying: bool,
+    /// While a send that failed by a `send_error` waits for its retry and sends may overtake it
+    /// (`max_in_flight` > 1, no idempotence): how many more later sends may still go ahead of it
+    /// (they were in flight with it). At 0, later sends wait behind it (`failed_block`). None:
+    /// no such failure outstanding.
+    overtakes: Option<u32>,
+    /// Waiting sends whose first attempt the broker stored though the producer saw it fail (a
+    /// `send_timeout`): (slot, when it was stored, where). Its resend is deduplicated or stored
+    /// again ([`crate::engine::Engine`]'s `resend`).
+    resent: Vec<(u32, Time, u16)>,
+    /// Draws whether a send fails during a `send_error` fault (its own stream, so the draws
+    /// move nothing else).
+    send_rng: ChaCha8Rng,
+    /// Clock offset in microseconds (fixed skew + clock_skew faults).
+    clock_offset: i64,
+}
+
+impl Producer {
+    pub fn new(
+        list: Vec<u16>,
+        cfg: &Producers,
+        rng: &mut ChaCha8Rng,
+        send_rng: ChaCha8Rng,
+    ) -> Self {
+        let skew = cfg.clock_skew.0 as i64;
+        let clock_offset = if skew > 0 {
+            rng.random_range(-skew..=skew)
+        } else {
+            0
+        };
+        Producer {
+            list,
+            broker: None,
+            connected_once: false,
+            reconnecting: false,
+            buffer: VecDeque::new(),
+            failed: VecDeque::new(),
+            failed_block: false,
+            retrying: false,
+            overtakes: None,
+            resent: Vec::new(),
+            send_rng,
+            clock_offset,
+        }
+    }
+
+    /// The broker it is connected to.
+    pub fn connected_to(&self) -> Option<u16> {
+        self.broker
+    }
+
+    /// Its clock steps by `skew` microseconds (a `clock_skew` fault starting, or ending with the
+    /// opposite sign).
+    pub fn step_clock(&mut self, skew: i64) {
+        self.clock_offset = self.clock_offset.saturating_add(skew);
+    }
+
+    /// The messages whose first send the broker stored though the producer saw it fail, and that
+    /// it has not sent again yet.
+    pub fn unsent_resends(&self) -> impl Iterator<Item = u32> + '_ {
+        self.resent.iter().map(|&(slot, ..)| slot)
+    }
+
+    /// Its broker went down: the connection is dropped; true when a reconnect must be
+    /// scheduled (none is yet).
+    pub fn lose_broker(&mut self) -> bool {
+        self.broker = None;
+        !std::mem::replace(&mut self.reconnecting, true)
+    }
+
+    /// A connection attempt through its failover list, `up` telling which brokers are up.
+    pub fn try_connect(&mut self, up: impl Fn(u16) -> bool) -> Attempt {
+        self.reconnecting = false;
+        if self.broker.is_some() {
+            return Attempt::AlreadyConnected;
+        }
+        let Some(b) = self.list.iter().copied().find(|&b| up(b)) else {
+            self.reconnecting = true;
+            return Attempt::NoneUp;
+        };
+        self.broker = Some(b);
+        let failover = self.connected_once;
+        self.connected_once = true;
+        Attempt::Connected {
+            broker: b,
+            failover,
+            buffered: std::mem::take(&mut self.buffer),
+        }
+    }
+}
+
+/// The outcome of [`Producer::try_connect`].
+pub(super) enum Attempt {
+    /// It was connected already.
+    AlreadyConnected,
+    /// No broker of its list is up: it tries again later.
+    NoneUp,
+    /// Connected to `broker` (a failover unless it is the first connection), with the sends it
+    /// buffered meanwhile, in send order.
+    Connected {
+        broker: u16,
+        failover: bool,
+        buffered: VecDeque<u32>,
+    },
 }

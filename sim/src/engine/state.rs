@@ -4,11 +4,10 @@
 
 use super::broker::Broker;
 use super::events::Ev;
+use super::producer::Producer;
 use crate::history::MsgRef;
-use crate::scenario::Producers;
 use crate::strategy::{MsgView, Row};
 use crate::time::Time;
-use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -16,7 +15,7 @@ use std::collections::{BTreeMap, VecDeque};
 pub(super) struct World {
     /// Messages in flight.
     pub slab: Slab,
-    pub producers: Vec<ProducerState>,
+    pub producers: Vec<Producer>,
     pub brokers: Vec<Broker>,
     pub consumers: Vec<ConsumerState>,
     /// Per consumer, its [`ConsumerState::load`] (unacked deliveries held), kept dense so that
@@ -194,72 +193,6 @@ impl Slab {
                     consumer,
                     delivery: d.delivery,
                 }
-    }
-}
-
-/// One producer's connection and clock.
-pub(super) struct ProducerState {
-    /// Failover list (broker indices, in the order tried).
-    pub list: Vec<u16>,
-    /// Connected broker.
-    pub broker: Option<u16>,
-    /// Whether it has connected before (a later connect is a failover).
-    pub connected_once: bool,
-    /// A reconnect attempt is scheduled.
-    pub reconnecting: bool,
-    /// Messages sent while disconnected, in send order.
-    pub buffer: VecDeque<u32>,
-    /// Sends that failed (the strategy's routing refused them, e.g. a Unit-of-Order member down,
-    /// or a `send_error` fault), and the later sends waiting behind them, in send order, to retry.
-    pub failed: VecDeque<u32>,
-    /// Later sends wait behind the failed ones (the strategy's blocking retry loop in the
-    /// application; a `send_error` failure uses `overtakes`).
-    pub failed_block: bool,
-    /// A retry of the failed sends is scheduled.
-    pub retrying: bool,
-    /// While a send that failed by a `send_error` waits for its retry and sends may overtake it
-    /// (`max_in_flight` > 1, no idempotence): how many more later sends may still go ahead of it
-    /// (they were in flight with it). At 0, later sends wait behind it (`failed_block`). None:
-    /// no such failure outstanding.
-    pub overtakes: Option<u32>,
-    /// Waiting sends whose first attempt the broker stored though the producer saw it fail (a
-    /// `send_timeout`): (slot, when it was stored, where). Its resend is deduplicated or stored
-    /// again ([`crate::engine::Engine`]'s `resend`).
-    pub resent: Vec<(u32, Time, u16)>,
-    /// Draws whether a send fails during a `send_error` fault (its own stream, so the draws
-    /// move nothing else).
-    pub send_rng: ChaCha8Rng,
-    /// Clock offset in microseconds (fixed skew + clock_skew faults).
-    pub clock_offset: i64,
-}
-
-impl ProducerState {
-    pub fn new(
-        list: Vec<u16>,
-        cfg: &Producers,
-        rng: &mut ChaCha8Rng,
-        send_rng: ChaCha8Rng,
-    ) -> Self {
-        let skew = cfg.clock_skew.0 as i64;
-        let clock_offset = if skew > 0 {
-            rng.random_range(-skew..=skew)
-        } else {
-            0
-        };
-        ProducerState {
-            list,
-            broker: None,
-            connected_once: false,
-            reconnecting: false,
-            buffer: VecDeque::new(),
-            failed: VecDeque::new(),
-            failed_block: false,
-            retrying: false,
-            overtakes: None,
-            resent: Vec::new(),
-            send_rng,
-            clock_offset,
-        }
     }
 }
 
