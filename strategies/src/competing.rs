@@ -157,6 +157,20 @@ mod tests {
         assert_eq!(pick(&mut c, &[1, 1, 1]), Some(0));
     }
 
+    /// Runs `s` itself (not through the registry) on `sc` with seed 1.
+    fn run_direct(
+        sc: &sim::Scenario,
+        s: &mut dyn sim::strategy::Strategy,
+    ) -> Result<sim::Metrics, sim::RunError> {
+        let plan = sim::FaultPlan::resolve(sc, 1);
+        let opts = sim::RunOptions {
+            seed: 1,
+            max_events: None,
+            max_sim_time: None,
+        };
+        sim::run(sc, &plan, s, &opts, None)
+    }
+
     /// Counts the offers a broker makes while no consumer it offers to has room.
     struct Offers {
         inner: Competing,
@@ -185,18 +199,12 @@ mod tests {
     #[test]
     fn the_broker_offers_a_message_only_while_a_consumer_has_room() {
         let sc = simple("\"competing\"", 4, 600, "");
-        let plan = sim::FaultPlan::resolve(&sc, 1);
-        let opts = sim::RunOptions {
-            seed: 1,
-            max_events: None,
-            max_sim_time: None,
-        };
         let count = std::rc::Rc::default();
         let mut s = Offers {
             inner: Competing::new(1),
             count: std::rc::Rc::clone(&count),
         };
-        let m = sim::run(&sc, &plan, &mut s, &opts, None).unwrap();
+        let m = run_direct(&sc, &mut s).unwrap();
         assert_eq!(m.applied, 3000);
         let (offers, while_full) = count.get();
         assert!(offers >= 3000, "{offers}");
@@ -232,12 +240,6 @@ mod tests {
     #[should_panic(expected = "left out on_settled")]
     fn a_hook_left_out_of_hooks_must_do_nothing() {
         let sc = simple("\"competing\"", 2, 100, "");
-        let plan = sim::FaultPlan::resolve(&sc, 1);
-        let opts = sim::RunOptions {
-            seed: 1,
-            max_events: None,
-            max_sim_time: None,
-        };
-        let _ = sim::run(&sc, &plan, &mut Liar(Competing::new(1)), &opts, None);
+        let _ = run_direct(&sc, &mut Liar(Competing::new(1)));
     }
 }
