@@ -81,3 +81,10 @@ fn design_and_scenarios_name_every_fault_kind_flavour_and_strategy() {
         "docs/design.md lacks the strategies {gone:?}"
     );
 }
+
+/// The README is a user's document: under 20 KB, depth in docs/.
+#[test]
+fn readme_stays_under_20_kb() {
+    let readme = read("README.md");
+    assert!(readme.len() < 20 * 1024, "README.md is {} bytes", readme.len());
+}
