@@ -86,5 +86,9 @@ fn design_and_scenarios_name_every_fault_kind_flavour_and_strategy() {
 #[test]
 fn readme_stays_under_20_kb() {
     let readme = read("README.md");
-    assert!(readme.len() < 20 * 1024, "README.md is {} bytes", readme.len());
+    assert!(
+        readme.len() < 20 * 1024,
+        "README.md is {} bytes",
+        readme.len()
+    );
 }

@@ -787,8 +787,8 @@ pub fn list_text() -> String {
     ));
     s.push_str(&format!(
         "\ncomposed strategies (one's dispatch with another's handler, each part configured by its own [strategy.NAME]):\n  DISPATCH+HANDLER with DISPATCH one of {} and HANDLER one of {}\n  (e.g. kafka+db_optimistic; {} pairs)\n",
-        strategies::compose::DISPATCH_PARTS.join(", "),
-        strategies::compose::HANDLER_PARTS.join(", "),
+        strategies::compose::dispatch_parts().join(", "),
+        strategies::compose::handler_parts().join(", "),
         strategies::compose::pairs().len()
     ));
     s.push_str(

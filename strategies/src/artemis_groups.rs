@@ -230,6 +230,7 @@ impl crate::Named for ArtemisGroups {
     const SUMMARY: &'static str =
         "ActiveMQ Artemis message groups: sticky owner per queue, a busy owner stops the queue; group-rebalance on a new consumer reorders unless dispatch pauses";
     const GUARANTEE: &'static str = "ordering_violations";
+    const ROLE: crate::Role = crate::Role::Dispatch;
     const FLAVOUR: sim::scenario::Flavour = sim::scenario::Flavour::Artemis;
     type Params = ArtemisGroupsParams;
     const PARAMS: &'static [crate::ParamInfo] = &[

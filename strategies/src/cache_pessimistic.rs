@@ -299,6 +299,7 @@ impl crate::Named for CachePessimistic {
     const SUMMARY: &'static str =
         "round-robin; Coherence-style per-key lock + cached timestamp compare ([Coherence+Hibernate]); stale after cache collapse/expiry, drops commands, ties rejected";
     const GUARANTEE: &'static str = "stale_writes";
+    const ROLE: crate::Role = crate::Role::Handler { rank: 2 };
     type Params = CachePessimisticParams;
     const PARAMS: &'static [crate::ParamInfo] = &[
         crate::ParamInfo {

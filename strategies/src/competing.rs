@@ -29,6 +29,7 @@ impl crate::Named for Competing {
     const SUMMARY: &'static str =
         "baseline: round-robin to all consumers, plain apply; reorders as soon as c > 1";
     const GUARANTEE: &'static str = "ordering_violations";
+    const ROLE: crate::Role = crate::Role::Dispatch;
     type Params = crate::NoParams;
     const PARAMS: &'static [crate::ParamInfo] = &[];
     fn build(sc: &sim::Scenario, _: crate::NoParams) -> Result<Self, String> {

@@ -10,11 +10,7 @@
 //!
 //! Both parts are trait objects, as the engine's strategy is: adding a pair compiles nothing new.
 
-use crate::ServicebusSessions;
-use crate::UnitOfOrder;
-use crate::{effective, params, Named};
-use crate::{ArtemisGroups, Competing, MessageGroups, PulsarKeyShared, Single, SqsFifo};
-use crate::{CachePessimistic, DbOptimistic, Kafka, Notifier, RabbitmqHash, RabbitmqSac};
+use crate::{build_named, info, run_built, Role, ALL};
 use sim::history::Observer;
 use sim::strategy::{
     Begin, Control, DispatchCtx, Handler, HandlerCtx, MsgView, Outcome, Route, RouteCtx, Select,
@@ -23,47 +19,44 @@ use sim::strategy::{
 use sim::time::Time;
 use sim::{FaultPlan, Params, RunError, RunOptions, Scenario, Status, StrategySummary};
 
-/// The strategies that can be the dispatch part (before the `+`).
-pub const DISPATCH_PARTS: [&str; 11] = [
-    Competing::NAME,
-    Single::NAME,
-    MessageGroups::NAME,
-    UnitOfOrder::NAME,
-    SqsFifo::NAME,
-    Kafka::NAME,
-    ArtemisGroups::NAME,
-    PulsarKeyShared::NAME,
-    RabbitmqSac::NAME,
-    RabbitmqHash::NAME,
-    ServicebusSessions::NAME,
-];
+/// The strategies that can be the dispatch part (before the `+`), in registry order.
+pub fn dispatch_parts() -> Vec<&'static str> {
+    ALL.iter()
+        .filter(|i| i.role == Role::Dispatch)
+        .map(|i| i.name)
+        .collect()
+}
 
-/// The strategies that can be the handler part (after the `+`).
-pub const HANDLER_PARTS: [&str; 3] = [DbOptimistic::NAME, Notifier::NAME, CachePessimistic::NAME];
+/// The strategies that can be the handler part (after the `+`), by their rank.
+pub fn handler_parts() -> Vec<&'static str> {
+    let mut parts: Vec<(u8, &'static str)> = ALL
+        .iter()
+        .filter_map(|i| match i.role {
+            Role::Handler { rank } => Some((rank, i.name)),
+            _ => None,
+        })
+        .collect();
+    parts.sort();
+    parts.into_iter().map(|(_, n)| n).collect()
+}
 
 /// Why `name` cannot be the handler part of a composed strategy (None: it can).
 pub fn handler_refusal(name: &str) -> Option<String> {
-    if HANDLER_PARTS.contains(&name) {
-        None
-    } else if name == "resequencer" {
-        Some("resequencer cannot be a handler part: its handler owns dispatch state (it takes messages over into its aggregation repository and applies them from its own thread)".into())
-    } else if DISPATCH_PARTS.contains(&name) {
-        Some(format!("{name} cannot be a handler part: its mechanism is its dispatch (its handler is the plain one); write it before the +"))
-    } else {
-        Some(format!("unknown strategy {name:?}"))
+    match info(name).map(|i| i.role) {
+        Some(Role::Handler { .. }) => None,
+        Some(Role::Neither { as_handler, .. }) => Some(format!("{name} cannot be a handler part: {as_handler}")),
+        Some(Role::Dispatch) => Some(format!("{name} cannot be a handler part: its mechanism is its dispatch (its handler is the plain one); write it before the +")),
+        None => Some(format!("unknown strategy {name:?}")),
     }
 }
 
 /// Why `name` cannot be the dispatch part of a composed strategy (None: it can).
 pub fn dispatch_refusal(name: &str) -> Option<String> {
-    if DISPATCH_PARTS.contains(&name) {
-        None
-    } else if name == "resequencer" {
-        Some("resequencer cannot be a dispatch part: its ordering happens in its handler".into())
-    } else if HANDLER_PARTS.contains(&name) {
-        Some(format!("{name} cannot be a dispatch part: its mechanism is its handler (its dispatch is plain round-robin); write it after the +"))
-    } else {
-        Some(format!("unknown strategy {name:?}"))
+    match info(name).map(|i| i.role) {
+        Some(Role::Dispatch) => None,
+        Some(Role::Neither { as_dispatch, .. }) => Some(format!("{name} cannot be a dispatch part: {as_dispatch}")),
+        Some(Role::Handler { .. }) => Some(format!("{name} cannot be a dispatch part: its mechanism is its handler (its dispatch is plain round-robin); write it after the +")),
+        None => Some(format!("unknown strategy {name:?}")),
     }
 }
 
@@ -74,31 +67,18 @@ pub fn refusal(dispatch: &str, handler: &str) -> Option<String> {
 
 /// Every valid pair, `dispatch+handler` (for `sim list`).
 pub fn pairs() -> Vec<String> {
-    DISPATCH_PARTS
+    let handlers = handler_parts();
+    dispatch_parts()
         .iter()
-        .flat_map(|d| HANDLER_PARTS.iter().map(move |h| format!("{d}+{h}")))
+        .flat_map(|d| handlers.iter().map(move |h| format!("{d}+{h}")))
         .collect()
 }
 
-/// The handler half: a handler that also hears world changes (a cache collapse, a consumer
-/// crash releasing its locks).
-pub trait HandlerPart: Handler {
-    /// Something changed in the world.
-    fn world(&mut self, _now: Time, _change: WorldChange, _ctl: &mut Control) {}
-}
-
-impl HandlerPart for DbOptimistic {}
-impl HandlerPart for Notifier {}
-impl HandlerPart for CachePessimistic {
-    fn world(&mut self, now: Time, change: WorldChange, ctl: &mut Control) {
-        Strategy::on_world(self, now, change, ctl);
-    }
-}
-
-/// A dispatch part's dispatch with a handler part's handling.
+/// A dispatch part's dispatch with a handler part's handling (its `begin`, `handle`, `abandon`;
+/// and world changes, which both hear: a cache collapse, a consumer crash releasing locks).
 pub struct Composed {
     dispatch: Box<dyn Strategy>,
-    handler: Box<dyn HandlerPart>,
+    handler: Box<dyn Strategy>,
 }
 
 impl Handler for Composed {
@@ -158,35 +138,7 @@ impl Strategy for Composed {
 
     fn on_world(&mut self, now: Time, change: WorldChange, ctl: &mut Control) {
         self.dispatch.on_world(now, change, ctl);
-        self.handler.world(now, change, ctl);
-    }
-}
-
-/// Builds strategy `N` from its `[strategy.NAME]` table.
-fn build<N: Named>(sc: &Scenario) -> Result<N, String> {
-    let p = params::<N>(sc).map_err(|e| e.message)?;
-    N::build(sc, p)
-}
-
-/// Builds the handler part `name`, with its effective parameters.
-fn handler_part(name: &str, sc: &Scenario) -> (Result<Box<dyn HandlerPart>, String>, Params) {
-    fn boxed<N: Named + HandlerPart + 'static>(
-        sc: &Scenario,
-    ) -> (Result<Box<dyn HandlerPart>, String>, Params) {
-        let shown = params::<N>(sc)
-            .map(|p| effective::<N>(sc, &p))
-            .unwrap_or_default();
-        let part = build::<N>(sc).map(|h| Box::new(h) as Box<dyn HandlerPart>);
-        (part, shown)
-    }
-    match name {
-        DbOptimistic::NAME => boxed::<DbOptimistic>(sc),
-        Notifier::NAME => boxed::<Notifier>(sc),
-        CachePessimistic::NAME => boxed::<CachePessimistic>(sc),
-        other => (
-            Err(handler_refusal(other).unwrap_or_default()),
-            Params::default(),
-        ),
+        self.handler.on_world(now, change, ctl);
     }
 }
 
@@ -199,57 +151,27 @@ pub(crate) fn run_composed(
     observer: Option<&mut dyn Observer>,
 ) -> Result<StrategySummary, RunError> {
     let (d, h) = name.split_once('+').expect("a composed name");
-    let not_applicable = |reason: String, params: Params| StrategySummary {
-        strategy: name.to_string(),
-        status: Status::NotApplicable,
-        reason: Some(reason),
-        metrics: None,
-        params,
-    };
     if let Some(reason) = refusal(d, h) {
-        return Ok(not_applicable(reason, Params::default()));
+        return Ok(StrategySummary {
+            strategy: name.to_string(),
+            status: Status::NotApplicable,
+            reason: Some(reason),
+            metrics: None,
+            params: Params::default(),
+        });
     }
-    macro_rules! with_dispatch {
-        ($($ty:ty),*) => {
-            $(if d == <$ty as Named>::NAME {
-                // `flavour = "native"`: the pair runs on the dispatch part's broker.
-                let sc = &*sc.on_flavour(<$ty as Named>::FLAVOUR);
-                let (handler, handler_params) = handler_part(h, sc);
-                let mut shown = params::<$ty>(sc)
-                    .map(|p| effective::<$ty>(sc, &p))
-                    .unwrap_or_default();
-                shown.0.extend(handler_params.0);
-                let parts = build::<$ty>(sc).and_then(|dispatch| Ok((dispatch, handler?)));
-                let (dispatch, handler) = match parts {
-                    Ok(p) => p,
-                    Err(reason) => return Ok(not_applicable(reason, shown)),
-                };
-                let mut strategy = Composed { dispatch: Box::new(dispatch), handler };
-                let metrics = sim::run(sc, plan, &mut strategy, opts, observer)?;
-                return Ok(StrategySummary {
-                    strategy: name.to_string(),
-                    status: Status::Ok,
-                    reason: None,
-                    metrics: Some(metrics),
-                    params: shown,
-                });
-            })*
-        };
-    }
-    with_dispatch!(
-        Competing,
-        Single,
-        MessageGroups,
-        UnitOfOrder,
-        SqsFifo,
-        Kafka,
-        ArtemisGroups,
-        PulsarKeyShared,
-        RabbitmqSac,
-        RabbitmqHash,
-        ServicebusSessions
-    );
-    unreachable!("refusal() accepted only the dispatch parts above")
+    // `flavour = "native"`: the pair runs on the dispatch part's broker.
+    let sc = &*sc.on_flavour(info(d).expect("a dispatch part").flavour);
+    let (handler, handler_params) = build_named(h, sc).expect("a handler part");
+    let (dispatch, mut shown) = build_named(d, sc).expect("a dispatch part");
+    shown.0.extend(handler_params.0);
+    let built = dispatch.and_then(|dispatch| {
+        Ok(Box::new(Composed {
+            dispatch,
+            handler: handler?,
+        }) as Box<dyn Strategy>)
+    });
+    run_built(name, (built, shown), sc, plan, opts, observer)
 }
 
 #[cfg(test)]
@@ -272,6 +194,31 @@ mod tests {
             .contains("after the +"));
         assert!(refusal("kafka", "nope").unwrap().contains("unknown"));
         assert_eq!(pairs().len(), 33);
+        // Each strategy's declared role, read from the registry (sim list and the pairs' chart
+        // styles follow these orders).
+        assert_eq!(
+            dispatch_parts(),
+            [
+                "competing",
+                "single",
+                "message_groups",
+                "unit_of_order",
+                "sqs_fifo",
+                "kafka",
+                "artemis_groups",
+                "pulsar_key_shared",
+                "rabbitmq_sac",
+                "rabbitmq_hash",
+                "servicebus_sessions"
+            ]
+        );
+        assert_eq!(
+            handler_parts(),
+            ["db_optimistic", "notifier", "cache_pessimistic"]
+        );
+        assert!(refusal("resequencer", "notifier")
+            .unwrap()
+            .contains("its ordering happens in its handler"));
         assert!(pairs().contains(&"message_groups+db_optimistic".to_string()));
     }
 
@@ -377,12 +324,6 @@ service = "1ms"
         }
     }
 
-    impl HandlerPart for Part {
-        fn world(&mut self, now: Time, change: WorldChange, _ctl: &mut Control) {
-            self.note(format!("world {now} {change:?}"));
-        }
-    }
-
     impl Strategy for Part {
         fn select(&mut self, ctx: &DispatchCtx, msg: &MsgView, _ctl: &mut Control) -> Select {
             self.note(format!("select {} {} {}", ctx.now, ctx.broker, msg.id));
@@ -425,7 +366,7 @@ service = "1ms"
     /// The cache handler part hears a cache collapse: an older message is accepted after it.
     #[test]
     fn the_cache_handler_part_hears_a_cache_collapse() {
-        let mut h: Box<dyn HandlerPart> = Box::new(CachePessimistic::new(
+        let mut h: Box<dyn Strategy> = Box::new(crate::CachePessimistic::new(
             1,
             1,
             1,
@@ -438,13 +379,13 @@ service = "1ms"
             timestamp: ts,
             ..crate::test_util::view(ts, 0)
         };
-        let mut deliver = |h: &mut Box<dyn HandlerPart>, ts| {
+        let mut deliver = |h: &mut Box<dyn Strategy>, ts| {
             assert_eq!(h.begin(&ctx, &at(ts), ctl), Begin::Proceed);
             h.handle(&ctx, &at(ts), ctl)
         };
         assert!(matches!(deliver(&mut h, 10), Outcome::Applied { .. }));
         assert_eq!(deliver(&mut h, 5), Outcome::Rejected);
-        h.world(0, WorldChange::CacheCollapse, &mut Control::default());
+        h.on_world(0, WorldChange::CacheCollapse, &mut Control::default());
         assert!(matches!(deliver(&mut h, 5), Outcome::Applied { .. }));
     }
 
@@ -504,7 +445,7 @@ service = "1ms"
                 "d settled 19 9",
                 "d wake 20 77",
                 "d on_world 21 CacheCollapse",
-                "h world 21 CacheCollapse",
+                "h on_world 21 CacheCollapse",
             ]
         );
     }

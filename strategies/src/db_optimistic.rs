@@ -162,6 +162,7 @@ impl crate::Named for DbOptimistic {
     const SUMMARY: &'static str =
         "round-robin; reject messages older than the stored timestamp/version, @Version-guarded write ([Coherence+Hibernate])";
     const GUARANTEE: &'static str = "stale_writes";
+    const ROLE: crate::Role = crate::Role::Handler { rank: 0 };
     type Params = DbOptimisticParams;
     const PARAMS: &'static [crate::ParamInfo] = &[
         crate::ParamInfo {

@@ -360,6 +360,7 @@ impl crate::Named for Kafka {
     const NAME: &'static str = "kafka";
     const SUMMARY: &'static str = "Kafka consumer group: key -> partition by murmur2, one owner per partition (range assignor), eager rebalance; run with flavour = \"kafka\" (offset commits, session timeout)";
     const GUARANTEE: &'static str = "ordering_violations";
+    const ROLE: crate::Role = crate::Role::Dispatch;
     const FLAVOUR: sim::scenario::Flavour = sim::scenario::Flavour::Kafka;
     type Params = KafkaParams;
     const PARAMS: &'static [crate::ParamInfo] = &[

@@ -64,8 +64,32 @@ pub trait Named: Strategy + Sized {
     /// The broker product it models, whose defaults it runs on under `flavour = "native"`
     /// (ActiveMQ Classic for the seeds' broker-neutral strategies).
     const FLAVOUR: Flavour = Flavour::Activemq;
+    /// What it can be in a composed pair `DISPATCH+HANDLER` ([`compose`]).
+    const ROLE: Role;
     /// An instance for `sc`, or the reason it is not applicable there.
     fn build(sc: &Scenario, params: Self::Params) -> Result<Self, String>;
+}
+
+/// What a strategy can be in a composed pair `DISPATCH+HANDLER` ([`compose`]): declared by the
+/// strategy itself ([`Named::ROLE`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Its mechanism is its dispatch (its handler is the plain one): it can go before the `+`.
+    Dispatch,
+    /// Its mechanism is its handler (its dispatch is plain round-robin) and its handler state does
+    /// not steer dispatch: it can go after the `+`. `rank` orders the handler parts (`sim list`,
+    /// the pairs' chart styles).
+    Handler {
+        /// Its place among the handler parts.
+        rank: u8,
+    },
+    /// Neither, with the reason for each side.
+    Neither {
+        /// Why it cannot be a dispatch part.
+        as_dispatch: &'static str,
+        /// Why it cannot be a handler part.
+        as_handler: &'static str,
+    },
 }
 
 /// One `[strategy.NAME]` parameter, as `sim list --params` describes it.
@@ -114,6 +138,8 @@ pub struct Info {
     pub params: &'static [ParamInfo],
     /// The broker whose defaults it runs on under `flavour = "native"` ([`Named::FLAVOUR`]).
     pub flavour: Flavour,
+    /// What it can be in a composed pair ([`Named::ROLE`]).
+    pub role: Role,
 }
 
 fn params<N: Named>(sc: &Scenario) -> Result<N::Params, FieldError> {
@@ -170,29 +196,46 @@ pub fn effective<N: Named>(sc: &Scenario, p: &N::Params) -> Params {
     )
 }
 
-fn run_one<N: Named>(
-    sc: &Scenario,
-    plan: &FaultPlan,
-    opts: &RunOptions,
-    observer: Option<&mut dyn Observer>,
-) -> Result<StrategySummary, RunError> {
-    let sc = &*sc.on_flavour(N::FLAVOUR);
+/// Strategy `N` built for `sc` from its `[strategy.NAME]` table (or why it cannot run there), and
+/// its effective parameters.
+fn build_boxed<N: Named + 'static>(sc: &Scenario) -> Built {
     let parsed = params::<N>(sc).map_err(|e| e.message);
     let shown = match &parsed {
         Ok(p) => effective::<N>(sc, p),
         Err(_) => Params::default(),
     };
     let built = parsed.and_then(|p| N::build(sc, p));
+    (built.map(|s| Box::new(s) as Box<dyn Strategy>), shown)
+}
+
+/// A strategy built for a scenario (or why it cannot run there), and its effective parameters.
+pub type Built = (Result<Box<dyn Strategy>, String>, Params);
+
+/// The registry's entry for `name`.
+fn info(name: &str) -> Option<&'static Info> {
+    ALL.iter().find(|i| i.name == name)
+}
+
+/// Runs `built` (named `name`) on `sc`, or reports why it is not applicable.
+fn run_built(
+    name: &str,
+    built: Built,
+    sc: &Scenario,
+    plan: &FaultPlan,
+    opts: &RunOptions,
+    observer: Option<&mut dyn Observer>,
+) -> Result<StrategySummary, RunError> {
+    let (built, shown) = built;
     Ok(match built {
         Ok(mut strategy) => StrategySummary {
-            strategy: N::NAME.to_string(),
+            strategy: name.to_string(),
             status: Status::Ok,
             reason: None,
-            metrics: Some(sim::run(sc, plan, &mut strategy, opts, observer)?),
+            metrics: Some(sim::run(sc, plan, &mut *strategy, opts, observer)?),
             params: shown,
         },
         Err(reason) => StrategySummary {
-            strategy: N::NAME.to_string(),
+            strategy: name.to_string(),
             status: Status::NotApplicable,
             reason: Some(reason),
             metrics: None,
@@ -211,7 +254,17 @@ macro_rules! registry {
             guarantee: <$ty as Named>::GUARANTEE,
             params: <$ty as Named>::PARAMS,
             flavour: <$ty as Named>::FLAVOUR,
+            role: <$ty as Named>::ROLE,
         }),*];
+
+        /// Builds the named strategy for `sc` (already on its flavour): None if no strategy has
+        /// that name.
+        pub fn build_named(name: &str, sc: &Scenario) -> Option<Built> {
+            $(if name == <$ty as Named>::NAME {
+                return Some(build_boxed::<$ty>(sc));
+            })*
+            None
+        }
 
         /// Every strategy's serialized default parameters, as field names (for the test that
         /// every field is described).
@@ -250,9 +303,11 @@ macro_rules! registry {
             if name.contains('+') {
                 return compose::run_composed(name, sc, plan, opts, observer);
             }
-            $(if name == <$ty as Named>::NAME {
-                return run_one::<$ty>(sc, plan, opts, observer);
-            })*
+            if let Some(i) = info(name) {
+                let sc = &*sc.on_flavour(i.flavour);
+                let built = build_named(name, sc).expect("every listed strategy builds");
+                return run_built(name, built, sc, plan, opts, observer);
+            }
             Ok(StrategySummary {
                 strategy: name.to_string(),
                 status: Status::NotApplicable,
@@ -302,8 +357,8 @@ pub fn validate(sc: &Scenario) -> Vec<FieldError> {
                     vec![PathSeg::from("strategies"), PathSeg::Index(i)],
                     format!(
                         "{name:?}: {reason} (valid pairs: a dispatch part of {} + a handler part of {})",
-                        compose::DISPATCH_PARTS.join(", "),
-                        compose::HANDLER_PARTS.join(", ")
+                        compose::dispatch_parts().join(", "),
+                        compose::handler_parts().join(", ")
                     ),
                 ));
             }

@@ -284,6 +284,7 @@ impl crate::Named for MessageGroups {
     const SUMMARY: &'static str =
         "ActiveMQ JMSXGroupID: sticky group owner per broker (LRU map of 1024); breaks on broker failover, missing headers, map overflow";
     const GUARANTEE: &'static str = "ordering_violations";
+    const ROLE: crate::Role = crate::Role::Dispatch;
     type Params = MessageGroupsParams;
     const PARAMS: &'static [crate::ParamInfo] = &[
         crate::ParamInfo {

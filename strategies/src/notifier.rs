@@ -162,6 +162,7 @@ impl crate::Named for Notifier {
     const SUMMARY: &'static str =
         "round-robin; message = key only, read the current state from the source and write it ([Coherence+Hibernate])";
     const GUARANTEE: &'static str = "stale_writes";
+    const ROLE: crate::Role = crate::Role::Handler { rank: 1 };
     type Params = NotifierParams;
     const PARAMS: &'static [crate::ParamInfo] = &[
         crate::ParamInfo {

@@ -362,6 +362,7 @@ impl crate::Named for PulsarKeyShared {
     const NAME: &'static str = "pulsar_key_shared";
     const SUMMARY: &'static str = "Pulsar Key_Shared (3.x): key -> Murmur3 hash -> consumer (consistent hashing or auto-split ranges); a joining consumer gets its keys' new messages only once everything before its join is acked; run with flavour = \"pulsar\" (negative acks redelivered after 60s)";
     const GUARANTEE: &'static str = "ordering_violations";
+    const ROLE: crate::Role = crate::Role::Dispatch;
     const FLAVOUR: sim::scenario::Flavour = sim::scenario::Flavour::Pulsar;
     type Params = PulsarKeySharedParams;
     const PARAMS: &'static [crate::ParamInfo] = &[

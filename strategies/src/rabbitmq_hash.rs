@@ -261,6 +261,7 @@ impl crate::Named for RabbitmqHash {
     const NAME: &'static str = "rabbitmq_hash";
     const SUMMARY: &'static str = "RabbitMQ consistent-hash exchange over queues with single active consumer each: keys on a jump-hash ring; a queue added or unbound splits keys";
     const GUARANTEE: &'static str = "ordering_violations";
+    const ROLE: crate::Role = crate::Role::Dispatch;
     const FLAVOUR: sim::scenario::Flavour = sim::scenario::Flavour::Rabbitmq;
     type Params = RabbitmqHashParams;
     const PARAMS: &'static [crate::ParamInfo] = &[

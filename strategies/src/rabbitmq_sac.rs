@@ -52,6 +52,7 @@ impl crate::Named for RabbitmqSac {
     const NAME: &'static str = "rabbitmq_sac";
     const SUMMARY: &'static str = "RabbitMQ single active consumer: the first registered consumer gets the queue, the next takes over when it goes; run with flavour = \"rabbitmq\" or \"rabbitmq_quorum\"";
     const GUARANTEE: &'static str = "ordering_violations";
+    const ROLE: crate::Role = crate::Role::Dispatch;
     const FLAVOUR: sim::scenario::Flavour = sim::scenario::Flavour::Rabbitmq;
     type Params = crate::NoParams;
     const PARAMS: &'static [crate::ParamInfo] = &[];

@@ -981,6 +981,10 @@ impl crate::Named for Resequencer {
     const SUMMARY: &'static str =
         "Camel aggregator -> splitter -> resequencer per consumer; gap timeouts, lost updates";
     const GUARANTEE: &'static str = "ordering_violations";
+    const ROLE: crate::Role = crate::Role::Neither {
+        as_dispatch: "its ordering happens in its handler",
+        as_handler: "its handler owns dispatch state (it takes messages over into its aggregation repository and applies them from its own thread)",
+    };
     type Params = ResequencerParams;
     const PARAMS: &'static [crate::ParamInfo] = &[
         crate::ParamInfo {

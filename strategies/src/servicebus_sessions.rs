@@ -168,6 +168,7 @@ impl crate::Named for ServicebusSessions {
     const NAME: &'static str = "servicebus_sessions";
     const SUMMARY: &'static str = "Azure Service Bus sessions: one receiver holds a session's lock until idle or lock expiry; abandon re-serves the same message; run with flavour = \"servicebus\" (60s renewed locks, MaxDeliveryCount 10)";
     const GUARANTEE: &'static str = "ordering_violations";
+    const ROLE: crate::Role = crate::Role::Dispatch;
     const FLAVOUR: sim::scenario::Flavour = sim::scenario::Flavour::Servicebus;
     type Params = ServicebusSessionsParams;
     const PARAMS: &'static [crate::ParamInfo] = &[crate::ParamInfo {

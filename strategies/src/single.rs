@@ -78,6 +78,7 @@ impl crate::Named for Single {
     const SUMMARY: &'static str =
         "exclusive consumer + standby after takeover_delay; order hinges on blocking redelivery";
     const GUARANTEE: &'static str = "ordering_violations";
+    const ROLE: crate::Role = crate::Role::Dispatch;
     type Params = SingleParams;
     const PARAMS: &'static [crate::ParamInfo] = &[
         crate::ParamInfo {

@@ -91,6 +91,7 @@ impl crate::Named for SqsFifo {
     const NAME: &'static str = "sqs_fifo";
     const SUMMARY: &'static str = "Amazon SQS FIFO: one receive in flight per message group (up to 10 of it); run with flavour = \"sqs\" (visibility-timeout leases, redrive)";
     const GUARANTEE: &'static str = "ordering_violations";
+    const ROLE: crate::Role = crate::Role::Dispatch;
     const FLAVOUR: sim::scenario::Flavour = sim::scenario::Flavour::Sqs;
     type Params = SqsFifoParams;
     const PARAMS: &'static [crate::ParamInfo] = &[crate::ParamInfo {

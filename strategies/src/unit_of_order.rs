@@ -301,6 +301,7 @@ impl crate::Named for UnitOfOrder {
     const NAME: &'static str = "unit_of_order";
     const SUMMARY: &'static str = "WebLogic Unit-of-Order: one unacked message per unit; hash or path-service routing to members";
     const GUARANTEE: &'static str = "ordering_violations";
+    const ROLE: crate::Role = crate::Role::Dispatch;
     const FLAVOUR: sim::scenario::Flavour = sim::scenario::Flavour::Weblogic;
     type Params = UnitOfOrderParams;
     const PARAMS: &'static [crate::ParamInfo] = &[
