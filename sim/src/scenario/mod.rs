@@ -124,6 +124,41 @@ pub struct SweepSpec {
     pub strategies: Vec<String>,
 }
 
+/// Most dotted parts in a `--set` path (the deepest real one, `strategy.rabbitmq_hash.unbind.0.at`,
+/// has five): a path of thousands of parts would build a document as deep, whose every later walk
+/// recurses that deep.
+pub const MAX_SET_PATH_PARTS: usize = 16;
+/// Longest `--set` value, in bytes.
+pub const MAX_SET_VALUE_BYTES: usize = 4096;
+
+/// Parses a `--set` argument (or a `[sweep] set` entry), `PATH=V1,V2,...`: its path and its
+/// values, trimmed, or what is wrong with it. The one parser of both, so `sim validate` accepts
+/// exactly what `sim sweep` and `sim report` then run.
+pub fn parse_set(arg: &str) -> Result<(String, Vec<String>), String> {
+    let (path, values) = arg.split_once('=').ok_or("no '='")?;
+    let path = path.trim();
+    if path.is_empty() || path.split('.').any(|s| s.trim().is_empty()) {
+        return Err("empty path or path segment".into());
+    }
+    let parts = path.split('.').count();
+    if parts > MAX_SET_PATH_PARTS {
+        return Err(format!(
+            "the path has {parts} dotted parts; at most {MAX_SET_PATH_PARTS} are allowed"
+        ));
+    }
+    let values: Vec<String> = values.split(',').map(|v| v.trim().to_string()).collect();
+    if values.iter().any(|v| v.is_empty()) {
+        return Err("empty value".into());
+    }
+    if let Some(v) = values.iter().find(|v| v.len() > MAX_SET_VALUE_BYTES) {
+        return Err(format!(
+            "a value of {} bytes; at most {MAX_SET_VALUE_BYTES} are allowed",
+            v.len()
+        ));
+    }
+    Ok((path.to_string(), values))
+}
+
 /// Defaults, named so that serde and the docs agree.
 pub mod defaults {
     use super::*;
