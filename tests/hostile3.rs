@@ -281,3 +281,207 @@ fn class1_deep_set_paths_are_refused_alike() {
     ))
     .is_ok());
 }
+
+/// Class 2: `sim trace --history` bounds its work by its input's size: a history where one
+/// message is held by many consumers and discarded many times is judged in time linear in the
+/// file (it was quadratic), and an event line longer than any event is refused by its line.
+#[test]
+fn class2_history_work_is_bounded_by_its_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let msg = r#"{"id":0,"key":0,"seq":0}"#;
+    let n = 2000;
+    let mut lines = vec![format!(
+        r#"{{"type":"produce","t":1,"msg":{msg},"producer":0,"timestamp":1,"poison":false}}"#
+    )];
+    for c in 0..n {
+        lines.push(format!(
+            r#"{{"type":"start","t":2,"msg":{msg},"consumer":{c}}}"#
+        ));
+    }
+    for _ in 0..n {
+        lines.push(format!(
+            r#"{{"type":"discard","t":3,"msg":{msg},"reason":"broker_crash"}}"#
+        ));
+    }
+    let f = dir.path().join("h.jsonl");
+    std::fs::write(&f, lines.join("\n")).unwrap();
+    let t = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(["trace", "--history"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{err}");
+    assert!(t.elapsed().as_secs() < 10, "{:?}", t.elapsed());
+
+    let long = format!(
+        "{}\n{{\"type\":\"anomaly\",\"pad\":\"{}\"}}\n",
+        lines[0],
+        "x".repeat(ordsim::trace::MAX_HISTORY_LINE_BYTES)
+    );
+    std::fs::write(&f, long).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(["trace", "--history"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("h.jsonl:2: a line of"), "{err}");
+}
+
+/// Class 3: a fixed-size array of the file (every `[T; N]` field: `[explore] rate` and
+/// `duration`) takes exactly its N elements; a longer one is no longer cut silently.
+#[test]
+fn class3_fixed_arrays_take_exactly_their_length() {
+    for (field, one) in [("rate", "\"1/s\""), ("duration", "\"1s\"")] {
+        for n in [0usize, 1, 3, 4] {
+            let list = vec![one; n].join(", ");
+            let text = format!("{}[explore]\n{field} = [{list}]\n", base("competing"));
+            let e = load(&text).unwrap_err();
+            assert!(
+                e.contains(&format!("field `explore.{field}`"))
+                    && e.contains(&format!(
+                        "takes exactly 2 elements (a range: [low, high]), not {n}"
+                    )),
+                "{field} x {n}: {e}"
+            );
+        }
+        let text = format!("{}[explore]\n{field} = [{one}, {one}]\n", base("competing"));
+        load(&text).unwrap_or_else(|e| panic!("{field}: {e}"));
+    }
+}
+
+/// Class 5: no control character from input reaches a terminal or a text file raw. Every
+/// control character is refused in a `--set` argument and a `[sweep] set` entry (whose values
+/// become sweep CSV cells, report.md text and sweep.svg labels), and the names of a recorded
+/// history's header are escaped as they are read (the trace's text and its page).
+#[test]
+fn class5_control_characters_are_refused_or_escaped() {
+    let controls = (0u32..0x20).chain(0x7f..0xa0).filter_map(char::from_u32);
+    for c in controls {
+        for arg in [
+            format!("consumers.count=1,{c}2"),
+            format!("consu{c}mers.count=1"),
+            format!("strategy.single.takeover_delay=1s{c}"),
+        ] {
+            let e = sim::scenario::parse_set(&arg).unwrap_err();
+            assert!(
+                e.contains("control character") || e.contains("empty"),
+                "{c:?}: {e}"
+            );
+        }
+    }
+    let e = load(&format!(
+        "{}[sweep]\nseeds = \"1..2\"\nset = [\"consumers.count=1,\\u001b[31m2\"]\n",
+        base("competing")
+    ))
+    .unwrap_err();
+    assert!(
+        e.contains("control character") && !e.contains('\u{1b}'),
+        "{e}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("h.jsonl");
+    let msg = |seq: u32| format!(r#"{{"id":{seq},"key":0,"seq":{seq}}}"#);
+    let lines = [
+        r#"{"type":"header","scenario":"x\u001b[2J\u0000","description":"d\u001b","strategy":"s\u0007","keys":1,"kind":"state","brokers":["b\u001b"],"producers":["p\u001b"],"consumers":["c\u001b"]}"#.to_string(),
+        format!(r#"{{"type":"produce","t":1,"msg":{},"producer":0,"timestamp":1,"poison":false}}"#, msg(0)),
+        format!(r#"{{"type":"produce","t":2,"msg":{},"producer":0,"timestamp":2,"poison":false}}"#, msg(1)),
+        format!(r#"{{"type":"apply","t":3,"msg":{},"consumer":0,"state_seq":1}}"#, msg(1)),
+        format!(r#"{{"type":"apply","t":4,"msg":{},"consumer":0,"state_seq":0}}"#, msg(0)),
+    ];
+    std::fs::write(&f, lines.join("\n")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(["trace", "--history"])
+        .arg(&f)
+        .arg("--out")
+        .arg(dir.path().join("o"))
+        .output()
+        .unwrap();
+    let all = [
+        out.stdout.clone(),
+        out.stderr.clone(),
+        std::fs::read(dir.path().join("o/timeline.html")).unwrap(),
+    ]
+    .concat();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for c in [0x1bu8, 0, 7] {
+        assert!(!all.contains(&c), "{c:#x} written raw");
+    }
+}
+
+/// Class 6: outputs are never left damaged. A failed write leaves no `*.tmp` beside its target
+/// (`write_atomic`, through which every command's files go); `sim explore` never writes its
+/// shrunk file over its own input, nor a hidden file for `name = ""`; an `--out` that cannot be
+/// written fails before the work (`sim trace`, `sim explore`).
+#[test]
+fn class6_outputs_are_not_left_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    // A target that cannot be replaced (a non-empty folder): the write fails, no tmp is left.
+    let target = dir.path().join("t");
+    std::fs::create_dir_all(target.join("inside")).unwrap();
+    assert!(ordsim::write_atomic(&target, b"x").is_err());
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, vec!["t".to_string()]);
+
+    let named = |name: &str| format!("name = \"{name}\"\n{}", base("competing"));
+    let sc = load(&named("")).unwrap();
+    let f = ordsim::explore::write::file_name(&sc, std::path::Path::new("in.toml"), "competing");
+    assert!(!f.starts_with('.'), "{f}");
+
+    let input = dir.path().join("x.competing.toml");
+    std::fs::write(&input, named("x")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sim"))
+        .arg("explore")
+        .arg(&input)
+        .args(["--strategy", "competing", "--runs", "1", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("over its input"), "{err}");
+    assert_eq!(std::fs::read_to_string(&input).unwrap(), named("x"));
+
+    // An --out that is a file: refused before any run.
+    let blocked = dir.path().join("blocked");
+    std::fs::write(&blocked, "").unwrap();
+    for args in [
+        vec![
+            "explore",
+            input.to_str().unwrap(),
+            "--strategy",
+            "competing",
+            "--runs",
+            "1",
+        ],
+        vec!["trace", input.to_str().unwrap(), "--strategy", "competing"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_sim"))
+            .args(&args)
+            .arg("--out")
+            .arg(blocked.join("sub"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("blocked"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            !err.contains("anomaly") && out.stdout.is_empty(),
+            "{args:?}: ran first"
+        );
+    }
+}
