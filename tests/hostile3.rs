@@ -485,3 +485,44 @@ fn class6_outputs_are_not_left_damaged() {
         );
     }
 }
+
+/// Class 5: a control character written into any value or key of a scenario file never reaches
+/// an error message raw: every strategy parameter (from the registry), the file's words
+/// (flavour, distributions, modes, fault kinds), names and keys, with every control character
+/// the TOML can hold.
+#[test]
+fn class5_errors_escape_control_characters() {
+    let mut texts = Vec::new();
+    for info in ALL {
+        for p in info.params {
+            texts.push(with_param(info.name, p.name, "\"x\\u001b\""));
+        }
+        texts.push(with_param(info.name, "\"k\\u001b\"", "1"));
+    }
+    let b = base("competing");
+    for (from, to) in [
+        ("[workload]", "flavour = \"k\\u001b\"\n[workload]"),
+        ("[workload]", "[workload]\nkey_distribution = \"z\\u001b\""),
+        ("[consumers]", "[consumers]\nmode = \"m\\u001b\""),
+        ("[consumers]", "[consumers]\n\"f\\u001b\" = 1"),
+        ("name = \"a\"", "name = \"a\"\n[[fault]]\nkind = \"k\\u001b\"\nat = \"1s\""),
+        ("name = \"a\"", "name = \"a\"\n[[fault]]\nkind = \"broker_crash\"\nbroker = \"b\\u001b\"\nat = \"1s\"\nfor = \"1s\""),
+        ("strategies = [\"competing\"]", "strategies = [\"c\\u001b\"]"),
+    ] {
+        texts.push(b.replacen(from, to, 1));
+    }
+    for c in (1u32..0x20).chain(0x7f..0xa0).filter(|&c| c != 0x0a) {
+        texts.push(b.replacen(
+            "[workload]",
+            &format!("flavour = \"k\\u{c:04x}\"\n[workload]"),
+            1,
+        ));
+    }
+    for t in &texts {
+        let e = load(t).unwrap_err();
+        assert!(
+            !e.chars().any(|c| c.is_control() && c != '\n'),
+            "{t}\n{e:?}"
+        );
+    }
+}

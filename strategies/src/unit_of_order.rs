@@ -341,6 +341,23 @@ impl crate::Named for UnitOfOrder {
             hazard: None,
         },
     ];
+    fn check(sc: &sim::Scenario, p: &UnitOfOrderParams) -> Vec<(&'static str, String)> {
+        match &p.path_service_broker {
+            Some(name) if !sc.brokers.iter().any(|b| &b.name == name) => vec![(
+                "path_service_broker",
+                format!(
+                    "{name:?} is not a [[broker]] (brokers: {})",
+                    sc.brokers
+                        .iter()
+                        .take(10)
+                        .map(|b| format!("{:?}", b.name))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )],
+            _ => Vec::new(),
+        }
+    }
     fn build(sc: &sim::Scenario, p: UnitOfOrderParams) -> Result<Self, String> {
         let members: Vec<&str> = sc.brokers.iter().map(|b| b.name.as_str()).collect();
         UnitOfOrder::new(
