@@ -12,6 +12,7 @@ mod determinism;
 mod docs_map;
 mod explore;
 mod hostile;
+mod hostile3;
 mod hostile_io;
 mod lease;
 #[cfg(feature = "live")]

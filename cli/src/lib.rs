@@ -433,8 +433,25 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), CliError> {
         name.push(".tmp");
         path.with_file_name(name)
     };
-    std::fs::write(&tmp, contents).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
+    let written = std::fs::write(&tmp, contents).and_then(|_| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        // A failed write (a full disk, a folder made read-only meanwhile) leaves no `*.tmp`.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(err)
+}
+
+/// Creates `dir` and checks that a file can be written in it, before the work whose output goes
+/// there: an `--out` that cannot be written fails now, not after the run (as `sim run --out`).
+pub fn check_out_dir(dir: &Path) -> Result<(), CliError> {
+    create_dir(dir)?;
+    let probe = dir.join(format!(".sim-write-check-{}", std::process::id()));
+    let made = std::fs::write(&probe, b"");
+    let _ = std::fs::remove_file(&probe);
+    made.map_err(|e| CliError::Output {
+        path: dir.display().to_string(),
+        reason: format!("cannot write there ({e})"),
+    })
 }
 
 /// Creates `dir` (and its parents).
@@ -815,6 +832,9 @@ pub fn list_params_text() -> String {
             s.push_str(&format!("  {} = {}  (default)\n", p.name, p.default));
             s.push_str(&format!("      {}\n", p.meaning));
             s.push_str(&format!("      unit: {}\n", p.unit));
+            if p.range != strategies::Range::Any {
+                s.push_str(&format!("      allowed: {}\n", p.range));
+            }
             s.push_str(&format!("      models: {}\n", p.models));
             if let Some(h) = &p.hazard {
                 s.push_str(&format!(

@@ -435,7 +435,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             max_events,
         } => {
             if let Some(dir) = &out {
-                ordsim::create_dir(dir)?;
+                ordsim::check_out_dir(dir)?;
             }
             let story = ordsim::trace::trace(&ordsim::trace::TraceRequest {
                 file,

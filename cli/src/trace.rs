@@ -20,6 +20,14 @@ use std::path::{Path, PathBuf};
 /// Largest history file `--history` reads.
 pub const MAX_HISTORY_BYTES: u64 = 512 << 20;
 
+/// Longest event line of a recorded history (an event is a few hundred bytes): a single line of
+/// 100 MB is refused before it is parsed into a JSON tree many times its size.
+pub const MAX_HISTORY_LINE_BYTES: usize = 64 << 10;
+
+/// Longest header line (it carries the scenario's description and names, each at most a
+/// scenario file's size, escaped).
+pub const MAX_HISTORY_HEADER_BYTES: usize = 8 * sim::scenario::MAX_FILE_BYTES as usize;
+
 /// Most keys a recorded history may use: the checkers keep a few hundred bytes per key, so a
 /// single line naming key 49,999,999 must not make them allocate gigabytes.
 pub const MAX_HISTORY_KEYS: u32 = 1_000_000;
@@ -216,6 +224,18 @@ pub fn parse_history(name: &str, text: &str) -> Result<History, CliError> {
         if l.is_empty() {
             continue;
         }
+        // Before the first event a line may be the header; after it, only events and anomalies.
+        let limit = if events.is_empty() {
+            MAX_HISTORY_HEADER_BYTES
+        } else {
+            MAX_HISTORY_LINE_BYTES
+        };
+        if l.len() > limit {
+            return Err(bad(format!(
+                "a line of {} bytes; a history line is at most {limit} bytes",
+                l.len()
+            )));
+        }
         let v: serde_json::Value =
             serde_json::from_str(l).map_err(|e| bad(format!("not JSON: {e}")))?;
         let ty = v
@@ -230,8 +250,23 @@ pub fn parse_history(name: &str, text: &str) -> Result<History, CliError> {
                 if n != 1 && !events.is_empty() {
                     return Err(bad("the header must come first".into()));
                 }
-                let h: TraceHeader =
+                let mut h: TraceHeader =
                     serde_json::from_value(v).map_err(|e| bad(format!("bad header: {e}")))?;
+                // Every name is shown on a terminal, in the story's text and page: control
+                // characters are escaped once, here, as the scenario loader does.
+                let esc = |s: &mut String| *s = crate::escape_controls(s, false);
+                esc(&mut h.scenario);
+                if let Some(st) = h.strategy.as_mut() {
+                    esc(st);
+                }
+                if let Some(d) = h.description.as_mut() {
+                    *d = crate::escape_controls(d, true);
+                }
+                h.brokers
+                    .iter_mut()
+                    .chain(h.producers.iter_mut())
+                    .chain(h.consumers.iter_mut())
+                    .for_each(esc);
                 if h.keys > MAX_HISTORY_KEYS {
                     return Err(bad(format!(
                         "keys: a history is judged with at most {MAX_HISTORY_KEYS} keys, got {}",

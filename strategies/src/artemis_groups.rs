@@ -239,6 +239,7 @@ impl crate::Named for ArtemisGroups {
             meaning: "every group loses its owner when a consumer is added; its next message may go to another consumer while the old owner still holds earlier ones",
             unit: "bool",
             default: "false",
+            range: crate::Range::Any,
             models: "Artemis address-setting group-rebalance",
             hazard: None,
         },
@@ -247,6 +248,7 @@ impl crate::Named for ArtemisGroups {
             meaning: "with group_rebalance: dispatch stops at a rebalance until no consumer holds an unacknowledged delivery",
             unit: "bool",
             default: "false",
+            range: crate::Range::Any,
             models: "Artemis address-setting group-rebalance-pause-dispatch",
             hazard: None,
         },
@@ -255,6 +257,7 @@ impl crate::Named for ArtemisGroups {
             meaning: "-1: every group has its own owner; N > 0: groups hashed into N buckets, one owner per bucket; 0: no grouping",
             unit: "buckets",
             default: "-1",
+            range: crate::Range::Int(-1, 1_048_576),
             models: "Artemis address-setting group-buckets (BucketMessageGroups)",
             hazard: Some(crate::Hazard {
                 when: "0 (grouping disabled)",

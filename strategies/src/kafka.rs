@@ -369,6 +369,7 @@ impl crate::Named for Kafka {
             meaning: "partitions of the topic: at most this many consumers get records",
             unit: "count",
             default: "1",
+            range: crate::Range::Int(1, 10_000),
             models: "the topic's partition count (broker default num.partitions = 1)",
             hazard: Some(crate::Hazard {
                 when: "fewer than [consumers] count",
@@ -381,10 +382,27 @@ impl crate::Named for Kafka {
             meaning: "how partitions are spread over the group's members",
             unit: "range | round_robin | cooperative_sticky",
             default: "range",
+            range: crate::Range::Any,
             models: "partition.assignment.strategy (default [RangeAssignor, CooperativeStickyAssignor]: range); cooperative_sticky keeps owners where balance allows",
             hazard: None,
         },
     ];
+    fn check(sc: &sim::Scenario, p: &KafkaParams) -> Vec<(&'static str, String)> {
+        let pairs = u64::from(p.partitions) * u64::from(sc.consumers.count);
+        if pairs > crate::MAX_KAFKA_PAIRS {
+            return vec![(
+                "partitions",
+                format!(
+                    "{} partitions x {} consumers = {pairs} assignments to recompute at every \
+                     rebalance; at most {} are allowed (fewer partitions or consumers)",
+                    p.partitions,
+                    sc.consumers.count,
+                    crate::MAX_KAFKA_PAIRS
+                ),
+            )];
+        }
+        Vec::new()
+    }
     fn build(sc: &sim::Scenario, p: KafkaParams) -> Result<Self, String> {
         if !(1..=10_000).contains(&p.partitions) {
             return Err(format!(

@@ -66,7 +66,16 @@ pub trait Named: Strategy + Sized {
     const FLAVOUR: Flavour = Flavour::Activemq;
     /// What it can be in a composed pair `DISPATCH+HANDLER` ([`compose`]).
     const ROLE: Role;
-    /// An instance for `sc`, or the reason it is not applicable there.
+    /// Rules between parameters, or between a parameter and the scenario, beyond each
+    /// parameter's [`ParamInfo::range`] (e.g. an `unbind` of a queue that does not exist): each
+    /// problem as (parameter name, what is wrong and what is allowed). Checked in validation, so
+    /// an out-of-range value is bad input (exit 2), never "not applicable" in the run.
+    fn check(_sc: &Scenario, _params: &Self::Params) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+    /// An instance for `sc`, or the reason it is not applicable there (a strategy that cannot
+    /// apply to a valid scenario, e.g. the notifier without source access; out-of-range values
+    /// were refused by validation before).
     fn build(sc: &Scenario, params: Self::Params) -> Result<Self, String>;
 }
 
@@ -107,6 +116,77 @@ pub struct ParamInfo {
     pub models: &'static str,
     /// Values that reorder or lose messages even without any fault.
     pub hazard: Option<Hazard>,
+    /// The values it takes beyond its type, checked in validation (exit 2 with the parameter's
+    /// line and this range). A numeric parameter's upper bound also keeps a run's memory and
+    /// setup within the whole-file limits.
+    pub range: Range,
+}
+
+/// The values a parameter takes beyond what its type says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Range {
+    /// Every value of its type: a flag, one of the words of its `unit`, a list whose entries
+    /// [`Named::check`] looks at, a name checked against the scenario.
+    Any,
+    /// An integer from the first to the second, both included.
+    Int(i64, i64),
+    /// A duration from the first to the second, both included (a word such as `"forever"`,
+    /// where the type takes one, is not a duration and is left to the type).
+    Dur(sim::time::Dur, sim::time::Dur),
+}
+
+/// Most (partition, consumer) pairs of a Kafka group: a rebalance recomputes every member's
+/// assignment (10,000 partitions over 1,000 consumers; not 10,000 over 10,000).
+pub const MAX_KAFKA_PAIRS: u64 = 10_000_000;
+/// Most points on a Pulsar consistent-hashing ring (`replica_points x consumers`): each is a
+/// hashed name kept in a map, and a leaving consumer's are removed by a walk of the ring
+/// (100 points for 10,000 consumers; not 10,000 for 1,500).
+pub const MAX_RING_POINTS: u64 = 1_000_000;
+
+/// The longest duration a parameter takes: ten years (a timer set this far ahead still fits the
+/// clock, and no real setting is longer).
+pub const MAX_PARAM_DUR: sim::time::Dur = sim::time::Dur::from_secs(10 * 31_557_600);
+
+impl Range {
+    /// A duration from `min` to [`MAX_PARAM_DUR`].
+    pub const fn dur_from(min: sim::time::Dur) -> Range {
+        Range::Dur(min, MAX_PARAM_DUR)
+    }
+
+    /// Why `v` (as written in the file) is out of this range, if it is.
+    pub fn refuse(&self, v: &toml::Value) -> Option<String> {
+        match (*self, v) {
+            (Range::Int(lo, hi), toml::Value::Integer(n)) if !(lo..=hi).contains(n) => {
+                Some(format!("{n} is out of range: allowed {self}"))
+            }
+            (Range::Dur(lo, hi), toml::Value::String(t)) => match sim::time::Dur::parse(t) {
+                Ok(d) if d < lo || d > hi => Some(format!("{t:?} is out of range: allowed {self}")),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Whether the value as shown in the effective parameters is inside the range.
+    pub fn holds(&self, shown: &str) -> bool {
+        match *self {
+            Range::Any => true,
+            Range::Int(lo, hi) => shown.parse::<i64>().is_ok_and(|n| (lo..=hi).contains(&n)),
+            Range::Dur(lo, hi) => {
+                sim::time::Dur::parse(shown).map_or(true, |d| (lo..=hi).contains(&d))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Range {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Range::Any => write!(f, "any value of its type"),
+            Range::Int(lo, hi) => write!(f, "{lo} to {hi}"),
+            Range::Dur(lo, hi) => write!(f, "\"{lo}\" to \"{hi}\""),
+        }
+    }
 }
 
 /// Values of a parameter that reorder or lose messages without any fault.
@@ -152,6 +232,59 @@ fn params<N: Named>(sc: &Scenario) -> Result<N::Params, FieldError> {
             )
         }),
     }
+}
+
+/// The most problems reported for one `[strategy.NAME]` table (the loader caps what it shows).
+const MAX_PARAM_PROBLEMS: usize = 100;
+
+/// Every problem of `[strategy.NAME]` in `sc`, each at its parameter (`strategy.NAME.PARAM`) so
+/// the loader points at its line: a value of the wrong type or an unknown field, a value out of
+/// its [`ParamInfo::range`], a rule of [`Named::check`].
+fn check<N: Named>(sc: &Scenario) -> Vec<FieldError> {
+    let Some(t) = sc.strategy.get(N::NAME) else {
+        return Vec::new();
+    };
+    let at = |param: &str| {
+        vec![
+            PathSeg::from("strategy"),
+            PathSeg::from(N::NAME),
+            PathSeg::from(param),
+        ]
+    };
+    let p = match params::<N>(sc) {
+        Ok(p) => p,
+        Err(whole) => {
+            // Every field has a default: a table of one field fails only if that field is bad,
+            // so each bad field is named (a table of many bad fields is not tried past the cap).
+            let mut errs = Vec::new();
+            for (k, v) in t {
+                let one: toml::Table = std::iter::once((k.clone(), v.clone())).collect();
+                if let Err(e) = one.try_into::<N::Params>() {
+                    errs.push(FieldError::new(at(k), e.message().trim().to_string()));
+                    if errs.len() >= MAX_PARAM_PROBLEMS {
+                        break;
+                    }
+                }
+            }
+            if errs.is_empty() {
+                errs.push(whole);
+            }
+            return errs;
+        }
+    };
+    let mut errs: Vec<FieldError> = N::PARAMS
+        .iter()
+        .filter_map(|info| {
+            let why = info.range.refuse(t.get(info.name)?)?;
+            Some(FieldError::new(at(info.name), why))
+        })
+        .collect();
+    errs.extend(
+        N::check(sc, &p)
+            .into_iter()
+            .map(|(param, why)| FieldError::new(at(param), why)),
+    );
+    errs
 }
 
 /// A value as text: strings unquoted, anything else as TOML writes it.
@@ -273,11 +406,23 @@ macro_rules! registry {
             vec![$((<$ty as Named>::NAME, fields(&<<$ty as Named>::Params as Default>::default()).keys().cloned().collect())),*]
         }
 
-        fn check_params(sc: &Scenario, name: &str) -> Option<Option<FieldError>> {
+        fn check_params(sc: &Scenario, name: &str) -> Option<Vec<FieldError>> {
             $(if name == <$ty as Named>::NAME {
-                return Some(params::<$ty>(sc).err());
+                return Some(check::<$ty>(sc));
             })*
             None
+        }
+
+        /// Whether the named strategy builds in `sc` (its reason if not): `Ok` for a valid
+        /// scenario unless the strategy cannot apply there by design (the tests' check that
+        /// every value validation accepts builds).
+        pub fn builds(name: &str, sc: &Scenario) -> Result<(), String> {
+            $(if name == <$ty as Named>::NAME {
+                let sc = &*sc.on_flavour(<$ty as Named>::FLAVOUR);
+                let p = params::<$ty>(sc).map_err(|e| e.message)?;
+                return <$ty as Named>::build(sc, p).map(|_| ());
+            })*
+            Err(format!("unknown strategy {name:?}"))
         }
 
         /// The named strategy's effective parameters in `sc` (empty if the name is unknown or

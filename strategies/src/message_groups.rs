@@ -292,6 +292,7 @@ impl crate::Named for MessageGroups {
             meaning: "size of each broker's LRU map from group to owning consumer; an evicted group loses its owner; 0 = unbounded",
             unit: "groups",
             default: "1024",
+            range: crate::Range::Int(0, u32::MAX as i64),
             models: "ActiveMQ CachedMessageGroupMap maximum (messageGroupMapFactory cacheSize); 0 = SimpleMessageGroupMap",
             hazard: Some(crate::Hazard {
                 when: "1 ..= [workload] keys - 1 (fewer groups than keys)",
@@ -304,6 +305,7 @@ impl crate::Named for MessageGroups {
             meaning: "a broker's dispatch waits, after its first consumer attaches, until this many consumers are attached (or time_before_dispatch passes); 0 = no wait",
             unit: "consumers",
             default: "0",
+            range: crate::Range::Int(0, 10_000),
             models: "ActiveMQ destination policy consumersBeforeDispatchStarts",
             hazard: None,
         },
@@ -312,6 +314,7 @@ impl crate::Named for MessageGroups {
             meaning: "longest wait of that dispatch gate (1s when only consumers_before_dispatch is set)",
             unit: "duration",
             default: "0s",
+            range: crate::Range::dur_from(Dur::ZERO),
             models: "ActiveMQ destination policy timeBeforeDispatchStarts",
             hazard: None,
         },

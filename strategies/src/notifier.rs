@@ -170,6 +170,7 @@ impl crate::Named for Notifier {
             meaning: "time the read of the current state from the source system takes",
             unit: "duration",
             default: "2ms",
+            range: crate::Range::dur_from(Dur::ZERO),
             models: "a SELECT by primary key on the source database over a LAN",
             hazard: None,
         },
@@ -178,6 +179,7 @@ impl crate::Named for Notifier {
             meaning: "write only a state newer than the stored one; false is a plain UPDATE",
             unit: "bool",
             default: "false",
+            range: crate::Range::Any,
             models:
                 "UPDATE .. WHERE stored_version < :read_version instead of the post's plain UPDATE",
             hazard: Some(crate::Hazard {
@@ -192,6 +194,7 @@ impl crate::Named for Notifier {
                 "whether the consumers can reach the source system at all (false: not applicable)",
             unit: "bool",
             default: "true",
+            range: crate::Range::Any,
             models: "network/security access from the consuming side to the source database",
             hazard: None,
         },

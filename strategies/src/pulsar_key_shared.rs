@@ -371,6 +371,7 @@ impl crate::Named for PulsarKeyShared {
             meaning: "how hashes map to consumers: a ring with replica_points points per consumer (a joiner takes a few keys from each), or hash ranges split in half for a joiner",
             unit: "consistent_hashing | auto_split",
             default: "consistent_hashing",
+            range: crate::Range::Any,
             models: "broker subscriptionKeySharedUseConsistentHashing (true since 2.10, PIP-119)",
             hazard: None,
         },
@@ -379,6 +380,7 @@ impl crate::Named for PulsarKeyShared {
             meaning: "points per consumer on the consistent-hashing ring (more: a more even spread)",
             unit: "count",
             default: "100",
+            range: crate::Range::Int(1, 10_000),
             models: "broker subscriptionKeySharedConsistentHashingReplicaPoints",
             hazard: None,
         },
@@ -387,10 +389,27 @@ impl crate::Named for PulsarKeyShared {
             meaning: "a joining consumer gets its keys at once, while their earlier messages may still be with another consumer",
             unit: "bool",
             default: "false",
+            range: crate::Range::Any,
             models: "KeySharedPolicy allowOutOfOrderDelivery",
             hazard: None,
         },
     ];
+    fn check(sc: &sim::Scenario, p: &PulsarKeySharedParams) -> Vec<(&'static str, String)> {
+        let points = u64::from(p.replica_points) * u64::from(sc.consumers.count);
+        if p.selector == SelectorKind::ConsistentHashing && points > crate::MAX_RING_POINTS {
+            return vec![(
+                "replica_points",
+                format!(
+                    "{} replica points x {} consumers = {points} points on the hash ring; at \
+                     most {} are allowed (fewer points or consumers)",
+                    p.replica_points,
+                    sc.consumers.count,
+                    crate::MAX_RING_POINTS
+                ),
+            )];
+        }
+        Vec::new()
+    }
     fn build(sc: &sim::Scenario, p: PulsarKeySharedParams) -> Result<Self, String> {
         if sc.brokers.len() != 1 {
             return Err(

@@ -270,6 +270,7 @@ impl crate::Named for RabbitmqHash {
             meaning: "queues bound to the exchange at the start, each with its own single active consumer",
             unit: "count",
             default: "1",
+            range: crate::Range::Int(1, 1000),
             models: "the queues bound to an x-consistent-hash exchange (one queue: a plain single-active-consumer queue)",
             hazard: None,
         },
@@ -278,6 +279,7 @@ impl crate::Named for RabbitmqHash {
             meaning: "buckets each binding takes on the ring (a queue added by add_partitions gets the same)",
             unit: "buckets",
             default: "1",
+            range: crate::Range::Int(1, 1000),
             models: "the binding's routing key, the number of ring points (the plugin's examples bind with \"1\")",
             hazard: None,
         },
@@ -286,6 +288,7 @@ impl crate::Named for RabbitmqHash {
             meaning: "same: every consumer registers on every queue in start order, so the first is active on all; spread: queue q is first registered by consumer q mod count",
             unit: "same | spread",
             default: "same",
+            range: crate::Range::Any,
             models: "single active consumer activates the first consumer registered on a queue; the order is the application's",
             hazard: None,
         },
@@ -294,10 +297,41 @@ impl crate::Named for RabbitmqHash {
             meaning: "bindings removed during the run: [{ queue = Q, at = \"T\" }]; its buckets go and later ones are renumbered",
             unit: "list of { queue, at }",
             default: "[]",
+            range: crate::Range::Any,
             models: "queue.unbind from the exchange (ch_hash_ring_delete_fun)",
             hazard: None,
         },
     ];
+    fn check(_sc: &sim::Scenario, p: &RabbitmqHashParams) -> Vec<(&'static str, String)> {
+        // Each queue unbound at most once, and one left bound: so the list is at most
+        // `queues - 1` long, and checking it is linear.
+        let mut gone = std::collections::BTreeSet::new();
+        for u in &p.unbind {
+            if u.queue >= p.queues {
+                return vec![(
+                    "unbind",
+                    format!(
+                        "[strategy.rabbitmq_hash] unbind names queue {}, but queues are 0 to {}",
+                        u.queue,
+                        p.queues.saturating_sub(1)
+                    ),
+                )];
+            }
+            if !gone.insert(u.queue) {
+                return vec![(
+                    "unbind",
+                    format!(
+                        "[strategy.rabbitmq_hash] unbind names queue {} twice",
+                        u.queue
+                    ),
+                )];
+            }
+        }
+        if gone.len() as u64 == u64::from(p.queues) {
+            return vec![("unbind", "[strategy.rabbitmq_hash] unbind removes every binding: nothing would be routed (add a queue or unbind fewer)".into())];
+        }
+        Vec::new()
+    }
     fn build(sc: &sim::Scenario, p: RabbitmqHashParams) -> Result<Self, String> {
         if !(1..=1000).contains(&p.queues) {
             return Err(format!(
@@ -314,25 +348,8 @@ impl crate::Named for RabbitmqHash {
         if sc.brokers.len() != 1 {
             return Err("the exchange and its queues are one [[broker]] here".into());
         }
-        let mut gone: Vec<u32> = Vec::new();
-        for u in &p.unbind {
-            if u.queue >= p.queues {
-                return Err(format!(
-                    "[strategy.rabbitmq_hash] unbind names queue {}, but queues are 0 to {}",
-                    u.queue,
-                    p.queues - 1
-                ));
-            }
-            if gone.contains(&u.queue) {
-                return Err(format!(
-                    "[strategy.rabbitmq_hash] unbind names queue {} twice",
-                    u.queue
-                ));
-            }
-            gone.push(u.queue);
-        }
-        if gone.len() as u32 == p.queues {
-            return Err("[strategy.rabbitmq_hash] unbind removes every binding: nothing would be routed (add a queue or unbind fewer)".into());
+        if let Some((_, why)) = Self::check(sc, &p).into_iter().next() {
+            return Err(why);
         }
         Ok(RabbitmqHash::new(
             sc.workload.keys,
@@ -734,13 +751,20 @@ mod tests {
     #[test]
     fn bad_parameters_are_refused() {
         let base = |extra: &str| {
-            scenario(&format!(
+            sim::scenario::load_str("test.toml", &format!(
                 "strategies = [\"rabbitmq_hash\"]\n[workload]\nmessages = 10\nrate = \"10/s\"\nkeys = 4\n[[broker]]\nname = \"a\"\n[consumers]\ncount = 2\nservice = \"1ms\"\n[strategy.rabbitmq_hash]\n{extra}"
-            ))
+            ), &crate::validate)
         };
+        // Bad input: refused in validation at the parameter, never "not applicable".
         for (extra, says) in [
-            ("queues = 0", "queues must be 1 to 1000"),
-            ("weight = 0", "weight must be 1 to 1000"),
+            (
+                "queues = 0",
+                "`strategy.rabbitmq_hash.queues`: 0 is out of range: allowed 1 to 1000",
+            ),
+            (
+                "weight = 0",
+                "`strategy.rabbitmq_hash.weight`: 0 is out of range: allowed 1 to 1000",
+            ),
             (
                 "queues = 2\nunbind = [{ queue = 2, at = \"1s\" }]",
                 "queues are 0 to 1",
@@ -751,12 +775,8 @@ mod tests {
             ),
             ("unbind = [{ queue = 0, at = \"1s\" }]", "every binding"),
         ] {
-            let s = crate::test_util::summary(&base(extra), "rabbitmq_hash", 1);
-            assert!(
-                s.reason.as_deref().unwrap_or("").contains(says),
-                "{extra}: {:?}",
-                s.reason
-            );
+            let e = base(extra).unwrap_err().to_string();
+            assert!(e.contains(says), "{extra}: {e}");
         }
     }
 

@@ -992,6 +992,7 @@ impl crate::Named for Resequencer {
             meaning: "an aggregate completes when it holds this many messages; 0 = no size condition",
             unit: "messages",
             default: "10",
+            range: crate::Range::Int(0, u32::MAX as i64),
             models: "Camel aggregator completionSize",
             hazard: None,
         },
@@ -1000,6 +1001,7 @@ impl crate::Named for Resequencer {
             meaning: "an aggregate completes after this long without an add by the same consumer; 0 = no timeout",
             unit: "duration",
             default: "1s",
+            range: crate::Range::dur_from(Dur::ZERO),
             models: "Camel aggregator completionTimeout",
             hazard: None,
         },
@@ -1008,6 +1010,7 @@ impl crate::Named for Resequencer {
             meaning: "how often each consumer's timeout checker runs",
             unit: "duration",
             default: "1s",
+            range: crate::Range::dur_from(Dur::from_millis(1)),
             models: "Camel aggregator completionTimeoutCheckerInterval",
             hazard: None,
         },
@@ -1016,6 +1019,7 @@ impl crate::Named for Resequencer {
             meaning: "one JDBC aggregation repository shared by all consumers (true) or one in-memory repository per consumer (false)",
             unit: "bool",
             default: "true",
+            range: crate::Range::Any,
             models: "JdbcAggregationRepository vs MemoryAggregationRepository",
             hazard: Some(crate::Hazard {
                 when: "false with more than one consumer",
@@ -1028,6 +1032,7 @@ impl crate::Named for Resequencer {
             meaning: "JDBC repository with a version column (optimistic locking) or without (UPDATE/DELETE by key)",
             unit: "\"versioned\" | \"unversioned\"",
             default: "versioned",
+            range: crate::Range::Any,
             models: "JdbcAggregationRepository after (Camel 3.4+) or before CAMEL-7810",
             hazard: Some(crate::Hazard {
                 when: "\"unversioned\" with more than one consumer and persistent = true",
@@ -1049,6 +1054,7 @@ impl crate::Named for Resequencer {
             meaning: "on an optimistic-locking failure retry the aggregation in the route (true) or fail the exchange and roll the message back (false)",
             unit: "bool",
             default: "true",
+            range: crate::Range::Any,
             models: "Camel aggregator optimisticLocking()",
             hazard: None,
         },
@@ -1057,6 +1063,7 @@ impl crate::Named for Resequencer {
             meaning: "first delay before an optimistic-locking retry, doubled per attempt",
             unit: "duration",
             default: "50ms",
+            range: crate::Range::dur_from(Dur::ZERO),
             models: "OptimisticLockRetryPolicy retryDelay (with exponentialBackOff)",
             hazard: None,
         },
@@ -1065,6 +1072,7 @@ impl crate::Named for Resequencer {
             meaning: "cap on that delay; 0 = no cap",
             unit: "duration",
             default: "1s",
+            range: crate::Range::dur_from(Dur::ZERO),
             models: "OptimisticLockRetryPolicy maximumRetryDelay",
             hazard: None,
         },
@@ -1073,6 +1081,7 @@ impl crate::Named for Resequencer {
             meaning: "stream resequencer (gap timeouts) or batch resequencer (sort each batch)",
             unit: "\"stream\" | \"batch\"",
             default: "stream",
+            range: crate::Range::Any,
             models: "Camel resequence().stream() / .batch()",
             hazard: None,
         },
@@ -1081,6 +1090,7 @@ impl crate::Named for Resequencer {
             meaning: "one resequencer per consumer, fed by the aggregates it completed (route), or one shared resequencer that never fails (single)",
             unit: "\"route\" | \"single\"",
             default: "route",
+            range: crate::Range::Any,
             models: "deploying the whole Camel route on every consumer JVM vs a dedicated singleton resequencing instance",
             hazard: Some(crate::Hazard {
                 when: "\"route\" with more than one consumer",
@@ -1093,6 +1103,7 @@ impl crate::Named for Resequencer {
             meaning: "stream: elements a resequencer holds before the inserting thread waits",
             unit: "elements",
             default: "1000",
+            range: crate::Range::Int(1, u32::MAX as i64),
             models: "Camel stream resequencer capacity",
             hazard: None,
         },
@@ -1101,6 +1112,7 @@ impl crate::Named for Resequencer {
             meaning: "stream: how long a gap is waited for before it is skipped",
             unit: "duration",
             default: "1s",
+            range: crate::Range::dur_from(Dur::ZERO),
             models: "Camel stream resequencer timeout",
             hazard: None,
         },
@@ -1109,6 +1121,7 @@ impl crate::Named for Resequencer {
             meaning: "stream: the delivery thread's polling interval",
             unit: "duration",
             default: "1s",
+            range: crate::Range::dur_from(Dur::ZERO),
             models: "Camel stream resequencer deliveryAttemptInterval",
             hazard: None,
         },
@@ -1117,6 +1130,7 @@ impl crate::Named for Resequencer {
             meaning: "stream: reject (lose) an element older than the last delivered one instead of delivering it late",
             unit: "bool",
             default: "false",
+            range: crate::Range::Any,
             models: "Camel stream resequencer rejectOld",
             hazard: None,
         },
@@ -1125,6 +1139,7 @@ impl crate::Named for Resequencer {
             meaning: "batch: elements sorted and sent together",
             unit: "elements",
             default: "100",
+            range: crate::Range::Int(1, u32::MAX as i64),
             models: "Camel batch resequencer size",
             hazard: None,
         },
@@ -1133,6 +1148,7 @@ impl crate::Named for Resequencer {
             meaning: "batch: send after this long without a new element",
             unit: "duration",
             default: "1s",
+            range: crate::Range::dur_from(Dur::ZERO),
             models: "Camel batch resequencer timeout",
             hazard: None,
         },
@@ -1141,6 +1157,7 @@ impl crate::Named for Resequencer {
             meaning: "time one apply takes on the delivery thread (0: the cost is in the consumers' service time)",
             unit: "duration",
             default: "0s",
+            range: crate::Range::dur_from(Dur::ZERO),
             models: "the business processor after the resequencer",
             hazard: None,
         },
@@ -1149,6 +1166,7 @@ impl crate::Named for Resequencer {
             meaning: "redeliveries of a failed apply; -1 = forever, 0 = none (the element is lost)",
             unit: "count",
             default: "-1",
+            range: crate::Range::Int(-1, 1_000_000),
             models: "Camel error handler maximumRedeliveries (DefaultErrorHandler default 0)",
             hazard: None,
         },
@@ -1157,6 +1175,7 @@ impl crate::Named for Resequencer {
             meaning: "delay between apply redeliveries",
             unit: "duration",
             default: "1s",
+            range: crate::Range::dur_from(Dur::ZERO),
             models: "Camel error handler redeliveryDelay",
             hazard: None,
         },
@@ -1165,6 +1184,7 @@ impl crate::Named for Resequencer {
             meaning: "ack and drop a message without the group header (lost) instead of failing it to the DLQ",
             unit: "bool",
             default: "false",
+            range: crate::Range::Any,
             models: "Camel aggregator ignoreInvalidCorrelationKeys",
             hazard: Some(crate::Hazard {
                 when: "true when [workload] group_header_missing > 0",
@@ -1173,11 +1193,18 @@ impl crate::Named for Resequencer {
             }),
         },
     ];
-    fn build(sc: &sim::Scenario, p: ResequencerParams) -> Result<Self, String> {
+    fn check(_sc: &sim::Scenario, p: &ResequencerParams) -> Vec<(&'static str, String)> {
         if p.completion_size == 0 && p.completion_timeout == Dur::ZERO {
-            return Err(
-                "[strategy.resequencer]: set completion_size or completion_timeout".to_string(),
-            );
+            return vec![(
+                "completion_size",
+                "[strategy.resequencer]: set completion_size or completion_timeout (both are 0: no aggregate would ever complete)".to_string(),
+            )];
+        }
+        Vec::new()
+    }
+    fn build(sc: &sim::Scenario, p: ResequencerParams) -> Result<Self, String> {
+        if let Some((_, why)) = Self::check(sc, &p).into_iter().next() {
+            return Err(why);
         }
         if p.capacity == 0 || p.batch_size == 0 {
             return Err("[strategy.resequencer]: capacity and batch_size must be > 0".to_string());
@@ -1619,21 +1646,16 @@ for = "10s"
     /// At least one completion condition is required (Camel refuses to start otherwise).
     #[test]
     fn needs_a_completion_condition() {
-        let s = sc(
-            2,
-            50,
-            "",
-            "completion_size = 0\ncompletion_timeout = \"0s\"",
-            "",
+        // Bad input, refused in validation at the parameter (not "not applicable" in the run).
+        let text = "strategies = [\"resequencer\"]\n[workload]\nmessages = 10\nrate = \"10/s\"\nkeys = 4\n[[broker]]\nname = \"a\"\n[consumers]\ncount = 2\nservice = \"1ms\"\n[strategy.resequencer]\ncompletion_size = 0\ncompletion_timeout = \"0s\"\n";
+        let e = sim::scenario::load_str("test.toml", text, &crate::validate)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("test.toml:12:19: field `strategy.resequencer.completion_size`")
+                && e.contains("set completion_size or completion_timeout"),
+            "{e}"
         );
-        let plan = sim::FaultPlan::resolve(&s, 1);
-        let opts = sim::RunOptions {
-            seed: 1,
-            max_events: None,
-            max_sim_time: None,
-        };
-        let r = crate::run_named("resequencer", &s, &plan, &opts, None).unwrap();
-        assert_eq!(r.status, sim::Status::NotApplicable);
     }
 
     // --- Direct tests of the aggregator, the resequencer and the apply thread: the handler's

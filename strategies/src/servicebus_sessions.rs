@@ -176,6 +176,7 @@ impl crate::Named for ServicebusSessions {
         meaning: "a receiver closes its session after this long without a message of it and accepts another; a session whose messages keep coming within it is never given up",
         unit: "duration",
         default: "1m",
+        range: crate::Range::dur_from(Dur::from_millis(1)),
         models: "ServiceBusSessionProcessorOptions.SessionIdleTimeout (unset: ServiceBusRetryOptions.TryTimeout, 60s)",
         hazard: None,
     }];

@@ -86,6 +86,7 @@ impl crate::Named for Single {
             meaning: "time before a standby takes over after the exclusive consumer leaves (the time to notice the failure)",
             unit: "duration",
             default: "0s",
+            range: crate::Range::dur_from(Dur::ZERO),
             models: "failure detection: ActiveMQ exclusive consumer / RabbitMQ single active consumer switch-over after the connection or session is declared dead",
             hazard: None,
         },

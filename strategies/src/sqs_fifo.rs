@@ -99,6 +99,7 @@ impl crate::Named for SqsFifo {
         meaning: "most messages of one group a receive returns; the consumer's prefetch bounds the receive as a whole",
         unit: "1 to 10",
         default: "10",
+        range: crate::Range::Int(1, 10),
         models: "ReceiveMessage MaxNumberOfMessages (at most 10)",
         hazard: None,
     }];

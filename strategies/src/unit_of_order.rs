@@ -310,6 +310,7 @@ impl crate::Named for UnitOfOrder {
             meaning: "how a unit's messages find their member of the distributed queue; none: every broker is its own destination",
             unit: "\"hash\" | \"path_service\" | \"none\"",
             default: "hash",
+            range: crate::Range::Any,
             models: "WebLogic distributed destination Unit-of-Order Routing (Hash or Path Service); none: no distributed destination",
             hazard: None,
         },
@@ -318,6 +319,7 @@ impl crate::Named for UnitOfOrder {
             meaning: "what the producer does when a send fails: retry it before anything else, or set it aside and go on",
             unit: "\"retry\" | \"buffer\"",
             default: "retry",
+            range: crate::Range::Any,
             models: "the producer application's handling of JMSOrderException / a failed send",
             hazard: None,
         },
@@ -326,6 +328,7 @@ impl crate::Named for UnitOfOrder {
             meaning: "the broker hosting the Path Service",
             unit: "broker name",
             default: "(first broker)",
+            range: crate::Range::Any,
             models: "the Path Service's target server in the WebLogic cluster",
             hazard: None,
         },
@@ -334,10 +337,28 @@ impl crate::Named for UnitOfOrder {
             meaning: "the Path Service is on a migratable target: available while any server is up",
             unit: "bool",
             default: "false",
+            range: crate::Range::Any,
             models: "WebLogic migratable target for the Path Service",
             hazard: None,
         },
     ];
+    fn check(sc: &sim::Scenario, p: &UnitOfOrderParams) -> Vec<(&'static str, String)> {
+        match &p.path_service_broker {
+            Some(name) if !sc.brokers.iter().any(|b| &b.name == name) => vec![(
+                "path_service_broker",
+                format!(
+                    "{name:?} is not a [[broker]] (brokers: {})",
+                    sc.brokers
+                        .iter()
+                        .take(10)
+                        .map(|b| format!("{:?}", b.name))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )],
+            _ => Vec::new(),
+        }
+    }
     fn build(sc: &sim::Scenario, p: UnitOfOrderParams) -> Result<Self, String> {
         let members: Vec<&str> = sc.brokers.iter().map(|b| b.name.as_str()).collect();
         UnitOfOrder::new(

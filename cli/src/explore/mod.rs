@@ -17,7 +17,7 @@ use crate::{load, CliError};
 use rayon::prelude::*;
 use sim::expect::Bound;
 use sim::{FaultPlan, Metrics, RunOptions, Scenario, Status};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Most runs one exploration may ask for.
@@ -290,6 +290,18 @@ pub fn explore(req: &ExploreRequest) -> Result<Explored, CliError> {
     let file = req.file.display().to_string();
     let out_dir = req.out.clone().unwrap_or_else(|| PathBuf::from("."));
     let target = out_dir.join(write::file_name(&sc, &req.file, &req.strategy));
+    crate::check_out_dir(&out_dir)?;
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if same(&target, &req.file) {
+        return Err(CliError::Usage(format!(
+            "the shrunk scenario would be written over its input {} ({}): give --out another folder",
+            req.file.display(),
+            target.display()
+        )));
+    }
     let mut text = format!(
         "explore {file} --strategy {} --seed {seed}: up to {} runs\n",
         req.strategy, req.runs

@@ -53,6 +53,8 @@ pub fn file_name(sc: &Scenario, file: &Path, strategy: &str) -> String {
             }
         })
         .collect();
+    // `name = ""` would write a hidden file `.STRATEGY.toml`.
+    let name = if name.is_empty() { "scenario" } else { &name };
     format!("{name}.{strategy}.toml")
 }
 

@@ -31,6 +31,9 @@ pub fn merge_verified(dirs: &[PathBuf], out: &Path, verify: u64) -> Result<Vec<S
         let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| {
             CliError::Usage(format!("{}: not a sweep manifest: {e}", path.display()))
         })?;
+        m.check().map_err(|why| {
+            CliError::Usage(format!("{}: not a sweep manifest: {why}", path.display()))
+        })?;
         if m.shard.is_none() {
             return Err(CliError::Usage(format!(
                 "{}: not a shard (`sim merge` combines the --out directories of `sim sweep --shard I/N`)",

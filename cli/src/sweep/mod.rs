@@ -52,23 +52,16 @@ impl Param {
     /// Parses `path=v1,v2,...`.
     pub fn parse(arg: &str) -> Result<Param, CliError> {
         let usage = |why: &str| {
+            let mut shown: String = arg.chars().take(80).collect();
+            if shown.len() < arg.len() {
+                shown.push_str("...");
+            }
             CliError::Usage(format!(
-                "--set {arg:?}: {why} (write PATH=V1,V2,..., e.g. consumers.count=1,2,4,8)"
+                "--set {shown:?}: {why} (write PATH=V1,V2,..., e.g. consumers.count=1,2,4,8)"
             ))
         };
-        let (path, values) = arg.split_once('=').ok_or_else(|| usage("no '='"))?;
-        let path = path.trim();
-        if path.is_empty() || path.split('.').any(|s| s.trim().is_empty()) {
-            return Err(usage("empty path or path segment"));
-        }
-        let values: Vec<String> = values.split(',').map(|v| v.trim().to_string()).collect();
-        if values.iter().any(|v| v.is_empty()) {
-            return Err(usage("empty value"));
-        }
-        Ok(Param {
-            path: path.to_string(),
-            values,
-        })
+        let (path, values) = sim::scenario::parse_set(arg).map_err(|why| usage(&why))?;
+        Ok(Param { path, values })
     }
 }
 
@@ -150,6 +143,58 @@ pub struct StrategyParams {
 }
 
 impl Manifest {
+    /// Checks a manifest read back (a shard's `sweep.json`, a journal's first line) before any
+    /// of it is used, as a scenario file is validated: at least one strategy, seed and value per
+    /// parameter, seeds in order, `runs` the product of the grid and within [`MAX_RUNS`], a shard
+    /// `I/N` with 1 <= I <= N, every `--set` as the command line takes it. What it returns is
+    /// what is wrong.
+    pub fn check(&self) -> Result<(), String> {
+        if self.strategies.is_empty() {
+            return Err("no strategies".into());
+        }
+        crate::check_strategy_names(&self.strategies).map_err(|e| e.to_string())?;
+        if self.seed_first > self.seed_last || self.seed_last - self.seed_first == u64::MAX {
+            return Err(format!(
+                "seeds {}..{} are not a range of at most 2^64 - 1 seeds",
+                self.seed_first, self.seed_last
+            ));
+        }
+        for p in &self.params {
+            let arg = format!("{}={}", p.path, p.values.join(","));
+            match sim::scenario::parse_set(&arg) {
+                Ok((path, values)) if path == p.path && values == p.values => {}
+                Ok(_) => return Err(format!("--set {:?}: values are not as written", p.path)),
+                Err(why) => return Err(format!("--set {:?}: {why}", p.path)),
+            }
+        }
+        let points = self
+            .params
+            .iter()
+            .try_fold(1u64, |acc, p| acc.checked_mul(p.values.len() as u64))
+            .filter(|&n| n <= MAX_POINTS)
+            .ok_or(format!("more than {MAX_POINTS} grid points"))?;
+        let runs = points
+            .checked_mul(self.seeds())
+            .and_then(|n| n.checked_mul(self.strategies.len() as u64))
+            .filter(|&n| n <= MAX_RUNS)
+            .ok_or(format!("more than {MAX_RUNS} runs"))?;
+        if runs != self.runs {
+            return Err(format!(
+                "it claims {} runs where points x seeds x strategies make {runs}",
+                self.runs
+            ));
+        }
+        if let Some(s) = self.shard {
+            if s.count == 0 || s.index == 0 || s.index > s.count {
+                return Err(format!(
+                    "shard {}/{}: not I/N with 1 <= I <= N",
+                    s.index, s.count
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn seeds(&self) -> u64 {
         self.seed_last - self.seed_first + 1
     }
@@ -538,6 +583,12 @@ fn read_journal(path: &Path, limit: u64) -> Result<Option<Journal>, CliError> {
     let Ok(manifest) = serde_json::from_str::<Manifest>(json) else {
         return Ok(None);
     };
+    manifest.check().map_err(|why| {
+        CliError::Usage(format!(
+            "{}:1: not a sweep manifest: {why} (delete it to start the sweep over)",
+            path.display()
+        ))
+    })?;
     let rows = parse_rows(
         &manifest,
         &complete[first_nl + 1..],
@@ -752,7 +803,9 @@ pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, CliError> {
 fn slice_len(m: &Manifest) -> u64 {
     match m.shard {
         None => m.runs,
-        Some(s) => (0..m.runs).filter(|r| s.owns(*r)).count() as u64,
+        // Runs index - 1, index - 1 + count, ... below m.runs (a checked shard: count >= 1).
+        Some(s) if m.runs >= s.index => (m.runs - s.index) / s.count.max(1) + 1,
+        Some(_) => 0,
     }
 }
 

@@ -26,7 +26,7 @@ use crate::scenario::WorkloadKind;
 use crate::summary::{Coverage, Latency, Metrics};
 use crate::time::Time;
 use latency::LatencyHistogram;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 const NONE: Time = Time::MAX;
 
@@ -216,9 +216,14 @@ pub struct Checkers<A: Annotations = Off> {
     malformed: Option<String>,
     /// The id of the message each consumer has in hand ([`NO_HAND`]: none), by consumer index.
     hands: Vec<u64>,
-    /// Messages gone while a consumer had them in hand, with that consumer: not final until it
-    /// is done with them.
-    waiting: Vec<(u32, MsgRef)>,
+    /// (message id, consumer) of every hand that holds a message: the holders of one message
+    /// without a walk over every consumer.
+    holders: std::collections::BTreeSet<(u64, u32)>,
+    /// Messages gone while a consumer had them in hand, by (message id, that consumer), with how
+    /// many times it went meanwhile: not final until the consumer is done with them. Keyed, so
+    /// a message held by many consumers and gone many times costs a lookup per event, not a
+    /// walk of every entry (quadratic in the history).
+    waiting: BTreeMap<(u64, u32), (MsgRef, u32)>,
     /// Records reopened by a replay from a dead-letter queue after they had left their key's
     /// window (counted at the end).
     reopened: Vec<(MsgRef, Rec)>,
@@ -278,7 +283,8 @@ impl<A: Annotations> Checkers<A> {
             coverage: Coverage::default(),
             malformed: None,
             hands: Vec::new(),
-            waiting: Vec::new(),
+            holders: std::collections::BTreeSet::new(),
+            waiting: BTreeMap::new(),
             reopened: Vec::new(),
             replayed_final: Vec::new(),
             copies: Vec::new(),
@@ -299,6 +305,8 @@ impl<A: Annotations> Checkers<A> {
             self.hands.resize(c + 1, NO_HAND);
         }
         let prev = std::mem::replace(&mut self.hands[c], msg.id);
+        self.holders.remove(&(prev, c as u32));
+        self.holders.insert((msg.id, c as u32));
         if prev != NO_HAND && !self.waiting.is_empty() {
             self.hand_ended(c as u32, prev);
         }
@@ -310,6 +318,7 @@ impl<A: Annotations> Checkers<A> {
         if let Some(h) = self.hands.get_mut(c as usize) {
             if *h == msg.id {
                 *h = NO_HAND;
+                self.holders.remove(&(msg.id, c));
                 if !self.waiting.is_empty() {
                     self.hand_ended(c, msg.id);
                 }
@@ -321,6 +330,7 @@ impl<A: Annotations> Checkers<A> {
     fn drop_hand(&mut self, c: u32) {
         if let Some(h) = self.hands.get_mut(c as usize) {
             let id = std::mem::replace(h, NO_HAND);
+            self.holders.remove(&(id, c));
             if id != NO_HAND && !self.waiting.is_empty() {
                 self.hand_ended(c, id);
             }
@@ -330,14 +340,14 @@ impl<A: Annotations> Checkers<A> {
     /// Consumer `c` no longer holds message `id`: if the message was gone meanwhile and this was
     /// its last holder, it is final now.
     fn hand_ended(&mut self, c: u32, id: u64) {
-        let Some(i) = self
-            .waiting
-            .iter()
-            .position(|&(wc, m)| wc == c && m.id == id)
-        else {
+        let Some(entry) = self.waiting.get_mut(&(id, c)) else {
             return;
         };
-        let (_, msg) = self.waiting.swap_remove(i);
+        let msg = entry.0;
+        entry.1 -= 1;
+        if entry.1 == 0 {
+            self.waiting.remove(&(id, c));
+        }
         if let Some(r) = self.rec(msg) {
             r.in_hand = r.in_hand.saturating_sub(1);
             if r.in_hand == 0 {
@@ -363,18 +373,16 @@ impl<A: Annotations> Checkers<A> {
             r.resolved_at = t;
         }
         if r.applies == 0 {
-            for (c, &h) in self.hands.iter().enumerate() {
-                if h == msg.id {
-                    self.waiting.push((c as u32, msg));
-                }
+            for &(_, c) in self.holders.range((msg.id, 0)..=(msg.id, u32::MAX)) {
+                self.waiting.entry((msg.id, c)).or_insert((msg, 0)).1 += 1;
             }
-            let holders = self
+            let holders: u64 = self
                 .waiting
-                .iter()
-                .filter(|&&(_, m)| m.id == msg.id)
-                .count();
+                .range((msg.id, 0)..=(msg.id, u32::MAX))
+                .map(|(_, &(_, n))| u64::from(n))
+                .sum();
             if let Some(r) = self.rec(msg) {
-                r.in_hand = holders.min(u16::MAX as usize) as u16;
+                r.in_hand = holders.min(u64::from(u16::MAX)) as u16;
             }
         }
         self.settle_front(msg.key);

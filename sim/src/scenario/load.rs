@@ -88,7 +88,7 @@ pub struct Location {
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
     /// The file could not be read.
-    #[error("{file}: cannot read: {reason}")]
+    #[error("{}: cannot read: {}", escape(file), escape(reason))]
     Io {
         /// The file.
         file: String,
@@ -120,8 +120,29 @@ pub enum ScenarioError {
     },
 }
 
+/// `s` with every control character but a line feed written as a Rust escape (`\u{1b}`): what a
+/// file holds reaches a terminal through these messages (serde's "unknown variant" and "unknown
+/// field" quote the input raw), so every problem line is escaped here, in the one place that
+/// formats them.
+fn escape(s: &str) -> String {
+    if !s.chars().any(|c| c.is_control() && c != '\n') {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() && c != '\n' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn fmt_one(file: &str, loc: Option<Location>, field: Option<&str>, message: &str) -> String {
-    let mut s = file.to_string();
+    let (file, field, message) = (escape(file), field.map(escape), escape(message));
+    let (field, message) = (field.as_deref(), message.as_str());
+    let mut s = file;
     if let Some(l) = loc {
         s.push_str(&format!(":{}:{}", l.line, l.column));
     }
@@ -140,7 +161,8 @@ fn fmt_many(file: &str, problems: &[(Option<Location>, FieldError)], more: usize
         .collect();
     if more > 0 {
         lines.push(format!(
-            "{file}: ... and {more} more problem{} (the first {MAX_PROBLEMS_SHOWN} are listed)",
+            "{}: ... and {more} more problem{} (the first {MAX_PROBLEMS_SHOWN} are listed)",
+            escape(file),
             if more == 1 { "" } else { "s" }
         ));
     }

@@ -102,11 +102,19 @@ pub struct ExploreSpec {
     pub max_kinds: Option<u32>,
     /// Range of each kind's rate, `["1/min", "10/min"]`, drawn log-uniformly (default: half an
     /// occurrence to eight occurrences per fault window).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "exact_array",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub rate: Option<[Rate; 2]>,
     /// Range of the mean of each kind's duration `for`, `["1s", "30s"]`, drawn log-uniformly
     /// (default: a fiftieth to a fifth of the fault window).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "exact_array",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub duration: Option<[Dur; 2]>,
 }
 
@@ -122,6 +130,63 @@ pub struct SweepSpec {
     /// Strategies (default: the scenario's list).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub strategies: Vec<String>,
+}
+
+/// An optional `[T; N]` from an array of exactly `N` elements: serde's arrays take the first `N`
+/// of a longer TOML array and drop the rest silently (`rate = ["1/s", "2/s", "3/s"]`).
+fn exact_array<'de, D, T, const N: usize>(d: D) -> Result<Option<[T; N]>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    let Some(v) = Option::<Vec<T>>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let n = v.len();
+    <[T; N]>::try_from(v).map(Some).map_err(|_| {
+        serde::de::Error::custom(format!(
+            "takes exactly {N} elements (a range: [low, high]), not {n}"
+        ))
+    })
+}
+
+/// Most dotted parts in a `--set` path (the deepest real one, `strategy.rabbitmq_hash.unbind.0.at`,
+/// has five): a path of thousands of parts would build a document as deep, whose every later walk
+/// recurses that deep.
+pub const MAX_SET_PATH_PARTS: usize = 16;
+/// Longest `--set` value, in bytes.
+pub const MAX_SET_VALUE_BYTES: usize = 4096;
+
+/// Parses a `--set` argument (or a `[sweep] set` entry), `PATH=V1,V2,...`: its path and its
+/// values, trimmed, or what is wrong with it. The one parser of both, so `sim validate` accepts
+/// exactly what `sim sweep` and `sim report` then run.
+pub fn parse_set(arg: &str) -> Result<(String, Vec<String>), String> {
+    let (path, values) = arg.split_once('=').ok_or("no '='")?;
+    let path = path.trim();
+    if path.is_empty() || path.split('.').any(|s| s.trim().is_empty()) {
+        return Err("empty path or path segment".into());
+    }
+    let parts = path.split('.').count();
+    if parts > MAX_SET_PATH_PARTS {
+        return Err(format!(
+            "the path has {parts} dotted parts; at most {MAX_SET_PATH_PARTS} are allowed"
+        ));
+    }
+    if arg.chars().any(char::is_control) {
+        // Echoed into terminals, CSV, Markdown and SVG: refused at the door, as in broker names.
+        return Err("a control character (write the value without it)".into());
+    }
+    let values: Vec<String> = values.split(',').map(|v| v.trim().to_string()).collect();
+    if values.iter().any(|v| v.is_empty()) {
+        return Err("empty value".into());
+    }
+    if let Some(v) = values.iter().find(|v| v.len() > MAX_SET_VALUE_BYTES) {
+        return Err(format!(
+            "a value of {} bytes; at most {MAX_SET_VALUE_BYTES} are allowed",
+            v.len()
+        ));
+    }
+    Ok((path.to_string(), values))
 }
 
 /// Defaults, named so that serde and the docs agree.

@@ -412,6 +412,12 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
             "only applies to consumers that poll: it needs receive = \"batch\" (the kafka and sqs flavours' default)".into(),
         );
     }
+    if c.max_poll_interval.is_some_and(|d| d < Dur::from_millis(1)) {
+        err(
+            p(&["consumers", "max_poll_interval"]),
+            "must be at least 1ms (Kafka's max.poll.interval.ms takes at least 1)".into(),
+        );
+    }
     if c.restart_takes_over.is_some() && s.crash_detection() != super::CrashDetection::Timeout {
         err(
             p(&["consumers", "restart_takes_over"]),
@@ -448,13 +454,15 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
     spin_limits(s, &mut err);
     if let Some(sw) = &s.sweep {
         for (i, set) in sw.set.iter().enumerate() {
-            let ok = set.split_once('=').is_some_and(|(path, values)| {
-                !path.trim().is_empty() && values.split(',').all(|v| !v.trim().is_empty())
-            });
-            if !ok {
+            if let Err(why) = super::parse_set(set) {
+                // Debug-quoted (control characters escaped), cut at 80 characters.
+                let mut shown: String = set.chars().take(80).collect();
+                if shown.len() < set.len() {
+                    shown.push_str("...");
+                }
                 err(
                     vec!["sweep".into(), "set".into(), PathSeg::Index(i)],
-                    format!("{set:?}: write \"PATH=V1,V2,...\", e.g. \"consumers.count=1,2,4,8\""),
+                    format!("{shown:?}: {why} (write \"PATH=V1,V2,...\", e.g. \"consumers.count=1,2,4,8\")"),
                 );
             }
         }
