@@ -278,6 +278,11 @@ macro_rules! outln {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // No bar where no one watches a terminal: a line every 30 s instead, so a CI log shows a long
+    // `sim check` is alive.
+    if !ordsim::progress::wanted() {
+        ordsim::progress::enable_heartbeat();
+    }
     let result = run(cli).and_then(|()| ordsim::stdout_flush());
     match result {
         Ok(()) => ExitCode::SUCCESS,
