@@ -92,3 +92,37 @@ fn readme_stays_under_20_kb() {
         readme.len()
     );
 }
+
+/// The README's `sim trace` examples find what they say they find (exit 0: an anomaly on the key
+/// named), so a change of results that moves the anomalies shows here.
+#[test]
+fn the_readmes_trace_examples_find_an_anomaly() {
+    crate::common::at_root();
+    let readme = read("README.md");
+    let examples: Vec<Vec<&str>> = readme
+        .lines()
+        .filter(|l| l.starts_with("sim trace scenarios/") && !l.contains("--out"))
+        .map(|l| {
+            l.split('#')
+                .next()
+                .unwrap_or_default()
+                .split_whitespace()
+                .skip(1)
+                .collect()
+        })
+        .collect();
+    assert!(!examples.is_empty(), "no sim trace example in the README");
+    for args in examples {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "sim {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
