@@ -134,8 +134,11 @@ impl Flavour {
             page_size: 200,
         };
         match self {
-            Flavour::Activemq | Flavour::Native => JMS,
-            Flavour::Artemis | Flavour::IbmMq | Flavour::Weblogic => JMS,
+            Flavour::Activemq
+            | Flavour::Native
+            | Flavour::Artemis
+            | Flavour::IbmMq
+            | Flavour::Weblogic => JMS,
             Flavour::Sqs => Defaults {
                 crash_detection: CrashDetection::Lease,
                 receive: Receive::Batch,
