@@ -19,12 +19,12 @@ impl<O: Observer> Engine<'_, O> {
             .map_or(1, |b| b.interval.0.max(1));
         self.q.push(self.now + interval, Ev::JobStart(c));
         let cs = &mut self.w.consumers[c as usize];
-        if !cs.up || cs.job_running {
+        if !cs.is_up() || cs.job_running {
             return;
         }
         cs.job_running = true;
         cs.job_retries = 0;
-        let epoch = cs.epoch;
+        let epoch = cs.epoch();
         self.emit(Event::JobStart {
             t: self.now,
             consumer: c,
@@ -83,7 +83,7 @@ impl<O: Observer> Engine<'_, O> {
             let delay = (job.retry_delay.0 as f64 * job.retry_multiplier.powi(n as i32 - 1))
                 .min(3.2e15) as u64;
             cs.phase = Phase::Waiting { d };
-            let epoch = cs.epoch;
+            let epoch = cs.epoch();
             self.sync_load(c);
             self.emit(Event::Redelivery {
                 t: self.now,

@@ -24,7 +24,7 @@ impl<O: Observer> Engine<'_, O> {
             }
             Commit::Interval if !cs.commit_armed => {
                 cs.commit_armed = true;
-                let epoch = cs.epoch;
+                let epoch = cs.epoch();
                 self.q
                     .push(self.now + self.commit_interval, Ev::CommitDue { c, epoch });
                 self.sync_load(c);
@@ -39,7 +39,7 @@ impl<O: Observer> Engine<'_, O> {
     /// The periodic commit of consumer `c` (of process incarnation `epoch`).
     pub(super) fn commit_due(&mut self, c: u32, epoch: u32) {
         let cs = &self.w.consumers[c as usize];
-        if cs.epoch != epoch || !cs.up {
+        if !cs.alive_in(epoch) {
             return;
         }
         if self.defer_if_paused(c, Ev::CommitDue { c, epoch }) {
@@ -53,7 +53,7 @@ impl<O: Observer> Engine<'_, O> {
     /// settled; each one the broker has taken back meanwhile is refused (`ack_fail`).
     pub(super) fn commit_now(&mut self, c: u32) {
         let cs = &mut self.w.consumers[c as usize];
-        if cs.uncommitted.is_empty() || !cs.up || cs.pause_depth > 0 {
+        if cs.uncommitted.is_empty() || !cs.is_up() || cs.is_paused() {
             return;
         }
         let mut records = std::mem::take(&mut cs.uncommitted);

@@ -8,6 +8,9 @@ use super::Engine;
 use crate::history::{Event, FailReason, MsgRef, Node, Observer};
 use crate::scenario::{Commit, CrashDetection};
 use crate::strategy::{plain_handle, Begin, HandlerCtx, Outcome, Row, WorldChange};
+use crate::time::Time;
+use rand_chacha::ChaCha8Rng;
+use std::collections::VecDeque;
 
 /// The handler's view of the world.
 #[allow(clippy::too_many_arguments)]
@@ -126,10 +129,10 @@ impl<O: Observer> Engine<'_, O> {
     #[inline(always)]
     fn start_one(&mut self, c: u32) -> bool {
         let cs = &mut self.w.consumers[c as usize];
-        if !cs.up || cs.suspended || cs.pause_depth > 0 || !matches!(cs.phase, Phase::Idle) {
+        if !cs.ready() {
             return false;
         }
-        if cs.leaving {
+        if cs.take_leaving() {
             self.leave_now(c);
             return false;
         }
@@ -147,10 +150,9 @@ impl<O: Observer> Engine<'_, O> {
             }
         }
         let Some(d) = cs.buffer.pop_front() else {
-            if cs.rejoin_when_idle {
+            if cs.take_rejoin() {
                 // Its next poll: it joins the group again (`poll.rs`).
-                cs.rejoin_when_idle = false;
-                let epoch = cs.epoch;
+                let epoch = cs.epoch();
                 self.consumer_reconnect(c, epoch);
                 return false;
             }
@@ -207,7 +209,7 @@ impl<O: Observer> Engine<'_, O> {
                 let serial = cs.park_serial;
                 cs.phase = Phase::Parked { job, serial };
                 if let Some(t) = timeout {
-                    let epoch = cs.epoch;
+                    let epoch = cs.epoch();
                     self.q
                         .push(self.now + t, Ev::ParkTimeout { c, epoch, serial });
                 }
@@ -233,7 +235,7 @@ impl<O: Observer> Engine<'_, O> {
         } else {
             (svc as f64 * cs.slow).round() as u64
         };
-        let epoch = cs.epoch;
+        let epoch = cs.epoch();
         self.q.push(self.now + svc, Ev::ServiceDone { c, epoch });
         self.sync_load(c);
         self.lease_work_started(&job);
@@ -242,7 +244,7 @@ impl<O: Observer> Engine<'_, O> {
     /// A parked consumer may go on (the strategy released what it waited for).
     pub(super) fn unpark(&mut self, c: u32) {
         if let Phase::Parked { job, .. } = self.w.consumers[c as usize].phase {
-            if self.w.consumers[c as usize].up {
+            if self.w.consumers[c as usize].is_up() {
                 self.serve(c, job);
             }
         }
@@ -254,7 +256,7 @@ impl<O: Observer> Engine<'_, O> {
         let Phase::Parked { job, serial: s } = cs.phase else {
             return;
         };
-        if cs.epoch != epoch || s != serial {
+        if !cs.current(epoch) || s != serial {
             return;
         }
         if self.defer_if_paused(c, Ev::ParkTimeout { c, epoch, serial }) {
@@ -269,8 +271,7 @@ impl<O: Observer> Engine<'_, O> {
     /// Processing is over: run the handler, then ack, or roll back. A consumer that lost its
     /// connection meanwhile still runs the handler (the side effect happens); its ack will be lost.
     pub(super) fn service_done(&mut self, c: u32, epoch: u32) {
-        let cs = &self.w.consumers[c as usize];
-        if cs.epoch != epoch || !cs.up {
+        if !self.w.consumers[c as usize].alive_in(epoch) {
             return;
         }
         if self.defer_if_paused(c, Ev::ServiceDone { c, epoch }) {
@@ -472,8 +473,7 @@ impl<O: Observer> Engine<'_, O> {
     pub(super) fn attach(&mut self, c: u32, b: u16) {
         let cs = &mut self.w.consumers[c as usize];
         cs.broker = Some(b);
-        let failover = cs.lost_connection;
-        cs.lost_connection = false;
+        let failover = cs.connects();
         self.w.brokers[b as usize].attach(c);
         self.emit(Event::Connect {
             t: self.now,
@@ -491,29 +491,19 @@ impl<O: Observer> Engine<'_, O> {
 
     /// The process dies: everything unacked goes back; the message in hand is abandoned.
     pub(super) fn consumer_crash(&mut self, c: u32) {
-        let cs = &mut self.w.consumers[c as usize];
-        cs.crash_depth += 1;
-        if cs.crash_depth > 1 {
-            return;
+        match self.w.consumers[c as usize].crash() {
+            Crash::Again => return,
+            Crash::BeforeRejoin => {
+                // Dead again before it could join: the old session still waits for its timeout.
+                self.emit(Event::Crash {
+                    t: self.now,
+                    node: Node::Consumer(c),
+                });
+                self.world_change(WorldChange::ConsumerCrashed(c));
+                return;
+            }
+            Crash::Died => {}
         }
-        if cs.rejoin_pending {
-            // Dead again before it could join: the old session still waits for its timeout.
-            cs.rejoin_pending = false;
-            self.emit(Event::Crash {
-                t: self.now,
-                node: Node::Consumer(c),
-            });
-            self.world_change(WorldChange::ConsumerCrashed(c));
-            return;
-        }
-        cs.up = false;
-        cs.refresh_blocked();
-        cs.epoch += 1;
-        cs.job_running = false;
-        cs.commit_armed = false;
-        cs.leaving = false;
-        cs.rejoin_when_idle = false;
-        cs.lost_connection = true;
         self.emit(Event::Crash {
             t: self.now,
             node: Node::Consumer(c),
@@ -538,22 +528,21 @@ impl<O: Observer> Engine<'_, O> {
 
     /// The process restarts and connects.
     pub(super) fn consumer_restart(&mut self, c: u32) {
-        let cs = &mut self.w.consumers[c as usize];
-        cs.crash_depth = cs.crash_depth.saturating_sub(1);
-        if cs.crash_depth > 0 || cs.up {
-            return;
-        }
         // A dead session the broker has not noticed yet goes when the process comes back, or the
         // process waits for the broker to drop it (`detection.rs`).
-        let stale = cs.broker.is_some();
-        let waits = stale && !self.restart_takes_over;
-        cs.rejoin_pending = waits;
-        let epoch = (!waits).then(|| self.come_up(c));
+        let (epoch, stale) = match self.w.consumers[c as usize].restart(self.restart_takes_over) {
+            Restart::No => return,
+            Restart::Waits => (None, true),
+            Restart::Up { epoch, stale } => {
+                self.sync_load(c);
+                (Some(epoch), stale)
+            }
+        };
         self.emit(Event::Recover {
             t: self.now,
             node: Node::Consumer(c),
         });
-        if stale && !waits {
+        if stale && epoch.is_some() {
             self.session_gone(c);
         }
         self.world_change(WorldChange::ConsumerRestarted(c));
@@ -562,33 +551,18 @@ impl<O: Observer> Engine<'_, O> {
         }
     }
 
-    /// Consumer `c`'s process runs again (a restart, or a restart that waited for its dead
-    /// session: `detection.rs`): a new incarnation; returns its epoch, to reconnect with.
-    pub(super) fn come_up(&mut self, c: u32) -> u32 {
-        let cs = &mut self.w.consumers[c as usize];
-        cs.up = true;
-        cs.epoch += 1;
-        let epoch = cs.epoch;
-        cs.refresh_blocked();
-        self.sync_load(c);
-        epoch
-    }
-
     /// The connection drops; the process goes on with the message in hand.
     pub(super) fn blip_start(&mut self, c: u32) {
-        let cs = &mut self.w.consumers[c as usize];
-        cs.blip_depth += 1;
-        if cs.blip_depth > 1 || !cs.up {
-            return;
+        if self.w.consumers[c as usize].blip() {
+            self.lose_connection_keep_work(c);
         }
-        self.lose_connection_keep_work(c);
     }
 
     /// Consumer `c`'s connection is gone (a blip, or the broker gave up on a paused process): the
     /// broker takes its deliveries back; the process keeps the message in hand and will still
     /// write it.
     pub(super) fn lose_connection_keep_work(&mut self, c: u32) {
-        self.w.consumers[c as usize].lost_connection = true;
+        self.w.consumers[c as usize].lost_connection();
         self.emit(Event::Disconnect {
             t: self.now,
             node: Node::Consumer(c),
@@ -598,10 +572,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// The network is back: reconnect.
     pub(super) fn blip_end(&mut self, c: u32) {
-        let cs = &mut self.w.consumers[c as usize];
-        cs.blip_depth = cs.blip_depth.saturating_sub(1);
-        if cs.blip_depth == 0 {
-            let epoch = cs.epoch;
+        if let Some(epoch) = self.w.consumers[c as usize].unblip() {
             self.consumer_reconnect(c, epoch);
         }
     }
@@ -614,27 +585,415 @@ impl<O: Observer> Engine<'_, O> {
             consumer: c,
         });
         self.detach(c, false);
-        let cs = &mut self.w.consumers[c as usize];
-        cs.suspended = true;
-        // A new session incarnation: timers of the old one (blocking retries) must not fire into it.
-        cs.epoch += 1;
-        cs.suspend_epoch += 1;
-        let epoch = cs.suspend_epoch;
+        let serial = self.w.consumers[c as usize].suspend();
         if let Some(after) = self.sc.consumers.resume_after {
-            self.q.push(self.now + after.0, Ev::Resume { c, epoch });
+            self.q.push(self.now + after.0, Ev::Resume { c, serial });
         }
     }
 
     /// A suspended endpoint starts again.
     pub(super) fn resume(&mut self, c: u32) {
-        let cs = &mut self.w.consumers[c as usize];
-        cs.suspended = false;
-        cs.failures_in_row = 0;
-        let epoch = cs.epoch;
+        let epoch = self.w.consumers[c as usize].unsuspend();
         self.emit(Event::Resume {
             t: self.now,
             consumer: c,
         });
         self.consumer_reconnect(c, epoch);
+    }
+}
+
+/// One consumer: what it holds (public to the engine's handlers) and its lifecycle (private: the
+/// handlers change it only through the transitions below, each of which says what it did).
+pub(super) struct Consumer {
+    /// Failover list.
+    pub list: Vec<u16>,
+    /// Connected broker.
+    pub broker: Option<u16>,
+    /// Polls so far (`poll.rs`: a deadline is for one poll).
+    pub poll_serial: u32,
+    pub phase: Phase,
+    /// Delivered, not yet started.
+    pub buffer: VecDeque<Delivery>,
+    /// Applied (or rejected), ack not yet at the broker.
+    pub ack_pending: Vec<Delivery>,
+    /// Processed, waiting for its next offset commit (`[consumers] commit = "batch"` or
+    /// `"interval"`): not part of its load (a log's consumer fetches on regardless).
+    pub uncommitted: Vec<(Delivery, MsgRef)>,
+    /// A periodic commit is scheduled.
+    pub commit_armed: bool,
+    pub failures_in_row: u32,
+    pub park_serial: u32,
+    /// Batch mode: a job run is in progress.
+    pub job_running: bool,
+    /// Batch mode: in-job retries used on the message in hand.
+    pub job_retries: u32,
+    pub slow: f64,
+    /// With `dispatch_latency`: the time of the `Ev::Transit` scheduled to start what arrives.
+    pub transit_wake: Option<Time>,
+    pub rng: ChaCha8Rng,
+    /// The process: alive, dead, or restarted and waiting for its old session to go.
+    life: Life,
+    /// Process or session incarnation: timers of an earlier one are ignored.
+    epoch: u32,
+    /// `consumer_pause`: the process is stopped.
+    pause: Pause,
+    /// The endpoint stopped after too many failures in a row.
+    suspended: bool,
+    /// Tells a suspension's resume timer from an earlier suspension's.
+    suspend_serial: u32,
+    /// Network blip nesting: reconnects when it returns to 0.
+    blips: u32,
+    /// The last disconnect was involuntary (crash, blip, broker loss): the next connect is a
+    /// failover.
+    lost_connection: bool,
+    /// `consumer_leave` nesting: it stays out of its group while above 0.
+    away: u32,
+    /// `consumer_leave`: it leaves its group once the message in hand is done.
+    leaving: bool,
+    /// Dropped by its group for a slow poll loop: it joins again at its next poll, once the
+    /// records it polled are done.
+    rejoin_when_idle: bool,
+    /// It asks for messages (`receive = "batch"`: an SQS receive, a Kafka poll): a process
+    /// that is dead or stopped asks for nothing, so nothing is handed to it.
+    pull: bool,
+    /// Added to its load: `u32::MAX / 2` (full) while it is a pulling consumer that cannot ask,
+    /// else 0 ([`Consumer::refresh_blocked`]); kept so that `load` stays branch-free.
+    blocked: u32,
+}
+
+/// Where a consumer's process is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Life {
+    /// Running.
+    Up,
+    /// Dead, with this many overlapping `consumer_crash` faults in force (at least 1).
+    Dead { crashes: u32 },
+    /// Restarted while the broker still holds its dead session, and waiting for the broker to
+    /// drop it before joining (`[consumers] restart_takes_over = false`: `detection.rs`).
+    Rejoining,
+}
+
+/// A stopped process (`consumer_pause`, `pause.rs`).
+#[derive(Default)]
+struct Pause {
+    /// Overlapping pauses in force: stopped while above 0.
+    depth: u32,
+    /// When the current pause began.
+    at: Time,
+    /// Tells a pause's detection timer from an earlier pause's.
+    serial: u32,
+    /// The process's own timers that came due while it was stopped, with the time they had left
+    /// when it stopped: they run again when it resumes.
+    deferred: Vec<(Time, Ev)>,
+}
+
+/// What a `consumer_crash` did ([`Consumer::crash`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Crash {
+    /// It was dead already: one more crash in force.
+    Again,
+    /// It died while waiting to rejoin: its old session still waits for its timeout.
+    BeforeRejoin,
+    /// The process died now (a new incarnation; its session's flags are reset).
+    Died,
+}
+
+/// What the end of a `consumer_crash` did ([`Consumer::restart`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Restart {
+    /// Still dead (another crash in force), or it was not dead.
+    No,
+    /// Running again, in incarnation `epoch`; `stale`: the broker still held its dead session.
+    Up { epoch: u32, stale: bool },
+    /// Restarted, waiting for the broker to drop its dead session before it joins.
+    Waits,
+}
+
+impl Consumer {
+    pub fn new(list: Vec<u16>, pull: bool, rng: ChaCha8Rng) -> Self {
+        Consumer {
+            list,
+            broker: None,
+            poll_serial: 0,
+            phase: Phase::Idle,
+            buffer: VecDeque::new(),
+            ack_pending: Vec::new(),
+            uncommitted: Vec::new(),
+            commit_armed: false,
+            failures_in_row: 0,
+            park_serial: 0,
+            job_running: false,
+            job_retries: 0,
+            slow: 1.0,
+            transit_wake: None,
+            rng,
+            life: Life::Up,
+            epoch: 0,
+            pause: Pause::default(),
+            suspended: false,
+            suspend_serial: 0,
+            blips: 0,
+            lost_connection: false,
+            away: 0,
+            leaving: false,
+            rejoin_when_idle: false,
+            pull,
+            blocked: 0,
+        }
+    }
+
+    /// Every unacknowledged delivery it holds: prefetched, in hand, or acked but not yet settled.
+    /// Free prefetch capacity is `prefetch` minus this. A pulling consumer that is dead or
+    /// stopped counts as full.
+    #[inline]
+    pub fn load(&self) -> u32 {
+        let busy = u32::from(!matches!(self.phase, Phase::Idle));
+        self.buffer.len() as u32 + busy + self.ack_pending.len() as u32 + self.blocked
+    }
+
+    /// Recomputes `blocked` after the process died, restarted, stopped or resumed.
+    fn refresh_blocked(&mut self) {
+        self.blocked = if self.pull && (!self.is_up() || self.is_paused()) {
+            u32::MAX / 2
+        } else {
+            0
+        };
+    }
+
+    /// The process is running (it may be stopped by a pause).
+    #[inline]
+    pub fn is_up(&self) -> bool {
+        self.life == Life::Up
+    }
+
+    /// Restarted, waiting for the broker to drop its dead session.
+    pub fn rejoining(&self) -> bool {
+        self.life == Life::Rejoining
+    }
+
+    /// The current incarnation, for timers to carry.
+    #[inline]
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// A timer of incarnation `epoch` still concerns it (same incarnation).
+    #[inline]
+    pub fn current(&self, epoch: u32) -> bool {
+        self.epoch == epoch
+    }
+
+    /// A timer of incarnation `epoch` still concerns a live process.
+    #[inline]
+    pub fn alive_in(&self, epoch: u32) -> bool {
+        self.epoch == epoch && self.is_up()
+    }
+
+    /// It may take the next message: running, not stopped, not suspended, idle.
+    #[inline]
+    pub fn ready(&self) -> bool {
+        self.is_up() && !self.suspended && !self.is_paused() && matches!(self.phase, Phase::Idle)
+    }
+
+    /// A `consumer_crash` begins.
+    pub fn crash(&mut self) -> Crash {
+        match self.life {
+            Life::Dead { crashes } => {
+                self.life = Life::Dead {
+                    crashes: crashes + 1,
+                };
+                Crash::Again
+            }
+            Life::Rejoining => {
+                self.life = Life::Dead { crashes: 1 };
+                Crash::BeforeRejoin
+            }
+            Life::Up => {
+                self.life = Life::Dead { crashes: 1 };
+                self.refresh_blocked();
+                self.epoch += 1;
+                self.job_running = false;
+                self.commit_armed = false;
+                self.leaving = false;
+                self.rejoin_when_idle = false;
+                self.lost_connection = true;
+                Crash::Died
+            }
+        }
+    }
+
+    /// A `consumer_crash` ends. `stale`: the broker still holds its dead session; unless
+    /// `takes_over`, the process then waits for the broker to drop it.
+    pub fn restart(&mut self, takes_over: bool) -> Restart {
+        match self.life {
+            Life::Up => return Restart::No,
+            Life::Dead { crashes } if crashes > 1 => {
+                self.life = Life::Dead {
+                    crashes: crashes - 1,
+                };
+                return Restart::No;
+            }
+            Life::Dead { .. } | Life::Rejoining => {}
+        }
+        let stale = self.broker.is_some();
+        if stale && !takes_over {
+            self.life = Life::Rejoining;
+            return Restart::Waits;
+        }
+        Restart::Up {
+            epoch: self.come_up(),
+            stale,
+        }
+    }
+
+    /// The process runs again (a restart, or a restart that waited for its dead session): a new
+    /// incarnation, whose epoch it returns.
+    pub fn come_up(&mut self) -> u32 {
+        self.life = Life::Up;
+        self.epoch += 1;
+        self.refresh_blocked();
+        self.epoch
+    }
+
+    /// Stopped by a `consumer_pause`.
+    #[inline]
+    pub fn is_paused(&self) -> bool {
+        self.pause.depth > 0
+    }
+
+    /// A `consumer_pause` begins at `now`: the serial of the pause when this one stops a running
+    /// process (its detection timer carries it), else None.
+    pub fn pause(&mut self, now: Time) -> Option<u32> {
+        self.pause.depth += 1;
+        if self.pause.depth > 1 || !self.is_up() {
+            return None;
+        }
+        self.pause.at = now;
+        self.pause.serial += 1;
+        self.refresh_blocked();
+        Some(self.pause.serial)
+    }
+
+    /// Still stopped by pause `serial`.
+    pub fn paused_by(&self, serial: u32) -> bool {
+        self.is_paused() && self.pause.serial == serial
+    }
+
+    /// If stopped, keeps `ev` (one of its own timers, due `now`) to run when it resumes, with the
+    /// time it had left when the process stopped; returns whether it did.
+    #[inline]
+    pub fn defer(&mut self, now: Time, ev: Ev) -> bool {
+        if !self.is_paused() {
+            return false;
+        }
+        let left = now.saturating_sub(self.pause.at);
+        self.pause.deferred.push((left, ev));
+        true
+    }
+
+    /// A `consumer_pause` ends: when the process runs again, the timers it deferred, with the
+    /// time each had left.
+    pub fn unpause(&mut self) -> Option<Vec<(Time, Ev)>> {
+        self.pause.depth = self.pause.depth.saturating_sub(1);
+        if self.is_paused() {
+            return None;
+        }
+        let deferred = std::mem::take(&mut self.pause.deferred);
+        self.refresh_blocked();
+        Some(deferred)
+    }
+
+    /// Its endpoint is stopped after too many failures in a row.
+    pub fn is_suspended(&self) -> bool {
+        self.suspended
+    }
+
+    /// Its endpoint stops: a new session incarnation (timers of the old one, blocking retries,
+    /// must not fire into it); returns the suspension's serial for its resume timer.
+    pub fn suspend(&mut self) -> u32 {
+        self.suspended = true;
+        self.epoch += 1;
+        self.suspend_serial += 1;
+        self.suspend_serial
+    }
+
+    /// Still suspended by suspension `serial`.
+    pub fn suspended_by(&self, serial: u32) -> bool {
+        self.suspended && self.suspend_serial == serial
+    }
+
+    /// Its endpoint starts again; returns the epoch to reconnect in.
+    pub fn unsuspend(&mut self) -> u32 {
+        self.suspended = false;
+        self.failures_in_row = 0;
+        self.epoch
+    }
+
+    /// A `network_blip` begins: true when it cuts a running process's connection now.
+    pub fn blip(&mut self) -> bool {
+        self.blips += 1;
+        self.blips == 1 && self.is_up()
+    }
+
+    /// A `network_blip` ends: the epoch to reconnect in once no blip is in force.
+    pub fn unblip(&mut self) -> Option<u32> {
+        self.blips = self.blips.saturating_sub(1);
+        (self.blips == 0).then_some(self.epoch)
+    }
+
+    /// Its network is cut.
+    pub fn cut_off(&self) -> bool {
+        self.blips > 0
+    }
+
+    /// Its connection dropped against its will: its next connect is a failover.
+    pub fn lost_connection(&mut self) {
+        self.lost_connection = true;
+    }
+
+    /// It connects: whether this is a failover (it lost its last connection).
+    pub fn connects(&mut self) -> bool {
+        std::mem::take(&mut self.lost_connection)
+    }
+
+    /// A `consumer_leave` begins: true when it should leave now (it is running and connected),
+    /// else it only counts the fault.
+    pub fn leave(&mut self) -> bool {
+        self.away += 1;
+        if self.away > 1 || !self.is_up() || self.broker.is_none() {
+            return false;
+        }
+        self.leaving = true;
+        true
+    }
+
+    /// Out of its group (a `consumer_leave` in force).
+    pub fn is_away(&self) -> bool {
+        self.away > 0
+    }
+
+    /// Whether it is to leave its group now that it is idle (asked once: it leaves).
+    pub fn take_leaving(&mut self) -> bool {
+        std::mem::take(&mut self.leaving)
+    }
+
+    /// A `consumer_leave` ends: the epoch to join again in once none is in force.
+    pub fn come_back(&mut self) -> Option<u32> {
+        self.away = self.away.saturating_sub(1);
+        if self.away > 0 {
+            return None;
+        }
+        self.leaving = false;
+        Some(self.epoch)
+    }
+
+    /// Dropped by its group for a slow poll loop: it joins again at its next poll.
+    pub fn dropped_from_group(&mut self) {
+        self.rejoin_when_idle = true;
+    }
+
+    /// Whether it is to join its group again now that it is idle (asked once: it joins).
+    pub fn take_rejoin(&mut self) -> bool {
+        std::mem::take(&mut self.rejoin_when_idle)
     }
 }

@@ -37,7 +37,7 @@ impl<O: Observer> Engine<'_, O> {
             CrashDetection::Timeout => {
                 // The broker still counts every delivery as the consumer's (and a push broker
                 // may give it more, up to its prefetch) until the timeout.
-                let epoch = self.w.consumers[c as usize].epoch;
+                let epoch = self.w.consumers[c as usize].epoch();
                 let at = self.now + self.sc.failure_detection().0;
                 self.q.push(at, Ev::CrashDetected { c, epoch });
                 self.sync_load(c);
@@ -65,17 +65,17 @@ impl<O: Observer> Engine<'_, O> {
     /// drops its session and redelivers what it held.
     pub(super) fn crash_detected(&mut self, c: u32, epoch: u32) {
         let cs = &self.w.consumers[c as usize];
-        if cs.epoch != epoch {
+        if !cs.current(epoch) {
             return;
         }
-        if cs.rejoin_pending {
+        if cs.rejoining() {
             if cs.broker.is_some() {
                 self.session_gone(c);
             }
             self.rejoin(c);
             return;
         }
-        if cs.up || cs.broker.is_none() {
+        if cs.is_up() || cs.broker.is_none() {
             return;
         }
         self.session_gone(c);
@@ -85,8 +85,8 @@ impl<O: Observer> Engine<'_, O> {
     /// restart_takes_over = false`: Kafka's dynamic membership, where the restarted consumer's
     /// JoinGroup waits for the dead member's session timeout) joins now that it is gone.
     fn rejoin(&mut self, c: u32) {
-        self.w.consumers[c as usize].rejoin_pending = false;
-        let epoch = self.come_up(c);
+        let epoch = self.w.consumers[c as usize].come_up();
+        self.sync_load(c);
         self.consumer_reconnect(c, epoch);
     }
 

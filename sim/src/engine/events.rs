@@ -41,9 +41,10 @@ pub(super) enum Ev {
     /// A delivery to consumer `c` has crossed `dispatch_latency`: it may start it.
     Transit(u32),
     ProducerRetry(u32),
+    /// The end of consumer `c`'s suspension number `serial` (`resume_after`).
     Resume {
         c: u32,
-        epoch: u32,
+        serial: u32,
     },
     /// The `max.poll.interval.ms` of consumer `c`'s poll number `serial` (`poll.rs`).
     PollDeadline {

@@ -123,7 +123,7 @@ impl<O: Observer> Engine<'_, O> {
         debug_assert_eq!(self.w.consumers[c as usize].broker, Some(b));
         // The broker's attached list was already taken by the crash; detach does the rest.
         self.w.brokers[b as usize].attach(c);
-        self.w.consumers[c as usize].lost_connection = true;
+        self.w.consumers[c as usize].lost_connection();
         self.emit(Event::Disconnect {
             t: self.now,
             node: Node::Consumer(c),
@@ -133,7 +133,7 @@ impl<O: Observer> Engine<'_, O> {
     }
 
     pub(super) fn schedule_reconnect(&mut self, c: u32, after: u64) {
-        let epoch = self.w.consumers[c as usize].epoch;
+        let epoch = self.w.consumers[c as usize].epoch();
         self.q
             .push(self.now + after, Ev::ConsumerReconnect { c, epoch });
     }
@@ -141,12 +141,11 @@ impl<O: Observer> Engine<'_, O> {
     /// A connection attempt through the failover list; retried after the reconnect delay.
     pub(super) fn consumer_reconnect(&mut self, c: u32, epoch: u32) {
         let cs = &self.w.consumers[c as usize];
-        if cs.epoch != epoch
-            || !cs.up
+        if !cs.alive_in(epoch)
             || cs.broker.is_some()
-            || cs.blip_depth > 0
-            || cs.suspended
-            || cs.away_depth > 0
+            || cs.cut_off()
+            || cs.is_suspended()
+            || cs.is_away()
         {
             return;
         }

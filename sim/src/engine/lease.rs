@@ -71,8 +71,9 @@ impl<O: Observer> Engine<'_, O> {
         };
         // A received message not started yet stays with the consumer, as its own copy.
         let cs = &mut self.w.consumers[c as usize];
+        let up = cs.is_up();
         if let Some(e) = cs.buffer.iter_mut().find(|x| **x == d) {
-            if cs.up {
+            if up {
                 e.delivery = 0;
                 let view = self.view(slot);
                 self.w.orphans.push((c, Job { d, view, poison }));
@@ -112,7 +113,7 @@ impl<O: Observer> Engine<'_, O> {
         let working = matches!(cs.phase,
             Phase::Serving { job, .. } | Phase::Parked { job, .. }
                 if job.d.slot == slot && job.d.delivery == delivery);
-        if !working || !cs.up {
+        if !working || !cs.is_up() {
             return;
         }
         if self.defer_if_paused(c, Ev::LeaseRenew { slot, id }) {

@@ -9,20 +9,15 @@ use crate::history::{Event, Node, Observer};
 impl<O: Observer> Engine<'_, O> {
     /// `consumer_leave` starts: consumer `c` leaves once the message in hand is done.
     pub(super) fn leave_start(&mut self, c: u32) {
-        let cs = &mut self.w.consumers[c as usize];
-        cs.away_depth += 1;
-        if cs.away_depth > 1 || !cs.up || cs.broker.is_none() {
-            return;
+        if self.w.consumers[c as usize].leave() {
+            // Leaves now if idle; else `start_next` does when the message in hand is done.
+            self.start_next(c);
         }
-        cs.leaving = true;
-        // Leaves now if idle; else `start_next` does when the message in hand is done.
-        self.start_next(c);
     }
 
     /// Consumer `c`, idle, commits and leaves its broker; what it had fetched and not started
     /// goes back (the group resumes from its commit).
     pub(super) fn leave_now(&mut self, c: u32) {
-        self.w.consumers[c as usize].leaving = false;
         self.commit_now(c);
         self.emit(Event::Disconnect {
             t: self.now,
@@ -33,11 +28,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// `consumer_leave` ends: consumer `c` joins again.
     pub(super) fn leave_end(&mut self, c: u32) {
-        let cs = &mut self.w.consumers[c as usize];
-        cs.away_depth = cs.away_depth.saturating_sub(1);
-        if cs.away_depth == 0 {
-            cs.leaving = false;
-            let epoch = cs.epoch;
+        if let Some(epoch) = self.w.consumers[c as usize].come_back() {
             self.consumer_reconnect(c, epoch);
         }
     }

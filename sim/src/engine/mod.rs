@@ -67,10 +67,11 @@ use crate::strategy::{ConsumerSlot, Control, Hooks, MsgView, Row, Strategy};
 use crate::summary::{EndReason, Metrics};
 use crate::time::Time;
 use broker::Broker;
+use consumer::Consumer;
 use events::Ev;
 use producer::Producer;
 use rand_chacha::ChaCha8Rng;
-use state::{ConsumerState, Loc, Msg, Phase, Slab, World};
+use state::{Loc, Msg, Phase, Slab, World};
 use std::collections::BTreeMap;
 use workload::{Arrivals, KeyPicker};
 
@@ -202,7 +203,7 @@ impl<'a, O: Observer> Engine<'a, O> {
             .collect();
         let consumers = (0..sc.consumers.count as usize)
             .map(|i| {
-                ConsumerState::new(
+                Consumer::new(
                     order(&sc.consumers.brokers, i, sc.consumers.connect),
                     sc.receive() == Receive::Batch,
                     stream(seed, Component::Consumer, i as u32, 0),
@@ -348,7 +349,7 @@ impl<'a, O: Observer> Engine<'a, O> {
         // one stopped for good (`resume_after = "never"`) stays stopped.
         if self.sc.consumers.resume_after.is_some() {
             for c in 0..self.w.consumers.len() as u32 {
-                if self.w.consumers[c as usize].suspended {
+                if self.w.consumers[c as usize].is_suspended() {
                     self.resume(c);
                 }
             }
@@ -375,9 +376,8 @@ impl<'a, O: Observer> Engine<'a, O> {
             Ev::ProducerRetry(p) => self.producer_retry(p),
             Ev::JobStart(c) => self.job_start(c),
             Ev::Transit(c) => self.transit_done(c),
-            Ev::Resume { c, epoch } => {
-                let cs = &self.w.consumers[c as usize];
-                if cs.suspended && cs.suspend_epoch == epoch {
+            Ev::Resume { c, serial } => {
+                if self.w.consumers[c as usize].suspended_by(serial) {
                     self.resume(c);
                 }
             }
@@ -471,7 +471,7 @@ impl<'a, O: Observer> Engine<'a, O> {
         }
         // Unsettled because an endpoint stopped for good: say so rather than "stuck".
         if matches!(ended_by, EndReason::Stuck | EndReason::DrainTimeout)
-            && self.w.consumers.iter().any(|c| c.suspended)
+            && self.w.consumers.iter().any(|c| c.is_suspended())
             && self.sc.consumers.resume_after.is_none()
         {
             ended_by = EndReason::Suspended;
@@ -487,8 +487,9 @@ impl<'a, O: Observer> Engine<'a, O> {
     /// write, so the run is not over. Asked only when nothing else is left.
     fn zombies(&self) -> bool {
         self.w.consumers.iter().any(|c| {
-            c.up && (matches!(c.phase, Phase::Serving { .. } | Phase::Parked { .. })
-                || c.buffer.iter().any(|d| d.delivery == 0))
+            c.is_up()
+                && (matches!(c.phase, Phase::Serving { .. } | Phase::Parked { .. })
+                    || c.buffer.iter().any(|d| d.delivery == 0))
         })
     }
 

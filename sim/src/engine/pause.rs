@@ -12,15 +12,9 @@ use crate::history::Observer;
 impl<O: Observer> Engine<'_, O> {
     /// Consumer `c`'s process stops.
     pub(super) fn pause_start(&mut self, c: u32) {
-        let cs = &mut self.w.consumers[c as usize];
-        cs.pause_depth += 1;
-        if cs.pause_depth > 1 || !cs.up {
+        let Some(serial) = self.w.consumers[c as usize].pause(self.now) else {
             return;
-        }
-        cs.paused_at = self.now;
-        cs.pause_serial += 1;
-        let serial = cs.pause_serial;
-        cs.refresh_blocked();
+        };
         self.sync_load(c);
         let at = self.now + self.sc.failure_detection().0;
         self.q.push(at, Ev::PauseDetected { c, serial });
@@ -30,20 +24,14 @@ impl<O: Observer> Engine<'_, O> {
     /// waits until it resumes, with the time it had left when the process stopped.
     #[inline]
     pub(super) fn defer_if_paused(&mut self, c: u32, ev: Ev) -> bool {
-        let cs = &mut self.w.consumers[c as usize];
-        if cs.pause_depth == 0 {
-            return false;
-        }
-        let left = self.now.saturating_sub(cs.paused_at);
-        cs.deferred.push((left, ev));
-        true
+        self.w.consumers[c as usize].defer(self.now, ev)
     }
 
     /// The broker has heard nothing from paused consumer `c` for `failure_detection`: it drops
     /// the connection and redelivers what it had given it. The process keeps the message in hand.
     pub(super) fn pause_detected(&mut self, c: u32, serial: u32) {
         let cs = &self.w.consumers[c as usize];
-        if cs.pause_depth == 0 || cs.pause_serial != serial || cs.broker.is_none() {
+        if !cs.paused_by(serial) || cs.broker.is_none() {
             return;
         }
         self.lose_connection_keep_work(c);
@@ -52,20 +40,16 @@ impl<O: Observer> Engine<'_, O> {
     /// Consumer `c`'s process runs again: its timers go on where they stopped; if the broker
     /// dropped it meanwhile it reconnects through its failover list.
     pub(super) fn pause_end(&mut self, c: u32) {
-        let cs = &mut self.w.consumers[c as usize];
-        cs.pause_depth = cs.pause_depth.saturating_sub(1);
-        if cs.pause_depth > 0 {
+        let Some(deferred) = self.w.consumers[c as usize].unpause() else {
             return;
-        }
-        let deferred = std::mem::take(&mut cs.deferred);
+        };
         for &(left, ev) in &deferred {
             self.q.push(self.now + left, ev);
         }
-        self.w.consumers[c as usize].refresh_blocked();
         self.sync_load(c);
         let cs = &self.w.consumers[c as usize];
-        let (up, detached) = (cs.up, cs.broker.is_none());
-        if up && detached && cs.blip_depth == 0 && !cs.suspended {
+        let (up, detached) = (cs.is_up(), cs.broker.is_none());
+        if up && detached && !cs.cut_off() && !cs.is_suspended() {
             self.schedule_reconnect(c, self.sc.consumers.reconnect_delay.0);
         }
         if up {

@@ -26,7 +26,7 @@ impl<O: Observer> Engine<'_, O> {
     /// group drops it and it keeps them.
     pub(super) fn poll_overdue(&mut self, c: u32, serial: u32) {
         let cs = &self.w.consumers[c as usize];
-        if cs.poll_serial != serial || !cs.up || cs.broker.is_none() {
+        if cs.poll_serial != serial || !cs.is_up() || cs.broker.is_none() {
             return;
         }
         // Back in `poll()` (nothing left of the batch): within the deadline.
@@ -52,7 +52,7 @@ impl<O: Observer> Engine<'_, O> {
             });
             self.w.orphans.push((c, job));
         }
-        cs.rejoin_when_idle = true;
+        cs.dropped_from_group();
         self.sync_load(c);
         self.apply_control();
         if matches!(self.w.consumers[c as usize].phase, Phase::Idle) {

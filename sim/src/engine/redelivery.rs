@@ -51,7 +51,7 @@ impl<O: Observer> Engine<'_, O> {
         let n = self.sc.consumers.suspend_after_failures;
         // The endpoint stops after this failure (WebSphere's "sequential delivery failures"): it
         // must not start another message first, so nothing is dispatched to it below.
-        let suspend = n > 0 && cs.failures_in_row >= n && !cs.suspended;
+        let suspend = n > 0 && cs.failures_in_row >= n && !cs.is_suspended();
         self.sync_load(c);
         // `partial_failure = "fail_rest"`: the rest of what it received goes back unprocessed,
         // before the failed message is requeued (so a head requeue keeps production order).
@@ -82,7 +82,7 @@ impl<O: Observer> Engine<'_, O> {
                 if blocking {
                     let cs = &mut self.w.consumers[c as usize];
                     cs.phase = Phase::Waiting { d };
-                    let epoch = cs.epoch;
+                    let epoch = cs.epoch();
                     self.q
                         .push(self.now + delay, Ev::BlockingRetry { c, epoch });
                     self.sync_load(c);
@@ -131,8 +131,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// Blocking redelivery: the consumer redelivers the held message to itself.
     pub(super) fn blocking_retry(&mut self, c: u32, epoch: u32) {
-        let cs = &self.w.consumers[c as usize];
-        if cs.epoch != epoch || !cs.up {
+        if !self.w.consumers[c as usize].alive_in(epoch) {
             return;
         }
         if self.defer_if_paused(c, Ev::BlockingRetry { c, epoch }) {

@@ -3,13 +3,12 @@
 //! this state's own invariants; each node kind's handling is in its own file.
 
 use super::broker::Broker;
-use super::events::Ev;
+use super::consumer::Consumer;
 use super::producer::Producer;
 use crate::history::MsgRef;
 use crate::strategy::{MsgView, Row};
 use crate::time::Time;
-use rand_chacha::ChaCha8Rng;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 /// The world a run acts on.
 pub(super) struct World {
@@ -17,8 +16,8 @@ pub(super) struct World {
     pub slab: Slab,
     pub producers: Vec<Producer>,
     pub brokers: Vec<Broker>,
-    pub consumers: Vec<ConsumerState>,
-    /// Per consumer, its [`ConsumerState::load`] (unacked deliveries held), kept dense so that
+    pub consumers: Vec<Consumer>,
+    /// Per consumer, its [`Consumer::load`] (unacked deliveries held), kept dense so that
     /// dispatch reads one `u32` per candidate instead of three fields of a large struct.
     pub load: Vec<u32>,
     /// Which brokers are up (mirrors `brokers[i].up`, for routing).
@@ -223,128 +222,4 @@ pub(super) enum Phase {
     Waiting {
         d: Delivery,
     },
-}
-
-/// One consumer.
-pub(super) struct ConsumerState {
-    /// Failover list.
-    pub list: Vec<u16>,
-    /// Process alive.
-    pub up: bool,
-    /// Process incarnation: events of an earlier life are ignored.
-    pub epoch: u32,
-    /// Connected broker.
-    pub broker: Option<u16>,
-    /// The last disconnect was involuntary (crash, blip, broker loss): the next connect is a
-    /// failover.
-    pub lost_connection: bool,
-    /// Network blip nesting: reconnects when it returns to 0.
-    pub blip_depth: u32,
-    pub crash_depth: u32,
-    /// Restarted while the broker still holds its dead session, and waiting for the broker to
-    /// drop it before joining (`[consumers] restart_takes_over = false`: `detection.rs`).
-    pub rejoin_pending: bool,
-    /// Polls so far (`poll.rs`: a deadline is for one poll).
-    pub poll_serial: u32,
-    /// Dropped by its group for a slow poll loop: it joins again at its next poll, once the
-    /// records it polled are done.
-    pub rejoin_when_idle: bool,
-    pub phase: Phase,
-    /// Delivered, not yet started.
-    pub buffer: VecDeque<Delivery>,
-    /// Applied (or rejected), ack not yet at the broker.
-    pub ack_pending: Vec<Delivery>,
-    /// Processed, waiting for its next offset commit (`[consumers] commit = "batch"` or
-    /// `"interval"`): not part of its load (a log's consumer fetches on regardless).
-    pub uncommitted: Vec<(Delivery, MsgRef)>,
-    /// A periodic commit is scheduled.
-    pub commit_armed: bool,
-    /// `consumer_leave`: it leaves its group once the message in hand is done.
-    pub leaving: bool,
-    /// `consumer_leave` nesting: it stays out of its group while above 0.
-    pub away_depth: u32,
-    pub failures_in_row: u32,
-    pub suspended: bool,
-    pub suspend_epoch: u32,
-    pub park_serial: u32,
-    /// Batch mode: a job run is in progress.
-    pub job_running: bool,
-    /// Batch mode: in-job retries used on the message in hand.
-    pub job_retries: u32,
-    pub slow: f64,
-    /// `consumer_pause` nesting: the process is stopped while above 0 (see `pause.rs`).
-    pub pause_depth: u32,
-    /// When the current pause began.
-    pub paused_at: Time,
-    /// Tells a pause's detection timer from an earlier pause's.
-    pub pause_serial: u32,
-    /// The process's own timers that came due while it was stopped, with the time they had left
-    /// when it stopped: they run again when it resumes.
-    pub deferred: Vec<(Time, Ev)>,
-    /// It asks for messages (`receive = "batch"`: an SQS receive, a Kafka poll): a process
-    /// that is dead or stopped asks for nothing, so nothing is handed to it.
-    pub pull: bool,
-    /// Added to its load: `u32::MAX / 2` (full) while it is a pulling consumer that cannot ask,
-    /// else 0 ([`ConsumerState::refresh_blocked`]); kept so that `load` stays branch-free.
-    pub blocked: u32,
-    /// With `dispatch_latency`: the time of the `Ev::Transit` scheduled to start what arrives.
-    pub transit_wake: Option<Time>,
-    pub rng: ChaCha8Rng,
-}
-
-impl ConsumerState {
-    pub fn new(list: Vec<u16>, pull: bool, rng: ChaCha8Rng) -> Self {
-        ConsumerState {
-            list,
-            up: true,
-            epoch: 0,
-            broker: None,
-            lost_connection: false,
-            blip_depth: 0,
-            crash_depth: 0,
-            rejoin_pending: false,
-            poll_serial: 0,
-            rejoin_when_idle: false,
-            phase: Phase::Idle,
-            buffer: VecDeque::new(),
-            ack_pending: Vec::new(),
-            uncommitted: Vec::new(),
-            commit_armed: false,
-            leaving: false,
-            away_depth: 0,
-            failures_in_row: 0,
-            suspended: false,
-            suspend_epoch: 0,
-            park_serial: 0,
-            job_running: false,
-            job_retries: 0,
-            pause_depth: 0,
-            paused_at: 0,
-            pause_serial: 0,
-            deferred: Vec::new(),
-            slow: 1.0,
-            pull,
-            blocked: 0,
-            transit_wake: None,
-            rng,
-        }
-    }
-
-    /// Every unacknowledged delivery it holds: prefetched, in hand, or acked but not yet settled.
-    /// Free prefetch capacity is `prefetch` minus this. A pulling consumer that is dead or
-    /// stopped counts as full.
-    #[inline]
-    pub fn load(&self) -> u32 {
-        let busy = u32::from(!matches!(self.phase, Phase::Idle));
-        self.buffer.len() as u32 + busy + self.ack_pending.len() as u32 + self.blocked
-    }
-
-    /// Recomputes `blocked` after the process died, restarted, stopped or resumed.
-    pub fn refresh_blocked(&mut self) {
-        self.blocked = if self.pull && (!self.up || self.pause_depth > 0) {
-            u32::MAX / 2
-        } else {
-            0
-        };
-    }
 }
