@@ -229,6 +229,14 @@ pub fn describe(h: &TraceHeader, e: &Event) -> (&'static str, String) {
         ),
         Event::Crash { node: n, .. } => ("crash", format!("{} goes down", node(h, n))),
         Event::Recover { node: n, .. } => ("recover", format!("{} is back", node(h, n))),
+        Event::Takeover { broker, from, .. } => (
+            "takeover",
+            format!(
+                "broker {} serves broker {}'s store",
+                h.broker(broker),
+                h.broker(from)
+            ),
+        ),
         Event::Disconnect { node: n, .. } => {
             ("disconnect", format!("{} loses its connection", node(h, n)))
         }
@@ -616,7 +624,8 @@ impl<'a> Page<'a> {
                 | Event::Drop { broker, .. }
                 | Event::Expire { broker, .. }
                 | Event::Replay { broker, .. }
-                | Event::Reassign { broker, .. } => Lane::Broker(broker),
+                | Event::Reassign { broker, .. }
+                | Event::Takeover { broker, .. } => Lane::Broker(broker),
                 Event::Forward { from, .. } => Lane::Broker(from),
                 Event::Start { consumer, .. }
                 | Event::Apply { consumer, .. }

@@ -307,6 +307,7 @@ pub fn is_node_event(e: &Event) -> bool {
         e,
         Event::Crash { .. }
             | Event::Recover { .. }
+            | Event::Takeover { .. }
             | Event::Disconnect { .. }
             | Event::Connect { .. }
             | Event::Suspend { .. }

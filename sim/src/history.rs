@@ -259,6 +259,17 @@ pub enum Event {
         /// Which.
         node: Node,
     },
+    /// The other member of an HA pair serves `from`'s store from now on: a backup took over
+    /// from its dead primary, or a restarted primary took its store back (a failback). The
+    /// pair's clients reconnect to it through their failover lists.
+    Takeover {
+        /// Time.
+        t: Time,
+        /// The broker that serves now.
+        broker: u16,
+        /// The member that served before.
+        from: u16,
+    },
     /// A consumer lost its broker connection (process alive).
     Disconnect {
         /// Time.
@@ -451,6 +462,7 @@ impl Event {
             | Event::Discard { t, .. }
             | Event::Crash { t, .. }
             | Event::Recover { t, .. }
+            | Event::Takeover { t, .. }
             | Event::Disconnect { t, .. }
             | Event::Connect { t, .. }
             | Event::Suspend { t, .. }

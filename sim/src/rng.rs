@@ -37,6 +37,9 @@ pub const TRANSIT: u8 = 1;
 /// The purpose of a broker's stream of `restart_time` draws ([`Component::Broker`]).
 pub const RESTART: u8 = 2;
 
+/// The purpose of a broker's stream of HA `takeover` draws ([`Component::Broker`]).
+pub const TAKEOVER: u8 = 3;
+
 /// A deterministic random stream for `(component, index, purpose)` under `seed`.
 pub fn stream(seed: u64, component: Component, index: u32, purpose: u8) -> ChaCha8Rng {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);

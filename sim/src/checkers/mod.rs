@@ -647,7 +647,7 @@ impl<A: Annotations> Checkers<A> {
                     self.malformed(format!("unacked message {msg:?} was never applied"));
                 }
             }
-            Event::Recover { .. } | Event::Resume { .. } => {}
+            Event::Recover { .. } | Event::Resume { .. } | Event::Takeover { .. } => {}
         }
     }
 

@@ -15,7 +15,11 @@ use std::collections::VecDeque;
 
 /// One broker: its own state, changed only through its methods.
 pub(super) struct Broker {
+    /// Serving: it accepts connections and dispatches its store.
     up: bool,
+    /// Its process runs but it does not serve: the passive member of an HA pair, waiting for
+    /// the store's lock (`failover.rs`).
+    standby: bool,
     persistent: bool,
     page_size: usize,
     /// The store, in dispatch order (redelivered messages go back to the front).
@@ -35,6 +39,29 @@ pub(super) struct Broker {
     restart: Option<(Sampler, ChaCha8Rng)>,
     /// How long it refuses a resend of a message it stored (0: it stores every resend).
     dedup_window: Time,
+    /// The other member of its HA pair (`backup_of`), with the pair's `takeover` sampler and
+    /// this broker's own stream for it, and whether a restarted primary takes its store back.
+    pair: Option<Pair>,
+}
+
+/// A broker's place in an HA pair (`failover.rs`).
+struct Pair {
+    partner: u16,
+    /// This broker is the pair's primary (the other is `backup_of` it).
+    primary: bool,
+    takeover: (Sampler, ChaCha8Rng),
+    failback: bool,
+}
+
+/// What a crash took down ([`Broker::crash`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Down {
+    /// Nothing new: it was down already (an overlapping crash).
+    Already,
+    /// The serving broker: its clients lose their connections.
+    Serving,
+    /// The passive member of an HA pair: nobody notices.
+    Standby,
 }
 
 /// Where dispatch sends a message it takes from the queue.
@@ -68,19 +95,35 @@ pub(super) struct Bridge {
 }
 
 impl Broker {
-    /// A broker as `cfg` describes it, with `page_size` resolved (the flavour's when absent),
-    /// `rngs` the streams of its `dispatch_latency` and `restart_time` draws, and its resolved
-    /// `dedup_window`.
+    /// Broker `b` of `sc`, the other member of its HA pair `partner`
+    /// ([`scenario::Scenario::ha_partners`]), with `rngs` the streams of its `dispatch_latency`,
+    /// `restart_time` and `takeover` draws.
     pub fn new(
-        cfg: &scenario::Broker,
-        page_size: u32,
-        rngs: [ChaCha8Rng; 2],
-        dedup_window: Time,
+        sc: &scenario::Scenario,
+        b: usize,
+        partner: Option<usize>,
+        rngs: [ChaCha8Rng; 3],
     ) -> Self {
-        let [transit_rng, restart_rng] = rngs;
+        let cfg = &sc.brokers[b];
+        let page_size = cfg.page_size.unwrap_or(sc.flavour.page_size());
+        let [transit_rng, restart_rng, takeover_rng] = rngs;
+        let pair = partner.map(|p| Pair {
+            partner: p as u16,
+            primary: cfg.backup_of.is_none(),
+            takeover: (
+                sc.takeover(b, p).expect("validated").0.sampler(),
+                takeover_rng,
+            ),
+            failback: sc.failback(b, p),
+        });
         Broker {
-            up: true,
-            persistent: cfg.persistent,
+            up: cfg.backup_of.is_none(),
+            standby: cfg.backup_of.is_some(),
+            // The pair's store is the primary's.
+            persistent: match (&cfg.backup_of, partner) {
+                (Some(_), Some(primary)) => sc.brokers[primary].persistent,
+                _ => cfg.persistent,
+            },
             page_size: page_size as usize,
             queue: VecDeque::new(),
             attached: Vec::new(),
@@ -95,8 +138,25 @@ impl Broker {
                 .restart_time
                 .as_ref()
                 .map(|d| (d.0.sampler(), restart_rng)),
-            dedup_window,
+            dedup_window: sc.dedup_window(b),
+            pair,
         }
+    }
+
+    /// The other member of its HA pair.
+    pub fn partner(&self) -> Option<u16> {
+        self.pair.as_ref().map(|p| p.partner)
+    }
+
+    /// A draw of its pair's takeover time.
+    pub fn takeover_delay(&mut self) -> Time {
+        let p = self.pair.as_mut().expect("in a pair");
+        p.takeover.0.sample(&mut p.takeover.1)
+    }
+
+    /// It is its pair's primary and takes its store back when it restarts.
+    pub fn fails_back(&self) -> bool {
+        self.pair.as_ref().is_some_and(|p| p.primary && p.failback)
     }
 
     /// Whether it is up.
@@ -115,24 +175,59 @@ impl Broker {
         self.dedup_window
     }
 
-    /// A crash begins; true when it goes down now (not already down from an overlapping one).
-    pub fn crash(&mut self) -> bool {
+    /// The passive member of an HA pair, alive.
+    pub fn is_standby(&self) -> bool {
+        self.standby
+    }
+
+    /// A crash begins: what went down.
+    pub fn crash(&mut self) -> Down {
         self.down_depth += 1;
         if self.down_depth > 1 {
-            return false;
+            return Down::Already;
+        }
+        if std::mem::take(&mut self.standby) {
+            return Down::Standby;
+        }
+        if !self.up {
+            return Down::Already;
         }
         self.up = false;
+        Down::Serving
+    }
+
+    /// A crash ends; true when its process runs again now (no other crash still in force). It
+    /// serves at once unless `standby` (its pair's other member holds the store: it waits).
+    pub fn recover(&mut self, standby: bool) -> bool {
+        self.down_depth = self.down_depth.saturating_sub(1);
+        if self.down_depth > 0 || self.up || self.standby {
+            return false;
+        }
+        self.up = !standby;
+        self.standby = standby;
         true
     }
 
-    /// A crash ends; true when it comes up now (no other crash still in force).
-    pub fn recover(&mut self) -> bool {
-        self.down_depth = self.down_depth.saturating_sub(1);
-        if self.down_depth > 0 || self.up {
-            return false;
-        }
+    /// It takes its pair's store from `from`, which does not serve it any more.
+    pub fn adopt_store(&mut self, from: &mut Broker) {
+        debug_assert!(!from.up);
+        // One member holds the store at a time: at most one of the two queues has messages.
+        self.queue.append(&mut from.queue);
+        self.dlq.append(&mut from.dlq);
+    }
+
+    /// The passive member serves (a takeover).
+    pub fn serve(&mut self) {
+        debug_assert!(self.standby && !self.up);
+        self.standby = false;
         self.up = true;
-        true
+    }
+
+    /// It stops serving and waits as its pair's passive member (a failback: the primary took the
+    /// store back); its clients are the engine's to move.
+    pub fn stand_down(&mut self) {
+        self.up = false;
+        self.standby = true;
     }
 
     /// The draw of its `restart_time` (None: it restarts when the crash ends).

@@ -41,6 +41,8 @@ pub(super) enum Ev {
     /// A delivery to consumer `c` has crossed `dispatch_latency`: it may start it.
     Transit(u32),
     ProducerRetry(u32),
+    /// HA pair member `broker`, passive, may take over its dead partner's store (`failover.rs`).
+    Takeover(u16),
     /// The end of consumer `c`'s suspension number `serial` (`resume_after`).
     Resume {
         c: u32,

@@ -1,7 +1,17 @@
 //! Broker failover, in one place: a broker crashes (its clients lose their connections; a
 //! non-persistent store loses what it held) and restarts; producers and consumers reconnect
 //! through their failover lists after their reconnect delay.
+//!
+//! HA pairs (`[[broker]] backup_of`): two brokers share one store, one serving and one passive.
+//! When the serving one dies, the passive one takes the store over after the pair's `takeover`
+//! time (its wait for the store's lock: ActiveMQ Classic's slave retries every 10 s, an Artemis
+//! backup every 500 ms) and serves the pair's clients, whose failover lists lead them to it. A
+//! member that restarts while the other serves waits as the passive one; with `failback`
+//! (Artemis's `allow-failback`) a restarted primary takes its store back at once, the backup's
+//! clients failing over to it. What was delivered and not acked goes back to the store when the
+//! connections drop, and is redelivered by whichever member serves next.
 
+use super::broker::Down;
 use super::events::Ev;
 use super::producer::Attempt;
 use super::state::Loc;
@@ -14,14 +24,54 @@ impl<O: Observer> Engine<'_, O> {
     /// Broker `b` goes down: its clients lose their connection; a non-persistent store loses
     /// everything it held.
     pub(super) fn broker_crash(&mut self, b: u16) {
-        if !self.w.brokers[b as usize].crash() {
-            return;
+        match self.w.brokers[b as usize].crash() {
+            Down::Already => return,
+            Down::Standby => {
+                // A passive member's death changes nothing its pair's clients can see.
+                self.emit(Event::Crash {
+                    t: self.now,
+                    node: Node::Broker(b),
+                });
+                return;
+            }
+            Down::Serving => {}
         }
-        self.w.broker_up[b as usize] = false;
         self.emit(Event::Crash {
             t: self.now,
             node: Node::Broker(b),
         });
+        self.stop_serving(b);
+        if !self.w.brokers[b as usize].persistent() {
+            self.lose_store(b);
+        }
+        self.apply_control();
+        self.world_change(WorldChange::BrokerCrashed(b));
+        if let Some(s) = self.w.brokers[b as usize].partner() {
+            if self.w.brokers[s as usize].is_standby() {
+                let at = self.now + self.w.brokers[s as usize].takeover_delay();
+                self.q.push(at, Ev::Takeover(s));
+            }
+        }
+    }
+
+    /// Whether a send routed to broker `b` (and to its HA partner) reaches a serving broker,
+    /// after `b` started or stopped serving.
+    fn refresh_routable(&mut self, b: u16) {
+        let up = self.w.brokers[b as usize].is_up();
+        match self.w.brokers[b as usize].partner() {
+            Some(s) => {
+                let either = up || self.w.brokers[s as usize].is_up();
+                self.w.broker_up[b as usize] = either;
+                self.w.broker_up[s as usize] = either;
+            }
+            None => self.w.broker_up[b as usize] = up,
+        }
+    }
+
+    /// Broker `b` stops serving (a crash, or a failback stops the backup): its bridges close,
+    /// and its clients lose their connections and fail over.
+    fn stop_serving(&mut self, b: u16) {
+        self.refresh_routable(b);
         if self.bridged() {
             self.bridges_broker_down(b);
         }
@@ -34,8 +84,13 @@ impl<O: Observer> Engine<'_, O> {
                 self.producer_lost_broker(p);
             }
         }
-        if !self.w.brokers[b as usize].persistent() {
-            self.w.brokers[b as usize].clear_queue();
+    }
+
+    /// A non-persistent store is lost with its broker: what it held is discarded (but for what
+    /// a strategy took over or what was applied already).
+    fn lose_store(&mut self, b: u16) {
+        self.w.brokers[b as usize].clear_queue();
+        {
             for slot in 0..self.w.slab.msgs.len() as u32 {
                 let at_b = match self.w.slab.get(slot).loc {
                     Loc::Queued(x) | Loc::Held(x) => x == b,
@@ -59,21 +114,95 @@ impl<O: Observer> Engine<'_, O> {
                 }
             }
         }
-        self.apply_control();
-        self.world_change(WorldChange::BrokerCrashed(b));
+    }
+
+    /// Broker `b`'s store moves to it from broker `from` (its HA partner, which no longer serves
+    /// it): every message stored or waiting for a redelivery delay at `from` is `b`'s now.
+    fn move_store(&mut self, from: u16, b: u16) {
+        let (to, src) = if from < b {
+            let (l, r) = self.w.brokers.split_at_mut(b as usize);
+            (&mut r[0], &mut l[from as usize])
+        } else {
+            let (l, r) = self.w.brokers.split_at_mut(from as usize);
+            (&mut l[b as usize], &mut r[0])
+        };
+        to.adopt_store(src);
+        for m in self.w.slab.msgs.iter_mut() {
+            match m.loc {
+                Loc::Queued(x) if x == from => m.loc = Loc::Queued(b),
+                Loc::Held(x) if x == from => m.loc = Loc::Held(b),
+                _ => {}
+            }
+        }
+    }
+
+    /// Passive HA member `b`'s wait for the store's lock is over: if its partner still does
+    /// not serve, it takes the store over and serves.
+    pub(super) fn takeover(&mut self, b: u16) {
+        let Some(from) = self.w.brokers[b as usize].partner() else {
+            return;
+        };
+        if !self.w.brokers[b as usize].is_standby() || self.w.brokers[from as usize].is_up() {
+            return;
+        }
+        self.w.brokers[b as usize].serve();
+        self.move_store(from, b);
+        self.start_serving(b, from);
+    }
+
+    /// Broker `b` serves (again): clients may connect, bridges open, its store is dispatched.
+    /// `from`: the HA partner whose store it took over.
+    fn start_serving(&mut self, b: u16, from: u16) {
+        self.refresh_routable(b);
+        self.emit(Event::Takeover {
+            t: self.now,
+            broker: b,
+            from,
+        });
+        if self.bridged() {
+            self.bridges_broker_up(b);
+        }
+        self.world_change(WorldChange::BrokerRestarted(b));
+        self.dispatch(b);
     }
 
     /// Broker `b` is back; its store is dispatched again (to its bridges toward peers with
     /// consumers, or, `idle_forward`, forwarded to where the consumers are).
     pub(super) fn broker_restart(&mut self, b: u16) {
-        if !self.w.brokers[b as usize].recover() {
+        // The other member of its HA pair serves its store: it waits as the passive one, or
+        // (failback) takes the store back.
+        let partner = self.w.brokers[b as usize]
+            .partner()
+            .filter(|&s| self.w.brokers[s as usize].is_up());
+        if !self.w.brokers[b as usize].recover(partner.is_some()) {
             return;
         }
-        self.w.broker_up[b as usize] = true;
         self.emit(Event::Recover {
             t: self.now,
             node: Node::Broker(b),
         });
+        if let Some(s) = partner {
+            if self.w.brokers[b as usize].fails_back() {
+                self.w.brokers[s as usize].stand_down();
+                self.stop_serving(s);
+                // What only the backup's memory held does not survive its stop.
+                if !self.w.brokers[s as usize].persistent() {
+                    self.lose_store(s);
+                }
+                self.apply_control();
+                self.world_change(WorldChange::BrokerCrashed(s));
+                self.w.brokers[b as usize].serve();
+                self.move_store(s, b);
+                self.start_serving(b, s);
+            }
+            return;
+        }
+        // Its partner (dead, or passive since this one last served) holds no store it serves:
+        // whatever the pair's store holds is this one's to serve.
+        if let Some(s) = self.w.brokers[b as usize].partner() {
+            self.move_store(s, b);
+        }
+        self.refresh_routable(b);
         if self.bridged() {
             self.bridges_broker_up(b);
         }

@@ -59,7 +59,7 @@ use crate::dist::Sampler;
 use crate::event_queue::EventQueue;
 use crate::faults::FaultPlan;
 use crate::history::{DynObserver, Event, MsgRef, NoObserver, Observer};
-use crate::rng::{stream, Component, RESTART, SEND_ERRORS, TRANSIT};
+use crate::rng::{stream, Component, RESTART, SEND_ERRORS, TAKEOVER, TRANSIT};
 use crate::scenario::{
     Commit, Connect, ConsumerMode, CrashDetection, LeasePolicy, Receive, RedeliveryPolicy, Scenario,
 };
@@ -216,20 +216,17 @@ impl<'a, O: Observer> Engine<'a, O> {
             .map(|f| if f.duration.is_some() { 2 } else { 1 })
             .sum::<u64>();
         let phase_open = sc.workload.messages + fault_transitions_left;
+        let partners = sc.ha_partners();
         let w = World {
             slab: Slab::default(),
             producers,
-            brokers: sc
-                .brokers
+            brokers: partners
                 .iter()
                 .enumerate()
-                .map(|(i, b)| {
-                    Broker::new(
-                        b,
-                        b.page_size.unwrap_or(sc.flavour.page_size()),
-                        [TRANSIT, RESTART].map(|p| stream(seed, Component::Broker, i as u32, p)),
-                        sc.dedup_window(i),
-                    )
+                .map(|(i, &partner)| {
+                    let rngs = [TRANSIT, RESTART, TAKEOVER]
+                        .map(|p| stream(seed, Component::Broker, i as u32, p));
+                    Broker::new(sc, i, partner, rngs)
                 })
                 .collect(),
             consumers,
@@ -376,6 +373,7 @@ impl<'a, O: Observer> Engine<'a, O> {
             Ev::ProducerRetry(p) => self.producer_retry(p),
             Ev::JobStart(c) => self.job_start(c),
             Ev::Transit(c) => self.transit_done(c),
+            Ev::Takeover(b) => self.takeover(b),
             Ev::Resume { c, serial } => {
                 if self.w.consumers[c as usize].suspended_by(serial) {
                     self.resume(c);

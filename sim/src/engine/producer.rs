@@ -282,7 +282,11 @@ impl<O: Observer> Engine<'_, O> {
         let b = match route {
             Route::Connected => connected,
             Route::Broker(b) if self.w.brokers[b as usize].is_up() => b,
-            Route::Broker(_) => return Err(true),
+            // A send to an HA pair reaches the member serving it.
+            Route::Broker(b) => match self.w.brokers[b as usize].partner() {
+                Some(s) if self.w.brokers[s as usize].is_up() => s,
+                _ => return Err(true),
+            },
             Route::Fail { block } => return Err(block),
         };
         if !self.w.producers[p as usize].resent.is_empty() && self.resend(p, slot, b) {

@@ -20,7 +20,8 @@ pub(super) struct World {
     /// Per consumer, its [`Consumer::load`] (unacked deliveries held), kept dense so that
     /// dispatch reads one `u32` per candidate instead of three fields of a large struct.
     pub load: Vec<u32>,
-    /// Which brokers are up (mirrors `brokers[i].up`, for routing).
+    /// Which brokers a send can be routed to (for strategies' routing): those up, and both
+    /// members of an HA pair while either serves (a send to the pair reaches the one serving).
     pub broker_up: Vec<bool>,
     /// The target database, per key.
     pub rows: Vec<Row>,

@@ -132,19 +132,27 @@ impl Flavour {
             retry_backoff: None,
             dedup_window: None,
             page_size: 200,
+            takeover: Some(Dur::from_secs(10)),
+            failback: false,
         };
         match self {
-            Flavour::Activemq
-            | Flavour::Native
-            | Flavour::Artemis
-            | Flavour::IbmMq
-            | Flavour::Weblogic => JMS,
+            Flavour::Activemq | Flavour::Native => JMS,
+            Flavour::Artemis => Defaults {
+                takeover: Some(Dur::from_millis(500)),
+                failback: true,
+                ..JMS
+            },
+            Flavour::IbmMq | Flavour::Weblogic => Defaults {
+                takeover: None,
+                ..JMS
+            },
             Flavour::Sqs => Defaults {
                 crash_detection: CrashDetection::Lease,
                 receive: Receive::Batch,
                 lease: Some(Dur::from_secs(30)),
                 dedup_window: Some(Dur::from_secs(300)),
                 page_size: 20_000,
+                takeover: None,
                 ..JMS
             },
             Flavour::Kafka => Defaults {
@@ -158,15 +166,18 @@ impl Flavour {
                 idempotence: true,
                 retry_backoff: Some(Dur::from_millis(100)),
                 page_size: u32::MAX,
+                takeover: None,
                 ..JMS
             },
             Flavour::Pulsar => Defaults {
                 page_size: 100,
+                takeover: None,
                 ..JMS
             },
             Flavour::Rabbitmq | Flavour::RabbitmqQuorum => Defaults {
                 failure_detection: Dur::from_secs(60),
                 page_size: u32::MAX,
+                takeover: None,
                 ..JMS
             },
             Flavour::Servicebus => Defaults {
@@ -175,6 +186,7 @@ impl Flavour {
                 lease: Some(Dur::from_secs(60)),
                 renews_lease: true,
                 page_size: u32::MAX,
+                takeover: None,
                 ..JMS
             },
         }
@@ -255,6 +267,17 @@ impl Flavour {
         self.defaults().page_size
     }
 
+    /// The longest wait of an HA pair's backup for the store's lock once the active member died
+    /// ([`Defaults`]): the takeover is drawn uniformly up to it.
+    pub fn takeover(self) -> Option<Dur> {
+        self.defaults().takeover
+    }
+
+    /// Whether a restarted primary takes its store back from its backup ([`Defaults`]).
+    pub fn failback(self) -> bool {
+        self.defaults().failback
+    }
+
     /// The name a scenario file uses.
     pub fn name(self) -> &'static str {
         match self {
@@ -324,6 +347,16 @@ pub struct Defaults {
     /// Service Bus session dispatches from its own head (unbounded); a Pulsar dispatcher reads
     /// `dispatcherMaxReadBatchSize` (100) entries at a time, its redelivery set first [P5].
     pub page_size: u32,
+    /// The longest wait of an HA pair's backup for the shared store's lock after the active
+    /// member died; the takeover is drawn uniformly up to it (`[[broker]] takeover` replaces it).
+    /// ActiveMQ Classic's slave retries the store's lock every `lockAcquireSleepInterval`, 10s
+    /// (`SharedFileLocker`, `AbstractLocker`) [A12]; an Artemis backup every 500 ms
+    /// (`FileLockNodeManager.lock`) [A13]. None: no documented figure (the file must give one).
+    pub takeover: Option<Dur>,
+    /// A restarted primary takes its store back from the backup serving it: Artemis's
+    /// `allow-failback` (true: the primary writes `FAILINGBACK` and the backup stops) [A13];
+    /// ActiveMQ Classic has no failback (the restarted master waits for the lock as the slave).
+    pub failback: bool,
 }
 
 /// The largest `max_in_flight` an idempotent producer may have: Kafka's broker keeps the sequence

@@ -420,6 +420,23 @@ pub struct Broker {
     /// Absent: the flavour's ([`Flavour::dedup_window`]); `"0s"`: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dedup_window: Option<Dur>,
+    /// This broker is the named broker's backup in a high-availability pair sharing one store
+    /// (ActiveMQ Classic's shared-store master/slave, Artemis's shared-store or replication pair):
+    /// passive until the active member dies, then it takes the store over and serves the pair's
+    /// clients (`docs/modelling-your-broker.md`, "HA pairs"). The pair's store is the primary's:
+    /// its `persistent` applies to both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_of: Option<String>,
+    /// From the active member's death until the other member serves: its wait for the store's
+    /// lock and its start. Absent: the flavour's ([`Flavour::takeover`]); required for a flavour
+    /// that has none. Set on either member of a pair: it applies to both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub takeover: Option<DurSpec>,
+    /// A restarted primary takes its store back from the backup serving it (Artemis's
+    /// `allow-failback`); false: it waits as the new backup (ActiveMQ Classic). Absent: the
+    /// flavour's ([`Flavour::failback`]). Set on either member of a pair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failback: Option<bool>,
 }
 
 /// Network of brokers: how a broker's messages reach consumers attached to another broker.
@@ -944,6 +961,54 @@ impl Scenario {
             .dedup_window
             .or_else(|| self.flavour.dedup_window())
             .map_or(0, |d| d.0)
+    }
+
+    /// Per broker, the other member of its HA pair (`backup_of`), if it has one (the first
+    /// backup named, where a validated file has one per primary).
+    pub fn ha_partners(&self) -> Vec<Option<usize>> {
+        let index: BTreeMap<&str, usize> = self
+            .brokers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.name.as_str(), i))
+            .collect();
+        let mut partners = vec![None; self.brokers.len()];
+        for (i, b) in self.brokers.iter().enumerate() {
+            let Some(&p) = b.backup_of.as_deref().and_then(|n| index.get(n)) else {
+                continue;
+            };
+            if p != i && partners[p].is_none() && partners[i].is_none() {
+                partners[p] = Some(i);
+                partners[i] = Some(p);
+            }
+        }
+        partners
+    }
+
+    /// The takeover time of the HA pair of brokers `b` and `p`: `takeover` on either member,
+    /// else the flavour's (None: neither, and the flavour has no documented one).
+    pub fn takeover(&self, b: usize, p: usize) -> Option<DurSpec> {
+        self.brokers[b]
+            .takeover
+            .clone()
+            .or_else(|| self.brokers[p].takeover.clone())
+            .or_else(|| {
+                self.flavour.takeover().map(|max| {
+                    DurSpec(crate::dist::DurDist::Uniform {
+                        min: Dur::ZERO,
+                        max,
+                    })
+                })
+            })
+    }
+
+    /// Whether the restarted primary of the HA pair of brokers `b` and `p` takes its store
+    /// back: `failback` on either member, else the flavour's.
+    pub fn failback(&self, b: usize, p: usize) -> bool {
+        self.brokers[b]
+            .failback
+            .or(self.brokers[p].failback)
+            .unwrap_or_else(|| self.flavour.failback())
     }
 
     /// `[producers] retry_backoff`, else the flavour's, else `reconnect_delay`.

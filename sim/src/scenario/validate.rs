@@ -265,6 +265,7 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
         }
     }
 
+    ha_pairs(s, &names, &allowed, &mut err);
     network(s, &mut err);
 
     for (section, count, names) in [
@@ -548,6 +549,99 @@ fn explore(x: &super::ExploreSpec, err: &mut impl FnMut(Vec<PathSeg>, String)) {
             err(
                 vec!["explore".into(), "duration".into(), PathSeg::Index(1)],
                 format!("must be at most {MAX_PRODUCTION}"),
+            );
+        }
+    }
+}
+
+/// `[[broker]] backup_of`, `takeover` and `failback`: each pair is two distinct brokers, a
+/// primary with one backup that is not itself a primary's backup, and has a takeover time.
+fn ha_pairs(
+    s: &Scenario,
+    names: &std::collections::BTreeSet<&str>,
+    allowed: &str,
+    err: &mut impl FnMut(Vec<PathSeg>, String),
+) {
+    let mut backed: std::collections::BTreeMap<&str, usize> = Default::default();
+    // Looked up by name once, so that a file of many brokers validates in n log n.
+    let index: std::collections::BTreeMap<&str, usize> = s
+        .brokers
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (b.name.as_str(), i))
+        .collect();
+    let primaries: std::collections::BTreeSet<&str> = s
+        .brokers
+        .iter()
+        .filter_map(|b| b.backup_of.as_deref())
+        .collect();
+    for (i, b) in s.brokers.iter().enumerate() {
+        let path = |f: &str| vec![PathSeg::from("broker"), PathSeg::Index(i), PathSeg::from(f)];
+        if let Some(t) = &b.takeover {
+            if let Err(m) = t.0.check() {
+                err(path("takeover"), m);
+            }
+        }
+        let Some(primary) = b.backup_of.as_deref() else {
+            let unpaired = !primaries.contains(b.name.as_str());
+            if unpaired && (b.takeover.is_some() || b.failback.is_some()) {
+                let f = if b.takeover.is_some() {
+                    "takeover"
+                } else {
+                    "failback"
+                };
+                err(
+                    path(f),
+                    format!(
+                        "broker {:?} is in no HA pair: `{f}` is for a broker that is \
+                         `backup_of` another or has a backup",
+                        b.name
+                    ),
+                );
+            }
+            continue;
+        };
+        if primary == b.name {
+            err(
+                path("backup_of"),
+                format!("broker {:?} cannot be its own backup", b.name),
+            );
+            continue;
+        }
+        if !names.contains(primary) {
+            err(
+                path("backup_of"),
+                format!("no broker named {primary:?} (brokers: {allowed})"),
+            );
+            continue;
+        }
+        let p = index[primary];
+        if s.brokers[p].backup_of.is_some() {
+            err(
+                path("backup_of"),
+                format!(
+                    "broker {primary:?} is itself a backup: a pair is a primary and its backup"
+                ),
+            );
+            continue;
+        }
+        if let Some(first) = backed.insert(primary, i) {
+            err(
+                path("backup_of"),
+                format!(
+                    "broker {primary:?} already has a backup ({:?}): one backup per primary is modelled",
+                    s.brokers[first].name
+                ),
+            );
+            continue;
+        }
+        if s.takeover(i, p).is_none() {
+            err(
+                path("takeover"),
+                format!(
+                    "flavour {:?} has no documented takeover time for an HA pair: give one here (e.g. takeover = \"5s\")",
+                    s.flavour.name()
+                ),
             );
         }
     }
