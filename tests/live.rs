@@ -442,6 +442,12 @@ ack_latency = "5ms"
     // One row per metric, each with the 5 seeds and the 1 live value.
     assert_eq!(o.rows.len(), ordsim::calibrate::METRICS.len());
     assert!(o.rows.iter().all(|r| r.sim.n == 5 && r.live.len() == 1));
+    // Each live value with its percentile in the simulator's distribution (issue 37).
+    assert!(o
+        .rows
+        .iter()
+        .all(|r| r.percentiles.len() == 1 && (0.0..=100.0).contains(&r.percentiles[0])));
+    assert!(o.text.contains("live %ile"), "{}", o.text);
     // What must agree whatever the machine: message groups never reorder without a fault, and a
     // persistent broker loses nothing and leaves nothing.
     for m in [

@@ -240,6 +240,12 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
         }
         all.extend(rows);
     }
+    let found = calibrate::findings(&all, &req.tolerance);
+    if !found.is_empty() {
+        crate::stdout_write(&format!("\n{found}"))?;
+        text.push('\n');
+        text.push_str(&found);
+    }
     let outside = all
         .iter()
         .filter(|r| r.verdict == calibrate::Verdict::Outside)
