@@ -473,29 +473,38 @@ pub fn findings(rows: &[Row], tol: &Tolerance) -> String {
             b.rows.join(", ")
         ));
     }
+    let mut why: Vec<String> = Vec::new();
     for r in rows.iter().filter(|r| r.by_tolerance() > 0) {
-        let abs = tol.slack(&r.metric, &r.sim);
+        let needed: Vec<f64> = r
+            .live
+            .iter()
+            .copied()
+            .filter(|v| inside(*v, r.low, r.high) && !inside(*v, r.sim.min, r.sim.max))
+            .collect();
         s.push_str(&format!(
-            "tolerance applied: {} {} {}: live {} outside the simulator's {}-{}, accepted in {}..{} by {}% of the span ({}) plus {} ({})\n",
+            "tolerance applied: {} {} {}: live {} outside the simulator's {}-{}, accepted in {}..{} ({}% of the span + {})\n",
             r.scenario,
             r.strategy,
             r.metric,
-            r.live
-                .iter()
-                .filter(|v| !inside(**v, r.sim.min, r.sim.max))
-                .map(|v| num(*v))
-                .collect::<Vec<_>>()
-                .join(" "),
+            joined(&needed, " ", num),
             num(r.sim.min),
             num(r.sim.max),
             num(r.low),
             num(r.high),
             crate::charts::short_number(tol.relative * 100.0),
-            tol.why("rel"),
-            num(abs),
-            tol.why(&r.metric)
+            num(tol.slack(&r.metric, &r.sim)),
         ));
+        for (what, w) in [
+            ("the span's share", tol.why("rel")),
+            (r.metric.as_str(), tol.why(&r.metric)),
+        ] {
+            let line = format!("  why {what}: {w}\n");
+            if !why.contains(&line) {
+                why.push(line);
+            }
+        }
     }
+    s.extend(why);
     s
 }
 
@@ -591,6 +600,11 @@ pub fn num(x: f64) -> String {
     }
 }
 
+/// `xs`, each written by `f`, joined by `sep`.
+fn joined(xs: &[f64], sep: &str, f: impl Fn(f64) -> String) -> String {
+    xs.iter().map(|x| f(*x)).collect::<Vec<_>>().join(sep)
+}
+
 /// The table: one line per row, live values side by side.
 pub fn table(rows: &[Row]) -> String {
     let header = [
@@ -613,12 +627,8 @@ pub fn table(rows: &[Row]) -> String {
                 format!("{}-{}", num(r.sim.min), num(r.sim.max)),
                 num(r.sim.mean),
                 format!("{}..{}", num(r.low), num(r.high)),
-                r.live.iter().map(|v| num(*v)).collect::<Vec<_>>().join(" "),
-                r.percentiles
-                    .iter()
-                    .map(|p| format!("{p:.0}"))
-                    .collect::<Vec<_>>()
-                    .join(" "),
+                joined(&r.live, " ", num),
+                joined(&r.percentiles, " ", |p| format!("{p:.0}")),
                 r.tail().unwrap_or("").to_string(),
                 r.verdict.name().to_string(),
             ]
@@ -689,13 +699,9 @@ pub fn csv(rows: &[Row]) -> Result<String, csv::Error> {
             num(r.low),
             num(r.high),
             r.live.len().to_string(),
-            r.live.iter().map(|v| num(*v)).collect::<Vec<_>>().join(";"),
+            joined(&r.live, ";", num),
             r.outside().to_string(),
-            r.percentiles
-                .iter()
-                .map(|p| format!("{p:.1}"))
-                .collect::<Vec<_>>()
-                .join(";"),
+            joined(&r.percentiles, ";", |p| format!("{p:.1}")),
             r.tail().unwrap_or("").to_string(),
             r.verdict.name().to_string(),
         ])?;
@@ -918,8 +924,15 @@ mod tests {
             "{f}"
         );
         assert!(
-            f.contains("tolerance applied: crash-after-apply competing ordering_violations: live 1 2 3 outside the simulator's 4-15"),
+            f.contains("tolerance applied: crash-after-apply competing ordering_violations: live 1 2 3 outside the simulator's 4-15, accepted in 0..19.75 (25% of the span + 2)"),
             "{f}"
+        );
+        assert!(f.contains("  why ordering_violations: rare events"), "{f}");
+        // A value outside the accepted band is not one the tolerance accepted.
+        let mixed = findings(&[row(&sim, &[1.0, 30.0], "ordering_violations", &t)], &t);
+        assert!(
+            mixed.contains("ordering_violations: live 1 outside"),
+            "{mixed}"
         );
         assert!(f.contains("rare events counted in single digits"), "{f}");
         assert!(f.contains("20 seeds rarely show the extremes"), "{f}");
