@@ -562,12 +562,16 @@ impl Outbox {
         if let Some(c) = self.conn.take() {
             c.abort();
         }
-        while let Some((_, _, i, msg, frame)) = self.inflight.pop_back() {
+        let lost: Vec<_> = self.inflight.drain(..).collect();
+        for (_, _, _, msg, _) in &lost {
             sh.rec.push(|t| Event::SendFail {
                 t,
-                msg,
+                msg: *msg,
                 producer: p,
             });
+        }
+        // Ahead of what was never written, in their order.
+        for (_, _, i, msg, frame) in lost.into_iter().rev() {
             self.unsent.push_front((i, msg, frame));
         }
         self.next_try = Instant::now() + reconnect;
