@@ -34,6 +34,36 @@ pub fn metrics_for(nack: bool) -> Vec<&'static str> {
     m
 }
 
+/// Why each default absolute slack of [`DEFAULT_ABSOLUTE`] is what it is (printed when a live
+/// value needed it).
+pub const DEFAULT_WHY: [(&str, &str); 4] = [
+    (
+        "ordering_violations stale_writes final_state_mismatches duplicates redeliveries",
+        "rare events counted in single digits: one crash's other interleaving makes one or two more or fewer",
+    ),
+    (
+        "lost pending_at_end dead_lettered",
+        "none: a persistent broker loses nothing, a drained run leaves nothing",
+    ),
+    (
+        "latency_ms.p50 latency_ms.p99",
+        "the timer slack and scheduling jitter of a shared machine",
+    ),
+    (
+        "rel",
+        "20 seeds rarely show the extremes: a 21st draw falls outside their min-max with probability 2/21",
+    ),
+];
+
+/// A live value is in the simulator's low tail at or below this percentile, in its high tail at
+/// or above 100 minus it.
+pub const TAIL_PERCENTILE: f64 = 10.0;
+
+/// A metric is flagged as biased when this many of its live values sit in one tail that the
+/// chance of so many there, were live and simulator the same distribution (each value in a tail
+/// with probability 1/10), is below [`BIAS_P`].
+pub const BIAS_P: f64 = 0.01;
+
 /// Default relative widening: a quarter of the simulator's min-max span on each side.
 pub const DEFAULT_RELATIVE: f64 = 0.25;
 
@@ -68,6 +98,8 @@ pub struct Tolerance {
     /// Slack per metric as a fraction of the simulator's largest value, added on each side too
     /// (`--tolerance METRIC=N%`: for a latency, what a slower machine scales). None by default.
     pub of_max: Vec<(String, f64)>,
+    /// What `--tolerance` set (`rel` or a metric): its reason is "given on the command line".
+    pub given: Vec<String>,
 }
 
 impl Default for Tolerance {
@@ -83,6 +115,7 @@ impl Default for Tolerance {
                 .map(|(m, v)| (m.to_string(), *v))
                 .collect(),
             of_max: Vec::new(),
+            given: Vec::new(),
         }
     }
 }
@@ -107,6 +140,7 @@ impl Tolerance {
             .ok_or_else(|| format!("--tolerance {arg:?}: {value:?} is not a number at least 0"))?;
         if name == "rel" || name == "relative" {
             self.relative = v;
+            self.given.push("rel".into());
             return Ok(());
         }
         let Some(slot) = self.absolute.iter_mut().find(|(m, _)| m == name) else {
@@ -115,6 +149,7 @@ impl Tolerance {
                 metrics_for(true).join(", ")
             ));
         };
+        self.given.push(name.to_string());
         if !percent {
             slot.1 = v;
             return Ok(());
@@ -142,6 +177,17 @@ impl Tolerance {
             .find(|(m, _)| m == metric)
             .map(|(_, v)| *v)
             .unwrap_or(0.0)
+    }
+
+    /// Why `metric`'s tolerance (or `rel`) is what it is.
+    pub fn why(&self, metric: &str) -> &'static str {
+        if self.given.iter().any(|g| g == metric) {
+            return "given on the command line (--tolerance)";
+        }
+        DEFAULT_WHY
+            .iter()
+            .find(|(ms, _)| ms.split(' ').any(|m| m == metric))
+            .map_or("", |(_, why)| why)
     }
 
     /// One line saying what the tolerance is.
@@ -248,6 +294,8 @@ pub struct Row {
     pub high: f64,
     /// One value per live run.
     pub live: Vec<f64>,
+    /// Per live value, its percentile in the simulator's values ([`percentile`]).
+    pub percentiles: Vec<f64>,
     /// The verdict.
     pub verdict: Verdict,
 }
@@ -279,8 +327,30 @@ impl Row {
             low,
             high,
             live: live.to_vec(),
+            percentiles: live.iter().map(|v| percentile(sim, *v)).collect(),
             verdict,
         })
+    }
+
+    /// The tail every live value sits in, when there are two or more and all sit in the same
+    /// one: `low` or `high`.
+    pub fn tail(&self) -> Option<&'static str> {
+        let tails: Vec<Option<&str>> = self.percentiles.iter().map(|p| tail_of(*p)).collect();
+        match tails.first() {
+            Some(Some(t)) if tails.len() > 1 && tails.iter().all(|x| *x == Some(t)) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// How many live values are accepted only by the tolerance: outside the simulator's min-max,
+    /// inside the accepted interval.
+    pub fn by_tolerance(&self) -> usize {
+        self.live
+            .iter()
+            .filter(|v| {
+                inside(**v, self.low, self.high) && !inside(**v, self.sim.min, self.sim.max)
+            })
+            .count()
     }
 
     /// How many live values fall outside.
@@ -290,6 +360,152 @@ impl Row {
             .filter(|v| !inside(**v, self.low, self.high))
             .count()
     }
+}
+
+/// Where `v` falls among the simulator's values `sim`, 0 to 100: the share below it plus half the
+/// share equal to it (the mid-rank percentile: a value equal to every seed's is at 50, one below
+/// them all at 0, above them all at 100). 50 when `sim` is empty.
+pub fn percentile(sim: &[f64], v: f64) -> f64 {
+    if sim.is_empty() {
+        return 50.0;
+    }
+    let below = sim.iter().filter(|x| **x < v).count() as f64;
+    let equal = sim.iter().filter(|x| **x == v).count() as f64;
+    100.0 * (below + equal / 2.0) / sim.len() as f64
+}
+
+/// The tail a percentile sits in ([`TAIL_PERCENTILE`]): `low`, `high`, or none.
+pub fn tail_of(p: f64) -> Option<&'static str> {
+    if p <= TAIL_PERCENTILE {
+        Some("low")
+    } else if p >= 100.0 - TAIL_PERCENTILE {
+        Some("high")
+    } else {
+        None
+    }
+}
+
+/// A metric whose live values sit in one tail of the simulator's distributions, across runs
+/// and files, more often than chance.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Bias {
+    /// The metric.
+    pub metric: String,
+    /// `low` or `high`.
+    pub tail: &'static str,
+    /// Live values in that tail.
+    pub k: usize,
+    /// Live values of the metric.
+    pub n: usize,
+    /// The chance of `k` or more of `n` in one tail were live the simulator's distribution.
+    pub p: f64,
+    /// The rows (scenario/strategy) with a value there.
+    pub rows: Vec<String>,
+}
+
+/// The biased metrics of `rows` (in [`METRICS`] order): per metric and tail, the live values in
+/// that tail over all rows, flagged when the binomial chance of so many (each with probability
+/// [`TAIL_PERCENTILE`] / 100) is below [`BIAS_P`].
+pub fn biases(rows: &[Row]) -> Vec<Bias> {
+    use statrs::distribution::{Binomial, DiscreteCDF};
+    let mut out = Vec::new();
+    for metric in metrics_for(true) {
+        let of: Vec<&Row> = rows.iter().filter(|r| r.metric == metric).collect();
+        let n: usize = of.iter().map(|r| r.percentiles.len()).sum();
+        for tail in ["low", "high"] {
+            let mut k = 0;
+            let mut where_ = Vec::new();
+            for r in &of {
+                let here = r
+                    .percentiles
+                    .iter()
+                    .filter(|p| tail_of(**p) == Some(tail))
+                    .count();
+                if here > 0 {
+                    k += here;
+                    where_.push(format!(
+                        "{}/{} ({here} of {})",
+                        r.scenario,
+                        r.strategy,
+                        r.percentiles.len()
+                    ));
+                }
+            }
+            if k < 2 {
+                continue;
+            }
+            let b = Binomial::new(TAIL_PERCENTILE / 100.0, n as u64).expect("p in [0, 1]");
+            // P(X >= k) = 1 - P(X <= k - 1).
+            let p = 1.0 - b.cdf(k as u64 - 1);
+            if p < BIAS_P {
+                out.push(Bias {
+                    metric: metric.to_string(),
+                    tail,
+                    k,
+                    n,
+                    p,
+                    rows: where_,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// What `sim calibrate` prints after its tables: the biased metrics, and every tolerance a live
+/// value needed (outside the simulator's min-max, accepted by the widening) with its reason.
+pub fn findings(rows: &[Row], tol: &Tolerance) -> String {
+    let mut s = String::new();
+    for b in biases(rows) {
+        s.push_str(&format!(
+            "BIAS {}: {} of {} live value(s) in the simulator's {} tail (percentile {} {}; chance {:.2e} were they the same distribution): {}\n",
+            b.metric,
+            b.k,
+            b.n,
+            b.tail,
+            if b.tail == "low" { "<=" } else { ">=" },
+            if b.tail == "low" {
+                TAIL_PERCENTILE
+            } else {
+                100.0 - TAIL_PERCENTILE
+            },
+            b.p,
+            b.rows.join(", ")
+        ));
+    }
+    let mut why: Vec<String> = Vec::new();
+    for r in rows.iter().filter(|r| r.by_tolerance() > 0) {
+        let needed: Vec<f64> = r
+            .live
+            .iter()
+            .copied()
+            .filter(|v| inside(*v, r.low, r.high) && !inside(*v, r.sim.min, r.sim.max))
+            .collect();
+        s.push_str(&format!(
+            "tolerance applied: {} {} {}: live {} outside the simulator's {}-{}, accepted in {}..{} ({}% of the span + {})\n",
+            r.scenario,
+            r.strategy,
+            r.metric,
+            joined(&needed, " ", num),
+            num(r.sim.min),
+            num(r.sim.max),
+            num(r.low),
+            num(r.high),
+            crate::charts::short_number(tol.relative * 100.0),
+            num(tol.slack(&r.metric, &r.sim)),
+        ));
+        for (what, w) in [
+            ("the span's share", tol.why("rel")),
+            (r.metric.as_str(), tol.why(&r.metric)),
+        ] {
+            let line = format!("  why {what}: {w}\n");
+            if !why.contains(&line) {
+                why.push(line);
+            }
+        }
+    }
+    s.extend(why);
+    s
 }
 
 /// `v` in `[low, high]`, with a hair of float slack (a mean of integers is not exact).
@@ -384,6 +600,11 @@ pub fn num(x: f64) -> String {
     }
 }
 
+/// `xs`, each written by `f`, joined by `sep`.
+fn joined(xs: &[f64], sep: &str, f: impl Fn(f64) -> String) -> String {
+    xs.iter().map(|x| f(*x)).collect::<Vec<_>>().join(sep)
+}
+
 /// The table: one line per row, live values side by side.
 pub fn table(rows: &[Row]) -> String {
     let header = [
@@ -393,9 +614,11 @@ pub fn table(rows: &[Row]) -> String {
         "sim mean",
         "accepted",
         "live",
+        "live %ile",
+        "tail",
         "verdict",
     ];
-    let cells: Vec<[String; 7]> = rows
+    let cells: Vec<[String; 9]> = rows
         .iter()
         .map(|r| {
             [
@@ -404,7 +627,9 @@ pub fn table(rows: &[Row]) -> String {
                 format!("{}-{}", num(r.sim.min), num(r.sim.max)),
                 num(r.sim.mean),
                 format!("{}..{}", num(r.low), num(r.high)),
-                r.live.iter().map(|v| num(*v)).collect::<Vec<_>>().join(" "),
+                joined(&r.live, " ", num),
+                joined(&r.percentiles, " ", |p| format!("{p:.0}")),
+                r.tail().unwrap_or("").to_string(),
                 r.verdict.name().to_string(),
             ]
         })
@@ -419,7 +644,7 @@ pub fn table(rows: &[Row]) -> String {
         let mut s = String::new();
         for (i, (cell, w)) in c.iter().zip(width).enumerate() {
             // Text left, numbers right.
-            if i < 2 || i == 6 {
+            if !(2..7).contains(&i) {
                 s.push_str(&format!("{cell:<w$}"));
             } else {
                 s.push_str(&format!("{cell:>w$}"));
@@ -438,7 +663,7 @@ pub fn table(rows: &[Row]) -> String {
 }
 
 /// The CSV columns.
-pub const CSV_HEADER: [&str; 14] = [
+pub const CSV_HEADER: [&str; 16] = [
     "scenario",
     "file",
     "strategy",
@@ -452,6 +677,8 @@ pub const CSV_HEADER: [&str; 14] = [
     "live_runs",
     "live_values",
     "live_outside",
+    "live_percentiles",
+    "tail",
     "verdict",
 ];
 
@@ -472,8 +699,10 @@ pub fn csv(rows: &[Row]) -> Result<String, csv::Error> {
             num(r.low),
             num(r.high),
             r.live.len().to_string(),
-            r.live.iter().map(|v| num(*v)).collect::<Vec<_>>().join(";"),
+            joined(&r.live, ";", num),
             r.outside().to_string(),
+            joined(&r.percentiles, ";", |p| format!("{p:.1}")),
+            r.tail().unwrap_or("").to_string(),
             r.verdict.name().to_string(),
         ])?;
     }
@@ -619,15 +848,106 @@ mod tests {
         assert_eq!(lines[0], CSV_HEADER.join(","));
         assert_eq!(
             lines[1],
-            "s,f.toml,competing,ordering_violations,2,3,9,6,0,12.5,3,6;13;2,1,OUTSIDE"
+            "s,f.toml,competing,ordering_violations,2,3,9,6,0,12.5,3,6;13;2,1,50.0;100.0;0.0,,OUTSIDE"
         );
         assert_eq!(
             lines[2],
-            "s,f.toml,competing,latency_ms.p50,2,3.6,4.6,4.1,2.35,5.85,1,10.25,1,OUTSIDE"
+            "s,f.toml,competing,latency_ms.p50,2,3.6,4.6,4.1,2.35,5.85,1,10.25,1,100.0,,OUTSIDE"
         );
         // Read back: every row has every column.
         let mut r = csv::Reader::from_reader(text.as_bytes());
         assert!(r.records().all(|x| x.unwrap().len() == CSV_HEADER.len()));
+    }
+
+    #[test]
+    fn each_live_value_has_its_percentile_in_the_simulators_distribution() {
+        let sim: Vec<f64> = (1..=20).map(f64::from).collect();
+        assert_eq!(percentile(&sim, 0.0), 0.0);
+        assert_eq!(percentile(&sim, 21.0), 100.0);
+        assert_eq!(percentile(&sim, 10.0), 47.5);
+        assert_eq!(percentile(&[0.0; 20], 0.0), 50.0);
+        assert_eq!(percentile(&[], 3.0), 50.0);
+        assert_eq!(tail_of(10.0), Some("low"));
+        assert_eq!(tail_of(10.1), None);
+        assert_eq!(tail_of(90.0), Some("high"));
+        let t = Tolerance::default();
+        // crash-after-apply, single (issue 37): live 1, 1, 2 against the simulator's 4..15.
+        let sim = [4.0, 5.0, 7.0, 9.0, 11.0, 15.0];
+        let r = row(&sim, &[1.0, 1.0, 2.0], "ordering_violations", &t);
+        assert_eq!(r.percentiles, vec![0.0, 0.0, 0.0]);
+        assert_eq!(r.tail(), Some("low"));
+        assert_eq!(r.verdict, Verdict::Within, "inside the widened band");
+        assert_eq!(r.by_tolerance(), 3);
+        let line = table(std::slice::from_ref(&r));
+        assert!(
+            line.lines().nth(1).unwrap().contains("0 0 0  low"),
+            "{line}"
+        );
+        // One run: no tail across runs; spread values: none either.
+        assert_eq!(row(&sim, &[1.0], "ordering_violations", &t).tail(), None);
+        assert_eq!(
+            row(&sim, &[1.0, 20.0], "ordering_violations", &t).tail(),
+            None
+        );
+    }
+
+    #[test]
+    fn a_metric_in_the_same_tail_across_runs_and_files_is_flagged() {
+        let t = Tolerance::default();
+        let sim: Vec<f64> = (4..=15).map(f64::from).collect();
+        let mut low = row(&sim, &[1.0, 2.0, 3.0], "ordering_violations", &t);
+        low.scenario = "crash-after-apply".into();
+        let mut other = row(&sim, &[2.0], "ordering_violations", &t);
+        other.scenario = "crash-groups".into();
+        let fair = row(&sim, &[9.0, 10.0, 5.0], "duplicates", &t);
+        let b = biases(&[low.clone(), other.clone(), fair.clone()]);
+        assert_eq!(b.len(), 1, "{b:?}");
+        assert_eq!(
+            (b[0].metric.as_str(), b[0].tail, b[0].k, b[0].n),
+            ("ordering_violations", "low", 4, 4)
+        );
+        assert!((b[0].p - 1e-4).abs() < 1e-12, "{}", b[0].p);
+        assert_eq!(
+            b[0].rows,
+            vec![
+                "crash-after-apply/competing (3 of 3)",
+                "crash-groups/competing (1 of 1)"
+            ]
+        );
+        // One value in a tail is chance.
+        assert!(biases(&[other.clone(), fair.clone()]).is_empty());
+        let f = findings(&[low, other, fair], &t);
+        assert!(
+            f.starts_with(
+                "BIAS ordering_violations: 4 of 4 live value(s) in the simulator's low tail"
+            ),
+            "{f}"
+        );
+        assert!(
+            f.contains("tolerance applied: crash-after-apply competing ordering_violations: live 1 2 3 outside the simulator's 4-15, accepted in 0..19.75 (25% of the span + 2)"),
+            "{f}"
+        );
+        assert!(f.contains("  why ordering_violations: rare events"), "{f}");
+        // A value outside the accepted band is not one the tolerance accepted.
+        let mixed = findings(&[row(&sim, &[1.0, 30.0], "ordering_violations", &t)], &t);
+        assert!(
+            mixed.contains("ordering_violations: live 1 outside"),
+            "{mixed}"
+        );
+        assert!(f.contains("rare events counted in single digits"), "{f}");
+        assert!(f.contains("20 seeds rarely show the extremes"), "{f}");
+        // A tolerance given on the command line says so.
+        let mut t = Tolerance::default();
+        t.apply("ordering_violations=3").unwrap();
+        assert_eq!(
+            t.why("ordering_violations"),
+            "given on the command line (--tolerance)"
+        );
+        assert!(t.why("duplicates").starts_with("rare events"));
+        // Every metric has a reason.
+        for m in metrics_for(true) {
+            assert!(!Tolerance::default().why(m).is_empty(), "{m}");
+        }
     }
 
     #[test]

@@ -10,8 +10,10 @@ pub mod interrupt;
 pub mod library;
 #[cfg(feature = "live")]
 pub mod live;
+pub mod pacing;
 pub mod progress;
 pub mod report;
+pub mod staging;
 pub mod sweep;
 pub mod timeline;
 pub mod trace;

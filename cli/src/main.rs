@@ -73,6 +73,10 @@ enum Command {
         /// Longest wait for the queue to drain after production and the faults, e.g. "30s".
         #[arg(long, default_value = "30s")]
         drain_timeout: String,
+        /// Exit 1 (after the table) when a run fell behind the schedule's rate or a crash
+        /// missed its time by more than 1 ms.
+        #[arg(long)]
+        strict: bool,
     },
     /// Run each scenario in the simulator over many seeds and live against ActiveMQ over a few
     /// runs; print per strategy and metric the simulator's range beside each live value with a
@@ -377,19 +381,27 @@ fn run(cli: Cli) -> Result<(), CliError> {
             seed,
             out,
             drain_timeout,
+            strict,
         } => {
             let drain_timeout = sim::time::Dur::parse(&drain_timeout)
                 .map(|d| std::time::Duration::from_micros(d.micros()))
                 .map_err(|e| CliError::Usage(format!("--drain-timeout: {e}")))?;
-            let text = ordsim::live::live(&ordsim::live::LiveRequest {
+            let outcome = ordsim::live::live(&ordsim::live::LiveRequest {
                 file,
                 strategies,
                 runs,
                 seed,
                 out,
                 drain_timeout,
+                strict,
             })?;
-            out!("{text}");
+            out!("{}", outcome.text);
+            if strict && !outcome.off.is_empty() {
+                return Err(CliError::Live(format!(
+                    "--strict: {}",
+                    outcome.off.join("; ")
+                )));
+            }
             Ok(())
         }
         #[cfg(not(feature = "live"))]

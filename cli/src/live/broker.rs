@@ -305,10 +305,11 @@ impl Broker {
         self.child.as_ref().map(|c| c.id())
     }
 
-    /// Starts the process and waits until its STOMP port answers CONNECT (at most `timeout`).
-    pub fn start(&mut self, timeout: Duration) -> Result<(), String> {
+    /// Starts the process and waits until its STOMP port answers CONNECT (at most `timeout`):
+    /// the instant it answered.
+    pub fn start(&mut self, timeout: Duration) -> Result<Instant, String> {
         if self.child.is_some() {
-            return Ok(());
+            return Ok(Instant::now());
         }
         let home = activemq_home();
         let conf = self.dir.join("conf");
@@ -363,8 +364,9 @@ impl Broker {
                 }
             }
             if let Ok(c) = Conn::connect(self.port, Duration::from_millis(500)) {
+                let open = Instant::now();
                 c.disconnect();
-                return Ok(());
+                return Ok(open);
             }
             if t0.elapsed() > timeout {
                 self.kill();
@@ -373,7 +375,16 @@ impl Broker {
                     self.name, self.port, timeout
                 ));
             }
-            std::thread::sleep(Duration::from_millis(50));
+            // Tried every 10 ms: the port's opening is reported as the restart's end.
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Sends SIGKILL now, without waiting for the process to end: the instant a history records
+    /// as the crash. [`Broker::kill`] then reaps it.
+    pub fn sigkill(&mut self) {
+        if let Some(c) = &mut self.child {
+            let _ = c.kill();
         }
     }
 

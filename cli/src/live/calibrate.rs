@@ -168,7 +168,7 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
                 let seed = seed0 + i as u64;
                 let t0 = Instant::now();
                 let p = plan(&l.sc, s, seed, req.drain_timeout).map_err(CliError::Usage)?;
-                let events = run::run(&p).map_err(|e| {
+                let r = run::run(&p).map_err(|e| {
                     if e == "interrupted" {
                         CliError::Interrupted {
                             done: all.len() as u64,
@@ -183,9 +183,11 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
                 if let Some(dir) = &req.out {
                     let hdir = dir.join("histories").join(calibrate::file_stem(&l.name));
                     crate::create_dir(&hdir)?;
-                    write_history(&hdir, &l.sc, &l.file, name, seed, &events)?;
+                    write_history(&hdir, &l.sc, &l.file, name, seed, &r.events)?;
                 }
-                let m = judge(&events, l.sc.workload.keys, l.sc.workload.kind)
+                let (notes, _) = super::run_notes(&format!("  live {name} seed {seed}"), &r);
+                eprint!("{notes}");
+                let m = judge(&r.events, l.sc.workload.keys, l.sc.workload.kind)
                     .map_err(|e| CliError::Live(format!("{} {name} seed {seed}: {e}", l.name)))?;
                 // Progress on standard error: the table on standard output stays clean.
                 eprintln!(
@@ -237,6 +239,12 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
             )?;
         }
         all.extend(rows);
+    }
+    let found = calibrate::findings(&all, &req.tolerance);
+    if !found.is_empty() {
+        crate::stdout_write(&format!("\n{found}"))?;
+        text.push('\n');
+        text.push_str(&found);
     }
     let outside = all
         .iter()

@@ -40,113 +40,49 @@ pub struct LiveRequest {
     pub out: Option<PathBuf>,
     /// Longest wait for the queue to drain after production and faults.
     pub drain_timeout: Duration,
+    /// Fail (exit 1, after the table) when a run fell behind its schedule or a fault missed
+    /// its time by more than [`FAULT_PRECISION`].
+    pub strict: bool,
 }
 
-/// Keys `sim live` stages, per table of the scenario file. `None`: the whole table is accepted.
-const STAGED: &[(&str, &[&str])] = &[
-    (
-        "",
-        &[
-            "name",
-            "description",
-            "seed",
-            "flavour",
-            "strategies",
-            "workload",
-            "producers",
-            "broker",
-            "consumers",
-            "fault",
-            "expect",
-            "strategy",
-            "redelivery",
-            "network",
-        ],
-    ),
-    (
-        "workload",
-        &[
-            "messages",
-            "rate",
-            "arrival",
-            "keys",
-            "kind",
-            "key_distribution",
-            "poison_fraction",
-        ],
-    ),
-    (
-        "producers",
-        &[
-            "count",
-            "names",
-            "timestamp_resolution",
-            "brokers",
-            "connect",
-            "reconnect_delay",
-        ],
-    ),
-    // `dispatch_latency` and `restart_time` model the real broker's own transit and restart:
-    // live, they are what ActiveMQ takes.
-    (
-        "broker",
-        &["name", "persistent", "dispatch_latency", "restart_time"],
-    ),
-    ("network", &["kind", "forward_delay", "prefetch"]),
-    (
-        "consumers",
-        &[
-            "count",
-            "names",
-            "prefetch",
-            "service",
-            "ack_latency",
-            "reconnect_delay",
-            "brokers",
-            "connect",
-        ],
-    ),
-    (
-        "fault",
-        &[
-            "kind", "consumer", "broker", "at", "for", "rate", "fraction",
-        ],
-    ),
-    (
-        "redelivery",
-        &[
-            "mode",
-            "initial_delay",
-            "multiplier",
-            "max_delay",
-            "max_redeliveries",
-            "backout_threshold",
-            "dead_letter",
-            "requeue",
-        ],
-    ),
-];
-
-fn staged(table: &str) -> &'static [&'static str] {
-    STAGED
-        .iter()
-        .find(|(t, _)| *t == table)
-        .map(|(_, k)| *k)
-        .unwrap_or(&[])
+/// What `sim live` found: the text to print, and what `--strict` fails.
+pub struct LiveOutcome {
+    /// The table, the pacing and the fault times of every run.
+    pub text: String,
+    /// Runs that fell behind or whose faults missed their time, one line each.
+    pub off: Vec<String>,
 }
 
-fn check_keys(table: &str, keys: impl Iterator<Item = String>, out: &mut Vec<String>) {
-    let ok = staged(table);
-    for k in keys {
-        if !ok.contains(&k.as_str()) {
-            if table.is_empty() {
-                out.push(format!("[{k}]"));
-            } else {
-                out.push(format!("{table}.{k}"));
-            }
-        }
-    }
+pub use crate::pacing::FAULT_PRECISION;
+
+/// The fields the real broker supplies for `sc` (those its run uses), one line: what the run's
+/// output lists.
+pub fn supplied_by_the_broker(sc: &Scenario) -> String {
+    let used: Vec<String> = crate::staging::broker_supplied()
+        .into_iter()
+        .filter(|(f, _)| match *f {
+            "broker.restart_time" => sc
+                .faults
+                .iter()
+                .any(|f| f.kind == sim::faults::FaultKind::BrokerCrash),
+            "network.forward_delay" => sc.brokers.len() > 1,
+            _ => true,
+        })
+        .map(|(f, why)| format!("{f} ({why})"))
+        .collect();
+    format!(
+        "supplied by the broker, not staged from the file: {}\n",
+        used.join("; ")
+    )
 }
+
+/// A run's pacing and fault times, for the output, and what `--strict` fails in it.
+pub fn run_notes(label: &str, r: &run::LiveRun) -> (String, Vec<String>) {
+    crate::pacing::notes(label, &r.pacing, &r.faults)
+}
+
+/// The longest `[network] forward_delay` a network of brokers on loopback stands in for (2 ms).
+pub const MAX_FORWARD_DELAY_US: u64 = 2_000;
 
 /// What in the scenario `sim live` cannot stage faithfully, each naming its field (empty: it
 /// can stage everything the file asks for `strategies`).
@@ -156,30 +92,8 @@ pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String>
         Ok(d) => d,
         Err(e) => return vec![format!("the file does not parse: {e}")],
     };
-    let names = |item: &toml_edit::Item| -> Vec<String> {
-        item.as_table_like()
-            .map(|t| t.iter().map(|(k, _)| k.to_string()).collect())
-            .unwrap_or_default()
-    };
-    check_keys("", doc.iter().map(|(k, _)| k.to_string()), &mut out);
-    for table in [
-        "workload",
-        "producers",
-        "consumers",
-        "redelivery",
-        "network",
-    ] {
-        if let Some(item) = doc.get(table) {
-            check_keys(table, names(item).into_iter(), &mut out);
-        }
-    }
-    for arr in ["broker", "fault"] {
-        if let Some(a) = doc.get(arr).and_then(|i| i.as_array_of_tables()) {
-            for t in a.iter() {
-                check_keys(arr, t.iter().map(|(k, _)| k.to_string()), &mut out);
-            }
-        }
-    }
+    // Every key written, by its row in the one table (crate::staging::FIELDS).
+    out.extend(crate::staging::refused_fields(&doc));
     if sc.brokers.is_empty() {
         out.push("[[broker]]: none".into());
     }
@@ -197,6 +111,20 @@ pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String>
                 "[[broker]] persistent: brokers that differ (one message mode for all)".into(),
             );
         }
+    }
+    if sc.brokers.len() > 1 && sc.network.forward_delay.micros() > MAX_FORWARD_DELAY_US {
+        out.push(format!(
+            "network.forward_delay = {} (the loopback bridge forwards in about 1 ms; above 2ms \
+             is not staged)",
+            sc.network.forward_delay
+        ));
+    }
+    if doc.get("redelivery").is_some() && !has_poison(sc) {
+        out.push(
+            "[redelivery] without poison messages (live, nothing else rolls a message back: \
+             the policy would not be staged)"
+                .into(),
+        );
     }
     if let Err(e) = live_redelivery(sc) {
         out.push(e);
@@ -444,6 +372,7 @@ pub fn plan(
         service: sc.consumers.service.0.clone(),
         ack_latency: Duration::from_micros(sc.consumers.ack_latency.0),
         reconnect_delay: Duration::from_micros(sc.consumers.reconnect_delay.0),
+        producer_reconnect_delay: Duration::from_micros(sc.producers.reconnect_delay.0),
         schedule,
         faults,
         drain_timeout: drain,
@@ -467,7 +396,7 @@ pub fn judge(
 }
 
 /// `sim live`: runs, prints the comparison table (one row per strategy and run).
-pub fn live(req: &LiveRequest) -> Result<String, CliError> {
+pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
     let text = std::fs::read_to_string(&req.file)
         .map_err(|e| CliError::Usage(format!("{}: {e}", req.file.display())))?;
     let sc = crate::load_text(&req.file.display().to_string(), &text)?;
@@ -497,16 +426,21 @@ pub fn live(req: &LiveRequest) -> Result<String, CliError> {
     broker::install_interrupt_handler();
     let seed0 = req.seed.unwrap_or(sc.seed);
     let mut entries = Vec::new();
+    let mut notes = supplied_by_the_broker(&sc);
+    let mut off = Vec::new();
     for name in &names {
         let strategy = LiveStrategy::parse(name).expect("refused above");
         for i in 0..req.runs {
             let seed = seed0 + i as u64;
             let p = plan(&sc, strategy, seed, req.drain_timeout).map_err(CliError::Usage)?;
-            let events = run::run(&p).map_err(|e| live_error(&e, &entries))?;
+            let r = run::run(&p).map_err(|e| live_error(&e, &entries))?;
+            let (n, o) = run_notes(&format!("{name} seed {seed}"), &r);
+            notes.push_str(&n);
+            off.extend(o);
             if let Some(dir) = &req.out {
-                write_history(dir, &sc, &req.file, name, seed, &events)?;
+                write_history(dir, &sc, &req.file, name, seed, &r.events)?;
             }
-            let m = judge(&events, sc.workload.keys, sc.workload.kind)
+            let m = judge(&r.events, sc.workload.keys, sc.workload.kind)
                 .map_err(|e| CliError::Live(format!("{name} seed {seed}: {e}")))?;
             entries.push(StrategySummary {
                 strategy: if req.runs > 1 {
@@ -526,14 +460,15 @@ pub fn live(req: &LiveRequest) -> Result<String, CliError> {
         seed: seed0,
         strategies: entries,
     };
-    Ok(format!(
-        "live: sim live {} (seeds {}..{}), ActiveMQ Classic at {}\n{}",
+    let text = format!(
+        "live: sim live {} (seeds {}..{}), ActiveMQ Classic at {}\n{}{notes}",
         req.file.display(),
         seed0,
         seed0 + req.runs as u64 - 1,
         broker::activemq_home().display(),
         report::table(&summary)
-    ))
+    );
+    Ok(LiveOutcome { text, off })
 }
 
 pub fn live_error(e: &str, done: &[StrategySummary]) -> CliError {
@@ -659,12 +594,21 @@ service = "1ms"
         );
         assert_eq!(
             refused(&t, &["competing"]),
-            vec!["consumers.suspend_after_failures".to_string()]
+            vec!["consumers.suspend_after_failures (not staged)".to_string()]
         );
         let t = BASE.replace("keys = 2", "keys = 2\ngroup_header_missing = 0.1");
         assert_eq!(
             refused(&t, &["competing"]),
-            vec!["workload.group_header_missing".to_string()]
+            vec!["workload.group_header_missing (every SEND carries its group)".to_string()]
+        );
+        // Accepted once and silently not staged (issue 37): now refused, the field named.
+        let t = format!("{BASE}[redelivery]\nmode = \"non_blocking\"\n");
+        assert_eq!(refused(&t, &["competing"]).len(), 1);
+        assert!(refused(&t, &["competing"])[0].starts_with("[redelivery] without poison"));
+        let t = format!("{BASE}[lease]\nduration = \"1s\"\n");
+        assert_eq!(
+            refused(&t, &["competing"]),
+            vec!["[lease] (no lease is staged)".to_string()]
         );
         let t = format!("{BASE}[strategy.single]\ntakeover_delay = \"2s\"\n");
         assert_eq!(
@@ -940,6 +884,20 @@ service = "1ms"
             failover_list(&sc, &Some(vec!["b".into()]), Connect::First, 0),
             vec![1]
         );
+        // The default forward_delay (5 ms) is more than a loopback bridge takes: refused.
+        let r = refused(&t, &["competing"]);
+        assert!(
+            r.len() == 1 && r[0].starts_with("network.forward_delay = 5ms"),
+            "{r:?}"
+        );
+        let t = format!("{t}[network]\nforward_delay = \"1ms\"\n");
         assert!(refused(&t, &["competing"]).is_empty());
+        let listed = supplied_by_the_broker(&crate::load_text("t", &t).unwrap());
+        assert!(listed.contains("network.forward_delay"), "{listed}");
+        assert!(listed.contains("broker.dispatch_latency"), "{listed}");
+        assert!(
+            !listed.contains("restart_time"),
+            "no broker crash: {listed}"
+        );
     }
 }

@@ -3,7 +3,8 @@
 //! the dead-letter queue.
 
 use super::broker::{Broker, BrokerConf, TempDir};
-use super::stomp::{Conn, Frame};
+use super::stomp::{close_socket, Conn, Frame};
+pub use crate::pacing::{outages, pacing, FaultTiming, Pacing};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sim::history::{DiscardReason, Event, FailReason, MsgRef, Node};
@@ -11,6 +12,7 @@ use sim::scenario::Arrival;
 use sim::time::Time;
 use sim::Scenario;
 use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -144,8 +146,10 @@ pub struct Plan {
     pub service: sim::dist::DurDist,
     /// Apply to ack.
     pub ack_latency: Duration,
-    /// Before a reconnect.
+    /// Before a consumer reconnects.
     pub reconnect_delay: Duration,
+    /// Before a producer reconnects.
+    pub producer_reconnect_delay: Duration,
     /// (time from start, producer, key), by time.
     pub schedule: Vec<(Duration, u32, u32)>,
     /// Per message of the schedule: whether it is poison (its processing always fails).
@@ -251,13 +255,37 @@ impl Recorder {
 
     /// Records the event `f` builds from the current time.
     pub fn push(&self, f: impl FnOnce(Time) -> Event) {
+        self.push_if(|t| Some(f(t)));
+    }
+
+    /// Records the event `f` builds, if it builds one: `f` runs under the recorder's lock, so
+    /// what it does (a kill, an ACK on the wire) and its event are one step of the history.
+    pub fn push_if(&self, f: impl FnOnce(Time) -> Option<Event>) -> bool {
         let mut g = self.lock();
         let t = self.now();
-        let e = f(t);
+        let Some(e) = f(t) else {
+            return false;
+        };
         if let Event::Apply { msg, .. } = e {
             g.applied.insert(msg.id);
         }
         g.events.push(e);
+        true
+    }
+
+    /// Records the event `f` builds at `at`, an instant already past, in its place by time
+    /// (after every event recorded at or before it): a fault is recorded at the instant it was
+    /// done, without waiting for the lock while it is done.
+    pub fn insert_at(&self, at: Instant, f: impl FnOnce(Time) -> Event) {
+        let mut g = self.lock();
+        let t = at.saturating_duration_since(self.start).as_micros() as Time;
+        let i = g.events.partition_point(|e| e.time() <= t);
+        g.events.insert(i, f(t));
+    }
+
+    /// The instant time 0 of the history stands for.
+    pub fn origin(&self) -> Instant {
+        self.start
     }
 
     /// A new message of `key` from `producer`: numbered and recorded.
@@ -364,21 +392,101 @@ pub fn subscribe_frame(strategy: LiveStrategy, prefetch: u32) -> Frame {
     f
 }
 
+/// A consumer process's life, shared with the fault driver, which crashes it at the planned
+/// instant whatever the consumer's thread is doing (waiting for a frame, serving, between an apply
+/// and its ack).
+#[derive(Default)]
+struct Life {
+    /// A handle on its connection's socket while connected: the driver closes it at the crash.
+    socket: Option<TcpStream>,
+    /// Crashed: back at this instant (set at the crash, cleared at the recovery).
+    down_until: Option<Instant>,
+}
+
 struct Shared {
     rec: Recorder,
     /// Producers and the fault driver are done: consumers finish and disconnect.
     stop_consumers: AtomicBool,
     /// Abandon everything (an error or Ctrl-C).
     abort: AtomicBool,
-    /// Per consumer: crash now, down until.
-    crash: Vec<Mutex<Option<Instant>>>,
-    /// Held from numbering a message until the broker's receipt, so per-key order on the wire is
+    /// Per consumer: its life.
+    lives: Vec<Mutex<Life>>,
+    /// Held from numbering a message until it is written, so per-key order on the wire is
     /// production order whatever the producer count.
     produce_lock: Mutex<()>,
     /// Per consumer: its first subscription is registered (the broker's RECEIPT arrived).
     subscribed: Vec<AtomicBool>,
     /// Each broker's STOMP port.
     ports: Vec<u16>,
+}
+
+impl Shared {
+    fn new(rec: Recorder, consumers: u32, ports: Vec<u16>) -> Shared {
+        Shared {
+            rec,
+            stop_consumers: AtomicBool::new(false),
+            abort: AtomicBool::new(false),
+            lives: (0..consumers)
+                .map(|_| Mutex::new(Life::default()))
+                .collect(),
+            produce_lock: Mutex::new(()),
+            subscribed: (0..consumers).map(|_| AtomicBool::new(false)).collect(),
+            ports,
+        }
+    }
+
+    fn aborted(&self) -> bool {
+        self.abort.load(Ordering::SeqCst) || crate::interrupt::interrupted()
+    }
+
+    /// Consumer `c`'s life (always taken under the recorder's lock or alone, never the other
+    /// way round).
+    fn life(&self, c: u32) -> std::sync::MutexGuard<'_, Life> {
+        self.lives[c as usize]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// When consumer `c`, crashed, comes back.
+    fn down(&self, c: u32) -> Option<Instant> {
+        self.life(c).down_until
+    }
+
+    /// Records what consumer `c` did (and does `f`'s side effect) unless it has crashed: the
+    /// driver marks it down before closing its socket, so a step checked alive either happened
+    /// before the crash (timed before it) or fails on the closed socket; nothing a consumer does
+    /// is recorded after its crash. `false`: crashed.
+    fn record(&self, c: u32, f: impl FnOnce(Time) -> Option<Event>) -> bool {
+        self.rec.push_if(|t| {
+            if self.life(c).down_until.is_some() {
+                return None;
+            }
+            f(t)
+        })
+    }
+
+    /// Crashes consumer `c` now, for `down`: marked down (so none of its steps is recorded from
+    /// now on), its socket closed, the crash recorded at this instant. `None` if it was down
+    /// already.
+    fn crash_consumer(&self, c: u32, down: Duration) -> Option<Instant> {
+        let now = {
+            let mut l = self.life(c);
+            if l.down_until.is_some() {
+                return None;
+            }
+            let now = Instant::now();
+            l.down_until = Some(now + down);
+            if let Some(s) = l.socket.take() {
+                close_socket(&s);
+            }
+            now
+        };
+        self.rec.insert_at(now, |t| Event::Crash {
+            t,
+            node: Node::Consumer(c),
+        });
+        Some(now)
+    }
 }
 
 /// Connects to the first broker of `list` that accepts (a failover transport with
@@ -389,12 +497,6 @@ fn connect_first(sh: &Shared, list: &[u16]) -> Option<(Conn, u16)> {
             .ok()
             .map(|c| (c, b))
     })
-}
-
-impl Shared {
-    fn aborted(&self) -> bool {
-        self.abort.load(Ordering::SeqCst) || crate::interrupt::interrupted()
-    }
 }
 
 fn sleep_until(sh: &Shared, deadline: Instant) -> bool {
@@ -410,76 +512,185 @@ fn sleep_until(sh: &Shared, deadline: Instant) -> bool {
     }
 }
 
-fn producer(sh: &Shared, p: u32, plan: &Plan, t0: Instant) {
-    let mut conn: Option<Conn> = None;
-    let mut first = true;
+/// Longest wait for a SEND's receipt before the connection counts as lost.
+const RECEIPT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A producer's connection and its messages not yet confirmed: numbered but unwritten (the
+/// connection is down), and written awaiting their RECEIPT (pipelined: the producer does not
+/// wait for one before the next SEND; receipts come back in order).
+struct Outbox {
+    conn: Option<Conn>,
+    /// Not yet reconnected: the next attempt.
+    next_try: Instant,
+    first: bool,
+    n: u64,
+    /// (schedule index, message, frame).
+    unsent: VecDeque<(usize, MsgRef, Frame)>,
+    /// (receipt id, written at, schedule index, message, frame).
+    inflight: VecDeque<(String, Instant, usize, MsgRef, Frame)>,
+    /// Per schedule index of this producer: when it was first written.
+    written: Vec<(usize, Instant)>,
+}
+
+impl Outbox {
+    /// Writes what is unsent, if connected; on a failure the connection is lost.
+    fn flush(&mut self, sh: &Shared, p: u32, reconnect: Duration) {
+        while let Some(c) = self.conn.as_mut() {
+            let Some((i, msg, frame)) = self.unsent.pop_front() else {
+                return;
+            };
+            self.n += 1;
+            let id = format!("p{p}-{}", self.n);
+            let ok = c
+                .send(&frame.clone().header("receipt", id.as_str()))
+                .is_ok();
+            let now = Instant::now();
+            if !self.written.iter().any(|(j, _)| *j == i) {
+                self.written.push((i, now));
+            }
+            self.inflight.push_back((id, now, i, msg, frame));
+            if !ok {
+                self.lose(sh, p, reconnect);
+            }
+        }
+    }
+
+    /// The connection is lost: every message without its receipt is sent again after
+    /// reconnecting (the broker may or may not have it: perhaps a duplicate, as a JMS failover
+    /// producer makes), recorded as `send_fail`.
+    fn lose(&mut self, sh: &Shared, p: u32, reconnect: Duration) {
+        if let Some(c) = self.conn.take() {
+            c.abort();
+        }
+        let lost: Vec<_> = self.inflight.drain(..).collect();
+        for (_, _, _, msg, _) in &lost {
+            sh.rec.push(|t| Event::SendFail {
+                t,
+                msg: *msg,
+                producer: p,
+            });
+        }
+        // Ahead of what was never written, in their order.
+        for (_, _, i, msg, frame) in lost.into_iter().rev() {
+            self.unsent.push_front((i, msg, frame));
+        }
+        self.next_try = Instant::now() + reconnect;
+    }
+
+    /// Reconnects if disconnected and it is time.
+    fn reconnect(&mut self, sh: &Shared, p: u32, list: &[u16], reconnect: Duration) {
+        if self.conn.is_some() || Instant::now() < self.next_try {
+            return;
+        }
+        match connect_first(sh, list) {
+            Some((c, broker)) => {
+                let failover = !self.first;
+                self.first = false;
+                sh.rec.push(|t| Event::Connect {
+                    t,
+                    node: Node::Producer(p),
+                    broker,
+                    failover,
+                });
+                self.conn = Some(c);
+            }
+            None => self.next_try = Instant::now() + reconnect,
+        }
+    }
+
+    /// Waits until `until` for receipts (or a loss).
+    fn await_receipts(&mut self, sh: &Shared, p: u32, until: Instant, reconnect: Duration) {
+        let now = Instant::now();
+        let wait = until
+            .saturating_duration_since(now)
+            .min(Duration::from_millis(20));
+        let Some(c) = self.conn.as_mut() else {
+            std::thread::sleep(wait);
+            return;
+        };
+        let lost = match c.recv(Some(wait)) {
+            Ok(Some(f)) if f.command == "RECEIPT" => {
+                let id = f.get("receipt-id").unwrap_or("");
+                if self.inflight.iter().any(|x| x.0 == id) {
+                    while let Some(x) = self.inflight.pop_front() {
+                        if x.0 == id {
+                            break;
+                        }
+                    }
+                }
+                false
+            }
+            Ok(Some(f)) => f.command == "ERROR",
+            Ok(None) => false,
+            Err(_) => true,
+        };
+        let overdue = self
+            .inflight
+            .front()
+            .is_some_and(|x| x.1.elapsed() > RECEIPT_TIMEOUT);
+        if lost || overdue {
+            self.lose(sh, p, reconnect);
+        }
+    }
+}
+
+/// A producer: numbers each of its messages at its scheduled time (whether or not it is
+/// connected) and writes it at once when connected, collecting receipts between sends. Returns
+/// when each of its schedule's messages was first written.
+fn producer(sh: &Shared, p: u32, plan: &Plan, t0: Instant) -> Vec<(usize, Instant)> {
     let list = &plan.producer_lists[p as usize];
-    let mut n = 0u64;
-    for (i, &(at, _, key)) in plan
+    let reconnect = plan.producer_reconnect_delay;
+    let mine: Vec<(usize, Duration, u32)> = plan
         .schedule
         .iter()
         .enumerate()
         .filter(|(_, (_, q, _))| *q == p)
-    {
-        if !sleep_until(sh, t0 + at) {
-            return;
+        .map(|(i, &(at, _, key))| (i, at, key))
+        .collect();
+    let mut out = Outbox {
+        conn: None,
+        next_try: Instant::now(),
+        first: true,
+        n: 0,
+        unsent: VecDeque::new(),
+        inflight: VecDeque::new(),
+        written: Vec::new(),
+    };
+    let mut next = 0;
+    loop {
+        if sh.aborted() {
+            return out.written;
         }
-        let poison = plan.poison.get(i).copied().unwrap_or(false);
-        let _order = sh.produce_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let msg = sh.rec.produce(p, key, poison);
-        let frame = send_frame(msg, plan.strategy, plan.persistent, poison);
-        loop {
-            if sh.aborted() {
-                return;
-            }
-            if conn.is_none() {
-                match connect_first(sh, list) {
-                    Some((c, broker)) => {
-                        let failover = !first;
-                        first = false;
-                        sh.rec.push(|t| Event::Connect {
-                            t,
-                            node: Node::Producer(p),
-                            broker,
-                            failover,
-                        });
-                        conn = Some(c);
-                    }
-                    None => {
-                        std::thread::sleep(Duration::from_millis(100));
-                        continue;
-                    }
+        out.reconnect(sh, p, list, reconnect);
+        {
+            let _order = sh.produce_lock.lock().unwrap_or_else(|e| e.into_inner());
+            while let Some(&(i, at, key)) = mine.get(next) {
+                if t0 + at > Instant::now() {
+                    break;
                 }
+                let poison = plan.poison.get(i).copied().unwrap_or(false);
+                let msg = sh.rec.produce(p, key, poison);
+                let frame = send_frame(msg, plan.strategy, plan.persistent, poison);
+                out.unsent.push_back((i, msg, frame));
+                next += 1;
             }
-            let c = conn.as_mut().expect("connected");
-            n += 1;
-            let mut skipped = Vec::new();
-            match c.send_with_receipt(
-                frame.clone(),
-                &format!("p{p}-{n}"),
-                Duration::from_secs(5),
-                &mut skipped,
-            ) {
-                Ok(()) => break,
-                Err(_) => {
-                    // No receipt: the broker may or may not have it. Send again (a JMS producer
-                    // with a failover transport does the same): perhaps a duplicate.
-                    sh.rec.push(|t| Event::SendFail {
-                        t,
-                        msg,
-                        producer: p,
-                    });
-                    if let Some(c) = conn.take() {
-                        c.abort();
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-            }
+            out.flush(sh, p, reconnect);
         }
+        if next == mine.len() && out.unsent.is_empty() && out.inflight.is_empty() {
+            break;
+        }
+        let mut until = mine
+            .get(next)
+            .map_or(Instant::now() + Duration::from_millis(20), |m| t0 + m.1);
+        if out.conn.is_none() {
+            until = until.min(out.next_try);
+        }
+        out.await_receipts(sh, p, until, reconnect);
     }
-    if let Some(c) = conn {
+    if let Some(c) = out.conn.take() {
         c.disconnect();
     }
+    out.written
 }
 
 enum ConnEnd {
@@ -499,18 +710,17 @@ fn consumer(sh: &Shared, c: u32, plan: &Plan) {
         if sh.aborted() {
             return;
         }
-        // A crash ordered while disconnected (the broker is down): the process dies now.
-        if let Some(until) = crash_order(sh, c) {
-            sh.rec.push(|t| Event::Crash {
-                t,
-                node: Node::Consumer(c),
-            });
+        // Crashed (by the driver, at its instant): the process is down until then.
+        if let Some(until) = sh.down(c) {
             if !sleep_until(sh, until) {
                 return;
             }
-            sh.rec.push(|t| Event::Recover {
-                t,
-                node: Node::Consumer(c),
+            sh.rec.push(|t| {
+                sh.life(c).down_until = None;
+                Event::Recover {
+                    t,
+                    node: Node::Consumer(c),
+                }
             });
             failover = false;
         }
@@ -526,55 +736,58 @@ fn consumer(sh: &Shared, c: u32, plan: &Plan) {
                 if sh.stop_consumers.load(Ordering::SeqCst) {
                     return;
                 }
-                std::thread::sleep(plan.reconnect_delay.max(Duration::from_millis(100)));
+                sleep_until(sh, Instant::now() + plan.reconnect_delay);
                 continue;
             }
         };
-        sh.rec.push(|t| Event::Connect {
-            t,
-            node: Node::Consumer(c),
-            broker,
-            failover,
+        // The socket is the driver's to close from now on, unless a crash came meanwhile.
+        let socket = conn.socket().ok();
+        let connected = sh.record(c, |t| {
+            let mut l = sh.life(c);
+            if l.down_until.is_some() {
+                return None;
+            }
+            l.socket = socket;
+            Some(Event::Connect {
+                t,
+                node: Node::Consumer(c),
+                broker,
+                failover,
+            })
         });
-        match consume(sh, c, broker, plan, &mut conn, &sampler, &mut rng) {
+        if !connected {
+            conn.abort();
+            continue;
+        }
+        let end = consume(sh, c, broker, plan, &mut conn, &sampler, &mut rng);
+        sh.life(c).socket = None;
+        match end {
             ConnEnd::Done => {
                 conn.disconnect();
                 return;
             }
-            ConnEnd::Crashed => failover = false,
+            ConnEnd::Crashed => {
+                // The process died: whatever it held (prefetched messages, acks not yet sent)
+                // is gone; the broker redelivers what it had not seen acknowledged.
+                conn.abort();
+                failover = false;
+            }
             ConnEnd::Lost => {
                 conn.abort();
                 failover = true;
-                std::thread::sleep(plan.reconnect_delay);
+                sleep_until(sh, Instant::now() + plan.reconnect_delay);
             }
         }
     }
 }
 
-/// Takes a pending crash order of consumer `c`: the time it comes back.
-fn crash_order(sh: &Shared, c: u32) -> Option<Instant> {
-    sh.crash[c as usize]
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take()
-}
-
-fn crash(sh: &Shared, c: u32, conn: &Conn, until: Instant) -> ConnEnd {
-    // The process dies: its socket closes (the broker redelivers what was unacked), and
-    // whatever it held (prefetched messages, acks not yet sent) is gone.
-    conn.abort();
-    sh.rec.push(|t| Event::Crash {
-        t,
-        node: Node::Consumer(c),
-    });
-    if !sleep_until(sh, until) {
-        return ConnEnd::Done;
+/// How a connection that failed ends: crashed (the driver closed it) or lost.
+fn ended(sh: &Shared, c: u32) -> ConnEnd {
+    if sh.down(c).is_some() {
+        ConnEnd::Crashed
+    } else {
+        ConnEnd::Lost
     }
-    sh.rec.push(|t| Event::Recover {
-        t,
-        node: Node::Consumer(c),
-    });
-    ConnEnd::Crashed
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -588,20 +801,31 @@ fn consume(
     rng: &mut ChaCha8Rng,
 ) -> ConnEnd {
     let mut acks: VecDeque<(Instant, String, MsgRef)> = VecDeque::new();
+    // Every step is recorded through `sh.record`: `false` means the driver crashed the
+    // consumer meanwhile (its socket is closed), and the step did not happen.
+    macro_rules! step {
+        ($e:expr) => {
+            if !sh.record(c, |t| Some($e(t))) {
+                return ConnEnd::Crashed;
+            }
+        };
+    }
     loop {
         if sh.aborted() {
             return ConnEnd::Done;
         }
-        if let Some(until) = crash_order(sh, c) {
-            return crash(sh, c, conn, until);
+        if sh.down(c).is_some() {
+            return ConnEnd::Crashed;
         }
         let stopping = sh.stop_consumers.load(Ordering::SeqCst);
         if send_due_acks(sh, c, conn, &mut acks, stopping).is_err() {
-            return ConnEnd::Lost;
+            return ended(sh, c);
         }
         if stopping {
             return ConnEnd::Done;
         }
+        // An idle consumer waits in poll(2) on its socket: a crash closes the socket, which
+        // wakes it at once (the wait's cap only bounds how late it sees a stop or an abort).
         let wait = acks
             .front()
             .map(|(d, _, _)| d.saturating_duration_since(Instant::now()))
@@ -610,11 +834,11 @@ fn consume(
         let f = match conn.recv(Some(wait)) {
             Ok(Some(f)) => f,
             Ok(None) => continue,
-            Err(_) => return ConnEnd::Lost,
+            Err(_) => return ended(sh, c),
         };
         if f.command != "MESSAGE" {
             if f.command == "ERROR" {
-                return ConnEnd::Lost;
+                return ended(sh, c);
             }
             if f.command == "RECEIPT" && f.get("receipt-id") == Some(SUBSCRIBED) {
                 sh.subscribed[c as usize].store(true, Ordering::SeqCst);
@@ -626,7 +850,7 @@ fn consume(
         };
         let redelivered = f.get("redelivered") == Some("true");
         let poison = poison_of(&f);
-        sh.rec.push(|t| Event::Dispatch {
+        step!(|t| Event::Dispatch {
             t,
             msg,
             broker,
@@ -636,21 +860,20 @@ fn consume(
         });
         let mut delivery = 1u32;
         loop {
-            sh.rec.push(|t| Event::Start {
+            step!(|t| Event::Start {
                 t,
                 msg,
                 consumer: c,
             });
             let service = Duration::from_micros(sampler.sample(rng));
-            // Serve, watching for a crash order: a crash before the apply abandons the message.
-            // Acks of earlier applies fall due meanwhile and are sent on time: in the model an
-            // ack reaches the broker `ack_latency` after its apply whatever the consumer does
-            // next.
+            // Serve. Acks of earlier applies fall due meanwhile and are sent on time: in the
+            // model an ack reaches the broker `ack_latency` after its apply whatever the
+            // consumer does next. A crash meanwhile abandons the message (no apply).
             if let Err(end) = hold(sh, c, conn, &mut acks, Instant::now() + service) {
                 return end;
             }
             if !poison {
-                sh.rec.push(|t| Event::Apply {
+                step!(|t| Event::Apply {
                     t,
                     msg,
                     consumer: c,
@@ -660,7 +883,7 @@ fn consume(
                 break;
             }
             // Processing failed (only processing finds a poison message out).
-            sh.rec.push(|t| Event::Rollback {
+            step!(|t| Event::Rollback {
                 t,
                 msg,
                 consumer: c,
@@ -670,7 +893,7 @@ fn consume(
                 Some(delay) => {
                     // The JMS client's blocking redelivery: the session holds the message for
                     // the delay (what it prefetched waits), then delivers it again to itself.
-                    sh.rec.push(|t| Event::Redelivery {
+                    step!(|t| Event::Redelivery {
                         t,
                         msg,
                         delay_us: delay.as_micros() as u64,
@@ -680,7 +903,7 @@ fn consume(
                         return end;
                     }
                     delivery += 1;
-                    sh.rec.push(|t| Event::Dispatch {
+                    step!(|t| Event::Dispatch {
                         t,
                         msg,
                         broker,
@@ -691,9 +914,16 @@ fn consume(
                 }
                 None => {
                     // STOMP NACK: a poison ack. The broker dead-letters the message, or, with
-                    // the redelivery plugin, schedules its redelivery.
-                    if conn.send(&Frame::new("NACK").header("id", ack_id)).is_err() {
-                        return ConnEnd::Lost;
+                    // the redelivery plugin, schedules its redelivery. Written under the
+                    // recorder's lock, so never after a crash.
+                    let mut failed = false;
+                    let nack = Frame::new("NACK").header("id", ack_id);
+                    sh.record(c, |_| {
+                        failed = conn.send(&nack).is_err();
+                        None
+                    });
+                    if failed || sh.down(c).is_some() {
+                        return ended(sh, c);
                     }
                     sh.rec.nacked(msg.id);
                     break;
@@ -703,8 +933,8 @@ fn consume(
     }
 }
 
-/// Waits until `until`, sending acks as they fall due and watching for a crash order and an
-/// abort: `Err` with how the connection ends if one comes.
+/// Waits until `until`, sending acks as they fall due and watching for a crash and an abort:
+/// `Err` with how the connection ends if one comes.
 fn hold(
     sh: &Shared,
     c: u32,
@@ -716,11 +946,11 @@ fn hold(
         if sh.aborted() {
             return Err(ConnEnd::Done);
         }
-        if let Some(back) = crash_order(sh, c) {
-            return Err(crash(sh, c, conn, back));
+        if sh.down(c).is_some() {
+            return Err(ConnEnd::Crashed);
         }
         if send_due_acks(sh, c, conn, acks, false).is_err() {
-            return Err(ConnEnd::Lost);
+            return Err(ended(sh, c));
         }
         let next_ack = acks.front().map_or(until, |(due, _, _)| (*due).min(until));
         std::thread::sleep(
@@ -732,7 +962,9 @@ fn hold(
     Ok(())
 }
 
-/// Sends the acks whose latency has passed (all of them when `all`), in order, recording each.
+/// Sends the acks whose latency has passed (all of them when `all`), in order, each written
+/// and recorded under the recorder's lock unless the consumer has crashed (an ack not sent by
+/// the crash instant is lost with the process).
 fn send_due_acks(
     sh: &Shared,
     c: u32,
@@ -745,14 +977,18 @@ fn send_due_acks(
             break;
         }
         let (_, id, msg) = acks.pop_front().expect("front");
-        if conn.send(&Frame::new("ACK").header("id", id)).is_err() {
+        let ack = Frame::new("ACK").header("id", id);
+        let sent = sh.record(c, |t| {
+            conn.send(&ack).ok()?;
+            Some(Event::Ack {
+                t,
+                msg,
+                consumer: c,
+            })
+        });
+        if !sent {
             return Err(());
         }
-        sh.rec.push(|t| Event::Ack {
-            t,
-            msg,
-            consumer: c,
-        });
     }
     Ok(())
 }
@@ -871,8 +1107,9 @@ fn wait_bridges(ports: &[u16], timeout: Duration) -> Result<(), String> {
     Ok(())
 }
 
-/// One live run of `plan` against fresh brokers: the history.
-pub fn run(plan: &Plan) -> Result<Vec<Event>, String> {
+/// One live run of `plan` against fresh brokers: the history, how the producers kept to the
+/// schedule, and when the faults happened.
+pub fn run(plan: &Plan) -> Result<LiveRun, String> {
     let confs = broker_confs(plan)?;
     let mut dirs = Vec::new();
     let mut brokers = Vec::new();
@@ -886,17 +1123,14 @@ pub fn run(plan: &Plan) -> Result<Vec<Event>, String> {
     }
     let ports: Vec<u16> = brokers.iter().map(|b| b.port).collect();
     wait_bridges(&ports, Duration::from_secs(30))?;
-    let sh = Arc::new(Shared {
-        rec: Recorder::new(plan.keys),
-        stop_consumers: AtomicBool::new(false),
-        abort: AtomicBool::new(false),
-        crash: (0..plan.consumers).map(|_| Mutex::new(None)).collect(),
-        produce_lock: Mutex::new(()),
-        subscribed: (0..plan.consumers)
-            .map(|_| AtomicBool::new(false))
-            .collect(),
-        ports: ports.clone(),
-    });
+    let sh = Arc::new(Shared::new(
+        Recorder::new(plan.keys),
+        plan.consumers,
+        ports.clone(),
+    ));
+    let mut t0 = Instant::now();
+    let mut written = Vec::new();
+    let mut faults = Vec::new();
     let result = std::thread::scope(|s| -> Result<(), String> {
         // Consumers attach in order, each once the previous one's subscription is registered, as
         // the model attaches them at time 0 in index order: the broker's consumer list (its
@@ -919,16 +1153,16 @@ pub fn run(plan: &Plan) -> Result<Vec<Event>, String> {
             // subscribe before the first message (the model's bridges exist at time 0).
             std::thread::sleep(Duration::from_millis(500));
         }
-        let t0 = Instant::now();
+        t0 = Instant::now();
         let producers: Vec<_> = (0..plan.producers)
             .map(|p| {
                 let sh = &*sh;
                 s.spawn(move || producer(sh, p, plan, t0))
             })
             .collect();
-        let r = drive(&sh, plan, &mut brokers, t0);
+        let r = drive(&sh, plan, &mut brokers, t0).map(|f| faults = f);
         for p in producers {
-            let _ = p.join();
+            written.extend(p.join().unwrap_or_default());
         }
         let r = r.and_then(|_| {
             if sh.aborted() {
@@ -1001,38 +1235,91 @@ pub fn run(plan: &Plan) -> Result<Vec<Event>, String> {
             });
         }
     }
-    Ok(rec.into_events())
+    let origin = rec.origin();
+    let since = |i: Instant| i.saturating_duration_since(t0);
+    let mut sent = vec![None; plan.schedule.len()];
+    for (i, at) in written {
+        sent[i] = Some(since(at));
+    }
+    let excused = outages(&faults, plan.producer_reconnect_delay);
+    Ok(LiveRun {
+        events: rec.into_events(),
+        pacing: pacing(&plan.schedule, &sent, &excused),
+        faults,
+        t0_us: t0.saturating_duration_since(origin).as_micros() as u64,
+    })
 }
 
-/// The fault driver: performs each action at its time.
-fn drive(sh: &Shared, plan: &Plan, brokers: &mut [Broker], t0: Instant) -> Result<(), String> {
+/// The fault driver: performs each action at its time, and says when each happened.
+fn drive(
+    sh: &Shared,
+    plan: &Plan,
+    brokers: &mut [Broker],
+    t0: Instant,
+) -> Result<Vec<FaultTiming>, String> {
+    let mut out = Vec::new();
     for (at, a) in &plan.faults {
         if !sleep_until(sh, t0 + *at) {
             return Err("interrupted".into());
         }
+        let since = |i: Instant| i.saturating_duration_since(t0);
         match a {
             Action::KillBroker(b) => {
-                brokers[*b as usize].kill();
-                sh.rec.push(|t| Event::Crash {
+                // The crash is recorded at the instant the SIGKILL goes out: in the history
+                // before anything a client notices of it (a client's event is timed after it
+                // noticed), without waiting for the recorder's lock first.
+                let killed = Instant::now();
+                brokers[*b as usize].sigkill();
+                sh.rec.insert_at(killed, |t| Event::Crash {
                     t,
                     node: Node::Broker(*b),
                 });
+                brokers[*b as usize].kill();
+                out.push(FaultTiming {
+                    what: format!("broker {} killed", plan.brokers[*b as usize]),
+                    planned: *at,
+                    actual: Some(since(killed)),
+                    ready: None,
+                });
             }
             Action::RestartBroker(b) => {
-                brokers[*b as usize].start(Duration::from_secs(60))?;
+                let started = Instant::now();
+                let open = brokers[*b as usize].start(Duration::from_secs(60))?;
                 sh.rec.push(|t| Event::Recover {
                     t,
                     node: Node::Broker(*b),
                 });
+                out.push(FaultTiming {
+                    what: format!("broker {} restarted", plan.brokers[*b as usize]),
+                    planned: *at,
+                    actual: Some(since(started)),
+                    ready: Some(since(open)),
+                });
             }
             Action::CrashConsumer { c, down } => {
-                *sh.crash[*c as usize]
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner()) = Some(Instant::now() + *down);
+                let crashed = sh.crash_consumer(*c, *down);
+                out.push(FaultTiming {
+                    what: format!("consumer {c} crashed"),
+                    planned: *at,
+                    actual: crashed.map(since),
+                    ready: None,
+                });
             }
         }
     }
-    Ok(())
+    Ok(out)
+}
+
+/// What one live run gives.
+pub struct LiveRun {
+    /// The history.
+    pub events: Vec<Event>,
+    /// How the producers kept to the schedule.
+    pub pacing: Pacing,
+    /// When the faults happened.
+    pub faults: Vec<FaultTiming>,
+    /// Where the schedule's time 0 falls in the history's time (microseconds).
+    pub t0_us: u64,
 }
 
 #[cfg(test)]
@@ -1135,6 +1422,7 @@ mod tests {
             service: sc.consumers.service.0.clone(),
             ack_latency: Duration::ZERO,
             reconnect_delay: Duration::from_millis(100),
+            producer_reconnect_delay: Duration::from_millis(100),
             schedule: Vec::new(),
             poison: Vec::new(),
             redelivery,
@@ -1142,15 +1430,7 @@ mod tests {
             drain_timeout: Duration::from_secs(5),
             seed: 1,
         };
-        let sh = Shared {
-            rec: Recorder::new(1),
-            stop_consumers: AtomicBool::new(false),
-            abort: AtomicBool::new(false),
-            crash: vec![Mutex::new(None)],
-            produce_lock: Mutex::new(()),
-            subscribed: vec![AtomicBool::new(false)],
-            ports: vec![port],
-        };
+        let sh = Shared::new(Recorder::new(1), 1, vec![port]);
         let frames = std::thread::scope(|s| {
             let c = s.spawn(|| consumer(&sh, 0, &plan));
             let frames = fake.join().unwrap();

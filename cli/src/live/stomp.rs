@@ -227,6 +227,11 @@ fn readable(stream: &TcpStream, wait: Duration) -> io::Result<bool> {
     Ok(n > 0)
 }
 
+/// Closes a socket abruptly (both directions), as the death of its process does.
+pub fn close_socket(s: &TcpStream) {
+    let _ = s.shutdown(Shutdown::Both);
+}
+
 /// A STOMP connection.
 pub struct Conn {
     stream: TcpStream,
@@ -328,6 +333,12 @@ impl Conn {
                 None => return Err(io::Error::new(io::ErrorKind::TimedOut, "no RECEIPT")),
             }
         }
+    }
+
+    /// A second handle on the socket: another thread closes it with [`close_socket`] (a crash
+    /// at its instant, whatever this connection's owner is doing).
+    pub fn socket(&self) -> io::Result<TcpStream> {
+        self.stream.try_clone()
     }
 
     /// Closes the connection abruptly (no DISCONNECT): what the broker sees when a process dies.
