@@ -527,6 +527,13 @@ fn anomaly_aims_at_a_kind_and_shows_the_fault_behind_it() {
     assert!(err.contains("no lost in this run"), "{err}");
 }
 
+/// `sim trace scenarios/failover.toml --strategy single` with `extra`.
+fn single(extra: &[&str]) -> (i32, String, String) {
+    let mut a = vec!["trace", "scenarios/failover.toml", "--strategy", "single"];
+    a.extend_from_slice(extra);
+    sim(&a)
+}
+
 #[test]
 fn a_misspelt_anomaly_kind_gets_a_suggestion() {
     common::at_root();
@@ -536,14 +543,7 @@ fn a_misspelt_anomaly_kind_gets_a_suggestion() {
         ("duplicate_", "duplicates"),
         ("final_state_mismatch", "final_state_mismatches"),
     ] {
-        let (code, _, err) = sim(&[
-            "trace",
-            "scenarios/failover.toml",
-            "--strategy",
-            "single",
-            "--anomaly",
-            typo,
-        ]);
+        let (code, _, err) = single(&["--anomaly", typo]);
         assert_eq!(code, 2, "{err}");
         assert!(
             err.contains(&format!("did you mean `{want}`?")),
@@ -556,13 +556,7 @@ fn a_misspelt_anomaly_kind_gets_a_suggestion() {
 #[test]
 fn keys_lists_every_affected_key_with_its_counts() {
     common::at_root();
-    let (code, out, err) = sim(&[
-        "trace",
-        "scenarios/failover.toml",
-        "--strategy",
-        "single",
-        "--keys",
-    ]);
+    let (code, out, err) = single(&["--keys"]);
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains("18 key(s) with anomalies, most first:"),
@@ -597,29 +591,13 @@ fn keys_lists_every_affected_key_with_its_counts() {
     };
     assert_eq!((col(1), col(2), col(3)), (18, 18, 1));
     // Narrowed to a kind and a window.
-    let (code, out, _) = sim(&[
-        "trace",
-        "scenarios/failover.toml",
-        "--strategy",
-        "single",
-        "--keys",
-        "--anomaly",
-        "duplicates",
-    ]);
+    let (code, out, _) = single(&["--keys", "--anomaly", "duplicates"]);
     assert_eq!(code, 0);
     assert!(
         out.contains("1 key(s) with duplicates, most first:"),
         "{out}"
     );
-    let (code, out, err) = sim(&[
-        "trace",
-        "scenarios/failover.toml",
-        "--strategy",
-        "single",
-        "--keys",
-        "--to",
-        "1m",
-    ]);
+    let (code, out, err) = single(&["--keys", "--to", "1m"]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("no key has anomalies up to 1m"), "{out}");
     assert!(err.contains("no anomaly up to 1m in this run"), "{err}");
@@ -629,14 +607,7 @@ fn keys_lists_every_affected_key_with_its_counts() {
 fn from_and_to_choose_the_window() {
     common::at_root();
     // The run's anomalies are all after 75s: from 75.1s the first is another key's.
-    let (code, out, err) = sim(&[
-        "trace",
-        "scenarios/failover.toml",
-        "--strategy",
-        "single",
-        "--from",
-        "75.1s",
-    ]);
+    let (code, out, err) = single(&["--from", "75.1s"]);
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains("aimed at: anomalies from 1m 15s 100ms"),
@@ -661,9 +632,7 @@ fn from_and_to_choose_the_window() {
         (&["--from", "2m", "--to", "1m"][..], "is after --to"),
         (&["--from", "soon"][..], "--from: invalid duration"),
     ] {
-        let mut a = vec!["trace", "scenarios/failover.toml", "--strategy", "single"];
-        a.extend_from_slice(args);
-        let (code, _, err) = sim(&a);
+        let (code, _, err) = single(args);
         assert_eq!(code, 2, "{err}");
         assert!(err.contains(want), "{err}");
     }

@@ -54,6 +54,15 @@ pub struct Story {
     pub end: Time,
 }
 
+/// The first `n` seqs, comma-separated, "and N more" after them.
+fn seq_list(seqs: &[u32], n: usize) -> String {
+    let shown: Vec<String> = seqs.iter().take(n).map(u32::to_string).collect();
+    match seqs.len().saturating_sub(n) {
+        0 => shown.join(", "),
+        more => format!("{} and {more} more", shown.join(", ")),
+    }
+}
+
 /// Seconds with microsecond precision.
 fn secs(t: Time) -> String {
     format!("{}.{:06}", t / 1_000_000, t % 1_000_000)
@@ -520,19 +529,13 @@ impl Story {
     fn fault_lines(&self) -> Vec<(Time, String)> {
         let mut v = Vec::new();
         for (f, seqs) in &self.faults {
-            let shown: Vec<String> = seqs.iter().take(10).map(u32::to_string).collect();
-            let more = if seqs.len() > 10 {
-                format!(" and {} more", seqs.len() - 10)
-            } else {
-                String::new()
-            };
             v.push((
                 f.at,
                 format!(
-                    "{:<12} {} (touches seq {}{more})",
+                    "{:<12} {} (touches seq {})",
                     "fault",
                     f.what,
-                    shown.join(", ")
+                    seq_list(seqs, 10)
                 ),
             ));
             if let Some(u) = f.until {
@@ -644,12 +647,7 @@ impl Story {
                     "  t={}s {} (seq {})",
                     secs(f.at),
                     f.what,
-                    seqs.iter()
-                        .take(10)
-                        .map(u32::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                        + if seqs.len() > 10 { ", ..." } else { "" }
+                    seq_list(seqs, 10)
                 );
             }
         }
@@ -988,11 +986,7 @@ impl<'a> Page<'a> {
                 "{}s fault: {} (touches seq {})",
                 secs(f.at),
                 f.what,
-                seqs.iter()
-                    .take(20)
-                    .map(u32::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                seq_list(seqs, 20)
             ));
             let fy = lane_y(Lane::Faults) - lane_h / 2.0 + 3.0 + row_h * (i % rows) as f64;
             let _ = write!(
@@ -1144,11 +1138,7 @@ impl<'a> Page<'a> {
                     "<li>{}s {} (seq {})</li>",
                     secs(f.at),
                     esc(&f.what),
-                    seqs.iter()
-                        .take(20)
-                        .map(u32::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    seq_list(seqs, 20)
                 );
             }
             notes.push_str("</ul>");
