@@ -89,14 +89,16 @@ fn readme_stays_under_20000_bytes() {
     assert!(readme.len() < 20_000, "README.md is {} bytes", readme.len());
 }
 
-/// The README's `sim trace` examples find what they say they find (exit 0: an anomaly on the key
-/// named), so a change of results that moves the anomalies shows here.
+/// The `sim trace` examples of the README and docs/trace.md find what they say they find (exit 0:
+/// an anomaly on the key named, of the kind named, a key listed), so a change of results that
+/// moves the anomalies shows here.
 #[test]
-fn the_readmes_trace_examples_find_an_anomaly() {
+fn the_docs_trace_examples_find_an_anomaly() {
     crate::common::at_root();
-    let readme = read("README.md");
-    let examples: Vec<Vec<&str>> = readme
-        .lines()
+    let docs = [read("README.md"), read("docs/trace.md")];
+    let examples: Vec<Vec<&str>> = docs
+        .iter()
+        .flat_map(|d| d.lines())
         .filter(|l| l.starts_with("sim trace scenarios/") && !l.contains("--out"))
         .map(|l| {
             l.split('#')
@@ -107,7 +109,14 @@ fn the_readmes_trace_examples_find_an_anomaly() {
                 .collect()
         })
         .collect();
-    assert!(!examples.is_empty(), "no sim trace example in the README");
+    // The README's three (--key, --keys, --anomaly) and docs/trace.md's three.
+    assert!(examples.len() >= 6, "{examples:?}");
+    for flag in ["--key", "--keys", "--anomaly", "--from"] {
+        assert!(
+            examples.iter().any(|a| a.contains(&flag)),
+            "no example of {flag}"
+        );
+    }
     for args in examples {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
             .args(&args)

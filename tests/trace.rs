@@ -457,3 +457,208 @@ fn anomaly_lines_agree_with_the_summary() {
         "{line}"
     );
 }
+
+#[test]
+fn anomaly_aims_at_a_kind_and_shows_the_fault_behind_it() {
+    common::at_root();
+    let d = dir("aim");
+    let (code, out, err) = sim(&[
+        "trace",
+        "scenarios/zombie.toml",
+        "--strategy",
+        "single",
+        "--anomaly",
+        "stale_writes",
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(
+            "first anomaly: stale write: key 13 got the state of seq 17 at 80.005489s by c0"
+        ),
+        "{out}"
+    );
+    // The pause that made c0 a zombie is in the story, at its time, naming the seq it held.
+    assert!(
+        out.contains("faults that touched key 13's messages: 1 of 1 in the plan"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            " #      20.000000  fault        consumer_pause consumer c0 for 1m (touches seq 17)"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(" #      80.000000  fault_end    consumer_pause ends"),
+        "{out}"
+    );
+    let html = std::fs::read_to_string(d.join("timeline.html")).unwrap();
+    assert!(
+        html.contains(r#"<g class="ev fault""#),
+        "the fault is drawn"
+    );
+    assert!(html.contains("consumer_pause consumer c0 for 1m (touches seq 17)"));
+    // The annotation's name chooses the same.
+    let text = |kind: &str| {
+        sim(&[
+            "trace",
+            "scenarios/zombie.toml",
+            "--strategy",
+            "single",
+            "--anomaly",
+            kind,
+        ])
+    };
+    let (code, figure, _) = text("stale_writes");
+    assert_eq!(code, 0);
+    assert_eq!(figure, text("stale_write").1);
+    // A kind the run does not have exits 1 and says which.
+    let (code, _, err) = sim(&[
+        "trace",
+        "scenarios/zombie.toml",
+        "--strategy",
+        "single",
+        "--anomaly",
+        "lost",
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no lost in this run"), "{err}");
+}
+
+/// `sim trace scenarios/failover.toml --strategy single` with `extra`.
+fn single(extra: &[&str]) -> (i32, String, String) {
+    let mut a = vec!["trace", "scenarios/failover.toml", "--strategy", "single"];
+    a.extend_from_slice(extra);
+    sim(&a)
+}
+
+#[test]
+fn a_misspelt_anomaly_kind_gets_a_suggestion() {
+    common::at_root();
+    for (typo, want) in [
+        ("stale_writs", "stale_writes"),
+        ("ordering_violation", "ordering_violations"),
+        ("duplicate_", "duplicates"),
+        ("final_state_mismatch", "final_state_mismatches"),
+    ] {
+        let (code, _, err) = single(&["--anomaly", typo]);
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains(&format!("did you mean `{want}`?")),
+            "{typo}: {err}"
+        );
+        assert!(err.contains("ordering_violations, stale_writes"), "{err}");
+    }
+}
+
+#[test]
+fn keys_lists_every_affected_key_with_its_counts() {
+    common::at_root();
+    let (code, out, err) = single(&["--keys"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("18 key(s) with anomalies, most first:"),
+        "{out}"
+    );
+    let header = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("key "))
+        .expect("a header row");
+    assert!(
+        header.contains("ordering_violations  stale_writes  duplicates"),
+        "{header}"
+    );
+    assert!(
+        !header.contains("lost"),
+        "only the kinds the run has: {header}"
+    );
+    // Key 90 has the most (a violation, a stale write, a duplicate); the columns add up to the
+    // run's figures.
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("key "))
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 18);
+    assert_eq!(rows[0][..4], ["90", "1", "1", "1"]);
+    let col = |i: usize| {
+        rows.iter()
+            .map(|r| r[i].parse::<u64>().unwrap())
+            .sum::<u64>()
+    };
+    assert_eq!((col(1), col(2), col(3)), (18, 18, 1));
+    // Narrowed to a kind and a window.
+    let (code, out, _) = single(&["--keys", "--anomaly", "duplicates"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("1 key(s) with duplicates, most first:"),
+        "{out}"
+    );
+    let (code, out, err) = single(&["--keys", "--to", "1m"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("no key has anomalies up to 1m"), "{out}");
+    assert!(err.contains("no anomaly up to 1m in this run"), "{err}");
+}
+
+#[test]
+fn from_and_to_choose_the_window() {
+    common::at_root();
+    // The run's anomalies are all after 75s: from 75.1s the first is another key's.
+    let (code, out, err) = single(&["--from", "75.1s"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("aimed at: anomalies from 1m 15s 100ms"),
+        "{out}"
+    );
+    let first = out
+        .lines()
+        .find(|l| l.starts_with("first anomaly"))
+        .unwrap();
+    assert!(!first.contains("key 90 "), "{first}");
+    // No event of the story before the window.
+    let times: Vec<f64> = out
+        .lines()
+        .filter_map(|l| l.get(3..17).and_then(|t| t.trim().parse().ok()))
+        .collect();
+    assert!(
+        !times.is_empty() && times.iter().all(|&t| t >= 75.1),
+        "{out}"
+    );
+    assert!(out.contains("earlier event(s) left out"), "{out}");
+    for (args, want) in [
+        (&["--from", "2m", "--to", "1m"][..], "is after --to"),
+        (&["--from", "soon"][..], "--from: invalid duration"),
+    ] {
+        let (code, _, err) = single(args);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(want), "{err}");
+    }
+}
+
+#[test]
+fn reassigns_are_told_only_for_the_traced_key() {
+    common::at_root();
+    let (code, out, err) = sim(&[
+        "trace",
+        "scenarios/artemis-groups.toml",
+        "--strategy",
+        "artemis_groups",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let told: Vec<&str> = out
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some("reassign"))
+        .collect();
+    // The run has about 200; the story tells the few that moved key 48, each naming it.
+    assert!(!told.is_empty() && told.len() < 20, "{}", told.join("\n"));
+    for l in &told {
+        assert!(l.contains(" 48") && l.contains("owner is now"), "{l}");
+    }
+    assert!(
+        out.contains("reassign event(s) of other keys left out"),
+        "{out}"
+    );
+}

@@ -353,7 +353,8 @@ pub fn run_scenario(
                     path: path.display().to_string(),
                     reason: e.to_string(),
                 })?;
-                let header = trace::TraceHeader::of(&sc, file, Some(name), Some(seed));
+                let header = trace::TraceHeader::of(&sc, file, Some(name), Some(seed))
+                    .with_faults(&sc, &plan);
                 let mut w = trace::TraceWriter::new(std::io::BufWriter::new(f), &header);
                 let r =
                     strategies::run_named(name, &sc, &plan, &opts, Some(&mut w)).map_err(fail)?;

@@ -112,9 +112,22 @@ enum Command {
         /// The strategy whose run to follow (required with a scenario).
         #[arg(long)]
         strategy: Option<String>,
-        /// Follow this key (default: the key of the run's first anomaly of any kind).
+        /// Follow this key (default: the key of the run's first aimed anomaly).
         #[arg(long)]
         key: Option<u32>,
+        /// Aim at this kind of anomaly, by its summary figure: ordering_violations,
+        /// stale_writes, duplicates, lost, innocent_dropped, final_state_mismatches.
+        #[arg(long, value_name = "KIND")]
+        anomaly: Option<String>,
+        /// List every key with aimed anomalies, with counts by kind, instead of one story.
+        #[arg(long)]
+        keys: bool,
+        /// Only anomalies and events from this simulated time on, e.g. "30s".
+        #[arg(long, value_name = "TIME")]
+        from: Option<String>,
+        /// Only anomalies and events up to this simulated time, e.g. "2m".
+        #[arg(long, value_name = "TIME")]
+        to: Option<String>,
         /// Seed (default: the scenario's).
         #[arg(long)]
         seed: Option<u64>,
@@ -446,12 +459,22 @@ fn run(cli: Cli) -> Result<(), CliError> {
             file,
             strategy,
             key,
+            anomaly,
+            keys,
+            from,
+            to,
             seed,
             history,
             out,
             max_events,
         } => {
+            let aim = ordsim::trace::Aim::parse(anomaly.as_deref(), from.as_deref(), to.as_deref())?;
             if let Some(dir) = &out {
+                if keys {
+                    return Err(CliError::Usage(
+                        "--keys prints a listing; --out writes one key's timeline: give one".into(),
+                    ));
+                }
                 ordsim::check_out_dir(dir)?;
             }
             let story = ordsim::trace::trace(&ordsim::trace::TraceRequest {
@@ -461,8 +484,20 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 key,
                 seed,
                 max_events,
+                aim,
+                list_keys: keys,
             })?;
             out!("{}", story.text());
+            let what = match aim.kind {
+                Some(_) => aim.describe(),
+                None => format!("anomaly{}", aim.window_words()),
+            };
+            if keys {
+                if story.per_key.is_empty() {
+                    return Err(CliError::NoAnomaly(format!("no {what} in this run")));
+                }
+                return Ok(());
+            }
             if let Some(dir) = &out {
                 let path = dir.join("timeline.html");
                 ordsim::write_atomic(&path, story.html().as_bytes())?;
@@ -470,9 +505,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
             }
             if story.anomaly.is_none() {
                 return Err(CliError::NoAnomaly(if story.key_chosen {
-                    format!("no anomaly on key {}", story.key)
+                    format!("no {what} on key {}", story.key)
                 } else {
-                    "no anomaly in this run".into()
+                    format!("no {what} in this run")
                 }));
             }
             Ok(())

@@ -3,7 +3,9 @@
 //! per producer, broker and consumer and one for the target store, time across, the anomaly in red.
 //! Everything taken from the scenario or the history is HTML-escaped.
 
-use crate::trace::{event_key, TraceHeader, MAX_STORY_EVENTS};
+use crate::trace::{
+    event_key, Aim, KeyCount, ReassignNote, TraceFault, TraceHeader, MAX_STORY_EVENTS,
+};
 use sim::checkers::{Anomaly, AnomalyKind};
 use sim::history::{Event, Node};
 use sim::time::Time;
@@ -21,23 +23,44 @@ pub struct Story {
     pub key: u32,
     /// Whether the user chose the key (`--key`).
     pub key_chosen: bool,
+    /// What was aimed at (`--anomaly`, `--from`, `--to`).
+    pub aim: Aim,
+    /// A listing of the affected keys (`--keys`), not a story.
+    pub list_keys: bool,
     /// The first anomaly of the key (none: the run, or the key, has none).
     pub anomaly: Option<Anomaly>,
     /// The key's anomalies (bounded).
     pub on_key: Vec<Anomaly>,
     /// The whole run's anomalies, by kind.
     pub counts: BTreeMap<AnomalyKind, u64>,
+    /// The aimed anomalies, by key.
+    pub per_key: BTreeMap<u32, KeyCount>,
     /// The events told, in order.
     pub events: Vec<Event>,
+    /// The keys a told `reassign` event concerns, by its index in `events`.
+    pub notes: BTreeMap<usize, ReassignNote>,
+    /// The faults of the plan that touched the key's messages (in the window), with the seqs.
+    pub faults: Vec<(TraceFault, Vec<u32>)>,
     /// Events of the key left out before the window (the story keeps at most
     /// [`MAX_STORY_EVENTS`]).
     pub omitted_before: u64,
     /// Events left out after it.
     pub omitted_after: u64,
+    /// `reassign` events of other keys left out.
+    pub reassigns_omitted: u64,
     /// A recorded history broke the checkers' rules: the figures may be off.
     pub malformed: Option<String>,
     /// The last event's time.
     pub end: Time,
+}
+
+/// The first `n` seqs, comma-separated, "and N more" after them.
+fn seq_list(seqs: &[u32], n: usize) -> String {
+    let shown: Vec<String> = seqs.iter().take(n).map(u32::to_string).collect();
+    match seqs.len().saturating_sub(n) {
+        0 => shown.join(", "),
+        more => format!("{} and {more} more", shown.join(", ")),
+    }
 }
 
 /// Seconds with microsecond precision.
@@ -400,9 +423,136 @@ impl Story {
         let parts: Vec<String> = self
             .counts
             .iter()
-            .map(|(k, n)| format!("{} {n}", k.name()))
+            .map(|(k, n)| format!("{} {n}", k.figure()))
             .collect();
         format!("anomalies in the run: {} (total {total})", parts.join(", "))
+    }
+
+    /// The keys with aimed anomalies, most first (ties: the lower key).
+    fn keys_by_count(&self) -> Vec<(u32, &KeyCount)> {
+        let mut v: Vec<(u32, &KeyCount)> = self.per_key.iter().map(|(k, c)| (*k, c)).collect();
+        v.sort_by_key(|(k, c)| (std::cmp::Reverse(c.total()), *k));
+        v
+    }
+
+    /// One line: how many keys have aimed anomalies, the five with most.
+    fn keys_line(&self) -> String {
+        let v = self.keys_by_count();
+        let top: Vec<String> = v
+            .iter()
+            .take(5)
+            .map(|(k, c)| format!("{k} ({})", c.total()))
+            .collect();
+        format!(
+            "keys with {}: {}{}{}",
+            self.aim_words(),
+            v.len(),
+            if top.is_empty() {
+                String::new()
+            } else {
+                format!(", most: {}", top.join(", "))
+            },
+            if v.len() > 1 {
+                "; --keys lists them by kind"
+            } else {
+                ""
+            }
+        )
+    }
+
+    fn aim_words(&self) -> String {
+        match self.aim.kind {
+            None => format!("anomalies{}", self.aim.window_words()),
+            Some(_) => self.aim.describe(),
+        }
+    }
+
+    /// The `--keys` listing: one row per key with aimed anomalies, the count of each kind that
+    /// occurs in the run, and the time of its first.
+    pub fn keys_table(&self) -> String {
+        const MAX_ROWS: usize = 1000;
+        let kinds: Vec<(usize, AnomalyKind)> = AnomalyKind::ALL
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.per_key.values().any(|c| c.by_kind[*i] > 0))
+            .map(|(i, k)| (i, *k))
+            .collect();
+        let mut s = String::new();
+        let _ = write!(s, "{:>8}", "key");
+        for (_, k) in &kinds {
+            let _ = write!(s, "  {:>w$}", k.figure(), w = k.figure().len());
+        }
+        let _ = writeln!(s, "  {:>14}", "first at (s)");
+        let rows = self.keys_by_count();
+        for (key, c) in rows.iter().take(MAX_ROWS) {
+            let _ = write!(s, "{key:>8}");
+            for (i, k) in &kinds {
+                let _ = write!(s, "  {:>w$}", c.by_kind[*i], w = k.figure().len());
+            }
+            let _ = writeln!(s, "  {:>14}", secs(c.first));
+        }
+        if rows.len() > MAX_ROWS {
+            let _ = writeln!(s, "  ... and {} more key(s)", rows.len() - MAX_ROWS);
+        }
+        s
+    }
+
+    /// The event's kind and line, with what the story knows beyond the event (the keys of a
+    /// reassign).
+    fn describe_at(&self, i: usize, e: &Event) -> (&'static str, String) {
+        let h = &self.header;
+        match (self.notes.get(&i), *e) {
+            (
+                Some(n),
+                Event::Reassign {
+                    broker, consumer, ..
+                },
+            ) => {
+                let c = h.consumer(consumer);
+                let mut text = if n.keys.len() == 1 {
+                    format!(
+                        "broker {}: key {}'s owner is now {c} (its message went to {c} at this instant)",
+                        h.broker(broker),
+                        n.keys[0]
+                    )
+                } else {
+                    let shown: Vec<String> = n.keys.iter().take(10).map(u32::to_string).collect();
+                    format!(
+                        "broker {}: owner is now {c} for keys {}{} (their messages went to {c} at this instant)",
+                        h.broker(broker),
+                        shown.join(", "),
+                        if n.keys.len() > 10 { ", ..." } else { "" }
+                    )
+                };
+                if n.events > 1 {
+                    let _ = write!(text, " ({} events)", n.events);
+                }
+                ("reassign", text)
+            }
+            _ => describe(h, e),
+        }
+    }
+
+    /// The faults' start and end lines for the text timeline: (time, line), by time.
+    fn fault_lines(&self) -> Vec<(Time, String)> {
+        let mut v = Vec::new();
+        for (f, seqs) in &self.faults {
+            v.push((
+                f.at,
+                format!(
+                    "{:<12} {} (touches seq {})",
+                    "fault",
+                    f.what,
+                    seq_list(seqs, 10)
+                ),
+            ));
+            if let Some(u) = f.until {
+                let kind = f.what.split(' ').next().unwrap_or_default();
+                v.push((u, format!("{:<12} {kind} ends", "fault_end")));
+            }
+        }
+        v.sort_by_key(|(t, _)| *t);
+        v
     }
 
     fn title(&self) -> String {
@@ -451,6 +601,23 @@ impl Story {
         if let Some(m) = &self.malformed {
             let _ = writeln!(s, "warning: the history breaks the checkers' rules: {m}");
         }
+        if self.aim.is_narrowed() {
+            let _ = writeln!(s, "aimed at: {}", self.aim_words());
+        }
+        if self.list_keys {
+            if self.per_key.is_empty() {
+                let _ = writeln!(s, "no key has {}", self.aim_words());
+            } else {
+                let _ = writeln!(
+                    s,
+                    "{} key(s) with {}, most first:",
+                    self.per_key.len(),
+                    self.aim_words()
+                );
+                s.push_str(&self.keys_table());
+            }
+            return s;
+        }
         match &self.anomaly {
             Some(a) => {
                 let _ = writeln!(
@@ -467,30 +634,71 @@ impl Story {
                 }
             }
             None if self.key_chosen => {
-                let _ = writeln!(s, "key {}: no anomaly", self.key);
+                let _ = writeln!(s, "key {}: no {}", self.key, self.aim.describe());
             }
             None => return s,
         }
+        if !self.key_chosen {
+            let _ = writeln!(s, "{}", self.keys_line());
+        }
+        if !self.faults.is_empty() {
+            let _ = writeln!(
+                s,
+                "faults that touched key {}'s messages: {} of {} in the plan",
+                self.key,
+                self.faults.len(),
+                h.faults.len()
+            );
+            for (f, seqs) in &self.faults {
+                let _ = writeln!(
+                    s,
+                    "  t={}s {} (seq {})",
+                    secs(f.at),
+                    f.what,
+                    seq_list(seqs, 10)
+                );
+            }
+        }
         let _ = writeln!(
             s,
-            "\nkey {}: {} event(s) with every node's crashes and failovers; >> the anomaly, * the event it conflicts with, ! other anomalies",
+            "\nkey {}: {} event(s) with every node's crashes and failovers; >> the anomaly, * the event it conflicts with, ! other anomalies, # a fault that touched its messages",
             self.key,
             self.events.len()
         );
         if self.omitted_before > 0 {
             let _ = writeln!(s, "  ... {} earlier event(s) left out", self.omitted_before);
         }
-        for e in &self.events {
+        let faults = self.fault_lines();
+        let mut next_fault = faults.iter().peekable();
+        let shown = |t: Time| self.aim.inside(t);
+        for (i, e) in self.events.iter().enumerate() {
+            while let Some((t, line)) = next_fault.next_if(|(t, _)| *t <= e.time()) {
+                if shown(*t) {
+                    let _ = writeln!(s, " # {:>14}  {line}", secs(*t));
+                }
+            }
             let (m, note) = self.mark(e);
-            let (kind, what) = describe(h, e);
+            let (kind, what) = self.describe_at(i, e);
             let _ = write!(s, "{m} {:>14}  {kind:<12} {what}", secs(e.time()));
             if let Some(n) = note {
                 let _ = write!(s, "   <-- {n}");
             }
             s.push('\n');
         }
+        for (t, line) in next_fault {
+            if shown(*t) && *t <= self.end {
+                let _ = writeln!(s, " # {:>14}  {line}", secs(*t));
+            }
+        }
         if self.omitted_after > 0 {
             let _ = writeln!(s, "  ... {} later event(s) left out", self.omitted_after);
+        }
+        if self.reassigns_omitted > 0 {
+            let _ = writeln!(
+                s,
+                "  ... {} reassign event(s) of other keys left out (the event names no key: it is told on a key whose message went to the new owner at that instant)",
+                self.reassigns_omitted
+            );
         }
         if let Some(a) = &self.anomaly {
             if a.event.is_none() {
@@ -528,6 +736,7 @@ pub fn esc(s: &str) -> String {
 /// A lane: producers, brokers, consumers, then the target store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Lane {
+    Faults,
     Producer(u32),
     Broker(u16),
     Consumer(u32),
@@ -607,8 +816,11 @@ impl<'a> Page<'a> {
             _ => Lane::Store,
         };
         let anomaly = story.anomaly.as_ref();
-        for e in &story.events {
-            let (kind, text) = describe(h, e);
+        if !story.faults.is_empty() {
+            lanes.insert(Lane::Faults, "faults".into());
+        }
+        for (i, e) in story.events.iter().enumerate() {
+            let (kind, text) = story.describe_at(i, e);
             let t = e.time();
             let seq = match e {
                 Event::SourceRead { .. } => None,
@@ -666,6 +878,7 @@ impl<'a> Page<'a> {
                 _ => {}
             }
             lanes.entry(lane).or_insert_with(|| match lane {
+                Lane::Faults => "faults".into(),
                 Lane::Producer(p) => format!("producer {}", h.producer(p)),
                 Lane::Broker(b) => format!("broker {}", h.broker(b)),
                 Lane::Consumer(c) => format!("consumer {}", h.consumer(c)),
@@ -767,6 +980,49 @@ impl<'a> Page<'a> {
                 secs(to)
             );
         }
+        // The faults that touched the key's messages: a bar each in the faults lane, and their
+        // window shaded on the node they act on.
+        // Up to three rows in the lane, so that overlapping faults stay apart.
+        let rows = s.faults.len().clamp(1, 3);
+        let row_h = (lane_h - 6.0) / rows as f64;
+        for (i, (f, seqs)) in s.faults.iter().enumerate() {
+            let (from, to) = (f.at.max(self.t0), f.end().min(self.t1));
+            if from > self.t1 || to < self.t0 {
+                continue;
+            }
+            let w = (x(to) - x(from)).max(3.0);
+            let d = esc(&format!(
+                "{}s fault: {} (touches seq {})",
+                secs(f.at),
+                f.what,
+                seq_list(seqs, 20)
+            ));
+            let fy = lane_y(Lane::Faults) - lane_h / 2.0 + 3.0 + row_h * (i % rows) as f64;
+            let _ = write!(
+                svg,
+                r##"<g class="ev fault" data-d="{d}"><rect x="{:.1}" y="{fy:.1}" width="{w:.1}" height="{:.1}" fill="#ff9d00" fill-opacity="0.55" stroke="#c66f00"/><text x="{:.1}" y="{:.1}" font-size="{}" fill="#7a4300">{}</text><title>{d}</title></g>"##,
+                x(from),
+                row_h - 1.0,
+                x(from) + 3.0,
+                fy + row_h / 2.0 + 3.0,
+                if rows > 1 { 9 } else { 11 },
+                esc(&f.what),
+            );
+            let target = f.node.map(|n| match n {
+                Node::Broker(b) => Lane::Broker(b),
+                Node::Consumer(c) => Lane::Consumer(c),
+                Node::Producer(p) => Lane::Producer(p),
+                _ => Lane::Store,
+            });
+            if let Some(l) = target.filter(|l| self.lanes.iter().any(|(x, _)| x == l)) {
+                let _ = write!(
+                    svg,
+                    r##"<rect class="fault" x="{:.1}" y="{:.1}" width="{w:.1}" height="{lane_h}" fill="#ff9d00" fill-opacity="0.18"><title>{d}</title></rect>"##,
+                    x(from),
+                    lane_y(l) - lane_h / 2.0,
+                );
+            }
+        }
         // The time axis: ten ticks.
         for i in 0..=10u64 {
             let t = self.t0 + (self.t1 - self.t0) * i / 10;
@@ -862,7 +1118,7 @@ impl<'a> Page<'a> {
                 esc(label)
             );
         }
-        legend.push_str(r##"<span><svg width="14" height="14"><circle cx="7" cy="7" r="6" fill="#d62728" stroke="#000" stroke-width="2"/></svg> the anomaly</span><span><svg width="14" height="14"><circle cx="7" cy="7" r="5" fill="#59a14f" stroke="#d62728" stroke-width="2"/></svg> the event it conflicts with</span><span><svg width="14" height="12"><rect width="14" height="12" fill="#e15759" fill-opacity="0.3"/></svg> node down</span>"##);
+        legend.push_str(r##"<span><svg width="14" height="14"><circle cx="7" cy="7" r="6" fill="#d62728" stroke="#000" stroke-width="2"/></svg> the anomaly</span><span><svg width="14" height="14"><circle cx="7" cy="7" r="5" fill="#59a14f" stroke="#d62728" stroke-width="2"/></svg> the event it conflicts with</span><span><svg width="14" height="12"><rect width="14" height="12" fill="#e15759" fill-opacity="0.3"/></svg> node down</span><span><svg width="14" height="12"><rect width="14" height="12" fill="#ff9d00" fill-opacity="0.55"/></svg> a fault that touched the key's messages (its node shaded)</span>"##);
 
         let summary = match &s.anomaly {
             Some(a) => format!(r#"<p class="anomaly">{}</p>"#, esc(&explain(h, a))),
@@ -872,9 +1128,29 @@ impl<'a> Page<'a> {
         if s.omitted_before > 0 || s.omitted_after > 0 {
             let _ = write!(
                 notes,
-                "<p class=\"note\">Truncated: the page shows at most {MAX_STORY_EVENTS} events around the anomaly; {} earlier and {} later event(s) are left out.</p>",
+                "<p class=\"note\">Left out: {} earlier and {} later event(s) (outside the --from/--to window, or beyond the page's {MAX_STORY_EVENTS} events around the anomaly).</p>",
                 s.omitted_before, s.omitted_after
             );
+        }
+        if s.reassigns_omitted > 0 {
+            let _ = write!(
+                notes,
+                "<p class=\"note\">{} reassign event(s) of other keys are left out (the event names no key: one is shown when a message of this key went to the new owner at that instant).</p>",
+                s.reassigns_omitted
+            );
+        }
+        if !s.faults.is_empty() {
+            notes.push_str("<p>Faults that touched the key's messages:</p><ul>");
+            for (f, seqs) in &s.faults {
+                let _ = write!(
+                    notes,
+                    "<li>{}s {} (seq {})</li>",
+                    secs(f.at),
+                    esc(&f.what),
+                    seq_list(seqs, 20)
+                );
+            }
+            notes.push_str("</ul>");
         }
         if let Some(m) = &s.malformed {
             let _ = write!(

@@ -9,11 +9,12 @@ use crate::timeline::Story;
 use crate::{prepare, repro_line, scenario_name, CliError, RunRequest};
 use serde::{Deserialize, Serialize};
 use sim::checkers::{Anomaly, AnomalyKind, Checkers, Notes};
-use sim::history::{Event, Observer};
+use sim::faults::{FaultAction, FaultKind};
+use sim::history::{Event, Node, Observer};
 use sim::scenario::{read_bounded, ReadError, WorkloadKind};
 use sim::time::Time;
 use sim::{FaultPlan, RunOptions, Scenario, Status};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -63,6 +64,127 @@ pub struct TraceHeader {
     pub producers: Vec<String>,
     /// Consumer names, by index; the network bridges follow (`count + peer`).
     pub consumers: Vec<String>,
+    /// The run's resolved fault plan (absent in a history recorded elsewhere): `sim trace
+    /// --history` shows the faults that touched the key's messages from it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<TraceFault>,
+}
+
+/// One occurrence of the fault plan, as a trace header carries it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceFault {
+    /// Its kind.
+    pub kind: FaultKind,
+    /// When it starts (microseconds).
+    pub at: Time,
+    /// When it ends (absent: an instant, or it never heals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Time>,
+    /// The node it acts on (absent: no single node, e.g. every producer, or the target database).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<Node>,
+    /// One line for a reader (`consumer_pause consumer 1 for 45s`).
+    pub what: String,
+}
+
+impl TraceFault {
+    /// The plan's occurrences, in order.
+    pub fn of_plan(sc: &Scenario, plan: &FaultPlan) -> Vec<TraceFault> {
+        plan.faults
+            .iter()
+            .map(|p| {
+                let line = p.describe(sc);
+                // `describe` starts with "t=..."; the story prints its own time. Nodes by name.
+                let mut what = line
+                    .split_once(' ')
+                    .map_or(line.clone(), |x| x.1.to_string());
+                match p.action {
+                    FaultAction::ConsumerCrash { consumer }
+                    | FaultAction::NetworkBlip { consumer }
+                    | FaultAction::ConsumerPause { consumer }
+                    | FaultAction::ConsumerLeave { consumer }
+                    | FaultAction::SlowConsumer { consumer, .. } => {
+                        what = what.replacen(
+                            &format!(" consumer {consumer}"),
+                            &format!(" consumer {}", sc.consumer_name(consumer)),
+                            1,
+                        )
+                    }
+                    FaultAction::ClockSkew { producer, .. }
+                    | FaultAction::SendError {
+                        producer: Some(producer),
+                        ..
+                    }
+                    | FaultAction::SendTimeout {
+                        producer: Some(producer),
+                        ..
+                    } => {
+                        what = what.replacen(
+                            &format!(" producer {producer}"),
+                            &format!(" producer {}", sc.producer_name(producer)),
+                            1,
+                        )
+                    }
+                    _ => {}
+                }
+                TraceFault {
+                    kind: p.action.kind(),
+                    at: p.at,
+                    until: p.duration.map(|d| p.at.saturating_add(d)),
+                    node: match p.action {
+                        FaultAction::BrokerCrash { broker }
+                        | FaultAction::DlqReplay {
+                            broker: Some(broker),
+                        } => Some(Node::Broker(broker)),
+                        FaultAction::ConsumerCrash { consumer }
+                        | FaultAction::NetworkBlip { consumer }
+                        | FaultAction::ConsumerPause { consumer }
+                        | FaultAction::ConsumerLeave { consumer }
+                        | FaultAction::SlowConsumer { consumer, .. } => {
+                            Some(Node::Consumer(consumer))
+                        }
+                        FaultAction::ClockSkew { producer, .. }
+                        | FaultAction::SendError {
+                            producer: Some(producer),
+                            ..
+                        }
+                        | FaultAction::SendTimeout {
+                            producer: Some(producer),
+                            ..
+                        } => Some(Node::Producer(producer)),
+                        _ => None,
+                    },
+                    what: crate::escape_controls(&what, false),
+                }
+            })
+            .collect()
+    }
+
+    /// Whether it acts on a message while the message is at `at`: on its own node; without one,
+    /// on every producer (sends, clocks, poison are decided at production), every broker (a
+    /// dead-letter replay), or anywhere (the target, the source, the cache, partitions).
+    pub fn acts_at(&self, at: Node) -> bool {
+        match self.node {
+            Some(n) => n == at,
+            None => match self.kind {
+                FaultKind::Poison
+                | FaultKind::SendError
+                | FaultKind::SendTimeout
+                | FaultKind::ClockSkew => matches!(at, Node::Producer(_)),
+                FaultKind::DlqReplay => matches!(at, Node::Broker(_)),
+                _ => true,
+            },
+        }
+    }
+
+    /// The end of its window: its `until`, its start for an instant, else never.
+    pub fn end(&self) -> Time {
+        match self.until {
+            Some(u) => u,
+            None if self.kind.is_instant() => self.at,
+            None => Time::MAX,
+        }
+    }
 }
 
 impl TraceHeader {
@@ -88,7 +210,14 @@ impl TraceHeader {
             consumers: (0..sc.consumers.count + bridges)
                 .map(|i| sc.consumer_name(i))
                 .collect(),
+            faults: Vec::new(),
         }
+    }
+
+    /// The same header carrying the run's fault plan.
+    pub fn with_faults(mut self, sc: &Scenario, plan: &FaultPlan) -> Self {
+        self.faults = TraceFault::of_plan(sc, plan);
+        self
     }
 
     /// A broker's name (its index if the header does not know it).
@@ -266,6 +395,7 @@ pub fn parse_history(name: &str, text: &str) -> Result<History, CliError> {
                     .iter_mut()
                     .chain(h.producers.iter_mut())
                     .chain(h.consumers.iter_mut())
+                    .chain(h.faults.iter_mut().map(|f| &mut f.what))
                     .for_each(esc);
                 if h.keys > MAX_HISTORY_KEYS {
                     return Err(bad(format!(
@@ -327,12 +457,148 @@ pub struct TraceRequest {
     pub history: Option<PathBuf>,
     /// The strategy to run (required with a scenario).
     pub strategy: Option<String>,
-    /// The key (default: the first anomaly's).
+    /// The key (default: the first aimed anomaly's).
     pub key: Option<u32>,
     /// The seed (default: the scenario's).
     pub seed: Option<u64>,
     /// Stop the run after this many engine events.
     pub max_events: Option<u64>,
+    /// Which anomalies to aim at (`--anomaly`, `--from`, `--to`).
+    pub aim: Aim,
+    /// List the keys with aimed anomalies instead of telling one key's story (`--keys`).
+    pub list_keys: bool,
+}
+
+/// What `sim trace` aims at: anomalies of one kind (or any), in a time window.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Aim {
+    /// Only this kind (`--anomaly`).
+    pub kind: Option<AnomalyKind>,
+    /// From this time (`--from`), inclusive.
+    pub from: Time,
+    /// Up to this time (`--to`), inclusive.
+    pub to: Time,
+}
+
+impl Default for Aim {
+    fn default() -> Self {
+        Aim {
+            kind: None,
+            from: 0,
+            to: Time::MAX,
+        }
+    }
+}
+
+impl Aim {
+    /// From the command line's `--anomaly`, `--from` and `--to` (durations as in scenario
+    /// files: "30s", "1m 30s"); errors name the flag and what is allowed.
+    pub fn parse(
+        anomaly: Option<&str>,
+        from: Option<&str>,
+        to: Option<&str>,
+    ) -> Result<Aim, CliError> {
+        let kind = anomaly.map(parse_anomaly).transpose()?;
+        let time = |flag: &str, v: Option<&str>, none: Time| match v {
+            None => Ok(none),
+            Some(v) => sim::time::Dur::parse(v)
+                .map(|d| d.micros())
+                .map_err(|e| CliError::Usage(format!("--{flag}: {e}"))),
+        };
+        let aim = Aim {
+            kind,
+            from: time("from", from, 0)?,
+            to: time("to", to, Time::MAX)?,
+        };
+        if aim.from > aim.to {
+            return Err(CliError::Usage(format!(
+                "--from {} is after --to {}: the window would be empty",
+                from.unwrap_or_default(),
+                to.unwrap_or_default()
+            )));
+        }
+        Ok(aim)
+    }
+
+    /// Whether `a` is aimed at.
+    pub fn wants(&self, a: &Anomaly) -> bool {
+        self.kind.is_none_or(|k| k == a.kind) && self.inside(a.t)
+    }
+
+    /// Whether `t` is in the window.
+    pub fn inside(&self, t: Time) -> bool {
+        self.from <= t && t <= self.to
+    }
+
+    /// "stale_writes from 30s to 1m" (what was aimed at, for messages).
+    pub fn describe(&self) -> String {
+        let kind = self.kind.map_or("anomaly", |k| k.figure());
+        format!("{kind}{}", self.window_words())
+    }
+
+    /// " from 30s up to 1m", or nothing for the whole run.
+    pub fn window_words(&self) -> String {
+        let mut s = String::new();
+        if self.from > 0 {
+            let _ = std::fmt::Write::write_fmt(
+                &mut s,
+                format_args!(" from {}", sim::time::Dur(self.from).readable()),
+            );
+        }
+        if self.to < Time::MAX {
+            let _ = std::fmt::Write::write_fmt(
+                &mut s,
+                format_args!(" up to {}", sim::time::Dur(self.to).readable()),
+            );
+        }
+        s
+    }
+
+    /// Whether anything narrows it.
+    pub fn is_narrowed(&self) -> bool {
+        *self != Aim::default()
+    }
+}
+
+/// `--anomaly NAME`: a summary figure (`stale_writes`) or an annotation name (`stale_write`).
+pub fn parse_anomaly(name: &str) -> Result<AnomalyKind, CliError> {
+    AnomalyKind::from_name(name).ok_or_else(|| {
+        let figures: Vec<&str> = AnomalyKind::ALL.iter().map(|k| k.figure()).collect();
+        // Suggested by figure, the name the summary and the listing use.
+        let names = figures.iter().copied();
+        CliError::Usage(format!(
+            "--anomaly {}: not an anomaly kind; kinds (the summary's figures): {}{}",
+            crate::escape_controls(name, false),
+            figures.join(", "),
+            sim::suggest::did_you_mean(name, names)
+        ))
+    })
+}
+
+/// The anomalies of one key, by kind, and when its first came.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KeyCount {
+    /// Counts in the order of [`AnomalyKind::ALL`].
+    pub by_kind: [u64; 6],
+    /// The first one's time.
+    pub first: Time,
+}
+
+impl KeyCount {
+    /// All kinds together.
+    pub fn total(&self) -> u64 {
+        self.by_kind.iter().sum()
+    }
+}
+
+/// A reassign event told on a key's story: the keys whose messages went to the new owner at
+/// the same instant (the event itself names no key), and how many such events it stands for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReassignNote {
+    /// The keys, ascending (the traced key among them).
+    pub keys: Vec<u32>,
+    /// Reassign events of this broker and owner at this instant.
+    pub events: u32,
 }
 
 /// Where the events come from.
@@ -381,41 +647,248 @@ impl Source {
     }
 }
 
+/// Most seqs a fault of the story lists as touched.
+const MAX_TOUCHED_SEQS: usize = 1000;
+
 /// What one pass over the events found.
 struct Scan {
-    /// The first anomaly (of the chosen key, if one was chosen).
+    /// The first aimed anomaly (of the chosen key, if one was chosen).
     first: Option<Anomaly>,
     /// Anomalies of the whole run, by kind.
     counts: BTreeMap<AnomalyKind, u64>,
-    /// Anomalies of the chosen key (at most [`MAX_STORY_ANOMALIES`]).
+    /// Aimed anomalies by key.
+    per_key: BTreeMap<u32, KeyCount>,
+    /// Aimed anomalies of the chosen key (at most [`MAX_STORY_ANOMALIES`]).
     on_key: Vec<Anomaly>,
     /// The chosen key's events and node events, around the first anomaly.
-    events: VecDeque<Event>,
+    events: VecDeque<(Event, Option<ReassignNote>)>,
+    after: usize,
     omitted_before: u64,
     omitted_after: u64,
+    /// Reassign events not told (other keys').
+    reassigns_omitted: u64,
+    /// Where the chosen key's messages are: since when, and the message's seq.
+    at: BTreeMap<Place, (Time, u32)>,
+    /// For each fault of the header, the seqs of the key it touched.
+    touched: Vec<BTreeSet<u32>>,
+    /// Dispatches (broker, consumer, key) and reassigns of the current instant.
+    instant: Time,
+    dispatched: Vec<(u16, u32, u32)>,
+    reassigns: Vec<Event>,
     /// A recorded history broke the checkers' rules (reported, not fatal).
     malformed: Option<String>,
     end: Time,
 }
 
-fn scan(src: &Source, keys: u32, kind: WorkloadKind, key: Option<u32>) -> Result<Scan, CliError> {
-    let mut ch = Checkers::with_sink(keys, kind, Vec::new());
+impl Scan {
+    fn push(&mut self, aim: &Aim, e: Event, note: Option<ReassignNote>) {
+        let t = e.time();
+        if t < aim.from {
+            self.omitted_before += 1;
+        } else if t > aim.to {
+            self.omitted_after += 1;
+        } else if self.first.is_none() {
+            // Before the anomaly, a sliding window; after it, at most half the story.
+            self.events.push_back((e, note));
+            if self.events.len() > MAX_STORY_EVENTS {
+                self.events.pop_front();
+                self.omitted_before += 1;
+            }
+        } else if self.after < MAX_STORY_EVENTS / 2 {
+            self.events.push_back((e, note));
+            self.after += 1;
+        } else {
+            self.omitted_after += 1;
+        }
+    }
+
+    /// The instant is over: each owner change is told if a message of `key` went to the new
+    /// owner at that instant (the event names no key: the dispatches beside it say which).
+    fn flush_instant(&mut self, aim: &Aim, key: u32) {
+        let reassigns = std::mem::take(&mut self.reassigns);
+        let mut done: Vec<(u16, u32)> = Vec::new();
+        for r in &reassigns {
+            let Event::Reassign {
+                broker, consumer, ..
+            } = *r
+            else {
+                continue;
+            };
+            if done.contains(&(broker, consumer)) {
+                continue;
+            }
+            done.push((broker, consumer));
+            let events = reassigns
+                .iter()
+                .filter(|x| matches!(**x, Event::Reassign { broker: b, consumer: c, .. } if (b, c) == (broker, consumer)))
+                .count() as u32;
+            let keys: BTreeSet<u32> = self
+                .dispatched
+                .iter()
+                .filter(|d| (d.0, d.1) == (broker, consumer))
+                .map(|d| d.2)
+                .collect();
+            if keys.contains(&key) {
+                let note = ReassignNote {
+                    keys: keys.into_iter().collect(),
+                    events,
+                };
+                self.push(aim, *r, Some(note));
+                self.reassigns_omitted += u64::from(events - 1);
+            } else {
+                self.reassigns_omitted += u64::from(events);
+            }
+        }
+        self.dispatched.clear();
+    }
+
+    /// Message `id` of the key was at `node` from `since` to `until`: every fault acting there
+    /// meanwhile (inside the window) touched it.
+    fn touch(&mut self, faults: &[TraceFault], aim: &Aim, at: (Node, Time, u32), until: Time) {
+        let (node, since, seq) = at;
+        let (lo, hi) = (since.max(aim.from), until.min(aim.to));
+        if lo > hi {
+            return;
+        }
+        for (f, seqs) in faults.iter().zip(self.touched.iter_mut()) {
+            if f.at <= hi && f.end() >= lo && f.acts_at(node) && seqs.len() < MAX_TOUCHED_SEQS {
+                seqs.insert(seq);
+            }
+        }
+    }
+
+    /// Follows the traced key's messages from node to node (a message may be at several at
+    /// once: a broker keeps it until it is acknowledged, and a paused consumer keeps the copy it
+    /// holds while the broker delivers it again elsewhere).
+    fn follow(&mut self, faults: &[TraceFault], aim: &Aim, e: &Event) {
+        let t = e.time();
+        if let Event::Crash {
+            node: Node::Consumer(c),
+            ..
+        } = *e
+        {
+            // What a crashed consumer held is gone from it.
+            let held: Vec<Place> = self
+                .at
+                .keys()
+                .filter(|p| (p.1, p.2) == (CONSUMER, c))
+                .copied()
+                .collect();
+            for p in held {
+                self.close(faults, aim, p, t);
+            }
+            return;
+        }
+        let Some(msg) = e.msg() else { return };
+        let id = msg.id;
+        let all = |s: &Scan, kind: Option<u8>| -> Vec<Place> {
+            s.at.range((id, 0, 0)..=(id, u8::MAX, u32::MAX))
+                .map(|(p, _)| *p)
+                .filter(|p| kind.is_none_or(|k| p.1 == k))
+                .collect()
+        };
+        let (open, close): (Option<Node>, Vec<Place>) = match *e {
+            Event::Produce { producer, .. } | Event::SendFail { producer, .. } => {
+                (Some(Node::Producer(producer)), vec![])
+            }
+            Event::Enqueue { broker, .. } | Event::Resend { broker, .. } => {
+                (Some(Node::Broker(broker)), all(self, Some(PRODUCER)))
+            }
+            Event::Replay { broker, .. } => (Some(Node::Broker(broker)), vec![]),
+            Event::Forward { from, .. } => (None, vec![(id, BROKER, u32::from(from))]),
+            Event::Dispatch { consumer, .. }
+            | Event::Start { consumer, .. }
+            | Event::Apply { consumer, .. }
+            | Event::Reject { consumer, .. } => (Some(Node::Consumer(consumer)), vec![]),
+            Event::Ack { consumer, .. } => {
+                let mut v = all(self, Some(BROKER));
+                v.push((id, CONSUMER, consumer));
+                (None, v)
+            }
+            Event::Rollback { consumer, .. } | Event::AckFail { consumer, .. } => {
+                (None, vec![(id, CONSUMER, consumer)])
+            }
+            Event::DeadLetter { .. } | Event::Drop { .. } | Event::Discard { .. } => {
+                (None, all(self, None))
+            }
+            _ => (None, vec![]),
+        };
+        for p in close {
+            self.close(faults, aim, p, t);
+        }
+        if let Some(n) = open {
+            let (k, i) = place(n);
+            self.at.entry((id, k, i)).or_insert((t, msg.seq));
+        }
+    }
+
+    /// The message left a place at `until`: every fault acting there meanwhile touched it.
+    fn close(&mut self, faults: &[TraceFault], aim: &Aim, p: Place, until: Time) {
+        if let Some((since, seq)) = self.at.remove(&p) {
+            self.touch(faults, aim, (unplace(p.1, p.2), since, seq), until);
+        }
+    }
+}
+
+/// A message's place: (message id, node kind, node index).
+type Place = (u64, u8, u32);
+const PRODUCER: u8 = 0;
+const BROKER: u8 = 1;
+const CONSUMER: u8 = 2;
+
+fn place(n: Node) -> (u8, u32) {
+    match n {
+        Node::Producer(p) => (PRODUCER, p),
+        Node::Broker(b) => (BROKER, u32::from(b)),
+        Node::Consumer(c) => (CONSUMER, c),
+        // Messages are never at a database or the cache.
+        _ => (u8::MAX, 0),
+    }
+}
+
+fn unplace(kind: u8, i: u32) -> Node {
+    match kind {
+        PRODUCER => Node::Producer(i),
+        BROKER => Node::Broker(i as u16),
+        _ => Node::Consumer(i),
+    }
+}
+
+fn scan(src: &Source, header: &TraceHeader, key: Option<u32>, aim: &Aim) -> Result<Scan, CliError> {
+    let mut ch = Checkers::with_sink(header.keys, header.kind, Vec::new());
+    let faults = &header.faults;
     let mut s = Scan {
         first: None,
         counts: BTreeMap::new(),
+        per_key: BTreeMap::new(),
         on_key: Vec::new(),
         events: VecDeque::new(),
+        after: 0,
         omitted_before: 0,
         omitted_after: 0,
+        reassigns_omitted: 0,
+        at: BTreeMap::new(),
+        touched: vec![BTreeSet::new(); if key.is_some() { faults.len() } else { 0 }],
+        instant: 0,
+        dispatched: Vec::new(),
+        reassigns: Vec::new(),
         malformed: None,
         end: 0,
     };
     let mut n = 0u64;
-    // Events kept after the first anomaly, at most half the story; before it, a sliding window.
-    let mut after = 0usize;
     let take = |s: &mut Scan, found: Vec<Anomaly>| {
         for a in found {
             *s.counts.entry(a.kind).or_default() += 1;
+            if !aim.wants(&a) {
+                continue;
+            }
+            let c = s.per_key.entry(a.key).or_insert_with(|| KeyCount {
+                first: a.t,
+                ..KeyCount::default()
+            });
+            if let Some(i) = AnomalyKind::ALL.iter().position(|k| *k == a.kind) {
+                c.by_kind[i] += 1;
+            }
             if key.is_none_or(|k| k == a.key) {
                 if key.is_some() && s.on_key.len() < MAX_STORY_ANOMALIES {
                     s.on_key.push(a.clone());
@@ -430,19 +903,25 @@ fn scan(src: &Source, keys: u32, kind: WorkloadKind, key: Option<u32>) -> Result
         n += 1;
         s.end = e.time();
         if let Some(k) = key {
-            if event_key(e) == Some(k) || is_node_event(e) {
-                if s.first.is_none() {
-                    s.events.push_back(*e);
-                    if s.events.len() > MAX_STORY_EVENTS {
-                        s.events.pop_front();
-                        s.omitted_before += 1;
-                    }
-                } else if after < MAX_STORY_EVENTS / 2 {
-                    s.events.push_back(*e);
-                    after += 1;
-                } else {
-                    s.omitted_after += 1;
-                }
+            if e.time() != s.instant {
+                s.flush_instant(aim, k);
+                s.instant = e.time();
+            }
+            match *e {
+                Event::Dispatch {
+                    broker,
+                    consumer,
+                    msg,
+                    ..
+                } => s.dispatched.push((broker, consumer, msg.key)),
+                Event::Reassign { .. } => s.reassigns.push(*e),
+                _ => {}
+            }
+            // The key's events and the node events; reassigns wait for the instant's end.
+            if event_key(e) == Some(k) || (is_node_event(e) && !matches!(e, Event::Reassign { .. }))
+            {
+                s.follow(faults, aim, e);
+                s.push(aim, *e, None);
             }
         }
         ch.observe(e);
@@ -451,6 +930,13 @@ fn scan(src: &Source, keys: u32, kind: WorkloadKind, key: Option<u32>) -> Result
             take(&mut s, found);
         }
     })?;
+    if let Some(k) = key {
+        s.flush_instant(aim, k);
+        let end = s.end;
+        for p in s.at.keys().copied().collect::<Vec<_>>() {
+            s.close(faults, aim, p, end);
+        }
+    }
     let (r, rest) = ch.finish_into(n, s.end);
     take(&mut s, rest);
     if let Err(e) = r {
@@ -501,6 +987,7 @@ pub fn trace(req: &TraceRequest) -> Result<Story, CliError> {
                     brokers: vec![],
                     producers: vec![],
                     consumers: vec![],
+                    faults: vec![],
                 }
             });
             let line = format!("history {}", h.display());
@@ -523,7 +1010,8 @@ pub fn trace(req: &TraceRequest) -> Result<Story, CliError> {
                     progress: false,
                 },
             )?;
-            let header = TraceHeader::of(&sc, file, Some(&strategy), Some(p.seed));
+            let header =
+                TraceHeader::of(&sc, file, Some(&strategy), Some(p.seed)).with_faults(&sc, &p.plan);
             let file_str = file.display().to_string();
             let line = repro_line(&file_str, p.seed, Some(&strategy));
             let src = Source::Run {
@@ -548,46 +1036,76 @@ pub fn trace(req: &TraceRequest) -> Result<Story, CliError> {
                 header.keys
             )));
         }
+        if req.list_keys {
+            return Err(CliError::Usage(
+                "--keys lists every key with anomalies; --key tells one key's story: give one"
+                    .into(),
+            ));
+        }
     }
+    let aim = req.aim;
+    let mut story = Story {
+        header,
+        source: source_line,
+        key: 0,
+        key_chosen: req.key.is_some(),
+        aim,
+        list_keys: req.list_keys,
+        anomaly: None,
+        on_key: vec![],
+        counts: BTreeMap::new(),
+        per_key: BTreeMap::new(),
+        events: vec![],
+        notes: BTreeMap::new(),
+        faults: vec![],
+        omitted_before: 0,
+        omitted_after: 0,
+        reassigns_omitted: 0,
+        malformed: None,
+        end: 0,
+    };
     let key = match req.key {
         Some(k) => k,
         None => {
-            let first = scan(&src, header.keys, header.kind, None)?;
+            let first = scan(&src, &story.header, None, &aim)?;
+            story.counts = first.counts;
+            story.per_key = first.per_key;
+            story.malformed = first.malformed;
+            story.end = first.end;
             match &first.first {
-                Some(a) => a.key,
-                // No anomaly anywhere and no key asked for: nothing to tell (the caller exits 1).
-                None => {
-                    return Ok(Story {
-                        header,
-                        source: source_line,
-                        key: 0,
-                        key_chosen: false,
-                        anomaly: None,
-                        on_key: vec![],
-                        counts: first.counts,
-                        events: vec![],
-                        omitted_before: 0,
-                        omitted_after: 0,
-                        malformed: first.malformed,
-                        end: first.end,
-                    })
-                }
+                Some(a) if !req.list_keys => a.key,
+                // A listing, or nothing to tell (the caller exits 1).
+                _ => return Ok(story),
             }
         }
     };
-    let scan = scan(&src, header.keys, header.kind, Some(key))?;
-    Ok(Story {
-        header,
-        source: source_line,
-        key,
-        key_chosen: req.key.is_some(),
-        anomaly: scan.first,
-        on_key: scan.on_key,
-        counts: scan.counts,
-        events: scan.events.into(),
-        omitted_before: scan.omitted_before,
-        omitted_after: scan.omitted_after,
-        malformed: scan.malformed,
-        end: scan.end,
-    })
+    let scan = scan(&src, &story.header, Some(key), &aim)?;
+    let (events, notes): (Vec<Event>, Vec<Option<ReassignNote>>) = scan.events.into_iter().unzip();
+    story.notes = notes
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, n)| n.map(|n| (i, n)))
+        .collect();
+    story.faults = story
+        .header
+        .faults
+        .iter()
+        .zip(scan.touched)
+        .filter(|(_, seqs)| !seqs.is_empty())
+        .map(|(f, seqs)| (f.clone(), seqs.into_iter().collect()))
+        .collect();
+    story.key = key;
+    story.anomaly = scan.first;
+    story.on_key = scan.on_key;
+    story.counts = scan.counts;
+    if req.key.is_some() {
+        story.per_key = scan.per_key;
+    }
+    story.events = events;
+    story.omitted_before = scan.omitted_before;
+    story.omitted_after = scan.omitted_after;
+    story.reassigns_omitted = scan.reassigns_omitted;
+    story.malformed = scan.malformed;
+    story.end = scan.end;
+    Ok(story)
 }

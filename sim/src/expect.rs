@@ -451,6 +451,44 @@ pub fn validate(e: &Expect, strategies: &[String]) -> Vec<(Vec<String>, String)>
 mod tests {
     use super::*;
 
+    /// Every figure an `[expect]` may bound, misspelt by one letter anywhere, is suggested back,
+    /// unless the misspelling is as near another figure; the words in another order too.
+    #[test]
+    fn every_misspelt_figure_gets_the_right_suggestion() {
+        let names = Metrics::numeric_field_names();
+        let message = |field: &str| {
+            let e: Expect = toml::from_str(&format!("[all]\n{field} = 0")).expect("a bound table");
+            validate(&e, &[]).into_iter().map(|(_, m)| m).next()
+        };
+        let mut checked = 0;
+        for name in &names {
+            for (i, c) in name.char_indices().filter(|(_, c)| c.is_ascii_lowercase()) {
+                let typo = format!(
+                    "{}{}{}",
+                    &name[..i],
+                    if c == 'q' { 'x' } else { 'q' },
+                    &name[i + 1..]
+                );
+                let near = names
+                    .iter()
+                    .filter(|n| strsim::osa_distance(&typo, n) <= 1)
+                    .count();
+                if near > 1 || Metrics::default().numeric(&typo).is_some() {
+                    continue;
+                }
+                let m = message(&typo).unwrap_or_else(|| panic!("{typo} accepted"));
+                assert!(
+                    m.ends_with(&format!("; did you mean `{name}`?")),
+                    "{typo}: {m}"
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked > 500, "{checked}");
+        let m = message("p99_latency").unwrap();
+        assert!(m.ends_with("; did you mean `latency_ms_p99`?"), "{m}");
+    }
+
     #[test]
     fn bounds_parse_and_hold() {
         assert!(Bound::parse("> 0").unwrap().holds(1.0));

@@ -35,7 +35,38 @@ pub enum AnomalyKind {
 }
 
 impl AnomalyKind {
-    /// The name as written in traces and on the command line.
+    /// Every kind, in the order the summary lists their figures.
+    pub const ALL: [AnomalyKind; 6] = [
+        AnomalyKind::Violation,
+        AnomalyKind::StaleWrite,
+        AnomalyKind::Duplicate,
+        AnomalyKind::Lost,
+        AnomalyKind::Dropped,
+        AnomalyKind::FinalMismatch,
+    ];
+
+    /// The summary figure that counts this kind (its name in the JSON summary, `[expect]` and
+    /// `sim trace --anomaly`): as many anomalies of the kind as the figure says.
+    pub fn figure(self) -> &'static str {
+        match self {
+            AnomalyKind::Violation => "ordering_violations",
+            AnomalyKind::Duplicate => "duplicates",
+            AnomalyKind::StaleWrite => "stale_writes",
+            AnomalyKind::Lost => "lost",
+            AnomalyKind::Dropped => "innocent_dropped",
+            AnomalyKind::FinalMismatch => "final_state_mismatches",
+        }
+    }
+
+    /// The kind named `name`: its summary figure (`stale_writes`) or its annotation name
+    /// (`stale_write`).
+    pub fn from_name(name: &str) -> Option<AnomalyKind> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.figure() == name || k.name() == name)
+    }
+
+    /// The name as written in traces (annotation lines).
     pub fn name(self) -> &'static str {
         match self {
             AnomalyKind::Violation => "violation",

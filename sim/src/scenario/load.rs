@@ -316,28 +316,41 @@ pub fn load_str(
                 .into(),
         });
     }
-    let scenario: Scenario = toml::from_str(text).map_err(|e| {
-        let location = e.span().map(|s| location_of(text, s.start));
-        let message = with_suggestion(e.message().trim());
-        let field = e
-            .span()
-            .and_then(|s| field_at(text, s.clone()).or_else(|| field_of_line(text, s.start)));
-        ScenarioError::Syntax {
+    let scenario: Scenario = match toml::from_str(text) {
+        Ok(s) => s,
+        Err(e) => return Err(in_rounds(file, text, e, extra)),
+    };
+    match meaning(text, &scenario, extra, &[]) {
+        (problems, _) if problems.is_empty() => Ok(scenario),
+        (problems, more) => Err(ScenarioError::Invalid {
             file: file.into(),
-            location,
-            field,
-            message,
-        }
-    })?;
-    let mut problems = super::validate(&scenario);
-    problems.extend(extra(&scenario));
+            problems,
+            more,
+        }),
+    }
+}
+
+/// The problems of meaning of a scenario read from `text` (validation and `extra`), located in
+/// `text`, at most [`MAX_PROBLEMS_SHOWN`], and how many more; those at or under a field in
+/// `skip` are left out (the consequences of a problem already reported there).
+fn meaning(
+    text: &str,
+    scenario: &Scenario,
+    extra: &dyn Fn(&Scenario) -> Vec<FieldError>,
+    skip: &[String],
+) -> (Vec<(Option<Location>, FieldError)>, usize) {
+    let mut problems = super::validate(scenario);
+    problems.extend(extra(scenario));
+    problems.retain(|p| {
+        let path = p.path_string();
+        !skip.iter().any(|s| {
+            path == *s || path.starts_with(&format!("{s}.")) || path.starts_with(&format!("{s}["))
+        })
+    });
     // Causes before their consequences: a misspelt strategy or broker name also breaks every
     // reference to it ([expect.NAME], [sweep] strategies, consumers.brokers), so the problems with
     // the names themselves come first (a stable sort keeps the rest in file order).
     problems.sort_by_key(|p| !is_name_definition(&p.path));
-    if problems.is_empty() {
-        return Ok(scenario);
-    }
     let doc = toml_edit::ImDocument::parse(text).ok();
     let more = problems.len().saturating_sub(MAX_PROBLEMS_SHOWN);
     let lines = LineIndex::new(text);
@@ -352,11 +365,221 @@ pub fn load_str(
             (loc, p)
         })
         .collect();
-    Err(ScenarioError::Invalid {
-        file: file.into(),
-        problems,
-        more,
-    })
+    (problems, more)
+}
+
+/// serde stops at a file's first problem of syntax or type; so that one bad field name does not
+/// hide the problems after it, the entry at fault is blanked out (its bytes become spaces, so
+/// every offset, line and column stays where it was) and the file is read again, round after
+/// round. Once the rest reads, its problems of meaning follow (unless a `[[...]]` entry had to
+/// be left out, which renumbers the entries after it). A field reported missing because an
+/// earlier round blanked it is a consequence, not reported; the rounds end at a problem that
+/// blanking cannot step over (a document that is not TOML, a required table missing).
+fn in_rounds(
+    file: &str,
+    text: &str,
+    first: toml::de::Error,
+    extra: &dyn Fn(&Scenario) -> Vec<FieldError>,
+) -> ScenarioError {
+    let mut problems: Vec<(Option<Location>, FieldError)> = Vec::new();
+    let mut more = 0;
+    let mut reported: Vec<String> = Vec::new();
+    let mut blanked_keys: Vec<String> = Vec::new();
+    let mut renumbered = false;
+    let mut cur = text.to_string();
+    let mut err = first;
+    let single = |e: &toml::de::Error| {
+        let location = e.span().map(|s| location_of(text, s.start));
+        let field = e
+            .span()
+            .and_then(|s| field_at(text, s.clone()).or_else(|| field_of_line(text, s.start)));
+        (location, field, with_suggestion(e.message().trim()))
+    };
+    for _ in 0..2 * MAX_PROBLEMS_SHOWN {
+        let missing = err
+            .message()
+            .strip_prefix("missing field `")
+            .and_then(|r| r.split('`').next())
+            .map(str::to_string);
+        let consequence = missing.as_ref().is_some_and(|m| blanked_keys.contains(m));
+        if !consequence {
+            let (location, field, message) = single(&err);
+            if problems.len() == MAX_PROBLEMS_SHOWN {
+                more += 1;
+            } else {
+                let field = field.unwrap_or_default();
+                reported.push(field.clone());
+                problems.push((
+                    location,
+                    FieldError::new(vec![PathSeg::Key(field)], message),
+                ));
+            }
+        }
+        let Some(span) = err.span() else { break };
+        let Ok(doc) = toml_edit::ImDocument::parse(cur.as_str()) else {
+            break;
+        };
+        let Some(entry) = entry_at(doc.as_item(), &span) else {
+            break;
+        };
+        renumbered |= entry.element;
+        let before = cur.clone();
+        // A misspelt name with a close match is read as that name (written in place, padded
+        // with spaces): what it sets is then checked too, and nothing goes missing. Else the
+        // entry is blanked.
+        let fixed = respelt(&cur, &err, &entry).filter(|f| {
+            let mut t = cur.clone();
+            t.replace_range(entry.range.clone(), f);
+            toml_edit::ImDocument::parse(t.as_str()).is_ok()
+        });
+        match fixed {
+            Some(f) => cur.replace_range(entry.range.clone(), &f),
+            None => {
+                blanked_keys.push(entry.key);
+                blank(&mut cur, entry.range);
+            }
+        }
+        if cur == before {
+            break;
+        }
+        match toml::from_str::<Scenario>(&cur) {
+            Ok(sc) => {
+                if !renumbered {
+                    let (rest, rest_more) = meaning(&cur, &sc, extra, &reported);
+                    more += rest_more;
+                    for p in rest {
+                        if problems.len() == MAX_PROBLEMS_SHOWN {
+                            more += 1;
+                        } else {
+                            problems.push(p);
+                        }
+                    }
+                }
+                break;
+            }
+            Err(e) => err = e,
+        }
+    }
+    match problems.len() {
+        // One problem reads as it always did.
+        1 if more == 0 => {
+            let (location, e) = problems.remove(0);
+            let field = e.path_string();
+            ScenarioError::Syntax {
+                file: file.into(),
+                location,
+                field: (!field.is_empty()).then_some(field),
+                message: e.message,
+            }
+        }
+        _ => ScenarioError::Invalid {
+            file: file.into(),
+            problems,
+            more,
+        },
+    }
+}
+
+/// An entry of the document to blank out: its byte range, its key, and whether it is an element
+/// of an array of tables (leaving it out renumbers the ones after it); for a `key = value` line,
+/// the spans of both.
+struct Entry {
+    range: Range<usize>,
+    key: String,
+    element: bool,
+    pair: Option<(Range<usize>, Range<usize>)>,
+}
+
+/// The `key = value` entry rewritten with the name serde's error suggests (an unknown field's
+/// key, or an unknown variant's value), as long as it fits in the entry's bytes on one line.
+fn respelt(text: &str, err: &toml::de::Error, entry: &Entry) -> Option<String> {
+    let (ks, vs) = entry.pair.clone()?;
+    let message = with_suggestion(err.message().trim());
+    let name = message
+        .rsplit_once("; did you mean `")?
+        .1
+        .strip_suffix("`?")?
+        .to_string();
+    let line = if err.message().starts_with("unknown field") {
+        format!("{name}={}", text.get(vs)?)
+    } else if err.message().starts_with("unknown variant") {
+        format!("{}=\"{name}\"", text.get(ks)?)
+    } else {
+        return None;
+    };
+    let len = entry.range.len();
+    (line.len() <= len && !line.contains('\n')).then(|| format!("{line:<len$}"))
+}
+
+/// The innermost entry (a `key = value` line, else the table) at the start of `span`.
+fn entry_at(item: &toml_edit::Item, span: &Range<usize>) -> Option<Entry> {
+    match item {
+        toml_edit::Item::Table(t) => in_table(t, false, "", span.start),
+        _ => None,
+    }
+}
+
+fn in_table(t: &toml_edit::Table, element: bool, name: &str, at: usize) -> Option<Entry> {
+    use toml_edit::Item;
+    let inside = |r: &Range<usize>| r.start <= at && at < r.end.max(r.start + 1);
+    for (k, v) in t.iter() {
+        let found = match v {
+            Item::Table(sub) => in_table(sub, false, k, at).or_else(|| {
+                // A table without an entry there: the whole table (its header, a field it lacks).
+                sub.span().filter(inside).map(|range| Entry {
+                    range,
+                    key: k.to_string(),
+                    element: false,
+                    pair: None,
+                })
+            }),
+            Item::ArrayOfTables(a) => a.iter().find_map(|e| in_table(e, true, k, at)),
+            _ => {
+                let key = t.key(k).and_then(|k| k.span());
+                match (key, v.span()) {
+                    (Some(ks), Some(vs)) => {
+                        let range = ks.start.min(vs.start)..ks.end.max(vs.end);
+                        inside(&range).then(|| Entry {
+                            range,
+                            key: k.to_string(),
+                            element: false,
+                            pair: Some((ks, vs)),
+                        })
+                    }
+                    _ => None,
+                }
+            }
+        };
+        if found.is_some() {
+            return found;
+        }
+    }
+    // An element of an array of tables without an entry there: the element itself.
+    if element {
+        t.span().filter(inside).map(|range| Entry {
+            range,
+            key: name.to_string(),
+            element,
+            pair: None,
+        })
+    } else {
+        None
+    }
+}
+
+/// Every byte of `range` but line ends becomes a space: the entry is gone, every offset stays.
+fn blank(text: &mut String, range: Range<usize>) {
+    let (start, end) = (range.start.min(text.len()), range.end.min(text.len()));
+    let mut bytes = std::mem::take(text).into_bytes();
+    for b in &mut bytes[start..end] {
+        if *b != b'\n' && *b != b'\r' {
+            *b = b' ';
+        }
+    }
+    // Replacing every byte of a multi-byte character keeps the text UTF-8, and so does a range
+    // cut inside one (its other bytes stay): replace what does not decode.
+    *text = String::from_utf8(bytes)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
 }
 
 /// Whether `path` is where names other fields refer to are defined: `strategies[i]` or
@@ -680,6 +903,57 @@ service = "1ms"
             )
         );
         load_str("x.toml", &kafka, &none).unwrap();
+    }
+
+    /// A bad field name does not hide what follows: unknown fields, a bad type, and the problems
+    /// of meaning, each with its line, column, field and what is allowed, in one answer.
+    #[test]
+    fn every_problem_of_a_file_is_reported_at_once() {
+        let bad = GOOD
+            .replace("messages = 10", "messages = 10\nkeyz = 3")
+            .replace("name = \"a\"", "name = \"a\"\npersistant = true")
+            .replace("count = 1", "count = 0\nprefetch = \"ten\"")
+            + "[[fault]]\nkind = \"consumer_crash\"\nat = \"1s\"\nconsumr = 0\n\
+               [expect.competing]\np99_latency = \"< 100\"\n";
+        let e = load_str("x.toml", &bad, &none).unwrap_err().to_string();
+        let lines: Vec<&str> = e.lines().collect();
+        for want in [
+            "x.toml:5:1: field `workload.keyz`: unknown field `keyz`",
+            "x.toml:10:1: field `broker[0].persistant`: unknown field `persistant`",
+            "; did you mean `persistent`?",
+            "x.toml:13:12: field `consumers.prefetch`: invalid type: string \"ten\"",
+            "x.toml:18:1: field `fault[0].consumr`: unknown field `consumr`",
+            "; did you mean `consumer`?",
+            "x.toml:12:9: field `consumers.count`",
+            "x.toml:20:15: field `expect.competing.p99_latency`: no summary figure named \"p99_latency\"",
+            "; did you mean `latency_ms_p99`?",
+        ] {
+            assert!(
+                lines.iter().any(|l| l.contains(want)),
+                "{want} not in:\n{e}"
+            );
+        }
+        // A misspelt name with a close match is read as that name: what it sets is checked too.
+        assert!(
+            e.contains("x.toml:18:10: field `fault[0].consumer`: no consumer 0"),
+            "{e}"
+        );
+        assert_eq!(lines.len(), 7, "{e}");
+        // Line and column are those of the file as written: blanking moved nothing.
+        assert!(lines.iter().all(|l| l.starts_with("x.toml:")), "{e}");
+    }
+
+    /// A field that a required one's problem would leave missing is not reported as missing.
+    #[test]
+    fn a_blanked_required_field_is_not_reported_missing() {
+        let bad = GOOD.replace("service = \"1ms\"", "service = \"fast\"\nprefech = 3");
+        let e = load_str("x.toml", &bad, &none).unwrap_err().to_string();
+        assert!(e.contains("x.toml:11:11: field `consumers.service`"), "{e}");
+        assert!(!e.contains("missing field"), "{e}");
+        // One problem reads as it always did.
+        let one = GOOD.replace("keys = 2", "keys = 2\nkeyz = 3");
+        let e = load_str("x.toml", &one, &none).unwrap_err();
+        assert!(matches!(e, ScenarioError::Syntax { .. }), "{e}");
     }
 
     #[test]
