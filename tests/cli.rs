@@ -565,3 +565,67 @@ fn live_commands_need_the_live_feature() {
         assert!(err.contains("--features live"), "{err}");
     }
 }
+
+/// Issue 41: a strategy that delivers nothing never looks better than one that delivers
+/// everything. The notifier reads a source that is down for the whole run: every message is
+/// dead-lettered, none applied; the competing consumer (one consumer: in order) applies all. The
+/// verdicts say so, the notifier's latencies count its messages at the run's end, and the cost
+/// chart draws it above the competing consumer.
+#[test]
+fn a_strategy_that_delivers_nothing_never_ranks_above_one_that_delivers_everything() {
+    crate::common::at_root();
+    let text = common::base(
+        "\"competing\", \"notifier\"",
+        1,
+        "[[fault]]\nkind = \"source_outage\"\nat = \"0s\"\n",
+    )
+    .replace("messages = 2000", "messages = 200");
+    let file = temp_file("delivers-nothing.toml", &text);
+    let out = file.with_extension("out");
+    let (code, json, err) = sim(&[
+        "run",
+        file.to_str().unwrap(),
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let entry = |name: &str| {
+        v["strategies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["strategy"] == name)
+            .unwrap()
+            .clone()
+    };
+    let (good, bad) = (entry("competing"), entry("notifier"));
+    assert_eq!(
+        (&good["valid"], &good["verdict"]),
+        (&true.into(), &"ok".into())
+    );
+    assert_eq!(bad["applied"], 0);
+    assert_eq!(bad["valid"], false);
+    assert_eq!(
+        bad["verdict"],
+        "FAIL: 200 of 200 never delivered (dead-lettered)"
+    );
+    assert_eq!(bad["undelivered"], 200);
+    let p99 = |e: &serde_json::Value| e["latency_ms"]["p99"].as_f64().unwrap();
+    assert!(p99(&bad) > p99(&good), "{json}");
+    // On the cost chart (SVG: y grows downwards) the notifier's label is above the competing
+    // consumer's.
+    let svg = std::fs::read_to_string(out.join("cost.svg")).unwrap();
+    let y_of = |label: &str| -> f64 {
+        let at = svg
+            .find(label)
+            .unwrap_or_else(|| panic!("{label} in {svg}"));
+        let tag = &svg[svg[..at].rfind("<text").unwrap()..at];
+        let y = &tag[tag.find(" y=\"").unwrap() + 4..];
+        y[..y.find('"').unwrap()].parse().unwrap()
+    };
+    assert!(y_of("notifier: FAIL: 200 of 200") < y_of("competing (0 ordering violations)"));
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("| FAIL: 200 of 200 never delivered (dead-lettered) |"));
+}

@@ -115,6 +115,21 @@ fn a_sweep_writes_runs_aggregate_charts_and_report() {
     assert!(agg.contains("\n1,1,competing,ordering_violations,4,0,0,0,0,0\n"));
     let png = &f["sweep-1.png"];
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    // Issue 41: p50 beside p99, and a count axis (1, 2, 4 consumers) with whole ticks only.
+    let svg = String::from_utf8(f["sweep-1.svg"].clone()).unwrap();
+    assert!(svg.contains(">\np50 latency\n<") && svg.contains(">\np99 latency\n<"));
+    // The x ticks are the centred labels (the y ticks are right-aligned).
+    let x_ticks: Vec<&str> = svg
+        .split("text-anchor=\"middle\"")
+        .skip(1)
+        .filter_map(|t| t.split('\n').nth(1))
+        .filter(|t| t.parse::<f64>().is_ok())
+        .collect();
+    assert!(x_ticks.contains(&"4"), "{x_ticks:?}");
+    assert!(
+        x_ticks.iter().all(|t| !t.contains('.')),
+        "a tick at a fraction of a consumer: {x_ticks:?}"
+    );
     let report = String::from_utf8(f["report.md"].clone()).unwrap();
     assert!(report.contains("![sweep-1](sweep-1.svg)"));
     assert!(report.contains("| consumers.count | consumers.prefetch | strategy |"));
@@ -195,9 +210,17 @@ fn an_interrupted_sweep_resumes_to_the_same_bytes() {
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(whole.join(MANIFEST)).unwrap()).unwrap();
     let runs = std::fs::read_to_string(whole.join(RUNS)).unwrap();
-    // The journal's rows carry a checksum cell (the runs have no comma inside a cell).
+    // The journal's rows carry a checksum cell, over the cells as read (a verdict such as
+    // "FAIL: 3 ordering violations, 2 stale writes" is quoted: it has commas).
     let with_sum = |l: &str| {
-        let cells: Vec<String> = l.split(',').map(String::from).collect();
+        let record = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .from_reader(l.as_bytes())
+            .records()
+            .next()
+            .unwrap()
+            .unwrap();
+        let cells: Vec<String> = record.iter().map(String::from).collect();
         format!("{l},{}", ordsim::sweep::row_checksum(&cells))
     };
     let runs: Vec<String> = runs.lines().map(String::from).collect();

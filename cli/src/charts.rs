@@ -133,7 +133,17 @@ const STRATEGY_PALETTE: [RGBColor; 16] = [
 /// One colour per strategy, by its position in the registry (composed pairs after the
 /// registry, in `sim list` order), so a strategy keeps its colour on every chart.
 pub fn strategy_color(name: &str) -> RGBColor {
-    STRATEGY_PALETTE[strategy_index(name) % STRATEGY_PALETTE.len()]
+    let n = STRATEGY_PALETTE.len();
+    let mut i = strategy_index(name) % n;
+    // A composed pair is never drawn in the colour of one of its parts, which a chart may show
+    // beside it.
+    if let Some((d, h)) = name.split_once('+') {
+        let parts = [strategy_index(d) % n, strategy_index(h) % n];
+        while parts.contains(&i) {
+            i = (i + 1) % n;
+        }
+    }
+    STRATEGY_PALETTE[i]
 }
 
 /// A stacked component of a bar panel: a figure (its path in [`sim::metric_defs::METRICS`], which
@@ -190,7 +200,9 @@ fn run_panels() -> Vec<Panel> {
         panel(vec![p("throughput_per_s", GREEN_)]),
         panel(vec![p("latency_ms.p99", BLUE_)]),
         panel(vec![p("max_block_ms", SKY)]),
-        panel(vec![p("pending_at_end", GREY)]),
+        // Everything that never took effect (pending included), in a colour no other part has:
+        // what the verdict fails first.
+        panel(vec![p("undelivered", BROWN)]),
     ]
 }
 
@@ -239,14 +251,23 @@ pub fn tick_number(x: f64) -> String {
     trimmed(x, if x.abs() >= 1000.0 { 0 } else { 3 })
 }
 
+/// Height of one line of the run chart's verdicts.
+const VERDICT_LINE: u32 = 22;
+
+/// The verdict lines' rows: two strategies a row.
+fn verdict_rows(s: &RunSummary) -> u32 {
+    (s.strategies.len() as u32).div_ceil(2)
+}
+
 /// The run chart: eight panels in two rows ([`run_panels`]: violations, stale writes, lost +
 /// duplicates, stale rejected + dead-lettered + dropped, throughput, p99 latency, head-of-line
-/// block, pending), one bar per strategy, the values written at the bars' ends.
+/// block, never delivered), one bar per strategy, the values written at the bars' ends; under
+/// them each strategy's verdict.
 pub fn run_chart(s: &RunSummary) -> Result<Figure, ChartError> {
     let n = s.strategies.len().max(1) as u32;
     // Title, legend strip, axis and its description take about 150 pixels; then a bar per row.
     let panel_h = 150 + 30 * n;
-    let size = (1800, 60 + 2 * panel_h);
+    let size = (1800, 60 + 2 * panel_h + 40 + VERDICT_LINE * verdict_rows(s));
     let title = match s.strategies.len() {
         1 => format!(
             "{}: seed {}, {}",
@@ -272,13 +293,43 @@ fn draw_run<DB: DrawingBackend>(
     title: &str,
 ) -> Drawn<DB> {
     let area = root.titled(title, (FAMILY, 26))?;
+    let (_, h) = area.dim_in_pixel();
+    let (grid, verdicts) = area.split_vertically(h - 40 - VERDICT_LINE * verdict_rows(s));
     let panels = run_panels();
-    for (cell, panel) in area
+    for (cell, panel) in grid
         .split_evenly((2, panels.len().div_ceil(2)))
         .iter()
         .zip(&panels)
     {
         draw_bar_panel(cell, s, panel)?;
+    }
+    draw_verdicts(&verdicts, s)
+}
+
+/// Each strategy's verdict in one line, two a row, in the order of the bars: a failure in
+/// vermilion, marked ✗, a pass in black, marked ✓.
+fn draw_verdicts<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, s: &RunSummary) -> Drawn<DB> {
+    let (w, _) = area.dim_in_pixel();
+    area.draw(&Text::new(
+        "Verdicts (the guarantee held and everything was delivered, or why not)".to_string(),
+        (20, 10),
+        (FAMILY, 18),
+    ))?;
+    let rows = verdict_rows(s) as usize;
+    for (i, st) in s.strategies.iter().enumerate() {
+        let (col, row) = (i / rows.max(1), i % rows.max(1));
+        let x = 20 + col as i32 * (w as i32 / 2);
+        let y = 40 + row as i32 * VERDICT_LINE as i32;
+        let (mark, colour, text) = match (st.valid, &st.verdict) {
+            (Some(true), Some(v)) => ("✓", INK, v.as_str()),
+            (Some(false), Some(v)) => ("✗", VERMILION, v.as_str()),
+            _ => ("·", GREY, "not judged"),
+        };
+        area.draw(&Text::new(
+            format!("{mark} {}: {text}", st.strategy),
+            (x, y),
+            TextStyle::from((FAMILY, 15).into_font()).color(&colour),
+        ))?;
     }
     Ok(())
 }
@@ -314,10 +365,11 @@ fn draw_bar_panel<DB: DrawingBackend>(
         .filter(|v| v.is_finite())
         .fold(0.0f64, f64::max);
     let mut unit = panel.unit();
+    let mut div = 1.0;
     if unit == "ms" {
         // Hours of outage read better in minutes than as seven-digit milliseconds.
-        let (u, div) = duration_scale(max);
-        unit = u;
+        let (u, d) = duration_scale(max);
+        (unit, div) = (u, d);
         max /= div;
         for (_, vals) in rows.iter_mut() {
             for v in vals.iter_mut().flatten() {
@@ -356,6 +408,19 @@ fn draw_bar_panel<DB: DrawingBackend>(
             x += slot;
         }
     }
+    // Counts on a short axis get whole ticks only (no "1.5 duplicates"): plotters steps by 1, 2
+    // or 5 times a power of ten, so no more ticks than whole numbers up to the end gives a step
+    // of at least 1.
+    let whole = rows
+        .iter()
+        .filter_map(|(_, v)| v.as_ref())
+        .flatten()
+        .all(|v| v.fract() == 0.0);
+    let ticks = if whole {
+        (x_max.floor() as usize + 1).clamp(2, 6)
+    } else {
+        6
+    };
     let mut chart = ChartBuilder::on(&area)
         .margin(10)
         .x_label_area_size(40)
@@ -370,7 +435,7 @@ fn draw_bar_panel<DB: DrawingBackend>(
             _ => String::new(),
         })
         .x_label_formatter(&|x| tick_number(*x))
-        .x_labels(6)
+        .x_labels(ticks)
         .x_desc(unit)
         .light_line_style(LIGHT)
         .label_style((FAMILY, 14))
@@ -397,14 +462,33 @@ fn draw_bar_panel<DB: DrawingBackend>(
     let label_style = TextStyle::from((FAMILY, 14).into_font())
         .pos(Pos::new(HPos::Left, VPos::Center))
         .color(&BLACK);
+    // A duration is written in the unit that suits its own size (41ms, not "0" on an axis in
+    // minutes); other figures as numbers.
+    let value_text = |x: f64| {
+        if panel.unit() == "ms" {
+            duration_value(x * div)
+        } else {
+            short_number(x)
+        }
+    };
+    // A latency of a run that left messages undelivered is a lower bound (they count at its end).
+    let censored: Vec<bool> = s
+        .strategies
+        .iter()
+        .map(|st| {
+            panel.parts[0].path.starts_with("latency_ms.")
+                && st.metrics.as_ref().is_some_and(|m| m.undelivered > 0)
+        })
+        .collect();
     let labels = rows.iter().enumerate().map(|(i, (_, vals))| {
         let text = match vals {
             Some(v) if panel.parts.len() > 1 => v
                 .iter()
-                .map(|x| short_number(*x))
+                .map(|x| value_text(*x))
                 .collect::<Vec<_>>()
                 .join(" + "),
-            Some(v) => short_number(v[0]),
+            Some(v) if censored[i] => format!("{}{}", crate::report::LOWER_BOUND, value_text(v[0])),
+            Some(v) => value_text(v[0]),
             None => "n/a".to_string(),
         };
         let end = vals.as_ref().map(|v| v.iter().sum()).unwrap_or(0.0);
@@ -732,7 +816,21 @@ fn draw_sweep_panel<DB: DrawingBackend>(
         .axis_desc_style((FAMILY, 14))
         .y_label_formatter(&|y| tick_number(*y));
     if numeric {
-        mesh.x_labels(8).x_label_formatter(&|v| tick_number(*v));
+        // Counts (consumers, partitions) get whole ticks only: no 3.5 consumers. Plotters steps
+        // by 1, 2 or 5 times a power of ten, so asking for no more ticks than whole numbers in
+        // the range gives a step of at least 1.
+        let ticks = match &x.numeric {
+            Some(v) if v.iter().all(|x| x.fract() == 0.0) => {
+                let (lo, hi) = v
+                    .iter()
+                    .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
+                        (a.min(*x), b.max(*x))
+                    });
+                ((hi - lo) as usize + 1).clamp(2, 8)
+            }
+            _ => 8,
+        };
+        mesh.x_labels(ticks).x_label_formatter(&|v| tick_number(*v));
     } else {
         mesh.x_labels(x.labels.len() * 2 + 1)
             .x_label_formatter(&cat_label)
@@ -784,34 +882,54 @@ fn duration_label(ms: f64) -> String {
     }
 }
 
+/// A duration in milliseconds as a bar's label, in the unit that suits its size, about three
+/// significant digits (`0.4ms`, `75.3ms`, `720ms`, `12.2s`, `60.4min`, `3.2h`).
+fn duration_value(ms: f64) -> String {
+    if ms >= 2.0 * 3_600_000.0 {
+        format!("{}h", short_number(ms / 3_600_000.0))
+    } else if ms >= 120_000.0 {
+        format!("{}min", short_number(ms / 60_000.0))
+    } else if ms >= 1_000.0 {
+        format!("{}s", short_number(ms / 1_000.0))
+    } else if ms > 0.0 && ms < 0.05 {
+        "<0.1ms".to_string()
+    } else {
+        format!("{}ms", short_number(ms))
+    }
+}
+
 /// One strategy's point on the cost chart.
 struct CostPoint {
     strategy: String,
     guarantee: &'static str,
     p99_ms: f64,
     figure: f64,
+    /// Where it ranks ([`sim::verdict::rank`]).
+    rank: sim::verdict::Rank,
+    /// Its verdict, if judged.
+    verdict: Option<String>,
 }
 
 /// What order costs: each strategy's guarantee figure (the one its promise is about:
 /// `ordering_violations` or `stale_writes`, `sim list`) against its p99 latency, on a log time
-/// axis. Down and to the left is better; a strategy at 0 keeps its promise in this run.
+/// axis. Down and to the left is better; a strategy at 0 keeps its promise in this run. A
+/// strategy that left messages undelivered is drawn in a band above all the others, whatever
+/// its figure ([`cost_heights`]), and its p99 counts them at the run's end.
 pub fn cost_chart(s: &RunSummary) -> Result<Figure, ChartError> {
     let points: Vec<CostPoint> = s
         .strategies
         .iter()
         .filter_map(|st| {
             let m = st.metrics.as_ref().filter(|_| st.status == Status::Ok)?;
-            let guarantee = strategies::ALL
-                .iter()
-                .find(|i| i.name == st.strategy)
-                .map_or("ordering_violations", |i| i.guarantee);
-            let figure = m.numeric(guarantee).unwrap_or(0.0);
-            let p99 = m.latency_ms.p99;
-            (figure.is_finite() && p99.is_finite()).then(|| CostPoint {
+            let guarantee = strategies::guarantee(&st.strategy);
+            let rank = sim::verdict::rank(m, guarantee);
+            (rank.figure.is_finite() && rank.p99_ms.is_finite()).then(|| CostPoint {
                 strategy: st.strategy.clone(),
                 guarantee,
-                p99_ms: p99,
-                figure,
+                p99_ms: rank.p99_ms,
+                figure: rank.figure,
+                rank,
+                verdict: st.verdict.clone(),
             })
         })
         .collect();
@@ -827,6 +945,56 @@ pub fn cost_chart(s: &RunSummary) -> Result<Figure, ChartError> {
     }
     render((1200, 760), &CostChart(&points, title))
 }
+
+/// The vertical layout of the cost chart.
+#[derive(Debug)]
+struct CostHeights {
+    /// Each point's height, in the order given.
+    y: Vec<f64>,
+    /// The top of the guarantee figure's axis: the band of the strategies that left messages
+    /// undelivered starts here.
+    plain_top: f64,
+    /// The top of the plot.
+    top: f64,
+}
+
+/// Where the cost chart draws each strategy vertically: one that delivered everything at its
+/// guarantee figure; one that did not in a band above every one of those, higher the worse it
+/// ranks ([`sim::verdict::rank`]: more left undelivered is higher). So not delivering can never
+/// put a strategy lower (better) than one that delivered everything.
+fn cost_heights(ranks: &[sim::verdict::Rank]) -> CostHeights {
+    let max = ranks
+        .iter()
+        .filter(|r| r.undelivered == 0)
+        .map(|r| r.figure)
+        .fold(0.0f64, f64::max);
+    let plain_top = if max > 0.0 { max * 1.15 } else { 1.0 };
+    let mut failed: Vec<usize> = (0..ranks.len())
+        .filter(|&i| ranks[i].undelivered > 0)
+        .collect();
+    failed.sort_by(|&a, &b| {
+        ranks[a]
+            .partial_cmp(&ranks[b])
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    let band = if failed.is_empty() {
+        0.0
+    } else {
+        plain_top * 0.5
+    };
+    let mut y: Vec<f64> = ranks.iter().map(|r| r.figure).collect();
+    for (k, &i) in failed.iter().enumerate() {
+        y[i] = plain_top + band * (k + 1) as f64 / (failed.len() + 1) as f64;
+    }
+    CostHeights {
+        y,
+        plain_top,
+        top: plain_top + band,
+    }
+}
+
+/// The band of the strategies that left messages undelivered.
+const UNDELIVERED_BAND: RGBColor = RGBColor(252, 232, 224);
 
 fn draw_cost<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
@@ -848,65 +1016,146 @@ fn draw_cost<DB: DrawingBackend>(
         let hi = 10f64.powf(hi.log10().ceil());
         (lo, if hi > lo { hi } else { lo * 10.0 })
     };
-    let y_max = points.iter().map(|p| p.figure).fold(0.0f64, f64::max);
-    let y_max = if y_max > 0.0 { y_max * 1.15 } else { 1.0 };
+    let ranks: Vec<sim::verdict::Rank> = points.iter().map(|p| p.rank).collect();
+    let heights = cost_heights(&ranks);
+    let plain_top = heights.plain_top;
+    let ticks: Vec<(f64, &str)> = LOG_TIME_TICKS
+        .iter()
+        .copied()
+        .filter(|(ms, _)| (lo..=hi).contains(ms))
+        .collect();
     let mut chart = ChartBuilder::on(&area)
         .margin(20)
         .x_label_area_size(50)
         .y_label_area_size(80)
         // A little room below 0, so that the strategies at 0 (the ones that kept their promise)
         // are not drawn on the axis.
-        .build_cartesian_2d((lo..hi).log_scale(), -y_max * 0.03..y_max)?;
+        .build_cartesian_2d(
+            (lo..hi)
+                .log_scale()
+                .with_key_points(ticks.iter().map(|t| t.0).collect()),
+            -plain_top * 0.03..heights.top,
+        )?;
     chart
         .configure_mesh()
         .light_line_style(LIGHT)
-        .x_desc("p99 latency, produce to apply (log scale)")
+        .x_desc("p99 latency, produce to apply (log scale; a message never delivered counts at the run's end)")
         .y_desc("guarantee figure (violations or stale writes)")
         .label_style((FAMILY, 14))
         .axis_desc_style((FAMILY, 15))
-        .x_label_formatter(&|x| duration_label(*x))
-        .y_label_formatter(&|y| tick_number(*y))
+        .x_label_formatter(&|x| {
+            ticks
+                .iter()
+                .find(|t| t.0 == *x)
+                .map_or_else(|| duration_label(*x), |t| t.1.to_string())
+        })
+        // The band above the figure's axis has no scale of its own.
+        .y_label_formatter(&|y| {
+            if *y <= plain_top {
+                tick_number(*y)
+            } else {
+                String::new()
+            }
+        })
         .draw()?;
-    // Labels beside their points, moved down or up when they would cover an earlier label.
+    if heights.top > plain_top {
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(lo, plain_top), (hi, heights.top)],
+            UNDELIVERED_BAND.filled(),
+        )))?;
+        chart.plotting_area().draw(
+            &(EmptyElement::at((lo, heights.top))
+                + Text::new(
+                    "messages never delivered: above every strategy that delivered all, higher the more were left"
+                        .to_string(),
+                    (8, 6),
+                    TextStyle::from((FAMILY, 14).into_font()).color(&VERMILION),
+                )),
+        )?;
+    }
+    // Labels beside their points, moved down or up when they would cover an earlier label or
+    // leave the plot.
+    let (x_px, y_px) = chart.plotting_area().get_pixel_range();
     let mut placed: Vec<(i32, i32, i32, i32)> = Vec::new();
-    for p in points {
+    for (p, &y) in points.iter().zip(&heights.y) {
         let c = strategy_color(&p.strategy);
-        let at = (p.p99_ms.max(floor), p.figure);
+        let at = (p.p99_ms.max(floor), y);
         chart.draw_series(std::iter::once(marker(strategy_index(&p.strategy), at, c)))?;
-        let label = format!(
-            "{} ({} {})",
-            p.strategy,
-            short_number(p.figure),
-            metric(p.guarantee).map_or(p.guarantee.to_string(), |d| d.title.to_lowercase())
-        );
+        let label = match &p.verdict {
+            Some(v) if p.rank.undelivered > 0 => format!("{}: {v}", p.strategy),
+            _ => format!(
+                "{} ({} {})",
+                p.strategy,
+                short_number(p.figure),
+                metric(p.guarantee).map_or(p.guarantee.to_string(), |d| d.title.to_lowercase())
+            ),
+        };
         let (px, py) = chart.backend_coord(&at);
-        let w = 8 * label.chars().count() as i32;
-        // Right of the point, or left of it when it would leave the plot.
-        let right = chart.plotting_area().get_pixel_range().0.end;
-        let dx = if px + 10 + w > right { -10 - w } else { 10 };
+        let font = (FAMILY, 14).into_font();
+        let w = chart
+            .plotting_area()
+            .estimate_text_size(&label, &TextStyle::from(font.clone()))
+            .map_or(8 * label.chars().count() as i32, |(w, _)| w as i32);
+        // Right of the point, or left of it when it would leave the plot, or as far right as it
+        // fits when it is too long for either side.
+        let dx = if px + 10 + w <= x_px.end {
+            10
+        } else if px - 10 - w >= x_px.start {
+            -10 - w
+        } else {
+            (x_px.end - w - px).max(x_px.start + 2 - px)
+        };
         let mut dy = -8;
-        for k in 0..12 {
+        for k in 0..24 {
             let off = if k % 2 == 0 {
                 k / 2 * 18
             } else {
                 -(k / 2 + 1) * 18
             };
             let b = (px + dx, py - 8 + off, px + dx + w, py + 8 + off);
-            if placed
-                .iter()
-                .all(|q| b.2 < q.0 || b.0 > q.2 || b.3 < q.1 || b.1 > q.3)
+            let inside = b.1 >= y_px.start && b.3 <= y_px.end;
+            if inside
+                && placed
+                    .iter()
+                    .all(|q| b.2 < q.0 || b.0 > q.2 || b.3 < q.1 || b.1 > q.3)
             {
                 dy = off - 8;
                 placed.push(b);
                 break;
             }
         }
+        // A label moved off its point's line is tied to it by a thin line.
+        if dy != -8 {
+            let edge = if dx > 0 { dx } else { dx + w };
+            chart.plotting_area().draw(
+                &(EmptyElement::at(at)
+                    + PathElement::new(vec![(0, 0), (edge, dy + 8)], GREY.mix(0.5))),
+            )?;
+        }
         chart
             .plotting_area()
-            .draw(&(EmptyElement::at(at) + Text::new(label, (dx, dy), (FAMILY, 14).into_font())))?;
+            .draw(&(EmptyElement::at(at) + Text::new(label, (dx, dy), font)))?;
     }
     Ok(())
 }
+
+/// The time axis's ticks, in ms: decades below a second, then the units a reader counts in (no
+/// "16.7min" for 10^6 ms).
+const LOG_TIME_TICKS: [(f64, &str); 13] = [
+    (0.1, "0.1ms"),
+    (1.0, "1ms"),
+    (10.0, "10ms"),
+    (100.0, "100ms"),
+    (1_000.0, "1s"),
+    (10_000.0, "10s"),
+    (60_000.0, "1min"),
+    (600_000.0, "10min"),
+    (3_600_000.0, "1h"),
+    (36_000_000.0, "10h"),
+    (86_400_000.0, "1d"),
+    (864_000_000.0, "10d"),
+    (8_640_000_000.0, "100d"),
+];
 
 /// The calibration chart of one scenario (`sim calibrate`): one panel per metric, one row per
 /// strategy; the simulator's min-max as a bar (the accepted, widened interval as a pale band
@@ -1124,6 +1373,12 @@ mod tests {
         assert_eq!(styles.len(), base.len() + pairs.len());
         // A composed pair is drawn in its own style, not the fallback's.
         assert_ne!(style(&pairs[0]), style("no such strategy"));
+        // ... and never in the colour of either of its parts.
+        for p in &pairs {
+            let (d, h) = p.split_once('+').unwrap();
+            assert_ne!(style(p).0, style(d).0, "{p} and {d}");
+            assert_ne!(style(p).0, style(h).0, "{p} and {h}");
+        }
     }
 
     fn summary_with(values: &[(&str, u64, f64)]) -> RunSummary {
@@ -1136,6 +1391,8 @@ mod tests {
                     strategy: name.into(),
                     status: Status::Ok,
                     reason: None,
+                    valid: None,
+                    verdict: None,
                     metrics: Some(Metrics {
                         ordering_violations: violations,
                         latency_ms: sim::summary::Latency {
@@ -1165,6 +1422,83 @@ mod tests {
         assert!(a.svg.contains("unit_of_order (0 ordering violations)"));
         let b = cost_chart(&s).unwrap();
         assert!(a.svg == b.svg && a.png == b.png);
+    }
+
+    proptest::proptest! {
+        /// On the cost chart a strategy that delivered nothing is drawn above (worse than) every
+        /// strategy that delivered everything, whatever their figures; and among those that left
+        /// messages undelivered, more left is higher.
+        #[test]
+        fn not_delivering_is_never_drawn_below_delivering(
+            runs in proptest::collection::vec(
+                (0u64..3, 0u64..100_000, 0.0f64..1e7),
+                1..12,
+            )
+        ) {
+            use sim::verdict::Rank;
+            let ranks: Vec<Rank> = runs
+                .iter()
+                .map(|&(u, figure, p99_ms)| Rank {
+                    // 0: delivered everything; else some or all undelivered.
+                    undelivered: [0, 1, 30_000][u as usize],
+                    figure: figure as f64,
+                    p99_ms,
+                })
+                .collect();
+            let h = cost_heights(&ranks);
+            for (i, a) in ranks.iter().enumerate() {
+                for (j, b) in ranks.iter().enumerate() {
+                    if a.undelivered > b.undelivered {
+                        proptest::prop_assert!(h.y[i] > h.y[j], "{ranks:?} -> {h:?}");
+                    }
+                }
+                if a.undelivered > 0 {
+                    proptest::prop_assert!(h.y[i] > h.plain_top && h.y[i] < h.top);
+                } else {
+                    proptest::prop_assert!(h.y[i] <= h.plain_top);
+                }
+            }
+        }
+    }
+
+    /// The cost chart labels a strategy that left messages undelivered with its verdict, in the
+    /// band above the others; bar labels write durations in their own unit.
+    #[test]
+    fn the_charts_show_the_verdicts_and_what_was_never_delivered() {
+        let mut s = summary_with(&[("competing", 70, 40.0), ("unit_of_order", 0, 51_000.0)]);
+        let m = s.strategies[1].metrics.as_mut().unwrap();
+        (m.produced, m.applied, m.pending_at_end, m.undelivered) = (30_000, 15_565, 14_435, 14_435);
+        s.strategies = s
+            .strategies
+            .into_iter()
+            .map(|st| st.judged("ordering_violations"))
+            .collect();
+        let cost = cost_chart(&s).unwrap();
+        assert!(
+            cost.svg.contains(
+                "unit_of_order: FAIL: 14,435 of 30,000 never delivered (pending at the end)"
+            ),
+            "{}",
+            cost.svg
+        );
+        assert!(cost
+            .svg
+            .contains("messages never delivered: above every strategy"));
+        let run = run_chart(&s).unwrap();
+        assert!(run
+            .svg
+            .contains("✗ competing: FAIL: 70 ordering violations"));
+        assert!(run.svg.contains("✗ unit_of_order: FAIL: 14,435 of 30,000"));
+        assert!(run.svg.contains("\nNever delivered\n"), "the last panel");
+        // p99 40ms beside 51s: the axis is in seconds, the short bar's label still says 40ms.
+        assert!(run.svg.contains(" 40ms"), "{}", run.svg);
+        // The latency of the run that left messages undelivered is a lower bound.
+        assert!(run.svg.contains(" ≥51s"), "{}", run.svg);
+        // A short count axis has whole ticks only: the all-zero panels run from 0 to 1 with no
+        // tick at a fraction of a message.
+        for tick in [">\n0.2\n<", ">\n0.5\n<"] {
+            assert!(!run.svg.contains(tick), "{tick} in {}", run.svg);
+        }
     }
 
     /// A run-chart panel whose bars are all zero says so in its title.

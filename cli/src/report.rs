@@ -162,30 +162,48 @@ pub fn all_settled(s: &RunSummary) -> bool {
         .all(|m| m.ended_by == EndReason::Settled)
 }
 
-/// The table's cells (a header row, then one row per strategy) and the notes about strategies
-/// that could not run.
+/// Marks a latency that counts messages never delivered at the run's end: a lower bound.
+pub const LOWER_BOUND: &str = "≥";
+
+/// The note under a table with [`LOWER_BOUND`] cells.
+pub const LOWER_BOUND_NOTE: &str =
+    "≥: a lower bound: messages never delivered count as delivered at the run's end \
+     (p50_ms, p99_ms, max_ms; docs/metrics.md)";
+
+/// The table's cells (a header row, then one row per strategy, its verdict last) and the notes
+/// under it: about strategies that could not run, and what a `≥` means.
 fn table_cells(s: &RunSummary) -> (Vec<Vec<String>>, Vec<String>) {
     let cols = columns();
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut header = vec!["strategy".to_string()];
     header.extend(cols.iter().map(|(h, _)| h.to_string()));
+    header.push("verdict".to_string());
     rows.push(header);
     let mut notes = Vec::new();
+    let mut censored = false;
     for st in &s.strategies {
         let mut row = vec![st.strategy.clone()];
         match (&st.status, &st.metrics) {
             (Status::Ok, Some(m)) => {
                 let fields = m.fields();
                 row.extend(cols.iter().map(|(_, name)| {
-                    fields
+                    let v = fields
                         .iter()
                         .find(|(k, _)| k == name)
                         .map(|(_, v)| cell(v))
-                        .unwrap_or_default()
-                }))
+                        .unwrap_or_default();
+                    if m.undelivered > 0 && name.starts_with("latency_ms_") {
+                        censored = true;
+                        format!("{LOWER_BOUND}{v}")
+                    } else {
+                        v
+                    }
+                }));
+                row.push(st.verdict.clone().unwrap_or_else(|| "-".to_string()));
             }
             _ => {
                 row.extend(cols.iter().map(|_| "-".to_string()));
+                row.push("n/a".to_string());
                 notes.push(format!(
                     "{}: not applicable: {}",
                     st.strategy,
@@ -194,6 +212,9 @@ fn table_cells(s: &RunSummary) -> (Vec<Vec<String>>, Vec<String>) {
             }
         }
         rows.push(row);
+    }
+    if censored {
+        notes.push(LOWER_BOUND_NOTE.to_string());
     }
     (rows, notes)
 }
@@ -210,7 +231,8 @@ pub fn table(s: &RunSummary) -> String {
             .iter()
             .enumerate()
             .map(|(c, v)| {
-                if c == 0 {
+                // The names and the verdicts are words: left-aligned.
+                if c == 0 || c + 1 == r.len() {
                     format!("{v:<w$}", w = widths[c])
                 } else {
                     format!("{v:>w$}", w = widths[c])
@@ -234,6 +256,15 @@ pub fn table(s: &RunSummary) -> String {
 /// A Markdown table: a header row, an alignment row (the first `left` columns left-aligned, the
 /// numbers after them right-aligned), then `rows`.
 pub fn markdown_table(header: &[String], rows: &[Vec<String>], left: usize) -> String {
+    markdown_table_aligned(header, rows, |i| i < left)
+}
+
+/// A Markdown table whose columns `is_left` says are left-aligned (the rest right-aligned).
+fn markdown_table_aligned(
+    header: &[String],
+    rows: &[Vec<String>],
+    is_left: impl Fn(usize) -> bool,
+) -> String {
     let esc = |v: &str| v.replace('|', "\\|");
     let mut out = format!(
         "| {} |\n",
@@ -244,7 +275,7 @@ pub fn markdown_table(header: &[String], rows: &[Vec<String>], left: usize) -> S
             .join(" | ")
     );
     let align: Vec<&str> = (0..header.len())
-        .map(|i| if i < left { "---" } else { "---:" })
+        .map(|i| if is_left(i) { "---" } else { "---:" })
         .collect();
     out.push_str(&format!("| {} |\n", align.join(" | ")));
     for r in rows {
@@ -259,7 +290,8 @@ pub fn markdown_table(header: &[String], rows: &[Vec<String>], left: usize) -> S
 /// The comparison table in Markdown, with the notes under it.
 pub fn table_markdown(s: &RunSummary) -> String {
     let (rows, notes) = table_cells(s);
-    let mut out = markdown_table(&rows[0], &rows[1..], 1);
+    let last = rows[0].len() - 1;
+    let mut out = markdown_table_aligned(&rows[0], &rows[1..], |i| i == 0 || i == last);
     for n in notes {
         out.push_str(&format!("\n{n}\n"));
     }
@@ -275,16 +307,24 @@ pub fn metric_columns() -> Vec<String> {
         .collect()
 }
 
-/// The CSV header: identification columns, then every metric.
-pub fn csv_header() -> Vec<String> {
-    let mut h: Vec<String> = ["scenario", "seed", "strategy", "status", "reason"]
-        .map(String::from)
-        .to_vec();
+/// The columns of a strategy's entry: `status`, `reason`, every metric, then the verdict
+/// (`valid`, `verdict`), last so that the metrics' columns keep their places.
+pub fn strategy_columns() -> Vec<String> {
+    let mut h: Vec<String> = ["status", "reason"].map(String::from).to_vec();
     h.extend(metric_columns());
+    h.extend(["valid", "verdict"].map(String::from));
     h
 }
 
-/// A strategy's status, reason and every metric, as CSV cells (empty metrics when it did not run).
+/// The CSV header: identification columns, then [`strategy_columns`].
+pub fn csv_header() -> Vec<String> {
+    let mut h: Vec<String> = ["scenario", "seed", "strategy"].map(String::from).to_vec();
+    h.extend(strategy_columns());
+    h
+}
+
+/// A strategy's [`strategy_columns`] as CSV cells (empty metrics and verdict when it did not
+/// run).
 pub fn strategy_cells(st: &StrategySummary) -> Vec<String> {
     let status = match st.status {
         Status::Ok => "ok",
@@ -298,6 +338,8 @@ pub fn strategy_cells(st: &StrategySummary) -> Vec<String> {
         })),
         None => r.extend(metric_columns().iter().map(|_| String::new())),
     }
+    r.push(st.valid.map(|v| v.to_string()).unwrap_or_default());
+    r.push(st.verdict.clone().unwrap_or_default());
     r
 }
 
@@ -393,6 +435,8 @@ mod tests {
                 strategy: "competing".into(),
                 status: Status::Ok,
                 reason: None,
+                valid: None,
+                verdict: None,
                 metrics: Some(Metrics {
                     ended_by,
                     pending_at_end: 3,
@@ -474,6 +518,46 @@ mod tests {
             ),
             "{w:?}"
         );
+    }
+
+    /// The verdict is the table's last column (in the Markdown table too, left-aligned), the
+    /// CSV's last two, and the latencies of a run that left messages undelivered are marked as
+    /// lower bounds, with the note saying so.
+    #[test]
+    fn the_table_shows_each_verdict_and_marks_censored_latencies() {
+        let mut s = summary(EndReason::DrainTimeout);
+        let m = s.strategies[0].metrics.as_mut().unwrap();
+        (m.produced, m.undelivered, m.latency_ms.p99) = (10, 3, 1234.0);
+        let st = s.strategies.remove(0).judged("ordering_violations");
+        s.strategies.push(st);
+        let t = table(&s);
+        let header = t.lines().next().unwrap();
+        assert!(header.ends_with("verdict"), "{t}");
+        let row = t.lines().nth(2).unwrap();
+        assert!(
+            row.ends_with("FAIL: 3 of 10 never delivered (pending at the end)"),
+            "{t}"
+        );
+        assert!(row.contains(" ≥1234 "), "{t}");
+        assert!(t.contains(LOWER_BOUND_NOTE), "{t}");
+        let md = table_markdown(&s);
+        assert!(md.lines().nth(1).unwrap().ends_with("---: | --- |"), "{md}");
+        let header = csv_header();
+        assert_eq!(&header[header.len() - 2..], ["valid", "verdict"]);
+        let cells = &csv_records(&s)[0];
+        assert_eq!(cells.len(), header.len());
+        assert_eq!(cells[cells.len() - 2], "false");
+        // Everything delivered: no mark, no note.
+        let ok = summary(EndReason::Settled);
+        let mut ok_st = ok.strategies[0].clone();
+        ok_st.metrics.as_mut().unwrap().pending_at_end = 0;
+        let ok = RunSummary {
+            strategies: vec![ok_st.judged("ordering_violations")],
+            ..ok
+        };
+        let t = table(&ok);
+        assert!(t.lines().nth(2).unwrap().ends_with("  ok"), "{t}");
+        assert!(!t.contains('≥'), "{t}");
     }
 
     #[test]

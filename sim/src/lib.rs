@@ -22,6 +22,7 @@ pub mod strategy;
 pub mod suggest;
 pub mod summary;
 pub mod time;
+pub mod verdict;
 
 pub use engine::{run, RunError, RunOptions};
 pub use faults::FaultPlan;

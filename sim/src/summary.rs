@@ -143,15 +143,24 @@ pub struct Metrics {
     /// offset commit covering the record, never reached it, so a restart would deliver them again.
     /// Counted in `applied`, not in `pending_at_end`. 0 whenever the run settled.
     pub unacked_at_end: u64,
+    /// Messages that should have taken effect and never did: pending at the end, lost, innocent
+    /// (non-poison) dead-lettered or dropped, and for `command` workloads stale-rejected. The
+    /// latency percentiles count each of them at the run's end, so not delivering never looks
+    /// fast.
+    #[serde(default)]
+    pub undelivered: u64,
     /// Keys whose final target state differs from applying all their non-poison messages in order.
     pub final_state_mismatches: u64,
     /// Deliveries marked redelivered.
     pub redeliveries: u64,
     /// Engine events processed.
     pub events: u64,
-    /// Messages applied per simulated second (first applies over the time of the last apply).
+    /// Messages applied per simulated second: first applies over the time of the last apply, or
+    /// over the whole run when some message was never delivered ([`Metrics::undelivered`]).
     pub throughput_per_s: f64,
-    /// Produce -> first apply.
+    /// Produce -> first apply; a message never delivered counts with its latency censored at the
+    /// run's end (end - produced: a lower bound), so with any undelivered the figures are lower
+    /// bounds.
     pub latency_ms: Latency,
     /// Longest time a message, already at a broker, waited for an earlier message of its key to be
     /// resolved before it was applied (head-of-line blocking).
@@ -176,6 +185,14 @@ pub struct StrategySummary {
     /// Why it is not applicable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Jepsen's `:valid?`: its guarantee held and every message that should have taken effect did
+    /// ([`crate::verdict::judge`]; absent when not applicable or not judged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid: Option<bool>,
+    /// The verdict in one line: `ok`, or `FAIL:` and why (`FAIL: 14,435 of 30,000 never
+    /// delivered (pending at the end)`, `FAIL: 3 ordering violations, 2 stale writes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
     /// The figures (absent when not applicable).
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<Metrics>,
@@ -184,6 +201,39 @@ pub struct StrategySummary {
     /// warning if the value reorders or loses messages even without faults).
     #[serde(default)]
     pub params: Params,
+}
+
+impl StrategySummary {
+    /// An entry without a verdict yet ([`StrategySummary::judged`] gives it one).
+    pub fn new(
+        strategy: String,
+        status: Status,
+        reason: Option<String>,
+        metrics: Option<Metrics>,
+        params: Params,
+    ) -> Self {
+        StrategySummary {
+            strategy,
+            status,
+            reason,
+            valid: None,
+            verdict: None,
+            metrics,
+            params,
+        }
+    }
+
+    /// The entry with its verdict, for a strategy whose promise is about the figure `guarantee`
+    /// (`sim list`); one that did not run gets none.
+    pub fn judged(mut self, guarantee: &str) -> Self {
+        let v = match (&self.status, &self.metrics) {
+            (Status::Ok, Some(m)) => Some(crate::verdict::judge(m, guarantee)),
+            _ => None,
+        };
+        self.valid = v.as_ref().map(|v| v.valid());
+        self.verdict = v.map(|v| v.to_string());
+        self
+    }
 }
 
 /// A strategy's effective parameters, in declaration order; serialized as a JSON object keyed by
@@ -337,6 +387,8 @@ mod tests {
             strategy: "x".into(),
             status: Status::Ok,
             reason: None,
+            valid: Some(true),
+            verdict: Some("ok".into()),
             metrics: Some(Metrics::default()),
             params: Params(vec![
                 ParamValue {

@@ -152,13 +152,13 @@ pub(crate) fn run_composed(
 ) -> Result<StrategySummary, RunError> {
     let (d, h) = name.split_once('+').expect("a composed name");
     if let Some(reason) = refusal(d, h) {
-        return Ok(StrategySummary {
-            strategy: name.to_string(),
-            status: Status::NotApplicable,
-            reason: Some(reason),
-            metrics: None,
-            params: Params::default(),
-        });
+        return Ok(StrategySummary::new(
+            name.to_string(),
+            Status::NotApplicable,
+            Some(reason),
+            None,
+            Params::default(),
+        ));
     }
     // `flavour = "native"`: the pair runs on the dispatch part's broker.
     let sc = &*sc.on_flavour(info(d).expect("a dispatch part").flavour);

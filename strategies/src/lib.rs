@@ -360,21 +360,34 @@ fn run_built(
 ) -> Result<StrategySummary, RunError> {
     let (built, shown) = built;
     Ok(match built {
-        Ok(mut strategy) => StrategySummary {
-            strategy: name.to_string(),
-            status: Status::Ok,
-            reason: None,
-            metrics: Some(sim::run(sc, plan, &mut *strategy, opts, observer)?),
-            params: shown,
-        },
-        Err(reason) => StrategySummary {
-            strategy: name.to_string(),
-            status: Status::NotApplicable,
-            reason: Some(reason),
-            metrics: None,
-            params: shown,
-        },
+        Ok(mut strategy) => StrategySummary::new(
+            name.to_string(),
+            Status::Ok,
+            None,
+            Some(sim::run(sc, plan, &mut *strategy, opts, observer)?),
+            shown,
+        )
+        .judged(guarantee(name)),
+        Err(reason) => StrategySummary::new(
+            name.to_string(),
+            Status::NotApplicable,
+            Some(reason),
+            None,
+            shown,
+        ),
     })
+}
+
+/// The figure the named strategy's promise is about (`sim list`): a composed pair's is its
+/// handler part's when that guards the write (`stale_writes`), else its dispatch part's;
+/// `ordering_violations` for a name the registry does not know.
+pub fn guarantee(name: &str) -> &'static str {
+    let of = |n: &str| info(n).map_or("ordering_violations", |i| i.guarantee);
+    match name.split_once('+') {
+        Some((_, h)) if of(h) == "stale_writes" => "stale_writes",
+        Some((d, _)) => of(d),
+        None => of(name),
+    }
 }
 
 /// Lists every strategy once; generates [`ALL`], the parameter checks and [`run_named`].
@@ -453,13 +466,13 @@ macro_rules! registry {
                 let built = build_named(name, sc).expect("every listed strategy builds");
                 return run_built(name, built, sc, plan, opts, observer);
             }
-            Ok(StrategySummary {
-                strategy: name.to_string(),
-                status: Status::NotApplicable,
-                reason: Some(format!("unknown strategy {name:?}")),
-                metrics: None,
-                params: Params::default(),
-            })
+            Ok(StrategySummary::new(
+                name.to_string(),
+                Status::NotApplicable,
+                Some(format!("unknown strategy {name:?}")),
+                None,
+                Params::default(),
+            ))
         }
     };
 }

@@ -442,17 +442,15 @@ pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
             }
             let m = judge(&r.events, sc.workload.keys, sc.workload.kind)
                 .map_err(|e| CliError::Live(format!("{name} seed {seed}: {e}")))?;
-            entries.push(StrategySummary {
-                strategy: if req.runs > 1 {
-                    format!("{name}@{seed}")
-                } else {
-                    name.clone()
-                },
-                status: Status::Ok,
-                reason: None,
-                metrics: Some(m),
-                params: Params::default(),
-            });
+            let label = if req.runs > 1 {
+                format!("{name}@{seed}")
+            } else {
+                name.clone()
+            };
+            entries.push(
+                StrategySummary::new(label, Status::Ok, None, Some(m), Params::default())
+                    .judged(strategies::guarantee(name)),
+            );
         }
     }
     let summary = RunSummary {

@@ -14,7 +14,7 @@ pub use merge::{merge, merge_verified};
 pub use outputs::{finalize, num, Stats};
 pub use toml_path::set_path;
 
-use crate::report::{metric_columns, strategy_cells};
+use crate::report::{strategy_cells, strategy_columns};
 use crate::{create_dir, load_text, write_atomic, CliError};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -256,8 +256,7 @@ impl Manifest {
         let mut h = vec!["run".to_string()];
         h.extend(self.params.iter().map(|p| p.path.clone()));
         h.extend(["seed", "strategy"].map(String::from));
-        h.extend(["status", "reason"].map(String::from));
-        h.extend(metric_columns());
+        h.extend(strategy_columns());
         h
     }
 }

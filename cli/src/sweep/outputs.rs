@@ -209,7 +209,7 @@ fn agg_rows(m: &Manifest, agg: &Aggregate) -> Vec<Vec<String>> {
 /// The figures a sweep charts and tabulates, by path in [`sim::metric_defs::METRICS`] (which
 /// gives each its title, unit and table column). A figure that is zero in every run is tabulated
 /// but not drawn.
-const CHARTED: [&str; 12] = [
+const CHARTED: [&str; 14] = [
     "ordering_violations",
     "stale_writes",
     "lost",
@@ -219,7 +219,9 @@ const CHARTED: [&str; 12] = [
     "dead_lettered",
     "dropped",
     "pending_at_end",
+    "undelivered",
     "throughput_per_s",
+    "latency_ms.p50",
     "latency_ms.p99",
     "max_block_ms",
 ];

@@ -129,8 +129,24 @@ struct Tally {
     pending: u64,
     lost: u64,
     unaccounted: u64,
-    /// `(key, seq)` of the messages counted dead-lettered, for a replay to take back.
-    dead_lettered_at: Vec<(u32, u32)>,
+    /// The messages counted dead-lettered, for a replay to take back (and, the innocent ones,
+    /// for the latency censored at the end).
+    dead_lettered_at: Vec<DeadLettered>,
+    /// Whether a stale rejection is a loss (`command` workloads: the command never took effect).
+    rejected_is_loss: bool,
+    /// When each message counted undelivered (pending, lost, innocent dropped, a rejected
+    /// command) was produced: its latency is censored at the run's end. The innocent
+    /// dead-lettered are in `dead_lettered_at`, where a replay can take them back.
+    undelivered_produced_at: Vec<Time>,
+}
+
+/// A message counted dead-lettered.
+#[derive(Clone, Copy, Debug)]
+struct DeadLettered {
+    key: u32,
+    seq: u32,
+    produced_at: Time,
+    poison: bool,
 }
 
 impl Tally {
@@ -140,6 +156,9 @@ impl Tally {
             self.applied += 1;
         } else if r.rejected {
             self.stale_rejected += 1;
+            if self.rejected_is_loss {
+                self.undelivered_produced_at.push(r.produced_at);
+            }
         } else if r.dead_lettered {
             self.dead_lettered += 1;
             if r.poison {
@@ -147,18 +166,26 @@ impl Tally {
             } else {
                 self.innocent_dead_lettered += 1;
             }
-            self.dead_lettered_at.push((key, seq));
+            self.dead_lettered_at.push(DeadLettered {
+                key,
+                seq,
+                produced_at: r.produced_at,
+                poison: r.poison,
+            });
         } else if r.dropped {
             self.dropped += 1;
             if r.poison {
                 self.poison_dropped += 1;
             } else {
                 self.innocent_dropped += 1;
+                self.undelivered_produced_at.push(r.produced_at);
             }
         } else if r.pending {
             self.pending += 1;
+            self.undelivered_produced_at.push(r.produced_at);
         } else if r.discarded {
             self.lost += 1;
+            self.undelivered_produced_at.push(r.produced_at);
         } else {
             self.unaccounted += 1;
         }
@@ -268,7 +295,10 @@ impl<A: Annotations> Checkers<A> {
         Checkers {
             kind,
             keys: (0..keys).map(|_| KeyState::default()).collect(),
-            tally: Tally::default(),
+            tally: Tally {
+                rejected_is_loss: kind == WorkloadKind::Command,
+                ..Tally::default()
+            },
             produced: 0,
             ordering_violations: 0,
             stale_writes: 0,
@@ -445,7 +475,7 @@ impl<A: Annotations> Checkers<A> {
         let Some(i) = t
             .dead_lettered_at
             .iter()
-            .position(|&(k, s)| k == msg.key && s == msg.seq)
+            .position(|d| d.key == msg.key && d.seq == msg.seq)
         else {
             // Final otherwise (a consumer whose lease had ended applied it after the broker
             // dead-lettered it): the replayed copy adds nothing to its count, even if it is
@@ -453,14 +483,14 @@ impl<A: Annotations> Checkers<A> {
             self.replayed_final.push(msg);
             return;
         };
-        t.dead_lettered_at.swap_remove(i);
+        let produced_at = t.dead_lettered_at.swap_remove(i).produced_at;
         t.dead_lettered -= 1;
         if poison {
             t.poison_dead_lettered -= 1;
         } else {
             t.innocent_dead_lettered -= 1;
         }
-        self.reopened.push((msg, Rec::open(NONE, poison)));
+        self.reopened.push((msg, Rec::open(produced_at, poison)));
     }
 
     /// Drops final records from the front of a key's window, classifying them.
@@ -833,11 +863,38 @@ impl<A: Annotations> Checkers<A> {
                 unaccounted: t.unaccounted,
             });
         }
+        let undelivered = t.pending
+            + t.lost
+            + t.innocent_dead_lettered
+            + t.innocent_dropped
+            + if t.rejected_is_loss {
+                t.stale_rejected
+            } else {
+                0
+            };
+        // A message never delivered has no latency: it counts as delivered at the run's end (a
+        // lower bound), so that not delivering never makes a strategy look fast. A produce time
+        // a recorded history did not give counts as the end.
+        let innocent_dlq = t.dead_lettered_at.iter().filter(|d| !d.poison);
+        for p in t
+            .undelivered_produced_at
+            .iter()
+            .chain(innocent_dlq.map(|d| &d.produced_at))
+        {
+            self.latency.record(end.saturating_sub((*p).min(end)));
+        }
         let ms = |us: Time| us as f64 / 1000.0;
-        let throughput = if self.last_apply_at == 0 {
+        // With messages never delivered the work is not done when the last apply happens: the
+        // rate is over the whole run.
+        let done_at = if undelivered > 0 {
+            end
+        } else {
+            self.last_apply_at
+        };
+        let throughput = if done_at == 0 {
             0.0
         } else {
-            t.applied as f64 / (self.last_apply_at as f64 / 1e6)
+            t.applied as f64 / (done_at as f64 / 1e6)
         };
         Ok(Metrics {
             produced: self.produced,
@@ -861,6 +918,7 @@ impl<A: Annotations> Checkers<A> {
             innocent_dropped: t.innocent_dropped,
             pending_at_end: t.pending,
             unacked_at_end: self.unacked,
+            undelivered,
             final_state_mismatches: mismatches,
             redeliveries: self.redeliveries,
             events,

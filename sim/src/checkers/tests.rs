@@ -457,7 +457,9 @@ fn a_duplicate_behind_an_unresolved_message_counts_once_with_the_first_latency()
     h.pending(6 * MS, a);
     let x = h.metrics(6 * MS);
     assert_eq!((x.duplicates, x.applied, x.pending_at_end), (1, 1, 1));
-    assert_eq!(x.latency_ms.max, 1.0);
+    // Two samples: seq 1's first apply (1ms) and seq 0, never delivered, counted at the end (6ms,
+    // 6.003 to the histogram's 3 significant digits).
+    assert_eq!((x.latency_ms.p50, x.latency_ms.max), (1.0, 6.003));
 }
 
 #[test]
@@ -1742,13 +1744,30 @@ fn throughput_is_rounded_to_three_decimals() {
 }
 
 #[test]
-fn no_applies_means_zero_throughput_and_latency() {
+fn no_applies_means_zero_throughput_and_the_latency_of_the_whole_run() {
     let a = m(0, 0, 0);
     let mut h = H::state();
     h.produce(0, a).pending(MS, a);
     let x = h.metrics(MS);
     assert_eq!(x.throughput_per_s, 0.0);
-    assert_eq!(x.latency_ms, Latency::default());
+    // Never delivered: counted as delivered at the end, not as no sample at all (a latency of 0).
+    assert_eq!(
+        x.latency_ms,
+        Latency {
+            p50: 1.0,
+            p99: 1.0,
+            max: 1.0
+        }
+    );
+}
+
+#[test]
+fn an_empty_run_has_zero_latency() {
+    let x = H::state().metrics(MS);
+    assert_eq!(
+        (x.throughput_per_s, x.latency_ms),
+        (0.0, Latency::default())
+    );
 }
 
 #[test]
@@ -2091,4 +2110,108 @@ fn the_last_two_of_five_commands_swapped_are_a_mismatch() {
     let x = h.metrics(5 * MS);
     assert_eq!(x.final_state_mismatches, 1);
     assert_eq!((x.applied, x.duplicates), (5, 0));
+}
+
+// --- Messages never delivered (issue 41) ---------------------------------------------------------
+
+/// A message pending, one lost and one innocent dead-letter are never delivered: counted in
+/// `undelivered`, their latency censored at the run's end (so the percentiles cannot come from
+/// the one fast delivery alone), and the rate is over the whole run. A poison dead-letter is the
+/// queue doing its job: not undelivered.
+#[test]
+fn undelivered_messages_count_in_the_latencies_at_the_run_end() {
+    let (a, b, c, d, p) = (m(0, 0, 0), m(1, 1, 0), m(2, 2, 0), m(3, 3, 0), m(4, 4, 0));
+    let mut h = H::new(5, WorkloadKind::State);
+    for x in [a, b, c, d] {
+        h.produce(0, x).enqueue(0, x);
+    }
+    h.poison(0, p).enqueue(0, p);
+    h.dispatch(MS, a).apply(MS, a).ack(MS, a);
+    h.dead_letter(2 * MS, c)
+        .discard(3 * MS, d)
+        .dead_letter(4 * MS, p);
+    h.pending(100 * MS, b);
+    let x = h.metrics(100 * MS);
+    assert_eq!(
+        (
+            x.applied,
+            x.pending_at_end,
+            x.lost,
+            x.innocent_dead_lettered
+        ),
+        (1, 1, 1, 1)
+    );
+    assert_eq!(x.undelivered, 3);
+    // Samples: 1ms delivered, three at 100ms (the end): the median is the end, not 1ms.
+    assert!(
+        (99.0..=100.1).contains(&x.latency_ms.p50),
+        "{:?}",
+        x.latency_ms
+    );
+    assert!(
+        (99.0..=100.1).contains(&x.latency_ms.p99),
+        "{:?}",
+        x.latency_ms
+    );
+    assert!(
+        (99.0..=100.1).contains(&x.latency_ms.max),
+        "{:?}",
+        x.latency_ms
+    );
+    // One apply over the whole 100ms run, not over the 1ms of the last apply.
+    assert_eq!(x.throughput_per_s, 10.0);
+}
+
+/// A command rejected as stale never took effect: undelivered; a state rejected as stale was
+/// superseded by a newer one already written: not.
+#[test]
+fn a_rejected_command_is_undelivered_and_a_rejected_state_is_not() {
+    for (kind, want) in [(WorkloadKind::Command, 1), (WorkloadKind::State, 0)] {
+        let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+        let mut h = H::new(1, kind);
+        h.produce(0, a).produce(0, b);
+        h.dispatch(MS, b).apply(MS, b).ack(MS, b);
+        h.dispatch(2 * MS, a).reject(2 * MS, a).ack(2 * MS, a);
+        let x = h.metrics(10 * MS);
+        assert_eq!(x.stale_rejected, 1);
+        assert_eq!(x.undelivered, want, "{kind:?}");
+    }
+}
+
+/// A dead-letter replayed and applied is delivered after all; one replayed and pending at the end
+/// counts once, its latency from its production.
+#[test]
+fn a_replayed_dead_letter_is_undelivered_only_if_it_never_arrives() {
+    let (a, b) = (m(0, 0, 0), m(1, 1, 0));
+    let mut h = H::new(2, WorkloadKind::State);
+    h.produce(0, a)
+        .produce(0, b)
+        .dead_letter(MS, a)
+        .dead_letter(MS, b);
+    h.replay(3 * MS, a, false).replay(3 * MS, b, false);
+    h.apply(4 * MS, a).ack(4 * MS, a).pending(50 * MS, b);
+    let x = h.metrics(50 * MS);
+    assert_eq!((x.applied, x.pending_at_end, x.dead_lettered), (1, 1, 0));
+    assert_eq!(x.undelivered, 1);
+    assert!(
+        (49.0..=50.1).contains(&x.latency_ms.max),
+        "{:?}",
+        x.latency_ms
+    );
+}
+
+/// Everything delivered: the latencies and the rate are those of the deliveries alone.
+#[test]
+fn a_run_that_delivers_everything_is_not_censored() {
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.produce(0, a)
+        .enqueue(0, a)
+        .dispatch(2 * MS, a)
+        .apply(2 * MS, a)
+        .ack(2 * MS, a);
+    let x = h.metrics(100 * MS);
+    assert_eq!(x.undelivered, 0);
+    assert_eq!(x.latency_ms.max, 2.0);
+    assert_eq!(x.throughput_per_s, 500.0);
 }
