@@ -91,6 +91,12 @@ pub const FIELDS: &[(&str, Staging)] = &[
     ("broker.page_size", Refused("not staged")),
     ("broker.dedup_window", Refused("not staged")),
     (
+        "broker.backup_of",
+        Refused("HA pairs (shared-store master/slave) are not staged"),
+    ),
+    ("broker.takeover", Refused("HA pairs are not staged")),
+    ("broker.failback", Refused("HA pairs are not staged")),
+    (
         "network.kind",
         Staged("\"bridge\" only (ActiveMQ's network)"),
     ),
