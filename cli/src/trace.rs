@@ -9,7 +9,7 @@ use crate::timeline::Story;
 use crate::{prepare, repro_line, scenario_name, CliError, RunRequest};
 use serde::{Deserialize, Serialize};
 use sim::checkers::{Anomaly, AnomalyKind, Checkers, Notes};
-use sim::faults::{FaultAction, FaultKind};
+use sim::faults::FaultKind;
 use sim::history::{Event, Node, Observer};
 use sim::scenario::{read_bounded, ReadError, WorkloadKind};
 use sim::time::Time;
@@ -98,30 +98,19 @@ impl TraceFault {
                 let mut what = line
                     .split_once(' ')
                     .map_or(line.clone(), |x| x.1.to_string());
-                match p.action {
-                    FaultAction::ConsumerCrash { consumer }
-                    | FaultAction::NetworkBlip { consumer }
-                    | FaultAction::ConsumerPause { consumer }
-                    | FaultAction::ConsumerLeave { consumer }
-                    | FaultAction::SlowConsumer { consumer, .. } => {
+                let node = p.action.node();
+                match node {
+                    Some(Node::Consumer(c)) => {
                         what = what.replacen(
-                            &format!(" consumer {consumer}"),
-                            &format!(" consumer {}", sc.consumer_name(consumer)),
+                            &format!(" consumer {c}"),
+                            &format!(" consumer {}", sc.consumer_name(c)),
                             1,
                         )
                     }
-                    FaultAction::ClockSkew { producer, .. }
-                    | FaultAction::SendError {
-                        producer: Some(producer),
-                        ..
-                    }
-                    | FaultAction::SendTimeout {
-                        producer: Some(producer),
-                        ..
-                    } => {
+                    Some(Node::Producer(n)) => {
                         what = what.replacen(
-                            &format!(" producer {producer}"),
-                            &format!(" producer {}", sc.producer_name(producer)),
+                            &format!(" producer {n}"),
+                            &format!(" producer {}", sc.producer_name(n)),
                             1,
                         )
                     }
@@ -131,29 +120,7 @@ impl TraceFault {
                     kind: p.action.kind(),
                     at: p.at,
                     until: p.duration.map(|d| p.at.saturating_add(d)),
-                    node: match p.action {
-                        FaultAction::BrokerCrash { broker }
-                        | FaultAction::DlqReplay {
-                            broker: Some(broker),
-                        } => Some(Node::Broker(broker)),
-                        FaultAction::ConsumerCrash { consumer }
-                        | FaultAction::NetworkBlip { consumer }
-                        | FaultAction::ConsumerPause { consumer }
-                        | FaultAction::ConsumerLeave { consumer }
-                        | FaultAction::SlowConsumer { consumer, .. } => {
-                            Some(Node::Consumer(consumer))
-                        }
-                        FaultAction::ClockSkew { producer, .. }
-                        | FaultAction::SendError {
-                            producer: Some(producer),
-                            ..
-                        }
-                        | FaultAction::SendTimeout {
-                            producer: Some(producer),
-                            ..
-                        } => Some(Node::Producer(producer)),
-                        _ => None,
-                    },
+                    node,
                     what: crate::escape_controls(&what, false),
                 }
             })

@@ -391,6 +391,33 @@ impl FaultAction {
             FaultAction::SendTimeout { .. } => FaultKind::SendTimeout,
         }
     }
+
+    /// The one node it acts on, if it names one (a broker, consumer or producer); None for the
+    /// faults of resources, of every producer, or of every broker.
+    pub fn node(&self) -> Option<crate::history::Node> {
+        use crate::history::Node;
+        match *self {
+            FaultAction::BrokerCrash { broker }
+            | FaultAction::DlqReplay {
+                broker: Some(broker),
+            } => Some(Node::Broker(broker)),
+            FaultAction::ConsumerCrash { consumer }
+            | FaultAction::NetworkBlip { consumer }
+            | FaultAction::ConsumerPause { consumer }
+            | FaultAction::ConsumerLeave { consumer }
+            | FaultAction::SlowConsumer { consumer, .. } => Some(Node::Consumer(consumer)),
+            FaultAction::ClockSkew { producer, .. }
+            | FaultAction::SendError {
+                producer: Some(producer),
+                ..
+            }
+            | FaultAction::SendTimeout {
+                producer: Some(producer),
+                ..
+            } => Some(Node::Producer(producer)),
+            _ => None,
+        }
+    }
 }
 
 /// One fault occurrence.

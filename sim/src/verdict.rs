@@ -63,22 +63,24 @@ pub fn judge(m: &Metrics, guarantee: &str) -> Verdict {
             .saturating_sub(m.lost)
             .saturating_sub(m.innocent_dead_lettered)
             .saturating_sub(m.innocent_dropped);
-        let parts: Vec<String> = [
+        let parts: Vec<(u64, &str)> = [
             (m.pending_at_end, "pending at the end"),
             (m.lost, "lost"),
             (m.innocent_dead_lettered, "dead-lettered"),
             (m.innocent_dropped, "dropped"),
             (lost_commands, "rejected as stale"),
         ]
-        .iter()
-        .filter(|(n, _)| *n > 0)
-        .map(|(n, what)| format!("{} {what}", grouped(*n)))
+        .into_iter()
+        .filter(|&(n, _)| n > 0)
         .collect();
         // One kind needs no count of its own.
-        let why = if parts.len() == 1 {
-            parts[0].split_once(' ').map_or("", |(_, w)| w).to_string()
-        } else {
-            parts.join(", ")
+        let why = match parts.as_slice() {
+            [(_, what)] => what.to_string(),
+            _ => parts
+                .iter()
+                .map(|(n, what)| format!("{} {what}", grouped(*n)))
+                .collect::<Vec<_>>()
+                .join(", "),
         };
         failures.push(format!(
             "{} of {} never delivered ({why})",

@@ -189,9 +189,8 @@ impl Broker {
         if std::mem::take(&mut self.standby) {
             return Down::Standby;
         }
-        if !self.up {
-            return Down::Already;
-        }
+        // At depth 0 a broker is serving or standing by.
+        debug_assert!(self.up);
         self.up = false;
         Down::Serving
     }
@@ -208,12 +207,20 @@ impl Broker {
         true
     }
 
-    /// It takes its pair's store from `from`, which does not serve it any more.
-    pub fn adopt_store(&mut self, from: &mut Broker) {
-        debug_assert!(!from.up);
+    /// Gives up its store (its queue and dead-letter queue) to its HA partner: it does not serve.
+    pub fn take_store(&mut self) -> (VecDeque<u32>, Vec<Msg>) {
+        debug_assert!(!self.up);
+        (
+            std::mem::take(&mut self.queue),
+            std::mem::take(&mut self.dlq),
+        )
+    }
+
+    /// Takes over its HA pair's store from the partner that held it.
+    pub fn adopt_store(&mut self, (mut queue, mut dlq): (VecDeque<u32>, Vec<Msg>)) {
         // One member holds the store at a time: at most one of the two queues has messages.
-        self.queue.append(&mut from.queue);
-        self.dlq.append(&mut from.dlq);
+        self.queue.append(&mut queue);
+        self.dlq.append(&mut dlq);
     }
 
     /// The passive member serves (a takeover).

@@ -530,23 +530,23 @@ impl<O: Observer> Engine<'_, O> {
     pub(super) fn consumer_restart(&mut self, c: u32) {
         // A dead session the broker has not noticed yet goes when the process comes back, or the
         // process waits for the broker to drop it (`detection.rs`).
-        let (epoch, stale) = match self.w.consumers[c as usize].restart(self.restart_takes_over) {
+        let up = match self.w.consumers[c as usize].restart(self.restart_takes_over) {
             Restart::No => return,
-            Restart::Waits => (None, true),
+            Restart::Waits => None,
             Restart::Up { epoch, stale } => {
                 self.sync_load(c);
-                (Some(epoch), stale)
+                Some((epoch, stale))
             }
         };
         self.emit(Event::Recover {
             t: self.now,
             node: Node::Consumer(c),
         });
-        if stale && epoch.is_some() {
+        if let Some((_, true)) = up {
             self.session_gone(c);
         }
         self.world_change(WorldChange::ConsumerRestarted(c));
-        if let Some(epoch) = epoch {
+        if let Some((epoch, _)) = up {
             self.consumer_reconnect(c, epoch);
         }
     }

@@ -90,28 +90,26 @@ impl<O: Observer> Engine<'_, O> {
     /// a strategy took over or what was applied already).
     fn lose_store(&mut self, b: u16) {
         self.w.brokers[b as usize].clear_queue();
-        {
-            for slot in 0..self.w.slab.msgs.len() as u32 {
-                let at_b = match self.w.slab.get(slot).loc {
-                    Loc::Queued(x) | Loc::Held(x) => x == b,
-                    Loc::Forwarding { from, .. } => from == b,
-                    _ => false,
-                };
-                if at_b {
-                    let msg = self.msg_ref(slot);
-                    // A copy the strategy took over (and still holds), or one already applied, is
-                    // not lost with the broker's.
-                    let kept = self.w.held.get(&msg.id).is_some_and(|h| !h.dropped);
-                    if !kept && !self.w.slab.get(slot).applied {
-                        self.w.held.remove(&msg.id);
-                        self.emit(Event::Discard {
-                            t: self.now,
-                            msg,
-                            reason: DiscardReason::BrokerCrash,
-                        });
-                    }
-                    self.w.slab.release(slot);
+        for slot in 0..self.w.slab.msgs.len() as u32 {
+            let at_b = match self.w.slab.get(slot).loc {
+                Loc::Queued(x) | Loc::Held(x) => x == b,
+                Loc::Forwarding { from, .. } => from == b,
+                _ => false,
+            };
+            if at_b {
+                let msg = self.msg_ref(slot);
+                // A copy the strategy took over (and still holds), or one already applied, is
+                // not lost with the broker's.
+                let kept = self.w.held.get(&msg.id).is_some_and(|h| !h.dropped);
+                if !kept && !self.w.slab.get(slot).applied {
+                    self.w.held.remove(&msg.id);
+                    self.emit(Event::Discard {
+                        t: self.now,
+                        msg,
+                        reason: DiscardReason::BrokerCrash,
+                    });
                 }
+                self.w.slab.release(slot);
             }
         }
     }
@@ -119,14 +117,8 @@ impl<O: Observer> Engine<'_, O> {
     /// Broker `b`'s store moves to it from broker `from` (its HA partner, which no longer serves
     /// it): every message stored or waiting for a redelivery delay at `from` is `b`'s now.
     fn move_store(&mut self, from: u16, b: u16) {
-        let (to, src) = if from < b {
-            let (l, r) = self.w.brokers.split_at_mut(b as usize);
-            (&mut r[0], &mut l[from as usize])
-        } else {
-            let (l, r) = self.w.brokers.split_at_mut(from as usize);
-            (&mut l[b as usize], &mut r[0])
-        };
-        to.adopt_store(src);
+        let store = self.w.brokers[from as usize].take_store();
+        self.w.brokers[b as usize].adopt_store(store);
         for m in self.w.slab.msgs.iter_mut() {
             match m.loc {
                 Loc::Queued(x) if x == from => m.loc = Loc::Queued(b),
