@@ -283,8 +283,9 @@ fn class1_deep_set_paths_are_refused_alike() {
 }
 
 /// Class 2: `sim trace --history` bounds its work by its input's size: a history where one
-/// message is held by many consumers and discarded many times is judged in time linear in the
-/// file (it was quadratic), and an event line longer than any event is refused by its line.
+/// message is held by many consumers and discarded many times is judged (the checker's work on
+/// it is counted by `a_message_held_by_many_and_gone_many_times_costs_work_linear_in_the_history`
+/// in sim/src/checkers/tests.rs), and an event line longer than any event is refused by its line.
 #[test]
 fn class2_history_work_is_bounded_by_its_size() {
     let dir = tempfile::tempdir().unwrap();
@@ -305,7 +306,6 @@ fn class2_history_work_is_bounded_by_its_size() {
     }
     let f = dir.path().join("h.jsonl");
     std::fs::write(&f, lines.join("\n")).unwrap();
-    let t = std::time::Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_sim"))
         .args(["trace", "--history"])
         .arg(&f)
@@ -313,7 +313,6 @@ fn class2_history_work_is_bounded_by_its_size() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(matches!(out.status.code(), Some(0 | 1)), "{err}");
-    assert!(t.elapsed().as_secs() < 10, "{:?}", t.elapsed());
 
     let long = format!(
         "{}\n{{\"type\":\"anomaly\",\"pad\":\"{}\"}}\n",

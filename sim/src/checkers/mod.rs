@@ -87,6 +87,37 @@ const MAX_TRACKED_CONSUMERS: usize = 1 << 20;
 /// No message in hand.
 const NO_HAND: u64 = u64::MAX;
 
+/// Up to this many hands, the holders of a departing message are found by a walk of the hands
+/// (cheaper than an index kept up on every take); beyond it, by the index.
+const WALK_HANDS: usize = 64;
+
+/// The message a consumer has in hand.
+#[derive(Clone, Copy)]
+struct Hand {
+    /// Its id ([`NO_HAND`]: none).
+    id: u64,
+    /// The hand clock when it was taken.
+    since: u64,
+}
+
+const EMPTY_HAND: Hand = Hand {
+    id: NO_HAND,
+    since: 0,
+};
+
+/// One hand fewer holds message `id` in the holders index.
+fn unhold(index: &mut BTreeMap<u64, u32>, id: u64) {
+    if id == NO_HAND {
+        return;
+    }
+    if let Some(n) = index.get_mut(&id) {
+        *n -= 1;
+        if *n == 0 {
+            index.remove(&id);
+        }
+    }
+}
+
 #[derive(Default)]
 struct KeyState {
     /// Seqs below `base` are final and forgotten.
@@ -154,7 +185,16 @@ impl Tally {
     fn classify(&mut self, r: &Rec, key: u32, seq: u32) {
         if r.applies > 0 {
             self.applied += 1;
-        } else if r.rejected {
+        } else {
+            self.classify_unapplied(r, key, seq);
+        }
+    }
+
+    // Apart from the applied (nearly every message), so that `classify` stays inlined.
+    #[cold]
+    #[inline(never)]
+    fn classify_unapplied(&mut self, r: &Rec, key: u32, seq: u32) {
+        if r.rejected {
             self.stale_rejected += 1;
             if self.rejected_is_loss {
                 self.undelivered_produced_at.push(r.produced_at);
@@ -241,16 +281,20 @@ pub struct Checkers<A: Annotations = Off> {
     drain_start: Option<Time>,
     coverage: Coverage,
     malformed: Option<String>,
-    /// The id of the message each consumer has in hand ([`NO_HAND`]: none), by consumer index.
-    hands: Vec<u64>,
-    /// (message id, consumer) of every hand that holds a message: the holders of one message
-    /// without a walk over every consumer.
-    holders: std::collections::BTreeSet<(u64, u32)>,
-    /// Messages gone while a consumer had them in hand, by (message id, that consumer), with how
-    /// many times it went meanwhile: not final until the consumer is done with them. Keyed, so
-    /// a message held by many consumers and gone many times costs a lookup per event, not a
-    /// walk of every entry (quadratic in the history).
-    waiting: BTreeMap<(u64, u32), (MsgRef, u32)>,
+    /// What each consumer has in hand, by consumer index.
+    hands: Vec<Hand>,
+    /// How many hands hold each message, kept only once there are more than [`WALK_HANDS`]
+    /// hands (fewer are walked): a message held by many consumers costs a lookup when it goes.
+    holders: Option<BTreeMap<u64, u32>>,
+    /// Orders takes and departures: a hand counts for a departure only if taken before it.
+    hand_clock: u64,
+    /// Messages gone while a consumer had them in hand, by id, with the clock of their last
+    /// departure: not final until every hand that held them then is done with them (the
+    /// record's `in_hand` counts those hands down).
+    waiting: BTreeMap<u64, (MsgRef, u64)>,
+    /// Hands looked at to find a departing message's holders (what a test bounds).
+    #[cfg(test)]
+    hand_visits: u64,
     /// Records reopened by a replay from a dead-letter queue after they had left their key's
     /// window (counted at the end).
     reopened: Vec<(MsgRef, Rec)>,
@@ -313,8 +357,11 @@ impl<A: Annotations> Checkers<A> {
             coverage: Coverage::default(),
             malformed: None,
             hands: Vec::new(),
-            holders: std::collections::BTreeSet::new(),
+            holders: None,
+            hand_clock: 0,
             waiting: BTreeMap::new(),
+            #[cfg(test)]
+            hand_visits: 0,
             reopened: Vec::new(),
             replayed_final: Vec::new(),
             copies: Vec::new(),
@@ -328,61 +375,93 @@ impl<A: Annotations> Checkers<A> {
     #[inline]
     fn take_in_hand(&mut self, c: u32, msg: MsgRef) {
         let c = c as usize;
-        if c >= MAX_TRACKED_CONSUMERS {
-            return;
-        }
         if c >= self.hands.len() {
-            self.hands.resize(c + 1, NO_HAND);
+            if c >= MAX_TRACKED_CONSUMERS {
+                return;
+            }
+            self.grow_hands(c + 1);
         }
-        let prev = std::mem::replace(&mut self.hands[c], msg.id);
-        self.holders.remove(&(prev, c as u32));
-        self.holders.insert((msg.id, c as u32));
-        if prev != NO_HAND && !self.waiting.is_empty() {
-            self.hand_ended(c as u32, prev);
+        self.hand_clock += 1;
+        let hand = Hand {
+            id: msg.id,
+            since: self.hand_clock,
+        };
+        let prev = std::mem::replace(&mut self.hands[c], hand);
+        if self.holders.is_some() {
+            self.reindex(prev.id, msg.id);
+        }
+        if prev.id != NO_HAND && !self.waiting.is_empty() {
+            self.hand_ended(prev);
+        }
+    }
+
+    /// Hands for `n` consumers; the holders index starts once they are too many to walk.
+    #[cold]
+    #[inline(never)]
+    fn grow_hands(&mut self, n: usize) {
+        self.hands.resize(n, EMPTY_HAND);
+        if self.hands.len() > WALK_HANDS && self.holders.is_none() {
+            let mut index = BTreeMap::new();
+            for h in self.hands.iter().filter(|h| h.id != NO_HAND) {
+                *index.entry(h.id).or_insert(0) += 1;
+            }
+            self.holders = Some(index);
+        }
+    }
+
+    /// A hand that held `from` holds `to` now, in the holders index.
+    #[inline(never)]
+    fn reindex(&mut self, from: u64, to: u64) {
+        if let Some(index) = &mut self.holders {
+            unhold(index, from);
+            if to != NO_HAND {
+                *index.entry(to).or_insert(0) += 1;
+            }
         }
     }
 
     /// Consumer `c` is done with `msg`, if it had it in hand.
     #[inline]
     fn out_of_hand(&mut self, c: u32, msg: MsgRef) {
-        if let Some(h) = self.hands.get_mut(c as usize) {
-            if *h == msg.id {
-                *h = NO_HAND;
-                self.holders.remove(&(msg.id, c));
-                if !self.waiting.is_empty() {
-                    self.hand_ended(c, msg.id);
-                }
-            }
+        if self.hands.get(c as usize).is_some_and(|h| h.id == msg.id) {
+            self.drop_hand(c);
         }
     }
 
     /// Consumer `c` crashed: whatever it had in hand is out of its hands.
+    #[inline]
     fn drop_hand(&mut self, c: u32) {
         if let Some(h) = self.hands.get_mut(c as usize) {
-            let id = std::mem::replace(h, NO_HAND);
-            self.holders.remove(&(id, c));
-            if id != NO_HAND && !self.waiting.is_empty() {
-                self.hand_ended(c, id);
+            let prev = std::mem::replace(h, EMPTY_HAND);
+            if self.holders.is_some() {
+                self.reindex(prev.id, NO_HAND);
+            }
+            if prev.id != NO_HAND && !self.waiting.is_empty() {
+                self.hand_ended(prev);
             }
         }
     }
 
-    /// Consumer `c` no longer holds message `id`: if the message was gone meanwhile and this was
-    /// its last holder, it is final now.
-    fn hand_ended(&mut self, c: u32, id: u64) {
-        let Some(entry) = self.waiting.get_mut(&(id, c)) else {
+    /// A hand is done with its message: if the message went while this hand held it and this
+    /// was its last such hand, it is final now. (Called only while some message waits.)
+    #[cold]
+    #[inline(never)]
+    fn hand_ended(&mut self, hand: Hand) {
+        let Some(&(msg, gone_at)) = self.waiting.get(&hand.id) else {
             return;
         };
-        let msg = entry.0;
-        entry.1 -= 1;
-        if entry.1 == 0 {
-            self.waiting.remove(&(id, c));
+        if hand.since > gone_at {
+            // Taken after the message went: it never held it back.
+            return;
         }
-        if let Some(r) = self.rec(msg) {
-            r.in_hand = r.in_hand.saturating_sub(1);
-            if r.in_hand == 0 {
-                self.settle_front(msg.key);
-            }
+        let Some(r) = self.rec(msg) else {
+            self.waiting.remove(&hand.id);
+            return;
+        };
+        r.in_hand = r.in_hand.saturating_sub(1);
+        if r.in_hand == 0 {
+            self.waiting.remove(&hand.id);
+            self.settle_front(msg.key);
         }
     }
 
@@ -403,16 +482,23 @@ impl<A: Annotations> Checkers<A> {
             r.resolved_at = t;
         }
         if r.applies == 0 {
-            for &(_, c) in self.holders.range((msg.id, 0)..=(msg.id, u32::MAX)) {
-                self.waiting.entry((msg.id, c)).or_insert((msg, 0)).1 += 1;
+            // Every hand holding it now took it before now: each must be done with it first.
+            #[cfg(test)]
+            {
+                self.hand_visits += self.holders.as_ref().map_or(self.hands.len() as u64, |_| 1);
             }
-            let holders: u64 = self
-                .waiting
-                .range((msg.id, 0)..=(msg.id, u32::MAX))
-                .map(|(_, &(_, n))| u64::from(n))
-                .sum();
+            let held = match &self.holders {
+                Some(index) => index.get(&msg.id).copied().unwrap_or(0),
+                None => self.hands.iter().filter(|h| h.id == msg.id).count() as u32,
+            };
+            self.hand_clock += 1;
+            if held > 0 {
+                self.waiting.insert(msg.id, (msg, self.hand_clock));
+            } else {
+                self.waiting.remove(&msg.id);
+            }
             if let Some(r) = self.rec(msg) {
-                r.in_hand = holders.min(u64::from(u16::MAX)) as u16;
+                r.in_hand = held.min(u32::from(u16::MAX)) as u16;
             }
         }
         self.settle_front(msg.key);

@@ -792,6 +792,38 @@ fn a_consumer_that_starts_a_message_after_it_is_gone_does_not_end_the_holder_s_h
 }
 
 #[test]
+fn a_message_held_by_many_and_gone_many_times_costs_work_linear_in_the_history() {
+    // n consumers take the same message, then its broker copy goes n times: finding its holders
+    // must not walk every hand on every departure (n x n), few hands are walked, many indexed.
+    for n in [10u32, 2000] {
+        let a = m(0, 0, 0);
+        let mut h = H::state();
+        h.produce(0, a);
+        for c in 0..n {
+            h.start(MS, a, c);
+        }
+        for _ in 0..n {
+            h.discard(2 * MS, a);
+        }
+        let bound = u64::from(n) * u64::from(n).min(WALK_HANDS as u64);
+        assert!(h.c.hand_visits <= bound, "{n}: {}", h.c.hand_visits);
+        for c in 0..n {
+            assert_eq!(h.c.keys[0].window.len(), 1, "open while consumers hold it");
+            h.ev(Event::Crash {
+                t: 3 * MS,
+                node: Node::Consumer(c),
+            });
+        }
+        assert!(
+            h.c.keys[0].window.is_empty(),
+            "final once out of every hand"
+        );
+        let x = h.metrics(3 * MS);
+        assert_eq!((x.lost, x.applied), (1, 0), "{n}");
+    }
+}
+
+#[test]
 fn consumer_ids_from_a_hostile_history_do_not_allocate() {
     let a = m(0, 0, 0);
     let mut h = H::state();
