@@ -236,3 +236,39 @@ fn pairs_are_validated() {
         .replace("backup_of = \"a\"", "backup_of = \"a\"\ntakeover = \"3s\"");
     assert!(ordsim::load_text("test.toml", &given).is_ok());
 }
+
+/// Under `flavour = "native"` each strategy runs on its own broker's defaults, so an HA pair is
+/// checked against each of them: a pair without `takeover` is refused for a strategy whose broker
+/// documents none (naming it), never a panic in its run; an unvalidated scenario that does not
+/// resolve is an error of the run, not a crash.
+#[test]
+fn native_pairs_are_checked_on_every_strategys_broker() {
+    let text = pair_text("native", true, "", "5s")
+        .replace("[\"message_groups\"]", "[\"message_groups\", \"sqs_fifo\"]");
+    let e = ordsim::load_text("test.toml", &text)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("broker[1].takeover")
+            && e.contains("under flavour = \"native\", sqs_fifo runs on sqs")
+            && e.contains("has no documented takeover time"),
+        "{e}"
+    );
+    assert!(!e.contains("message_groups"), "activemq documents one: {e}");
+    let given = text.replace("backup_of = \"a\"", "backup_of = \"a\"\ntakeover = \"3s\"");
+    assert!(ordsim::load_text("test.toml", &given).is_ok());
+
+    let sc = scenario(&pair_text("native", true, "", "5s"));
+    let plan = sim::FaultPlan::resolve(&sc, 3);
+    let opts = sim::RunOptions {
+        seed: 3,
+        max_events: None,
+        max_sim_time: None,
+    };
+    match strategies::run_named("unit_of_order", &sc, &plan, &opts, None) {
+        Err(sim::RunError::Unresolved(problems)) => {
+            assert!(problems[0].message.contains("takeover"), "{problems:?}")
+        }
+        other => panic!("want Unresolved, got {:?}", other.map(|s| s.status)),
+    }
+}

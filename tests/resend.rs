@@ -191,14 +191,14 @@ fn a_send_error_is_not_stored_and_makes_no_resend() {
 #[test]
 fn the_flavours_dedup_windows() {
     let sc = common::scenario(&one_key("", "", ""));
-    assert_eq!(sc.dedup_window(0), 0);
+    assert_eq!(sc.resolve().unwrap().brokers[0].dedup_window, 0);
     let sc = common::scenario(&format!("flavour = \"sqs\"\n{}", one_key("", "", "")));
-    assert_eq!(sc.dedup_window(0), 300_000 * MS);
+    assert_eq!(sc.resolve().unwrap().brokers[0].dedup_window, 300_000 * MS);
     let sc = common::scenario(&format!(
         "flavour = \"sqs\"\n{}",
         one_key("", "dedup_window = \"0s\"", "")
     ));
-    assert_eq!(sc.dedup_window(0), 0);
+    assert_eq!(sc.resolve().unwrap().brokers[0].dedup_window, 0);
 }
 
 /// The plan line of a `send_timeout`, and its scripted form read back to the same plan.

@@ -745,8 +745,8 @@ pub fn check_determinism(
 /// The resolved redelivery policy in a few words: `activemq redelivery: blocking after 1s, gives
 /// up after 7 deliveries to the dead-letter queue`.
 pub fn redelivery_phrase(sc: &sim::Scenario) -> String {
-    use sim::scenario::{DeadLetter, Flavour, Limit, RedeliveryMode};
-    if sc.flavour == Flavour::Native {
+    use sim::scenario::{DeadLetter, FlavourChoice, Limit, RedeliveryMode};
+    if sc.flavour == FlavourChoice::Native {
         return "each strategy on its own broker's defaults (flavour = \"native\": sim list shows which)"
             .into();
     }

@@ -532,6 +532,7 @@ pub fn validate(sc: &Scenario) -> Vec<FieldError> {
             ));
         }
     }
+    errs.extend(native_problems(sc));
     for name in sc.strategy.keys() {
         match check_params(sc, name) {
             Some(problem) => errs.extend(problem),
@@ -539,6 +540,50 @@ pub fn validate(sc: &Scenario) -> Vec<FieldError> {
                 vec![PathSeg::from("strategy"), PathSeg::from(name.as_str())],
                 format!("no strategy named {name:?} takes parameters (known: {known})"),
             )),
+        }
+    }
+    errs
+}
+
+/// The broker whose defaults strategy `name` runs on under `flavour = "native"` (a composed
+/// pair: its dispatch part's), if the name is known.
+pub fn native_flavour(name: &str) -> Option<Flavour> {
+    let part = name.split_once('+').map_or(name, |(d, _)| d);
+    info(part).map(|i| i.flavour)
+}
+
+/// Under `flavour = "native"`, what stops the scenario on the broker of one of its strategies
+/// (the scenario's own validation reads it as `activemq`): each broker's problems once, naming
+/// the strategies that run there.
+fn native_problems(sc: &Scenario) -> Vec<FieldError> {
+    if sc.flavour != sim::scenario::FlavourChoice::Native {
+        return Vec::new();
+    }
+    let mut by_flavour: Vec<(Flavour, Vec<&str>)> = Vec::new();
+    for name in &sc.strategies {
+        let Some(f) = native_flavour(name) else {
+            continue;
+        };
+        match by_flavour.iter_mut().find(|(g, _)| *g == f) {
+            Some((_, names)) => names.push(name),
+            None => by_flavour.push((f, vec![name])),
+        }
+    }
+    let mut errs = Vec::new();
+    for (f, names) in by_flavour {
+        if let Err(problems) = sc.on_flavour(f).resolve() {
+            for e in problems {
+                errs.push(FieldError::new(
+                    e.path,
+                    format!(
+                        "under flavour = \"native\", {} {} on {}: {}",
+                        names.join(", "),
+                        if names.len() == 1 { "runs" } else { "run" },
+                        f.name(),
+                        e.message
+                    ),
+                ));
+            }
         }
     }
     errs

@@ -70,7 +70,7 @@ impl<O: Observer> Engine<'_, O> {
             .as_ref()
             .expect("batch mode has a batch table");
         let deliveries = self.w.slab.get(d.slot).deliveries;
-        if self.policy.gives_up(deliveries) {
+        if self.cfg.redelivery.gives_up(deliveries) {
             self.give_up(d.broker, d.slot);
             self.dispatch(d.broker);
             self.start_next(c);

@@ -95,26 +95,23 @@ pub(super) struct Bridge {
 }
 
 impl Broker {
-    /// Broker `b` of `sc`, the other member of its HA pair `partner`
-    /// ([`scenario::Scenario::ha_partners`]), with `rngs` the streams of its `dispatch_latency`,
-    /// `restart_time` and `takeover` draws.
+    /// Broker `b` of `sc` (its defaults filled in by `resolved`), with `rngs` the streams of
+    /// its `dispatch_latency`, `restart_time` and `takeover` draws.
     pub fn new(
         sc: &scenario::Scenario,
+        resolved: &scenario::Resolved,
         b: usize,
-        partner: Option<usize>,
         rngs: [ChaCha8Rng; 3],
     ) -> Self {
         let cfg = &sc.brokers[b];
-        let page_size = cfg.page_size.unwrap_or(sc.flavour.page_size());
+        let r = &resolved.brokers[b];
         let [transit_rng, restart_rng, takeover_rng] = rngs;
-        let pair = partner.map(|p| Pair {
-            partner: p as u16,
+        let partner = r.pair.as_ref().map(|p| p.partner);
+        let pair = r.pair.as_ref().map(|p| Pair {
+            partner: p.partner as u16,
             primary: cfg.backup_of.is_none(),
-            takeover: (
-                sc.takeover(b, p).expect("validated").0.sampler(),
-                takeover_rng,
-            ),
-            failback: sc.failback(b, p),
+            takeover: (p.takeover.0.sampler(), takeover_rng),
+            failback: p.failback,
         });
         Broker {
             up: cfg.backup_of.is_none(),
@@ -124,7 +121,7 @@ impl Broker {
                 (Some(_), Some(primary)) => sc.brokers[primary].persistent,
                 _ => cfg.persistent,
             },
-            page_size: page_size as usize,
+            page_size: r.page_size as usize,
             queue: VecDeque::new(),
             attached: Vec::new(),
             down_depth: 0,
@@ -138,7 +135,7 @@ impl Broker {
                 .restart_time
                 .as_ref()
                 .map(|d| (d.0.sampler(), restart_rng)),
-            dedup_window: sc.dedup_window(b),
+            dedup_window: r.dedup_window,
             pair,
         }
     }
@@ -436,7 +433,7 @@ impl<O: Observer> Engine<'_, O> {
         }
         let mut returned = std::mem::take(&mut self.w.returned);
         // Pushed to the front one by one: newest first, so that they end up oldest first.
-        let requeue = self.policy.requeue_lost;
+        let requeue = self.cfg.redelivery.requeue_lost;
         if requeue == Requeue::Head {
             returned.sort_unstable_by_key(|d| std::cmp::Reverse(d.id));
         } else {
@@ -460,7 +457,7 @@ impl<O: Observer> Engine<'_, O> {
     /// consumer leaving and a batch job's rollback).
     #[inline]
     pub(super) fn requeue(&mut self, b: u16, slot: u32) {
-        self.requeue_at(b, slot, self.policy.requeue);
+        self.requeue_at(b, slot, self.cfg.redelivery.requeue);
     }
 
     /// [`Self::requeue`] at `at` (a gone consumer's deliveries: `requeue_lost`; a batch job's
@@ -658,7 +655,11 @@ impl<O: Observer> Engine<'_, O> {
         let msg = self.msg_ref(slot);
         self.w.held.remove(&msg.id);
         let t = self.now;
-        match self.policy.dead_letter(&self.sc.brokers[b as usize]) {
+        match self
+            .cfg
+            .redelivery
+            .dead_letter(&self.sc.brokers[b as usize])
+        {
             DeadLetter::Queue => {
                 self.emit(Event::DeadLetter { t, msg, broker: b });
                 let m = *self.w.slab.get(slot);

@@ -17,7 +17,7 @@ impl<O: Observer> Engine<'_, O> {
     pub(super) fn processed(&mut self, c: u32, d: Delivery, msg: MsgRef) {
         let cs = &mut self.w.consumers[c as usize];
         cs.uncommitted.push((d, msg));
-        match self.commit {
+        match self.cfg.commit {
             Commit::Batch if cs.buffer.is_empty() => {
                 self.sync_load(c);
                 self.commit_now(c);
@@ -25,8 +25,10 @@ impl<O: Observer> Engine<'_, O> {
             Commit::Interval if !cs.commit_armed => {
                 cs.commit_armed = true;
                 let epoch = cs.epoch();
-                self.q
-                    .push(self.now + self.commit_interval, Ev::CommitDue { c, epoch });
+                self.q.push(
+                    self.now + self.cfg.commit_interval.0,
+                    Ev::CommitDue { c, epoch },
+                );
                 self.sync_load(c);
             }
             _ => self.sync_load(c),

@@ -363,7 +363,7 @@ impl<O: Observer> Engine<'_, O> {
         cs.failures_in_row = 0;
         cs.job_retries = 0;
         cs.phase = Phase::Idle;
-        if self.commit != Commit::Each {
+        if self.cfg.commit != Commit::Each {
             self.processed(c, d, msg);
             return;
         }
@@ -508,7 +508,7 @@ impl<O: Observer> Engine<'_, O> {
             t: self.now,
             node: Node::Consumer(c),
         });
-        if self.crash_detection == CrashDetection::Connection {
+        if self.cfg.crash_detection == CrashDetection::Connection {
             // Detaching abandons the message in hand (the strategy releases its locks).
             self.detach(c, false);
         } else {
@@ -530,7 +530,7 @@ impl<O: Observer> Engine<'_, O> {
     pub(super) fn consumer_restart(&mut self, c: u32) {
         // A dead session the broker has not noticed yet goes when the process comes back, or the
         // process waits for the broker to drop it (`detection.rs`).
-        let up = match self.w.consumers[c as usize].restart(self.restart_takes_over) {
+        let up = match self.w.consumers[c as usize].restart(self.cfg.restart_takes_over) {
             Restart::No => return,
             Restart::Waits => None,
             Restart::Up { epoch, stale } => {

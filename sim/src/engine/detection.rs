@@ -33,12 +33,12 @@ impl<O: Observer> Engine<'_, O> {
         if let Some(view) = abandoned {
             self.strategy.abandon(self.now, c, &view, &mut self.ctl);
         }
-        match self.crash_detection {
+        match self.cfg.crash_detection {
             CrashDetection::Timeout => {
                 // The broker still counts every delivery as the consumer's (and a push broker
                 // may give it more, up to its prefetch) until the timeout.
                 let epoch = self.w.consumers[c as usize].epoch();
-                let at = self.now + self.sc.failure_detection().0;
+                let at = self.now + self.cfg.failure_detection.0;
                 self.q.push(at, Ev::CrashDetected { c, epoch });
                 self.sync_load(c);
             }

@@ -18,7 +18,7 @@ impl<O: Observer> Engine<'_, O> {
     /// A delivery of the message in `slot` was just made: its lease starts.
     #[inline]
     pub(super) fn lease_start(&mut self, slot: u32, id: u64) {
-        if let Some(l) = self.lease {
+        if let Some(l) = self.cfg.lease {
             let due = self.now + l.duration.0;
             let m = self.w.slab.get_mut(slot);
             m.lease_due = due;
@@ -30,7 +30,7 @@ impl<O: Observer> Engine<'_, O> {
     /// Consumer `c` starts working on `job`: with renewal on, it will extend the lease.
     #[inline]
     pub(super) fn lease_work_started(&mut self, job: &Job) {
-        if let Some(every) = self.lease.and_then(|l| l.renew_every) {
+        if let Some(every) = self.cfg.lease.and_then(|l| l.renew_every) {
             self.q.push(
                 self.now + every.0,
                 Ev::LeaseRenew {
@@ -84,7 +84,7 @@ impl<O: Observer> Engine<'_, O> {
                 self.sync_load(c);
             }
         }
-        if self.policy.gives_up(deliveries) && self.w.brokers[b as usize].is_up() {
+        if self.cfg.redelivery.gives_up(deliveries) && self.w.brokers[b as usize].is_up() {
             self.give_up(b, slot);
         } else {
             self.requeue(b, slot);
@@ -96,7 +96,7 @@ impl<O: Observer> Engine<'_, O> {
     /// The consumer working on the message in `slot` extends its lease (a paused process only
     /// when it runs again, if the lease has not ended by then).
     pub(super) fn lease_renew(&mut self, slot: u32, id: u64) {
-        let Some(l) = self.lease else { return };
+        let Some(l) = self.cfg.lease else { return };
         let m = self.w.slab.get(slot);
         let Loc::Delivered {
             consumer: c,
@@ -140,7 +140,7 @@ impl<O: Observer> Engine<'_, O> {
     #[inline(never)]
     pub(super) fn ack_refused(&mut self, c: u32, d: Delivery, msg: MsgRef) {
         let connected = self.w.consumers[c as usize].broker == Some(d.broker);
-        if self.lease.is_some() && connected && self.w.brokers[d.broker as usize].is_up() {
+        if self.cfg.lease.is_some() && connected && self.w.brokers[d.broker as usize].is_up() {
             self.emit(Event::AckFail {
                 t: self.now,
                 msg,

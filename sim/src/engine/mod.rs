@@ -60,9 +60,7 @@ use crate::event_queue::EventQueue;
 use crate::faults::FaultPlan;
 use crate::history::{DynObserver, Event, MsgRef, NoObserver, Observer};
 use crate::rng::{stream, Component, RESTART, SEND_ERRORS, TAKEOVER, TRANSIT};
-use crate::scenario::{
-    Commit, Connect, ConsumerMode, CrashDetection, LeasePolicy, Receive, RedeliveryPolicy, Scenario,
-};
+use crate::scenario::{Connect, ConsumerMode, FieldError, Receive, Resolved, Scenario};
 use crate::strategy::{ConsumerSlot, Control, Hooks, MsgView, Row, Strategy};
 use crate::summary::{EndReason, Metrics};
 use crate::time::Time;
@@ -89,6 +87,10 @@ pub enum RunError {
     /// The engine broke one of its own invariants: a bug, reported with the repro line.
     #[error("self-check failed: {0}")]
     SelfCheck(#[from] SelfCheckError),
+    /// The scenario needs a default its flavour does not give (an unvalidated scenario: a
+    /// library caller's, or a `flavour = "native"` one resolved for a strategy's broker).
+    #[error("the scenario does not resolve on its flavour: {}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
+    Unresolved(Vec<FieldError>),
 }
 
 /// Options of one run beyond the scenario.
@@ -123,31 +125,17 @@ struct Engine<'a, O: Observer> {
     keys: KeyPicker,
     arrivals: Arrivals,
     service: Sampler,
-    /// `[redelivery]` with the flavour's defaults filled in.
-    policy: RedeliveryPolicy,
-    /// `[lease]` with the flavour's default filled in (None: deliveries are not leased).
-    lease: Option<LeasePolicy>,
-    /// How the broker learns that a consumer died.
-    crash_detection: CrashDetection,
-    /// A restarted process takes over its dead, undetected session at once (else it waits for
-    /// the broker to drop it).
-    restart_takes_over: bool,
-    /// `max.poll.interval.ms` in µs, when consumers poll under one (`poll.rs`).
+    /// The scenario with its flavour's defaults filled in: every setting the engine reads.
+    cfg: Resolved,
+    /// `cfg.max_poll_interval` in µs (at least 1), when consumers poll under one (`poll.rs`).
     max_poll: Option<Time>,
     /// Consumers take batches (`[consumers] receive = "batch"`), not a topped-up prefetch.
     batch_receive: bool,
     /// Some broker has a `dispatch_latency`: a delivery may not have reached its consumer yet.
     transit: bool,
-    /// How consumers settle what they processed, and the period of `interval` commits.
-    commit: Commit,
-    commit_interval: Time,
-    /// `[producers]` send settings, the flavour's defaults filled in: how many later sends may
-    /// overtake one that failed by a `send_error` (`max_in_flight - 1`, or 0 with idempotence),
-    /// and the delay before a failed send is retried.
+    /// How many later sends may overtake one that failed by a `send_error` (`max_in_flight -
+    /// 1`, or 0 with idempotence).
     send_overtakes: u32,
-    retry_backoff: Time,
-    /// The producers are idempotent: the broker refuses a resend of a message it stored.
-    idempotent: bool,
     ctl: Control,
     /// How many `failed` calls are on the stack (a zero-delay requeue dispatches at once, and
     /// the consumer it reaches may fail at once again).
@@ -170,6 +158,7 @@ struct Engine<'a, O: Observer> {
 impl<'a, O: Observer> Engine<'a, O> {
     fn new(
         sc: &'a Scenario,
+        cfg: Resolved,
         plan: &'a FaultPlan,
         seed: u64,
         strategy: &'a mut dyn Strategy,
@@ -205,7 +194,7 @@ impl<'a, O: Observer> Engine<'a, O> {
             .map(|i| {
                 Consumer::new(
                     order(&sc.consumers.brokers, i, sc.consumers.connect),
-                    sc.receive() == Receive::Batch,
+                    cfg.receive == Receive::Batch,
                     stream(seed, Component::Consumer, i as u32, 0),
                 )
             })
@@ -216,17 +205,14 @@ impl<'a, O: Observer> Engine<'a, O> {
             .map(|f| if f.duration.is_some() { 2 } else { 1 })
             .sum::<u64>();
         let phase_open = sc.workload.messages + fault_transitions_left;
-        let partners = sc.ha_partners();
         let w = World {
             slab: Slab::default(),
             producers,
-            brokers: partners
-                .iter()
-                .enumerate()
-                .map(|(i, &partner)| {
+            brokers: (0..sc.brokers.len())
+                .map(|i| {
                     let rngs = [TRANSIT, RESTART, TAKEOVER]
                         .map(|p| stream(seed, Component::Broker, i as u32, p));
-                    Broker::new(sc, i, partner, rngs)
+                    Broker::new(sc, &cfg, i, rngs)
                 })
                 .collect(),
             consumers,
@@ -260,22 +246,15 @@ impl<'a, O: Observer> Engine<'a, O> {
             keys: KeyPicker::new(sc, seed),
             arrivals: Arrivals::new(sc, seed),
             service: sc.consumers.service.0.sampler(),
-            policy: sc.redelivery_policy(),
-            lease: sc.lease_policy(),
-            crash_detection: sc.crash_detection(),
-            restart_takes_over: sc.restart_takes_over(),
-            max_poll: sc.max_poll_interval().map(|d| d.0.max(1)),
-            batch_receive: sc.receive() == Receive::Batch,
+            max_poll: cfg.max_poll_interval.map(|d| d.0.max(1)),
+            batch_receive: cfg.receive == Receive::Batch,
             transit: sc.brokers.iter().any(|b| b.dispatch_latency.is_some()),
-            commit: sc.commit().0,
-            commit_interval: sc.commit().1 .0,
-            send_overtakes: if sc.idempotence() {
+            send_overtakes: if cfg.idempotence {
                 0
             } else {
-                sc.max_in_flight().saturating_sub(1)
+                cfg.max_in_flight.saturating_sub(1)
             },
-            retry_backoff: sc.retry_backoff().0,
-            idempotent: sc.idempotence(),
+            cfg,
             ctl: Control::default(),
             fail_depth: 0,
             scratch: Vec::with_capacity(sc.consumers.count as usize),
@@ -534,8 +513,9 @@ pub fn run(
     opts: &RunOptions,
     observer: Option<&mut dyn Observer>,
 ) -> Result<Metrics, RunError> {
+    let cfg = sc.resolve().map_err(RunError::Unresolved)?;
     match observer {
-        None => Engine::new(sc, plan, opts.seed, strategy, &mut NoObserver).run(opts),
-        Some(o) => Engine::new(sc, plan, opts.seed, strategy, &mut DynObserver(o)).run(opts),
+        None => Engine::new(sc, cfg, plan, opts.seed, strategy, &mut NoObserver).run(opts),
+        Some(o) => Engine::new(sc, cfg, plan, opts.seed, strategy, &mut DynObserver(o)).run(opts),
     }
 }

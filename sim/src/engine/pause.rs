@@ -16,7 +16,7 @@ impl<O: Observer> Engine<'_, O> {
             return;
         };
         self.sync_load(c);
-        let at = self.now + self.sc.failure_detection().0;
+        let at = self.now + self.cfg.failure_detection.0;
         self.q.push(at, Ev::PauseDetected { c, serial });
     }
 

@@ -204,7 +204,8 @@ impl<O: Observer> Engine<'_, O> {
         let (_, at, first) = ps.resent.swap_remove(i);
         let of = self.msg_ref(slot);
         let window = self.w.brokers[b as usize].dedup_window();
-        let deduplicated = self.idempotent || (b == first && self.now < at.saturating_add(window));
+        let deduplicated =
+            self.cfg.idempotence || (b == first && self.now < at.saturating_add(window));
         let msg = if deduplicated {
             of
         } else {
@@ -312,7 +313,7 @@ impl<O: Observer> Engine<'_, O> {
         let ps = &mut self.w.producers[p as usize];
         if !ps.retrying {
             ps.retrying = true;
-            let at = self.now + self.retry_backoff.max(1);
+            let at = self.now + self.cfg.retry_backoff.0.max(1);
             self.q.push(at, Ev::ProducerRetry(p));
         }
     }

@@ -63,7 +63,7 @@ impl<O: Observer> Engine<'_, O> {
         // A consumer whose connection is gone cannot roll back at the broker: the broker already
         // took the message back when the connection dropped.
         if self.w.slab.valid(&d, c) && self.w.brokers[d.broker as usize].is_up() {
-            let r = self.policy;
+            let r = self.cfg.redelivery;
             let deliveries = self.w.slab.get(d.slot).deliveries;
             if r.gives_up(deliveries) {
                 self.give_up(d.broker, d.slot);

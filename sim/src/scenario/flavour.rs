@@ -91,11 +91,6 @@ pub enum Flavour {
     /// Azure Service Bus (session-enabled queues): peek-lock with a renewable 60s lock,
     /// `MaxDeliveryCount` 10, dead-letter subqueue.
     Servicebus,
-    /// Each strategy on the defaults of the broker it models (`sqs_fifo` on `sqs`, `kafka` on
-    /// `kafka`, ...; the seeds' broker-neutral strategies on `activemq`): the scenario is
-    /// resolved per strategy before its run ([`crate::Scenario::on_flavour`]). Where it is
-    /// still unresolved it reads as `activemq`.
-    Native,
 }
 
 impl Flavour {
@@ -114,8 +109,7 @@ impl Flavour {
     ];
 
     /// Every default of this broker product, decided in one exhaustive match: a new flavour
-    /// does not compile until each is decided. `native` reads as `activemq` where it is still
-    /// unresolved ([`crate::Scenario::on_flavour`] resolves it per strategy).
+    /// does not compile until each is decided.
     pub const fn defaults(self) -> Defaults {
         // ActiveMQ Classic: the JMS baseline the other JMS brokers differ from.
         const JMS: Defaults = Defaults {
@@ -134,16 +128,64 @@ impl Flavour {
             page_size: 200,
             takeover: Some(Dur::from_secs(10)),
             failback: false,
+            redelivery: RedeliveryDefaults {
+                mode: RedeliveryMode::Blocking,
+                delay: Some(Dur::from_secs(1)),
+                limit: Limit::Deliveries(7),
+                requeue: Requeue::Head,
+                requeue_unlimited: Requeue::Head,
+                requeue_lost: Requeue::Head,
+                dead_letter: DeadLetter::Queue,
+                dead_letter_non_persistent: DeadLetter::Drop,
+            },
         };
+        // No delay, no limit, back at the head, dead-lettered: what the others differ by.
+        const NON_BLOCKING: RedeliveryDefaults = RedeliveryDefaults {
+            mode: RedeliveryMode::NonBlocking,
+            delay: Some(Dur::ZERO),
+            limit: Limit::Unlimited,
+            requeue: Requeue::Head,
+            requeue_unlimited: Requeue::Head,
+            requeue_lost: Requeue::Head,
+            dead_letter: DeadLetter::Queue,
+            dead_letter_non_persistent: DeadLetter::Queue,
+        };
+        /// Requeued to the original position everywhere.
+        const fn original(r: RedeliveryDefaults) -> RedeliveryDefaults {
+            RedeliveryDefaults {
+                requeue: Requeue::Original,
+                requeue_unlimited: Requeue::Original,
+                requeue_lost: Requeue::Original,
+                ..r
+            }
+        }
+        /// Deleted once the broker gives up.
+        const fn dropped(r: RedeliveryDefaults) -> RedeliveryDefaults {
+            RedeliveryDefaults {
+                dead_letter: DeadLetter::Drop,
+                dead_letter_non_persistent: DeadLetter::Drop,
+                ..r
+            }
+        }
         match self {
-            Flavour::Activemq | Flavour::Native => JMS,
+            Flavour::Activemq => JMS,
             Flavour::Artemis => Defaults {
                 takeover: Some(Dur::from_millis(500)),
                 failback: true,
+                redelivery: dropped(RedeliveryDefaults {
+                    limit: Limit::Deliveries(10),
+                    ..NON_BLOCKING
+                }),
                 ..JMS
             },
-            Flavour::IbmMq | Flavour::Weblogic => Defaults {
+            Flavour::IbmMq => Defaults {
                 takeover: None,
+                redelivery: original(NON_BLOCKING),
+                ..JMS
+            },
+            Flavour::Weblogic => Defaults {
+                takeover: None,
+                redelivery: dropped(NON_BLOCKING),
                 ..JMS
             },
             Flavour::Sqs => Defaults {
@@ -153,6 +195,11 @@ impl Flavour {
                 dedup_window: Some(Dur::from_secs(300)),
                 page_size: 20_000,
                 takeover: None,
+                // A message reappears when its visibility timeout (the lease) ends.
+                redelivery: original(RedeliveryDefaults {
+                    delay: None,
+                    ..NON_BLOCKING
+                }),
                 ..JMS
             },
             Flavour::Kafka => Defaults {
@@ -167,17 +214,42 @@ impl Flavour {
                 retry_backoff: Some(Dur::from_millis(100)),
                 page_size: u32::MAX,
                 takeover: None,
+                redelivery: original(dropped(RedeliveryDefaults {
+                    mode: RedeliveryMode::Blocking,
+                    limit: Limit::Deliveries(10),
+                    ..NON_BLOCKING
+                })),
                 ..JMS
             },
             Flavour::Pulsar => Defaults {
                 page_size: 100,
                 takeover: None,
+                redelivery: original(RedeliveryDefaults {
+                    delay: Some(Dur::from_secs(60)),
+                    ..NON_BLOCKING
+                }),
                 ..JMS
             },
-            Flavour::Rabbitmq | Flavour::RabbitmqQuorum => Defaults {
+            Flavour::Rabbitmq => Defaults {
                 failure_detection: Dur::from_secs(60),
                 page_size: u32::MAX,
                 takeover: None,
+                redelivery: original(dropped(NON_BLOCKING)),
+                ..JMS
+            },
+            // `delivery-limit` 20 [B3]: dropped when a return makes the count exceed it.
+            // rabbit_fifo: with a delivery limit a return goes to `returns`, served before
+            // `messages`; without one a nack re-enqueues it at the back; a gone consumer's
+            // messages go back by `return_all` into `returns` whatever the limit.
+            Flavour::RabbitmqQuorum => Defaults {
+                failure_detection: Dur::from_secs(60),
+                page_size: u32::MAX,
+                takeover: None,
+                redelivery: dropped(RedeliveryDefaults {
+                    limit: Limit::Deliveries(21),
+                    requeue_unlimited: Requeue::Tail,
+                    ..NON_BLOCKING
+                }),
                 ..JMS
             },
             Flavour::Servicebus => Defaults {
@@ -187,6 +259,10 @@ impl Flavour {
                 renews_lease: true,
                 page_size: u32::MAX,
                 takeover: None,
+                redelivery: RedeliveryDefaults {
+                    limit: Limit::Deliveries(10),
+                    ..NON_BLOCKING
+                },
                 ..JMS
             },
         }
@@ -279,7 +355,7 @@ impl Flavour {
     }
 
     /// The name a scenario file uses.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Flavour::Activemq => "activemq",
             Flavour::Artemis => "artemis",
@@ -291,8 +367,90 @@ impl Flavour {
             Flavour::Rabbitmq => "rabbitmq",
             Flavour::RabbitmqQuorum => "rabbitmq_quorum",
             Flavour::Servicebus => "servicebus",
-            Flavour::Native => "native",
         }
+    }
+}
+
+/// The file's `flavour`: one broker product's defaults for every strategy, or `native`: each
+/// strategy on the defaults of the broker it models (`sqs_fifo` on `sqs`, `kafka` on `kafka`,
+/// ...; the seeds' broker-neutral strategies on `activemq`), the scenario resolved per strategy
+/// before its run ([`crate::Scenario::on_flavour`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlavourChoice {
+    /// Every strategy on this product's defaults.
+    Product(Flavour),
+    /// Each strategy on its own broker's defaults.
+    Native,
+}
+
+impl Default for FlavourChoice {
+    fn default() -> Self {
+        FlavourChoice::Product(Flavour::default())
+    }
+}
+
+/// Every name the file's `flavour` takes: the products', then `native`.
+const CHOICE_NAMES: [&str; Flavour::ALL.len() + 1] = {
+    let mut names = ["native"; Flavour::ALL.len() + 1];
+    let mut i = 0;
+    while i < Flavour::ALL.len() {
+        names[i] = Flavour::ALL[i].name();
+        i += 1;
+    }
+    names
+};
+
+impl FlavourChoice {
+    /// The name a scenario file uses.
+    pub const fn name(self) -> &'static str {
+        match self {
+            FlavourChoice::Product(f) => f.name(),
+            FlavourChoice::Native => "native",
+        }
+    }
+
+    /// The product whose defaults apply: under `native`, before it is resolved per strategy,
+    /// `activemq` (the seeds' broker).
+    pub const fn product(self) -> Flavour {
+        match self {
+            FlavourChoice::Product(f) => f,
+            FlavourChoice::Native => Flavour::Activemq,
+        }
+    }
+}
+
+impl PartialEq<Flavour> for FlavourChoice {
+    fn eq(&self, other: &Flavour) -> bool {
+        *self == FlavourChoice::Product(*other)
+    }
+}
+
+impl Serialize for FlavourChoice {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for FlavourChoice {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = FlavourChoice;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a flavour name")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<FlavourChoice, E> {
+                if v == "native" {
+                    return Ok(FlavourChoice::Native);
+                }
+                Flavour::ALL
+                    .into_iter()
+                    .find(|f| f.name() == v)
+                    .map(FlavourChoice::Product)
+                    .ok_or_else(|| E::unknown_variant(v, &CHOICE_NAMES))
+            }
+        }
+        d.deserialize_str(V)
     }
 }
 
@@ -357,6 +515,31 @@ pub struct Defaults {
     /// `allow-failback` (true: the primary writes `FAILINGBACK` and the backup stops) [A13];
     /// ActiveMQ Classic has no failback (the restarted master waits for the lock as the slave).
     pub failback: bool,
+    /// What `[redelivery]` leaves out ([`RedeliveryPolicy::resolve`]).
+    pub redelivery: RedeliveryDefaults,
+}
+
+/// A broker product's defaults for `[redelivery]` (the module's table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RedeliveryDefaults {
+    /// Blocking (the consumer's session holds a failed message) or not (the broker does).
+    pub mode: RedeliveryMode,
+    /// The delay before a redelivery; None: the lease's duration (SQS: a message reappears when
+    /// its visibility timeout ends).
+    pub delay: Option<Dur>,
+    /// When the broker gives up.
+    pub limit: Limit,
+    /// Where a failed message goes back.
+    pub requeue: Requeue,
+    /// Where it goes back when the limit is unlimited (a `rabbitmq_quorum` queue without a
+    /// delivery limit re-enqueues at the back); `requeue` for every other flavour.
+    pub requeue_unlimited: Requeue,
+    /// Where a gone consumer's deliveries go back.
+    pub requeue_lost: Requeue,
+    /// What it does with a message it gives up on.
+    pub dead_letter: DeadLetter,
+    /// ... when the message is not persistent (ActiveMQ's `processNonPersistent = false`).
+    pub dead_letter_non_persistent: DeadLetter,
 }
 
 /// The largest `max_in_flight` an idempotent producer may have: Kafka's broker keeps the sequence
@@ -447,44 +630,11 @@ impl RedeliveryPolicy {
     /// The policy of `r` under `flavour` (with `lease`: SQS redelivers after the visibility
     /// timeout).
     pub fn resolve(flavour: Flavour, r: &Redelivery, lease: &Lease) -> Self {
-        use Flavour::*;
-        let (mode, delay, limit) = match flavour {
-            Activemq | Native => (
-                RedeliveryMode::Blocking,
-                Dur::from_secs(1),
-                Limit::Deliveries(7),
-            ),
-            Artemis => (
-                RedeliveryMode::NonBlocking,
-                Dur::ZERO,
-                Limit::Deliveries(10),
-            ),
-            IbmMq => (RedeliveryMode::NonBlocking, Dur::ZERO, Limit::Unlimited),
-            Weblogic => (RedeliveryMode::NonBlocking, Dur::ZERO, Limit::Unlimited),
-            Sqs => (
-                RedeliveryMode::NonBlocking,
-                LeasePolicy::resolve(flavour, lease).map_or(Dur::ZERO, |l| l.duration),
-                Limit::Unlimited,
-            ),
-            Kafka => (RedeliveryMode::Blocking, Dur::ZERO, Limit::Deliveries(10)),
-            Pulsar => (
-                RedeliveryMode::NonBlocking,
-                Dur::from_secs(60),
-                Limit::Unlimited,
-            ),
-            Rabbitmq => (RedeliveryMode::NonBlocking, Dur::ZERO, Limit::Unlimited),
-            // `delivery-limit` 20 [B3]: dropped when a return makes the count exceed it.
-            RabbitmqQuorum => (
-                RedeliveryMode::NonBlocking,
-                Dur::ZERO,
-                Limit::Deliveries(21),
-            ),
-            Servicebus => (
-                RedeliveryMode::NonBlocking,
-                Dur::ZERO,
-                Limit::Deliveries(10),
-            ),
-        };
+        let d = flavour.defaults().redelivery;
+        let (mode, limit) = (d.mode, d.limit);
+        let delay = d.delay.unwrap_or_else(|| {
+            LeasePolicy::resolve(flavour, lease).map_or(Dur::ZERO, |l| l.duration)
+        });
         let limit = match (r.max_redeliveries, r.backout_threshold) {
             (Some(n), _) if n < 0 => Limit::Unlimited,
             (Some(n), _) => Limit::Deliveries((n as u32).saturating_add(1)),
@@ -492,19 +642,12 @@ impl RedeliveryPolicy {
             (None, Some(n)) => Limit::Deliveries(n as u32),
             (None, None) => limit,
         };
-        let requeue = match flavour {
-            IbmMq | Sqs | Kafka | Rabbitmq | Pulsar => Requeue::Original,
-            Activemq | Artemis | Weblogic | Servicebus | Native => Requeue::Head,
-            // rabbit_fifo: with a delivery limit a return goes to `returns`, served before
-            // `messages`; without one a nack re-enqueues it at the back.
-            RabbitmqQuorum if limit == Limit::Unlimited => Requeue::Tail,
-            RabbitmqQuorum => Requeue::Head,
+        let requeue = if limit == Limit::Unlimited {
+            d.requeue_unlimited
+        } else {
+            d.requeue
         };
-        // A gone consumer's messages: `return_all` into `returns` whatever the limit.
-        let requeue_lost = match flavour {
-            RabbitmqQuorum => Requeue::Head,
-            _ => requeue,
-        };
+        let requeue_lost = d.requeue_lost;
         RedeliveryPolicy {
             mode: r.mode.unwrap_or(mode),
             initial_delay: r.initial_delay.unwrap_or(delay),
@@ -526,19 +669,11 @@ impl RedeliveryPolicy {
 
     /// What broker `b` does with a message it gives up on.
     pub fn dead_letter(&self, b: &Broker) -> DeadLetter {
-        self.dead_letter.unwrap_or(match self.flavour {
-            Flavour::Activemq | Flavour::Native if !b.persistent => DeadLetter::Drop,
-            Flavour::Activemq
-            | Flavour::Native
-            | Flavour::IbmMq
-            | Flavour::Sqs
-            | Flavour::Pulsar
-            | Flavour::Servicebus => DeadLetter::Queue,
-            Flavour::Artemis
-            | Flavour::Weblogic
-            | Flavour::Kafka
-            | Flavour::Rabbitmq
-            | Flavour::RabbitmqQuorum => DeadLetter::Drop,
+        let d = self.flavour.defaults().redelivery;
+        self.dead_letter.unwrap_or(if b.persistent {
+            d.dead_letter
+        } else {
+            d.dead_letter_non_persistent
         })
     }
 
@@ -609,6 +744,30 @@ mod tests {
             &no_lease(),
         );
         assert!(!minus.gives_up(u32::MAX));
+    }
+
+    /// `native` is a choice of the file, not a product: it reads and writes by name beside the
+    /// products, and a typo lists every name.
+    #[test]
+    fn the_file_chooses_a_product_or_native() {
+        for f in Flavour::ALL {
+            let c: FlavourChoice = toml::Value::String(f.name().into()).try_into().unwrap();
+            assert_eq!(c, FlavourChoice::Product(f));
+            assert_eq!(toml::Value::try_from(c).unwrap().as_str(), Some(f.name()));
+        }
+        let native: FlavourChoice = toml::Value::String("native".into()).try_into().unwrap();
+        assert_eq!(
+            (native, native.product()),
+            (FlavourChoice::Native, Flavour::Activemq)
+        );
+        let e = toml::Value::String("kafkaa".into())
+            .try_into::<FlavourChoice>()
+            .unwrap_err()
+            .to_string();
+        for name in CHOICE_NAMES {
+            assert!(e.contains(&format!("`{name}`")), "{e}");
+        }
+        assert_eq!(CHOICE_NAMES.len(), Flavour::ALL.len() + 1);
     }
 
     #[test]
@@ -721,16 +880,18 @@ mod tests {
              [consumers]\ncount = 1\nservice = \"1ms\"",
         )
         .unwrap();
+        let r = sc.resolve().unwrap();
         assert_eq!(
-            (sc.max_in_flight(), sc.idempotence(), sc.retry_backoff()),
+            (r.max_in_flight, r.idempotence, r.retry_backoff),
             (1, false, Dur::from_secs(2))
         );
         let mut sc = sc;
         sc.producers.max_in_flight = Some(4);
         sc.producers.idempotence = Some(true);
         sc.producers.retry_backoff = Some(Dur::from_millis(100));
+        let r = sc.resolve().unwrap();
         assert_eq!(
-            (sc.max_in_flight(), sc.idempotence(), sc.retry_backoff()),
+            (r.max_in_flight, r.idempotence, r.retry_backoff),
             (4, true, Dur::from_millis(100))
         );
     }
@@ -773,7 +934,7 @@ mod tests {
              [[broker]]\nname = \"a\"\n[consumers]\ncount = 1\nservice = \"1ms\"",
         )
         .unwrap();
-        assert_eq!(sc.flavour, Flavour::Pulsar);
+        assert_eq!(sc.flavour, FlavourChoice::Product(Flavour::Pulsar));
     }
 
     /// RabbitMQ: a classic queue requeues to the original position and has no delivery limit;

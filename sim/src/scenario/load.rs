@@ -58,6 +58,12 @@ impl FieldError {
     }
 }
 
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "field `{}`: {}", self.path_string(), self.message)
+    }
+}
+
 fn path_string(path: &[PathSeg]) -> String {
     let mut s = String::new();
     for seg in path {

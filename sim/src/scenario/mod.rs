@@ -5,17 +5,19 @@
 
 pub mod flavour;
 mod load;
+mod resolved;
 mod validate;
 
 pub use flavour::{
-    DeadLetter, Defaults, Flavour, LeasePolicy, Limit, RedeliveryPolicy, Requeue,
-    MAX_IDEMPOTENT_IN_FLIGHT,
+    DeadLetter, Defaults, Flavour, FlavourChoice, LeasePolicy, Limit, RedeliveryDefaults,
+    RedeliveryPolicy, Requeue, MAX_IDEMPOTENT_IN_FLIGHT,
 };
 
 pub use load::{
     display_path, load_file, load_str, read_bounded, read_scenario_text, FieldError, Location,
     PathSeg, ReadError, ScenarioError, MAX_FILE_BYTES, MAX_PROBLEMS_SHOWN,
 };
+pub use resolved::{HaPair, Resolved, ResolvedBroker};
 pub use validate::{
     estimated_events, estimated_occurrences, validate, BYTES_PER_MESSAGE, BYTES_PER_OCCURRENCE,
     EVENTS_PER_MESSAGE, EVENTS_PER_OCCURRENCE, MAX_KEYS, MAX_PLAN_OCCURRENCES, MAX_PRODUCTION,
@@ -25,7 +27,7 @@ pub use validate::{
 pub use crate::faults::FaultKind;
 
 use crate::dist::DurSpec;
-use crate::time::{Dur, Rate, Time};
+use crate::time::{Dur, Rate};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -46,7 +48,7 @@ pub struct Scenario {
     /// (`activemq`, `artemis`, `ibm_mq`, `weblogic`, `sqs`, `kafka`), or `native`: each
     /// strategy on its own broker's.
     #[serde(default)]
-    pub flavour: Flavour,
+    pub flavour: FlavourChoice,
     /// The strategies to compare, by name (`sim list`).
     pub strategies: Vec<String>,
     /// What the producers send.
@@ -870,9 +872,9 @@ impl Scenario {
     /// The scenario a strategy modelling `native`'s broker runs: under `flavour = "native"`
     /// this one on `native`'s defaults, else this one as it is.
     pub fn on_flavour(&self, native: Flavour) -> std::borrow::Cow<'_, Scenario> {
-        if self.flavour == Flavour::Native {
+        if self.flavour == FlavourChoice::Native {
             let mut sc = self.clone();
-            sc.flavour = native;
+            sc.flavour = FlavourChoice::Product(native);
             std::borrow::Cow::Owned(sc)
         } else {
             std::borrow::Cow::Borrowed(self)
@@ -881,142 +883,12 @@ impl Scenario {
 
     /// `[redelivery]` with the flavour's defaults filled in.
     pub fn redelivery_policy(&self) -> RedeliveryPolicy {
-        RedeliveryPolicy::resolve(self.flavour, &self.redelivery, &self.lease)
+        RedeliveryPolicy::resolve(self.flavour.product(), &self.redelivery, &self.lease)
     }
 
     /// `[lease]` with the flavour's defaults filled in: None when deliveries are not leased.
     pub fn lease_policy(&self) -> Option<LeasePolicy> {
-        LeasePolicy::resolve(self.flavour, &self.lease)
-    }
-
-    /// `[consumers] receive`, else the flavour's.
-    pub fn receive(&self) -> Receive {
-        self.consumers
-            .receive
-            .unwrap_or_else(|| self.flavour.receive())
-    }
-
-    /// `[consumers] failure_detection`, else the flavour's.
-    pub fn failure_detection(&self) -> Dur {
-        self.consumers
-            .failure_detection
-            .unwrap_or_else(|| self.flavour.failure_detection())
-    }
-
-    /// `[consumers] commit` and its interval, else the flavour's.
-    pub fn commit(&self) -> (Commit, Dur) {
-        let (mode, every) = self.flavour.commit();
-        (
-            self.consumers.commit.unwrap_or(mode),
-            self.consumers.commit_interval.unwrap_or(every),
-        )
-    }
-
-    /// `[consumers] crash_detection`, else the flavour's.
-    pub fn crash_detection(&self) -> CrashDetection {
-        self.consumers
-            .crash_detection
-            .unwrap_or_else(|| self.flavour.crash_detection())
-    }
-
-    /// `[consumers] max_poll_interval`, else the flavour's; none unless consumers poll
-    /// (`receive = "batch"`).
-    pub fn max_poll_interval(&self) -> Option<Dur> {
-        if self.receive() != Receive::Batch {
-            return None;
-        }
-        self.consumers
-            .max_poll_interval
-            .or_else(|| self.flavour.max_poll_interval())
-    }
-
-    /// `[consumers] restart_takes_over`, else the flavour's.
-    pub fn restart_takes_over(&self) -> bool {
-        self.consumers
-            .restart_takes_over
-            .unwrap_or_else(|| self.flavour.restart_takes_over())
-    }
-
-    /// `[producers] max_in_flight`, else the flavour's (at least 1).
-    pub fn max_in_flight(&self) -> u32 {
-        self.producers
-            .max_in_flight
-            .unwrap_or_else(|| self.flavour.max_in_flight())
-    }
-
-    /// `[producers] idempotence`, else the flavour's. As Kafka's producer, a flavour's default
-    /// idempotence gives way to a `max_in_flight` above [`MAX_IDEMPOTENT_IN_FLIGHT`] ("if
-    /// conflicting configurations are set and idempotence is not explicitly enabled, idempotence
-    /// is disabled"); set explicitly with such a `max_in_flight`, validation refuses it.
-    pub fn idempotence(&self) -> bool {
-        self.producers.idempotence.unwrap_or_else(|| {
-            self.flavour.idempotence() && self.max_in_flight() <= MAX_IDEMPOTENT_IN_FLIGHT
-        })
-    }
-
-    /// Broker `b`'s deduplication window (`[[broker]] dedup_window`, else the flavour's), in µs;
-    /// 0: it stores every resend.
-    pub fn dedup_window(&self, b: usize) -> Time {
-        self.brokers[b]
-            .dedup_window
-            .or_else(|| self.flavour.dedup_window())
-            .map_or(0, |d| d.0)
-    }
-
-    /// Per broker, the other member of its HA pair (`backup_of`), if it has one (the first
-    /// backup named, where a validated file has one per primary).
-    pub fn ha_partners(&self) -> Vec<Option<usize>> {
-        let index: BTreeMap<&str, usize> = self
-            .brokers
-            .iter()
-            .enumerate()
-            .map(|(i, b)| (b.name.as_str(), i))
-            .collect();
-        let mut partners = vec![None; self.brokers.len()];
-        for (i, b) in self.brokers.iter().enumerate() {
-            let Some(&p) = b.backup_of.as_deref().and_then(|n| index.get(n)) else {
-                continue;
-            };
-            if p != i && partners[p].is_none() && partners[i].is_none() {
-                partners[p] = Some(i);
-                partners[i] = Some(p);
-            }
-        }
-        partners
-    }
-
-    /// The takeover time of the HA pair of brokers `b` and `p`: `takeover` on either member,
-    /// else the flavour's (None: neither, and the flavour has no documented one).
-    pub fn takeover(&self, b: usize, p: usize) -> Option<DurSpec> {
-        self.brokers[b]
-            .takeover
-            .clone()
-            .or_else(|| self.brokers[p].takeover.clone())
-            .or_else(|| {
-                self.flavour.takeover().map(|max| {
-                    DurSpec(crate::dist::DurDist::Uniform {
-                        min: Dur::ZERO,
-                        max,
-                    })
-                })
-            })
-    }
-
-    /// Whether the restarted primary of the HA pair of brokers `b` and `p` takes its store
-    /// back: `failback` on either member, else the flavour's.
-    pub fn failback(&self, b: usize, p: usize) -> bool {
-        self.brokers[b]
-            .failback
-            .or(self.brokers[p].failback)
-            .unwrap_or_else(|| self.flavour.failback())
-    }
-
-    /// `[producers] retry_backoff`, else the flavour's, else `reconnect_delay`.
-    pub fn retry_backoff(&self) -> Dur {
-        self.producers
-            .retry_backoff
-            .or_else(|| self.flavour.retry_backoff())
-            .unwrap_or(self.producers.reconnect_delay)
+        LeasePolicy::resolve(self.flavour.product(), &self.lease)
     }
 
     /// Index of a broker by name.

@@ -1,7 +1,7 @@
 //! Checks of meaning that types cannot express: counts, probabilities, names that must exist,
 //! overlapping scripted faults. Every problem is reported, not just the first.
 
-use super::{FaultKind, FieldError, PathSeg, Scenario, MAX_IDEMPOTENT_IN_FLIGHT};
+use super::{FaultKind, FieldError, PathSeg, Scenario};
 use crate::time::Dur;
 
 /// Largest number of keys, consumers, producers or brokers accepted: beyond this the per-key and
@@ -158,21 +158,6 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
             "must be at least 1 (1: a synchronous send, each waits for the previous one; Kafka's \
              default is 5)"
                 .into(),
-        );
-    }
-    if s.producers.idempotence == Some(true) && s.max_in_flight() > MAX_IDEMPOTENT_IN_FLIGHT {
-        let path = if s.producers.max_in_flight.is_some() {
-            p(&["producers", "max_in_flight"])
-        } else {
-            p(&["producers", "idempotence"])
-        };
-        err(
-            path,
-            format!(
-                "an idempotent producer allows at most {MAX_IDEMPOTENT_IN_FLIGHT} sends in flight \
-                 (Kafka refuses enable.idempotence with more), got max_in_flight = {}",
-                s.max_in_flight()
-            ),
         );
     }
     if let Some(b) = s.producers.retry_backoff {
@@ -390,46 +375,14 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
                 "bounds renewal: give renew_every too".into(),
             );
         }
-    } else if !s.lease.is_empty() {
-        err(
-            p(&["lease", "duration"]),
-            format!(
-                "is required: the `{}` flavour leases nothing by default",
-                s.flavour.name()
-            ),
-        );
     }
-    if s.crash_detection() == super::CrashDetection::Lease && lease.is_none() {
-        err(
-            p(&["consumers", "crash_detection"]),
-            "\"lease\" needs a [lease] duration (or flavour = \"sqs\" or \"servicebus\"): without one a dead consumer's messages would never come back".into(),
-        );
-    }
-    // A setting that only acts together with another is refused without it, rather than
-    // silently doing nothing.
-    if c.max_poll_interval.is_some() && s.receive() != super::Receive::Batch {
-        err(
-            p(&["consumers", "max_poll_interval"]),
-            "only applies to consumers that poll: it needs receive = \"batch\" (the kafka and sqs flavours' default)".into(),
-        );
-    }
-    if c.max_poll_interval.is_some_and(|d| d < Dur::from_millis(1)) {
-        err(
-            p(&["consumers", "max_poll_interval"]),
-            "must be at least 1ms (Kafka's max.poll.interval.ms takes at least 1)".into(),
-        );
-    }
-    if c.restart_takes_over.is_some() && s.crash_detection() != super::CrashDetection::Timeout {
-        err(
-            p(&["consumers", "restart_takes_over"]),
-            "only applies when the broker detects a dead consumer by a timeout: it needs crash_detection = \"timeout\" (the kafka flavour's default)".into(),
-        );
-    }
-    if c.commit_interval.is_some() && s.commit().0 != super::Commit::Interval {
-        err(
-            p(&["consumers", "commit_interval"]),
-            "only applies to periodic commits: it needs commit = \"interval\" (the kafka flavour's default)".into(),
-        );
+    let (resolved, problems) = s.resolve_checked();
+    // Under `native` each strategy's broker is checked by the strategies' validation
+    // (`strategies::validate`), not the `activemq` reading.
+    if s.flavour != super::FlavourChoice::Native {
+        for problem in problems {
+            err(problem.path, problem.message);
+        }
     }
     if s.run.max_events == 0 {
         err(p(&["run", "max_events"]), "must be at least 1".into());
@@ -452,7 +405,7 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
     }
 
     crate::faults::validate(s, &mut err);
-    spin_limits(s, &mut err);
+    spin_limits(s, resolved.retry_backoff, &mut err);
     if let Some(sw) = &s.sweep {
         for (i, set) in sw.set.iter().enumerate() {
             if let Err(why) = super::parse_set(set) {
@@ -635,15 +588,7 @@ fn ha_pairs(
             );
             continue;
         }
-        if s.takeover(i, p).is_none() {
-            err(
-                path("takeover"),
-                format!(
-                    "flavour {:?} has no documented takeover time for an HA pair: give one here (e.g. takeover = \"5s\")",
-                    s.flavour.name()
-                ),
-            );
-        }
+        // Its takeover time, the flavour's default or not: `Scenario::resolve`.
     }
 }
 
@@ -841,7 +786,7 @@ fn whole_file_limits(
 /// clients retrying a broker that is down for the rest of the run, batch jobs that start with no
 /// work. Each retry or job start is an engine event; over the whole run (production, then the
 /// drain phase) they must fit in `[run] max_events`.
-fn spin_limits(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
+fn spin_limits(s: &Scenario, retry_backoff: Dur, err: &mut impl FnMut(Vec<PathSeg>, String)) {
     let scripted_end = s
         .faults
         .iter()
@@ -889,7 +834,7 @@ fn spin_limits(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
         .iter()
         .any(|f| matches!(f.kind, FaultKind::SendError | FaultKind::SendTimeout))
     {
-        let backoff = s.retry_backoff();
+        let backoff = retry_backoff;
         if backoff >= MIN_RECONNECT_DELAY {
             let count = s.producers.count;
             check(

@@ -1,0 +1,324 @@
+//! A scenario with its flavour's defaults filled in, once: what the engine runs.
+//!
+//! Every default a flavour supplies ([`Flavour::defaults`], [`RedeliveryPolicy::resolve`],
+//! [`LeasePolicy::resolve`]) is looked up here and nowhere else, and the checks that depend on a
+//! default (a lease the flavour does not give, an HA pair's takeover time) are made here too, so
+//! that validation and a run read the same values. A `flavour = "native"` scenario is resolved
+//! once per broker its strategies model ([`Scenario::on_flavour`]), and each is checked.
+
+use super::{
+    Commit, CrashDetection, Defaults, FieldError, Flavour, LeasePolicy, PathSeg, Receive,
+    RedeliveryPolicy, Scenario, MAX_IDEMPOTENT_IN_FLIGHT,
+};
+use crate::dist::{DurDist, DurSpec};
+use crate::time::{Dur, Time};
+use std::collections::BTreeMap;
+
+/// A scenario's settings with its flavour's defaults filled in ([`Scenario::resolve`]).
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    /// The broker product whose defaults were used.
+    pub flavour: Flavour,
+    /// `[redelivery]`.
+    pub redelivery: RedeliveryPolicy,
+    /// `[lease]` (None: deliveries are not leased).
+    pub lease: Option<LeasePolicy>,
+    /// `[consumers] receive`.
+    pub receive: Receive,
+    /// `[consumers] failure_detection`.
+    pub failure_detection: Dur,
+    /// `[consumers] commit`.
+    pub commit: Commit,
+    /// `[consumers] commit_interval`.
+    pub commit_interval: Dur,
+    /// `[consumers] crash_detection`.
+    pub crash_detection: CrashDetection,
+    /// `[consumers] max_poll_interval`: none unless consumers poll (`receive = "batch"`).
+    pub max_poll_interval: Option<Dur>,
+    /// `[consumers] restart_takes_over`.
+    pub restart_takes_over: bool,
+    /// `[producers] max_in_flight` (at least 1 in a valid file).
+    pub max_in_flight: u32,
+    /// `[producers] idempotence`. As Kafka's producer, a flavour's default idempotence gives way
+    /// to a `max_in_flight` above [`MAX_IDEMPOTENT_IN_FLIGHT`] ("if conflicting configurations
+    /// are set and idempotence is not explicitly enabled, idempotence is disabled"); set
+    /// explicitly with such a `max_in_flight`, it is refused.
+    pub idempotence: bool,
+    /// `[producers] retry_backoff`, else the flavour's, else `reconnect_delay`.
+    pub retry_backoff: Dur,
+    /// Per `[[broker]]`, in the file's order.
+    pub brokers: Vec<ResolvedBroker>,
+}
+
+/// One `[[broker]]`'s settings with the flavour's defaults filled in.
+#[derive(Clone, Debug)]
+pub struct ResolvedBroker {
+    /// How many queued messages dispatch looks at.
+    pub page_size: u32,
+    /// How long it remembers a stored message to refuse a resend, in µs (0: it stores every
+    /// resend).
+    pub dedup_window: Time,
+    /// Its HA pair, if it is in one (`backup_of`).
+    pub pair: Option<HaPair>,
+}
+
+/// A broker's HA pair, seen from one member.
+#[derive(Clone, Debug)]
+pub struct HaPair {
+    /// The other member's index.
+    pub partner: usize,
+    /// The takeover time: `takeover` on either member, else the flavour's (drawn uniformly up
+    /// to its maximum).
+    pub takeover: DurSpec,
+    /// Whether a restarted primary takes its store back: `failback` on either member, else the
+    /// flavour's.
+    pub failback: bool,
+}
+
+/// The flavours whose defaults satisfy `pred`, as a file names them: `"sqs" or "servicebus"`
+/// (an error names them from the defaults, never restating one).
+fn flavours_where(pred: impl Fn(&Defaults) -> bool) -> String {
+    let names: Vec<String> = Flavour::ALL
+        .into_iter()
+        .filter(|f| pred(&f.defaults()))
+        .map(|f| format!("{:?}", f.name()))
+        .collect();
+    names.join(" or ")
+}
+
+impl Scenario {
+    /// This scenario's settings with its flavour's defaults filled in, or what stops them (a
+    /// setting that needs a default the flavour does not give, or that cannot act together with
+    /// the flavour's other defaults).
+    pub fn resolve(&self) -> Result<Resolved, Vec<FieldError>> {
+        let (resolved, problems) = self.resolve_checked();
+        if problems.is_empty() {
+            Ok(resolved)
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// [`Scenario::resolve`]'s values (with a placeholder where a problem is) and its problems.
+    pub(super) fn resolve_checked(&self) -> (Resolved, Vec<FieldError>) {
+        let mut problems = Vec::new();
+        let mut err = |path: &[&str], message: String| {
+            problems.push(FieldError::new(
+                path.iter().map(|s| PathSeg::from(*s)).collect(),
+                message,
+            ))
+        };
+        let flavour = self.flavour.product();
+        let d = flavour.defaults();
+        let c = &self.consumers;
+        let pr = &self.producers;
+        let receive = c.receive.unwrap_or(d.receive);
+        let crash_detection = c.crash_detection.unwrap_or(d.crash_detection);
+        let commit = c.commit.unwrap_or(d.commit.0);
+        let max_in_flight = pr.max_in_flight.unwrap_or(d.max_in_flight);
+        let lease = self.lease_policy();
+
+        if pr.idempotence == Some(true) && max_in_flight > MAX_IDEMPOTENT_IN_FLIGHT {
+            let at = if pr.max_in_flight.is_some() {
+                "max_in_flight"
+            } else {
+                "idempotence"
+            };
+            err(
+                &["producers", at],
+                format!(
+                    "an idempotent producer allows at most {MAX_IDEMPOTENT_IN_FLIGHT} sends in \
+                     flight (Kafka refuses enable.idempotence with more), got max_in_flight = \
+                     {max_in_flight}"
+                ),
+            );
+        }
+        if lease.is_none() && !self.lease.is_empty() {
+            err(
+                &["lease", "duration"],
+                format!(
+                    "is required: the `{}` flavour leases nothing by default",
+                    flavour.name()
+                ),
+            );
+        }
+        if crash_detection == CrashDetection::Lease && lease.is_none() {
+            err(
+                &["consumers", "crash_detection"],
+                format!(
+                    "\"lease\" needs a [lease] duration (or flavour = {}): without one a dead \
+                     consumer's messages would never come back",
+                    flavours_where(|d| d.lease.is_some())
+                ),
+            );
+        }
+        // A setting that only acts together with another is refused without it, rather than
+        // silently doing nothing.
+        if c.max_poll_interval.is_some() && receive != Receive::Batch {
+            err(
+                &["consumers", "max_poll_interval"],
+                format!(
+                    "only applies to consumers that poll: it needs receive = \"batch\" (the \
+                     default of flavour = {})",
+                    flavours_where(|d| d.receive == Receive::Batch)
+                ),
+            );
+        }
+        if c.restart_takes_over.is_some() && crash_detection != CrashDetection::Timeout {
+            err(
+                &["consumers", "restart_takes_over"],
+                format!(
+                    "only applies when the broker detects a dead consumer by a timeout: it needs \
+                     crash_detection = \"timeout\" (the default of flavour = {})",
+                    flavours_where(|d| d.crash_detection == CrashDetection::Timeout)
+                ),
+            );
+        }
+        if c.commit_interval.is_some() && commit != Commit::Interval {
+            err(
+                &["consumers", "commit_interval"],
+                format!(
+                    "only applies to periodic commits: it needs commit = \"interval\" (the \
+                     default of flavour = {})",
+                    flavours_where(|d| d.commit.0 == Commit::Interval)
+                ),
+            );
+        }
+
+        let partners = self.ha_partners();
+        let mut brokers = Vec::with_capacity(self.brokers.len());
+        for (b, cfg) in self.brokers.iter().enumerate() {
+            let pair = partners[b].map(|p| {
+                let other = &self.brokers[p];
+                let takeover = cfg.takeover.clone().or_else(|| other.takeover.clone());
+                let takeover = takeover.unwrap_or_else(|| {
+                    let max = d.takeover.unwrap_or_else(|| {
+                        // Reported once per pair, at its backup (where `takeover` belongs).
+                        if cfg.backup_of.is_some() {
+                            problems.push(FieldError::new(
+                                vec!["broker".into(), PathSeg::Index(b), "takeover".into()],
+                                format!(
+                                    "flavour {:?} has no documented takeover time for an HA \
+                                     pair: give one here (e.g. takeover = \"5s\")",
+                                    flavour.name()
+                                ),
+                            ));
+                        }
+                        Dur::ZERO
+                    });
+                    DurSpec(DurDist::Uniform {
+                        min: Dur::ZERO,
+                        max,
+                    })
+                });
+                HaPair {
+                    partner: p,
+                    takeover,
+                    failback: cfg.failback.or(other.failback).unwrap_or(d.failback),
+                }
+            });
+            brokers.push(ResolvedBroker {
+                page_size: cfg.page_size.unwrap_or(d.page_size),
+                dedup_window: cfg.dedup_window.or(d.dedup_window).map_or(0, |w| w.0),
+                pair,
+            });
+        }
+
+        let resolved = Resolved {
+            flavour,
+            redelivery: self.redelivery_policy(),
+            lease,
+            receive,
+            failure_detection: c.failure_detection.unwrap_or(d.failure_detection),
+            commit,
+            commit_interval: c.commit_interval.unwrap_or(d.commit.1),
+            crash_detection,
+            max_poll_interval: if receive == Receive::Batch {
+                c.max_poll_interval.or(d.max_poll_interval)
+            } else {
+                None
+            },
+            restart_takes_over: c.restart_takes_over.unwrap_or(d.restart_takes_over),
+            max_in_flight,
+            idempotence: pr
+                .idempotence
+                .unwrap_or(d.idempotence && max_in_flight <= MAX_IDEMPOTENT_IN_FLIGHT),
+            retry_backoff: pr
+                .retry_backoff
+                .or(d.retry_backoff)
+                .unwrap_or(pr.reconnect_delay),
+            brokers,
+        };
+        (resolved, problems)
+    }
+
+    /// Per broker, the other member of its HA pair (`backup_of`), if it has one (the first
+    /// backup named, where a validated file has one per primary).
+    pub fn ha_partners(&self) -> Vec<Option<usize>> {
+        let index: BTreeMap<&str, usize> = self
+            .brokers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.name.as_str(), i))
+            .collect();
+        let mut partners = vec![None; self.brokers.len()];
+        for (i, b) in self.brokers.iter().enumerate() {
+            let Some(&p) = b.backup_of.as_deref().and_then(|n| index.get(n)) else {
+                continue;
+            };
+            if p != i && partners[p].is_none() && partners[i].is_none() {
+                partners[p] = Some(i);
+                partners[i] = Some(p);
+            }
+        }
+        partners
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario(flavour: &str, extra: &str) -> Scenario {
+        toml::from_str(&format!(
+            "flavour = \"{flavour}\"\nstrategies = [\"single\"]\n[workload]\nmessages = 1\n\
+             rate = \"1/s\"\nkeys = 1\n[[broker]]\nname = \"a\"\n[consumers]\ncount = 1\n\
+             service = \"1ms\"\n{extra}"
+        ))
+        .unwrap()
+    }
+
+    /// Every default is filled from the flavour, the file's values win.
+    #[test]
+    fn defaults_fill_what_the_file_leaves_out() {
+        let r = scenario("kafka", "").resolve().unwrap();
+        assert_eq!(r.flavour, Flavour::Kafka);
+        assert_eq!((r.receive, r.commit), (Receive::Batch, Commit::Interval));
+        assert_eq!(r.commit_interval, Dur::from_secs(5));
+        assert_eq!(r.max_poll_interval, Some(Dur::from_secs(300)));
+        assert_eq!(r.brokers[0].page_size, u32::MAX);
+        let r = scenario("kafka", "commit = \"each\"\nreceive = \"prefetch\"")
+            .resolve()
+            .unwrap();
+        assert_eq!((r.receive, r.commit), (Receive::Prefetch, Commit::Each));
+        assert_eq!(r.max_poll_interval, None, "only consumers that poll have one");
+    }
+
+    /// A setting that needs another default is refused naming the flavours whose defaults give
+    /// it, read from their defaults (not restated).
+    #[test]
+    fn a_setting_needing_a_default_names_the_flavours_that_give_it() {
+        let e = scenario("activemq", "commit_interval = \"1s\"")
+            .resolve()
+            .unwrap_err();
+        assert_eq!(e[0].path_string(), "consumers.commit_interval");
+        assert!(e[0].message.ends_with("(the default of flavour = \"kafka\")"), "{e:?}");
+        let e = scenario("activemq", "crash_detection = \"lease\"")
+            .resolve()
+            .unwrap_err();
+        assert!(
+            e[0].message.contains("flavour = \"sqs\" or \"servicebus\""),
+            "{e:?}"
+        );
+    }
+}
