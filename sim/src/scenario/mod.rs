@@ -17,9 +17,9 @@ pub use load::{
     PathSeg, ReadError, ScenarioError, MAX_FILE_BYTES, MAX_PROBLEMS_SHOWN,
 };
 pub use validate::{
-    estimated_events, estimated_occurrences, validate, BYTES_PER_MESSAGE, BYTES_PER_OCCURRENCE,
-    EVENTS_PER_MESSAGE, EVENTS_PER_OCCURRENCE, MAX_KEYS, MAX_PLAN_OCCURRENCES, MAX_PRODUCTION,
-    MIN_BATCH_INTERVAL, MIN_RECONNECT_DELAY,
+    estimated_events, estimated_occurrences, estimated_run_bytes, validate, BYTES_PER_MESSAGE,
+    BYTES_PER_OCCURRENCE, EVENTS_PER_MESSAGE, EVENTS_PER_OCCURRENCE, MAX_KEYS,
+    MAX_PLAN_OCCURRENCES, MAX_PRODUCTION, MIN_BATCH_INTERVAL, MIN_RECONNECT_DELAY,
 };
 
 pub use crate::faults::FaultKind;
