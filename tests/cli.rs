@@ -307,7 +307,8 @@ fn hazardous_parameters_are_warned_about_and_listed() {
         "hazard (no fault needed), when \"route\" with more than one consumer",
         "[strategy.competing]",
         "(no parameters)",
-        "allowed: 1 to 10000",
+        "allowed: 1 to 10\n",
+        "sizes: a record per partition",
     ] {
         assert!(out.contains(w), "{w}:\n{out}");
     }

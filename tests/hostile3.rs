@@ -5,6 +5,12 @@
 use std::process::Command;
 use strategies::{Range, ALL};
 
+/// The largest value an error's "at most N fits here" allows.
+fn fits(e: &str) -> Option<u64> {
+    let rest = &e[e.find("at most ")? + "at most ".len()..];
+    rest.split_once(" fits here")?.0.parse().ok()
+}
+
 /// A scenario every strategy applies to (one broker, the notifier with source access), with
 /// `[strategy.NAME]` holding `PARAM = VALUE` on line [`PARAM_LINE`].
 fn with_param(strategy: &str, param: &str, value: &str) -> String {
@@ -28,6 +34,13 @@ fn base(strategy: &str) -> String {
          count = 2\n\
          service = \"5ms\"\n"
     )
+}
+
+/// `s.toml` in `dir`: [`base`] with `competing`.
+fn competing_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let f = dir.join("s.toml");
+    std::fs::write(&f, base("competing")).unwrap();
+    f
 }
 
 /// The line of `PARAM = VALUE` in [`with_param`].
@@ -89,7 +102,14 @@ fn class3_every_parameter_out_of_range_is_refused_at_its_line() {
                 }
                 probed += 1;
             }
-            for v in &good {
+            // A parameter that sizes a run is bounded by the file's limits before its range's
+            // top (class 2's test); the top of any other range builds.
+            let good = if p.sizes.is_some() {
+                &good[..1]
+            } else {
+                &good[..]
+            };
+            for v in good {
                 let sc = load(&with_param(info.name, p.name, v))
                     .unwrap_or_else(|e| panic!("{}.{} = {v}: {e}", info.name, p.name));
                 strategies::builds(info.name, &sc)
@@ -158,8 +178,7 @@ fn class3_out_of_range_exits_2_from_validate_and_set() {
 #[test]
 fn class1_damaged_manifests_are_refused_not_divided_by() {
     let dir = tempfile::tempdir().unwrap();
-    let scen = dir.path().join("s.toml");
-    std::fs::write(&scen, base("competing")).unwrap();
+    let scen = competing_file(dir.path());
     let shard = dir.path().join("shard");
     let sim = || Command::new(env!("CARGO_BIN_EXE_sim"));
     let out = sim()
@@ -524,4 +543,327 @@ fn class5_errors_escape_control_characters() {
             "{t}\n{e:?}"
         );
     }
+}
+
+/// Class 2: every parameter that sizes a run (`ParamInfo::sizes`, from the registry) is bounded
+/// by what the whole-file limits leave, not by a fixed number: at the top of its type's range it
+/// is refused at its line, naming the value, the limit it breaks, the largest value that fits
+/// and how to raise the limit; that largest value loads and one more does not; raising `[run]
+/// memory_budget_mb` and `max_events` raises the bound. A parameter that sizes nothing builds
+/// at the top of its range (`class3_every_parameter_out_of_range_is_refused_at_its_line`).
+#[test]
+fn class2_sizing_parameters_follow_the_whole_file_limits() {
+    let mut sized = 0;
+    for info in ALL {
+        for p in info.params.iter().filter(|p| p.sizes.is_some()) {
+            let Range::Int(_, hi) = p.range else {
+                panic!("{}.{}: a sizing parameter is an integer", info.name, p.name)
+            };
+            let field = format!("field `strategy.{}.{}`", info.name, p.name);
+            let at = format!("bad.toml:{PARAM_LINE}:");
+            let with = |v: u64, run: &str| {
+                load(&format!(
+                    "{}{run}",
+                    with_param(info.name, p.name, &v.to_string())
+                ))
+            };
+            let e = with(hi as u64, "").unwrap_err();
+            assert!(
+                e.contains(&at)
+                    && e.contains(&format!("{field}: {hi} needs about"))
+                    && (e.contains("raise [run] memory_budget_mb")
+                        || e.contains("raise [run] max_events")),
+                "{}.{} = {hi}: {e}",
+                info.name,
+                p.name
+            );
+            let n = fits(&e).unwrap_or_else(|| panic!("no bound said: {e}"));
+            assert!(n >= 1, "{e}");
+            with(n, "").unwrap_or_else(|e| panic!("{}.{} = {n}: {e}", info.name, p.name));
+            let e = with(n + 1, "").unwrap_err();
+            assert!(e.contains(&field), "{e}");
+            // Larger limits, a larger bound.
+            let roomy = "[run]\nmemory_budget_mb = 8192\nmax_events = 4000000000\n";
+            let e = with(hi as u64, roomy).unwrap_err();
+            let m = fits(&e).unwrap_or_else(|| panic!("no bound said: {e}"));
+            assert!(m > n, "{}.{}: {m} <= {n}", info.name, p.name);
+            sized += 1;
+        }
+    }
+    assert!(sized >= 5, "{sized} sizing parameters");
+}
+
+/// A valid shard's `sweep.json` and `runs.csv` (one sweep of two seeds, made once), and a
+/// valid recorded history: the seeds the readers' fuzz mutates.
+fn valid_inputs() -> &'static (Vec<u8>, Vec<u8>, Vec<u8>) {
+    static INPUTS: std::sync::OnceLock<(Vec<u8>, Vec<u8>, Vec<u8>)> = std::sync::OnceLock::new();
+    INPUTS.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let scen = competing_file(dir.path());
+        let shard = dir.path().join("shard");
+        let out = Command::new(env!("CARGO_BIN_EXE_sim"))
+            .arg("sweep")
+            .arg(&scen)
+            .args(["--seeds", "1..2", "--shard", "1/1", "--set", "consumers.count=1,2", "--out"])
+            .arg(&shard)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let manifest = std::fs::read(shard.join("sweep.json")).unwrap();
+        let compact: serde_json::Value = serde_json::from_slice(&manifest).unwrap();
+        let mut journal = format!("#manifest {compact}\n").into_bytes();
+        journal.extend(std::fs::read(shard.join("runs.csv")).unwrap());
+        let msg = |seq: u32| format!(r#"{{"id":{seq},"key":0,"seq":{seq}}}"#);
+        let history = [
+            r#"{"type":"header","scenario":"x","strategy":"s","keys":1,"kind":"state","brokers":["b"],"producers":["p"],"consumers":["c"]}"#.to_string(),
+            format!(r#"{{"type":"produce","t":1,"msg":{},"producer":0,"timestamp":1,"poison":false}}"#, msg(0)),
+            format!(r#"{{"type":"produce","t":2,"msg":{},"producer":0,"timestamp":2,"poison":false}}"#, msg(1)),
+            format!(r#"{{"type":"start","t":3,"msg":{},"consumer":0}}"#, msg(1)),
+            format!(r#"{{"type":"discard","t":4,"msg":{},"reason":"broker_crash"}}"#, msg(1)),
+            format!(r#"{{"type":"apply","t":5,"msg":{},"consumer":0,"state_seq":1}}"#, msg(1)),
+            format!(r#"{{"type":"apply","t":6,"msg":{},"consumer":0,"state_seq":0}}"#, msg(0)),
+        ]
+        .join("\n")
+        .into_bytes();
+        // The seeds are valid: each reader accepts its own.
+        ordsim::sweep::parse_manifest(&manifest).unwrap();
+        let (_, rows) = ordsim::sweep::parse_journal(&journal, "j").unwrap().unwrap();
+        assert_eq!(rows.len(), 4);
+        let h = ordsim::trace::parse_history("h", std::str::from_utf8(&history).unwrap()).unwrap();
+        assert_eq!(h.events.len(), 6);
+        (manifest, journal, history)
+    })
+}
+
+/// One edit of a byte string: (what, where, a byte, how many).
+type Edit = (u8, usize, u8, usize);
+
+/// `valid` with `edits` applied: a byte changed, inserted or removed, a span repeated or cut.
+fn mutate(valid: &[u8], edits: &[Edit]) -> Vec<u8> {
+    let mut b = valid.to_vec();
+    for &(what, at, byte, n) in edits {
+        let at = if b.is_empty() { 0 } else { at % b.len() };
+        let end = (at + n).min(b.len());
+        match what % 5 {
+            0 if !b.is_empty() => b[at] = byte,
+            1 => b.insert(at, byte),
+            2 => {
+                b.drain(at..end);
+            }
+            3 => {
+                let span = b[at..end].to_vec();
+                b.splice(at..at, span);
+            }
+            _ => b.truncate(at),
+        }
+    }
+    b
+}
+
+/// Every reader of saved or recorded input on `bytes`: the manifest (`sim merge`), the journal
+/// (`sim sweep --resume`, whose rows are a shard's `runs.csv`'s) and the history (`sim trace
+/// --history`, read and judged). None panics, and what each accepts is bounded by its input:
+/// a manifest's claims pass its check, a journal has no more rows than lines, a history no
+/// more events than lines.
+fn read_everything(bytes: &[u8], dir: &std::path::Path) {
+    if let Ok(m) = ordsim::sweep::parse_manifest(bytes) {
+        assert!(m.check().is_ok() && m.runs <= ordsim::sweep::MAX_RUNS);
+    }
+    let lines = bytes.iter().filter(|&&b| b == b'\n').count() + 1;
+    if let Ok(Some((m, rows))) = ordsim::sweep::parse_journal(bytes, "j") {
+        assert!(rows.len() <= lines);
+        assert!(rows.iter().all(|r| r.len() == m.header().len()));
+    }
+    if let Ok(h) = ordsim::trace::parse_history("h", &String::from_utf8_lossy(bytes)) {
+        assert!(h.events.len() <= lines);
+    }
+    let f = dir.join("h.jsonl");
+    std::fs::write(&f, bytes).unwrap();
+    let _ = ordsim::trace::trace(&ordsim::trace::TraceRequest {
+        file: None,
+        history: Some(f),
+        strategy: None,
+        key: None,
+        seed: None,
+        max_events: None,
+        aim: ordsim::trace::Aim::parse(None, None, None).unwrap(),
+        list_keys: false,
+    });
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+    /// The fuzz target over the manifest, journal and history readers, run by plain `cargo
+    /// test`: arbitrary bytes, and each valid input with random edits, fed to every reader.
+    #[test]
+    fn fuzz_readers_never_panic(
+        noise in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600),
+        edits in proptest::collection::vec(
+            (0u8..5, proptest::prelude::any::<usize>(), proptest::prelude::any::<u8>(), 0usize..64),
+            0..6,
+        ),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        read_everything(&noise, dir.path());
+        let (manifest, journal, history) = valid_inputs();
+        for valid in [manifest, journal, history] {
+            read_everything(&mutate(valid, &edits), dir.path());
+        }
+    }
+}
+
+/// Every file under `dir`, recursively, with its bytes.
+fn files_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push((p.clone(), std::fs::read(&p).unwrap()));
+        }
+    }
+    out
+}
+
+/// Class 5: every path from input into a terminal or a text file escapes what it must. A
+/// scenario whose file name, name and description hold control characters and XML's special
+/// characters goes through every command that writes (run, sweep, report, trace, explore,
+/// check, validate, an error): no standard output, standard error or written file holds a raw
+/// control character (but line ends and tabs), every SVG file is well-formed XML, and no SVG or
+/// HTML file holds the input's `<` unescaped. Every file each command writes is looked at, so an output added
+/// later is covered.
+#[test]
+fn class5_no_output_path_writes_control_characters() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    let file = lib.join("evil\u{1b}[2J<b>.toml");
+    let text = format!(
+        "name = \"n\\u001b[31m<evil>&\\u0007\"\n\
+         description = \"d\\u001b<&>\\u0000\\nline two\"\n{}\
+         [sweep]\nseeds = \"1..2\"\nset = [\"consumers.count=1,2\"]\n\
+         [expect]\nseeds = \"1..2\"\n[expect.all]\nordering_violations = 0\n",
+        base("competing")
+    );
+    std::fs::write(&file, &text).unwrap();
+    load(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let f = file.to_str().unwrap();
+    let lib_s = lib.display().to_string();
+    let missing = format!("{lib_s}/missing\u{1b}[2J.toml");
+    // Each command, and the --out folder it writes (if it writes one).
+    let runs: [(&[&str], Option<&str>); 8] = [
+        (&["validate", f], None),
+        (&["run", f], Some("run")),
+        (&["sweep", f, "--seeds", "1..2"], Some("sweep")),
+        (&["report", &lib_s], Some("report")),
+        (&["trace", f, "--strategy", "competing"], Some("trace")),
+        (
+            &["explore", f, "--strategy", "competing", "--runs", "1"],
+            Some("explore"),
+        ),
+        (&["check", &lib_s], None),
+        (&["run", &missing], None),
+    ];
+    let raw = |b: &[u8]| {
+        b.iter()
+            .any(|&c| (c < 0x20 && c != b'\n' && c != b'\t' && c != b'\r') || c == 0x7f)
+    };
+    let mut looked = 0;
+    for (args, out_name) in runs {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sim"));
+        cmd.args(args);
+        let out_dir = out_name.map(|n| dir.path().join(n));
+        if let Some(d) = &out_dir {
+            cmd.arg("--out").arg(d);
+        }
+        let o = cmd.output().unwrap();
+        let said = format!("{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.code().is_some_and(|c| c <= 2), "{said}");
+        assert!(
+            !raw(&o.stdout) && !raw(&o.stderr),
+            "{said}\n{:?}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        for (p, bytes) in out_dir.map(|d| files_under(&d)).unwrap_or_default() {
+            let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
+            if ext == "png" {
+                continue;
+            }
+            assert!(!raw(&bytes), "{}: a raw control character", p.display());
+            if ext == "svg" {
+                let mut r = quick_xml::Reader::from_reader(&bytes[..]);
+                let mut buf = Vec::new();
+                loop {
+                    match r.read_event_into(&mut buf) {
+                        Ok(quick_xml::events::Event::Eof) => break,
+                        Ok(_) => buf.clear(),
+                        Err(e) => panic!("{}: not well-formed: {e}", p.display()),
+                    }
+                }
+            }
+            if ext == "svg" || ext == "html" {
+                let text = String::from_utf8_lossy(&bytes);
+                let at = text
+                    .find("<evil")
+                    .map(|i| &text[i.saturating_sub(200)..i + 10]);
+                assert!(at.is_none(), "{}: {at:?}", p.display());
+            }
+            looked += 1;
+        }
+    }
+    assert!(looked >= 15, "{looked} files looked at");
+}
+
+/// Class 6: `sim trace --out` writes its set as `sim run --out` does (the same `OutputSet`):
+/// staged, then moved into the folder with `trace-manifest.json` (a hash per file) last; a
+/// write stopped before the manifest leaves no manifest (never an old one over new files) and
+/// no staging folder after the next write; a second writer holding the folder is refused before
+/// any work. (`sim explore --out` goes through the same code with `explore-manifest.json`.)
+#[test]
+fn class6_trace_outputs_are_staged_as_a_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let scen = competing_file(dir.path());
+    let out = dir.path().join("t");
+    let trace = |failpoint: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sim"));
+        cmd.arg("trace")
+            .arg(&scen)
+            .args(["--strategy", "competing", "--out"])
+            .arg(&out);
+        if let Some(f) = failpoint {
+            cmd.env("ORDSIM_FAILPOINT", f);
+        }
+        cmd.output().unwrap()
+    };
+    let o = trace(None);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{o:?}");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("trace-manifest.json")).unwrap()).unwrap();
+    let page = std::fs::read(out.join("timeline.html")).unwrap();
+    assert_eq!(
+        manifest["files"]["timeline.html"],
+        format!("{:016x}", sim::hash::fnv1a(&page))
+    );
+    let o = trace(Some("trace-out-before-manifest"));
+    assert_eq!(o.status.code(), Some(99), "{o:?}");
+    assert!(!out.join("trace-manifest.json").exists());
+    let o = trace(None);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{o:?}");
+    assert!(out.join("trace-manifest.json").exists());
+    let left = crate::common::names_containing(dir.path(), "sim-partial");
+    assert!(left.is_empty(), "{left:?}");
+    // Another writer holds the folder: refused before the run.
+    let lock = std::fs::File::create(out.join(ordsim::RUN_LOCK)).unwrap();
+    lock.try_lock().unwrap();
+    let o = trace(None);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("is writing into it") && o.stdout.is_empty(),
+        "{err}"
+    );
 }

@@ -255,11 +255,7 @@ fn class7_interrupted_output_set_has_no_manifest() {
         "mine"
     );
     // No staging folder is left behind.
-    let left: Vec<_> = std::fs::read_dir(tmp.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains("sim-partial"))
-        .collect();
+    let left = crate::common::names_containing(tmp.path(), "sim-partial");
     assert!(left.is_empty(), "{left:?}");
 }
 

@@ -129,8 +129,27 @@ pub fn stdout_write(s: &str) -> Result<(), CliError> {
     use std::io::Write;
     std::io::stdout()
         .lock()
-        .write_all(s.as_bytes())
+        .write_all(safe_text(s).as_bytes())
         .map_err(stdout_error)
+}
+
+/// Writes a line to standard error, control characters escaped as on standard output; a closed
+/// standard error is ignored (it must not turn an error into a panic).
+pub fn stderr_line(s: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{}", safe_text(s));
+}
+
+/// The text format's escaping, applied where text leaves the program (standard output and
+/// error, every text file [`write_atomic`] writes): every control character but a line feed or
+/// a tab written as an escape ([`escape_controls`]), whatever path the text took from the input.
+/// Borrowed as is when there is none (always, for text made only of checked input).
+pub fn safe_text(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        escape_controls(s, true).into()
+    } else {
+        s.into()
+    }
 }
 
 /// Flushes standard output (the last buffered line reaches a full disk only here).
@@ -436,25 +455,20 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), CliError> {
         name.push(".tmp");
         path.with_file_name(name)
     };
-    let written = std::fs::write(&tmp, contents).and_then(|_| std::fs::rename(&tmp, path));
+    // A text file (anything but a PNG that reads as UTF-8) is escaped as text is; SVG and HTML
+    // are also escaped for their format where their text is made (plotters, `timeline::esc`).
+    let is_png = path.extension().is_some_and(|e| e == "png");
+    let text = std::str::from_utf8(contents).ok().filter(|_| !is_png);
+    let contents = match text.map(safe_text) {
+        Some(std::borrow::Cow::Owned(escaped)) => escaped.into_bytes().into(),
+        _ => std::borrow::Cow::Borrowed(contents),
+    };
+    let written = std::fs::write(&tmp, &contents).and_then(|_| std::fs::rename(&tmp, path));
     if written.is_err() {
         // A failed write (a full disk, a folder made read-only meanwhile) leaves no `*.tmp`.
         let _ = std::fs::remove_file(&tmp);
     }
     written.map_err(err)
-}
-
-/// Creates `dir` and checks that a file can be written in it, before the work whose output goes
-/// there: an `--out` that cannot be written fails now, not after the run (as `sim run --out`).
-pub fn check_out_dir(dir: &Path) -> Result<(), CliError> {
-    create_dir(dir)?;
-    let probe = dir.join(format!(".sim-write-check-{}", std::process::id()));
-    let made = std::fs::write(&probe, b"");
-    let _ = std::fs::remove_file(&probe);
-    made.map_err(|e| CliError::Output {
-        path: dir.display().to_string(),
-        reason: format!("cannot write there ({e})"),
-    })
 }
 
 /// Creates `dir` (and its parents).
@@ -538,18 +552,27 @@ pub fn failpoint_stop(point: &str) -> ! {
     std::process::exit(99);
 }
 
-/// `sim run --out DIR`, made ready before the run: DIR exists, its lock is held (a second writer
-/// is refused, not mixed in), and the staging folder (a sibling of DIR, on the same file system)
-/// is created, so an unwritable DIR fails before a long run, not after.
+/// A command's `--out DIR` (`sim run`, `sim trace`, `sim explore`), made ready before the work:
+/// DIR exists, its lock is held (a second writer is refused, not mixed in), and the staging
+/// folder (a sibling of DIR, on the same file system) is created, so an unwritable DIR fails
+/// before a long run, not after. The command writes its files into [`OutputSet::staging`], then
+/// [`OutputSet::publish`] replaces them in DIR as a whole, with `KIND-manifest.json` last.
 pub struct OutputSet {
     dir: PathBuf,
     staging: PathBuf,
+    kind: &'static str,
     _lock: std::fs::File,
 }
 
 impl OutputSet {
-    /// Prepares `dir`.
+    /// Prepares `dir` for `sim run --out`.
     pub fn prepare(dir: &Path) -> Result<OutputSet, CliError> {
+        Self::prepare_for("run", dir)
+    }
+
+    /// Prepares `dir` for the command `sim KIND` (its manifest is `KIND-manifest.json`, its
+    /// failure points `KIND-out-before-...`).
+    pub fn prepare_for(kind: &'static str, dir: &Path) -> Result<OutputSet, CliError> {
         let out_err = |p: &Path, reason: String| CliError::Output {
             path: p.display().to_string(),
             reason,
@@ -568,10 +591,10 @@ impl OutputSet {
                 return Err(out_err(
                     dir,
                     format!(
-                    "another `sim run` is writing into it (it holds {}); wait for it, or choose \
-                         another --out",
-                    lock_path.display()
-                ),
+                        "another `sim run` (or `sim trace`, `sim explore`) is writing into it \
+                         (it holds {}); wait for it, or choose another --out",
+                        lock_path.display()
+                    ),
                 ))
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(out_err(&lock_path, e.to_string())),
@@ -593,17 +616,44 @@ impl OutputSet {
         Ok(OutputSet {
             dir: dir.to_path_buf(),
             staging,
+            kind,
             _lock: lock,
         })
     }
 
-    /// Writes the run's files into the staging folder, then moves them into DIR: first the old
-    /// manifest goes (so no manifest ever describes a mixed set), then each file, then the new
-    /// manifest. Files of DIR that are not the run's are left alone.
+    /// The folder the command writes its files into before [`OutputSet::publish`].
+    pub fn staging(&self) -> &Path {
+        &self.staging
+    }
+
+    /// Writes the run's files into the staging folder, then publishes them with a manifest of
+    /// the scenario, seed and strategies.
     pub fn write(self, r: &RunResult, file: &Path) -> Result<(), CliError> {
         write_outputs(r, file, &self.staging)?;
+        let mut about = serde_json::Map::new();
+        about.insert("scenario".into(), r.summary.scenario.clone().into());
+        about.insert("seed".into(), r.summary.seed.into());
+        about.insert(
+            "strategies".into(),
+            r.summary
+                .strategies
+                .iter()
+                .map(|s| serde_json::Value::from(s.strategy.clone()))
+                .collect(),
+        );
+        self.publish(&RUN_FILES, about)
+    }
+
+    /// Moves the staged files `names` into DIR: first the old manifest goes (so no manifest ever
+    /// describes a mixed set), then each file, then the new manifest: `about` (what the set is
+    /// of) and an FNV-1a hash of each file. Files of DIR that are not the set's are left alone.
+    pub fn publish(
+        self,
+        names: &[&str],
+        mut about: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<(), CliError> {
         let mut files = serde_json::Map::new();
-        for name in RUN_FILES {
+        for &name in names {
             let bytes = std::fs::read(self.staging.join(name)).map_err(|e| CliError::Output {
                 path: self.staging.join(name).display().to_string(),
                 reason: e.to_string(),
@@ -613,15 +663,10 @@ impl OutputSet {
                 format!("{:016x}", sim::hash::fnv1a(&bytes)).into(),
             );
         }
-        let manifest = serde_json::json!({
-            "scenario": r.summary.scenario,
-            "seed": r.summary.seed,
-            "strategies": r.summary.strategies.iter().map(|s| s.strategy.clone()).collect::<Vec<_>>(),
-            "files": files,
-        });
-        let mut text = serde_json::to_string_pretty(&manifest).expect("manifest serializes");
+        about.insert("files".into(), files.into());
+        let mut text = serde_json::to_string_pretty(&about).expect("manifest serializes");
         text.push('\n');
-        let old = self.dir.join(RUN_MANIFEST);
+        let old = self.dir.join(format!("{}-manifest.json", self.kind));
         match std::fs::remove_file(&old) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -632,15 +677,15 @@ impl OutputSet {
                 })
             }
         }
-        for name in RUN_FILES {
-            failpoint(&format!("run-out-before-{name}"));
+        for &name in names {
+            failpoint(&format!("{}-out-before-{name}", self.kind));
             let to = self.dir.join(name);
             std::fs::rename(self.staging.join(name), &to).map_err(|e| CliError::Output {
                 path: to.display().to_string(),
                 reason: e.to_string(),
             })?;
         }
-        failpoint("run-out-before-manifest");
+        failpoint(&format!("{}-out-before-manifest", self.kind));
         write_atomic(&old, text.as_bytes())?;
         let _ = std::fs::remove_dir(&self.staging);
         Ok(())
@@ -837,6 +882,12 @@ pub fn list_params_text() -> String {
             s.push_str(&format!("      unit: {}\n", p.unit));
             if p.range != strategies::Range::Any {
                 s.push_str(&format!("      allowed: {}\n", p.range));
+            }
+            if let Some(sizes) = &p.sizes {
+                s.push_str(&format!(
+                    "      sizes: {} (within [run] memory_budget_mb and max_events)\n",
+                    sizes.what
+                ));
             }
             s.push_str(&format!("      models: {}\n", p.models));
             if let Some(h) = &p.hazard {

@@ -2,7 +2,6 @@
 
 use clap::{Parser, Subcommand};
 use ordsim::{CliError, RunRequest};
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -308,7 +307,7 @@ fn main() -> ExitCode {
         Err(CliError::BrokenPipe) => ExitCode::from(CliError::BrokenPipe.exit_code() as u8),
         Err(e) => {
             // A closed standard error must not turn an error into a panic either.
-            let _ = writeln!(std::io::stderr(), "error: {e}");
+            ordsim::stderr_line(&format!("error: {e}"));
             ExitCode::from(e.exit_code() as u8)
         }
     }
@@ -357,7 +356,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 out!("{}", ordsim::report::json(&r.summary));
                 // The JSON stays clean for its reader; the warnings go to the terminal.
                 for w in &warnings {
-                    let _ = writeln!(std::io::stderr(), "{w}");
+                    ordsim::stderr_line(w);
                 }
             } else {
                 out!(
@@ -469,14 +468,16 @@ fn run(cli: Cli) -> Result<(), CliError> {
             max_events,
         } => {
             let aim = ordsim::trace::Aim::parse(anomaly.as_deref(), from.as_deref(), to.as_deref())?;
-            if let Some(dir) = &out {
-                if keys {
-                    return Err(CliError::Usage(
-                        "--keys prints a listing; --out writes one key's timeline: give one".into(),
-                    ));
-                }
-                ordsim::check_out_dir(dir)?;
+            if out.is_some() && keys {
+                return Err(CliError::Usage(
+                    "--keys prints a listing; --out writes one key's timeline: give one".into(),
+                ));
             }
+            // Staged as `sim run --out` is, and checked writable before the run.
+            let out_set = out
+                .as_deref()
+                .map(|dir| ordsim::OutputSet::prepare_for("trace", dir))
+                .transpose()?;
             let story = ordsim::trace::trace(&ordsim::trace::TraceRequest {
                 file,
                 history,
@@ -498,10 +499,14 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 }
                 return Ok(());
             }
-            if let Some(dir) = &out {
-                let path = dir.join("timeline.html");
-                ordsim::write_atomic(&path, story.html().as_bytes())?;
-                outln!("wrote {}", path.display());
+            if let (Some(set), Some(dir)) = (out_set, &out) {
+                let name = "timeline.html";
+                ordsim::write_atomic(&set.staging().join(name), story.html().as_bytes())?;
+                let mut about = serde_json::Map::new();
+                about.insert("source".into(), story.source.clone().into());
+                about.insert("key".into(), story.key.into());
+                set.publish(&[name], about)?;
+                outln!("wrote {}", dir.join(name).display());
             }
             if story.anomaly.is_none() {
                 return Err(CliError::NoAnomaly(if story.key_chosen {
@@ -533,7 +538,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             })?;
             out!("{}", r.text);
             // Wall-clock figures go to standard error: standard output depends on the seed only.
-            let _ = writeln!(std::io::stderr(), "{}", r.timing());
+            ordsim::stderr_line(&r.timing());
             if r.found.is_some() {
                 return Err(CliError::Failed);
             }

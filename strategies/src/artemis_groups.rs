@@ -240,6 +240,7 @@ impl crate::Named for ArtemisGroups {
             unit: "bool",
             default: "false",
             range: crate::Range::Any,
+            sizes: None,
             models: "Artemis address-setting group-rebalance",
             hazard: None,
         },
@@ -249,6 +250,7 @@ impl crate::Named for ArtemisGroups {
             unit: "bool",
             default: "false",
             range: crate::Range::Any,
+            sizes: None,
             models: "Artemis address-setting group-rebalance-pause-dispatch",
             hazard: None,
         },
@@ -257,7 +259,17 @@ impl crate::Named for ArtemisGroups {
             meaning: "-1: every group has its own owner; N > 0: groups hashed into N buckets, one owner per bucket; 0: no grouping",
             unit: "buckets",
             default: "-1",
-            range: crate::Range::Int(-1, 1_048_576),
+            range: crate::Range::Int(-1, i32::MAX as i64),
+            sizes: Some(crate::Sizing {
+                what: "an owner and a last owner per bucket on each broker, filled at the start",
+                cost: |n, sc| {
+                    let slots = n.saturating_mul(sc.brokers.len() as u64);
+                    crate::Footprint {
+                        bytes: slots.saturating_mul(8),
+                        steps: slots,
+                    }
+                },
+            }),
             models: "Artemis address-setting group-buckets (BucketMessageGroups)",
             hazard: Some(crate::Hazard {
                 when: "0 (grouping disabled)",
@@ -267,12 +279,6 @@ impl crate::Named for ArtemisGroups {
         },
     ];
     fn build(sc: &sim::Scenario, p: ArtemisGroupsParams) -> Result<Self, String> {
-        if p.group_buckets < -1 {
-            return Err(format!(
-                "group_buckets must be -1, 0 or a number of buckets, not {}",
-                p.group_buckets
-            ));
-        }
         Ok(ArtemisGroups::new(
             sc.brokers.len(),
             sc.dispatch_targets(),

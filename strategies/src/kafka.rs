@@ -251,6 +251,17 @@ struct Partition {
     unprocessed: u32,
 }
 
+/// What `n` partitions cost a run of `sc`: a [`Partition`] each plus the owners the rebalance
+/// copies, and each rebalance (a member joining or leaving) visits every (partition, member) pair.
+fn partitions_cost(n: u64, sc: &sim::Scenario) -> crate::Footprint {
+    crate::Footprint {
+        bytes: n.saturating_mul(std::mem::size_of::<Partition>() as u64 + 16),
+        steps: n
+            .saturating_mul(sc.dispatch_targets() as u64)
+            .saturating_mul(crate::rebalances(sc)),
+    }
+}
+
 /// A Kafka consumer group over a partitioned topic.
 #[derive(Debug)]
 pub struct Kafka {
@@ -369,7 +380,11 @@ impl crate::Named for Kafka {
             meaning: "partitions of the topic: at most this many consumers get records",
             unit: "count",
             default: "1",
-            range: crate::Range::Int(1, 10_000),
+            range: crate::Range::Int(1, i32::MAX as i64),
+            sizes: Some(crate::Sizing {
+                what: "a record per partition; every (partition, consumer) pair visited at each rebalance",
+                cost: partitions_cost,
+            }),
             models: "the topic's partition count (broker default num.partitions = 1)",
             hazard: Some(crate::Hazard {
                 when: "fewer than [consumers] count",
@@ -383,33 +398,12 @@ impl crate::Named for Kafka {
             unit: "range | round_robin | cooperative_sticky",
             default: "range",
             range: crate::Range::Any,
+            sizes: None,
             models: "partition.assignment.strategy (default [RangeAssignor, CooperativeStickyAssignor]: range); cooperative_sticky keeps owners where balance allows",
             hazard: None,
         },
     ];
-    fn check(sc: &sim::Scenario, p: &KafkaParams) -> Vec<(&'static str, String)> {
-        let pairs = u64::from(p.partitions) * u64::from(sc.consumers.count);
-        if pairs > crate::MAX_KAFKA_PAIRS {
-            return vec![(
-                "partitions",
-                format!(
-                    "{} partitions x {} consumers = {pairs} assignments to recompute at every \
-                     rebalance; at most {} are allowed (fewer partitions or consumers)",
-                    p.partitions,
-                    sc.consumers.count,
-                    crate::MAX_KAFKA_PAIRS
-                ),
-            )];
-        }
-        Vec::new()
-    }
     fn build(sc: &sim::Scenario, p: KafkaParams) -> Result<Self, String> {
-        if !(1..=10_000).contains(&p.partitions) {
-            return Err(format!(
-                "[strategy.kafka] partitions must be 1 to 10000, got {}",
-                p.partitions
-            ));
-        }
         if sc.brokers.len() != 1 {
             return Err(
                 "a Kafka cluster is one [[broker]] here (partition leaders fail over inside it)"

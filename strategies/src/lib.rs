@@ -74,8 +74,10 @@ pub trait Named: Strategy + Sized {
         Vec::new()
     }
     /// An instance for `sc`, or the reason it is not applicable there (a strategy that cannot
-    /// apply to a valid scenario, e.g. the notifier without source access; out-of-range values
-    /// were refused by validation before).
+    /// apply to a valid scenario, e.g. the notifier without source access). The registry calls
+    /// it ([`build_named`], [`run_named`], [`builds`]) only with parameters inside their
+    /// [`ParamInfo::range`] that pass [`Named::check`] (checked in validation and again there),
+    /// so it does not repeat those checks; a direct caller with hand-made parameters skips them.
     fn build(sc: &Scenario, params: Self::Params) -> Result<Self, String>;
 }
 
@@ -120,6 +122,48 @@ pub struct ParamInfo {
     /// line and this range). A numeric parameter's upper bound also keeps a run's memory and
     /// setup within the whole-file limits.
     pub range: Range,
+    /// What its value costs a run in memory and setup work, if it sizes a table or a setup step
+    /// (`None`: a flag, a delay, a cap on something the keys size). Checked in validation against
+    /// what the rest of the file leaves of `[run] memory_budget_mb` and `[run] max_events`, so
+    /// its bound follows from those limits.
+    pub sizes: Option<Sizing>,
+}
+
+/// How a parameter's value sizes a run ([`ParamInfo::sizes`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Sizing {
+    /// What one unit of it costs, in words (for the error).
+    pub what: &'static str,
+    /// Its cost at value `n` in a scenario (which also holds the other parameters it multiplies
+    /// with); never smaller for a larger `n`.
+    pub cost: fn(n: u64, sc: &Scenario) -> Footprint,
+}
+
+/// What a parameter's value costs a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Footprint {
+    /// Memory its tables take, in bytes.
+    pub bytes: u64,
+    /// Setup and rebalance steps, each counted as one engine event against `[run] max_events`.
+    pub steps: u64,
+}
+
+/// A parameter's value as the effective parameters show it, from `[strategy.NAME]` or its default
+/// (for a cost that multiplies two parameters).
+pub fn param_u64(sc: &Scenario, strategy: &str, param: &str, default: u64) -> u64 {
+    sc.strategy
+        .get(strategy)
+        .and_then(|t| t.get(param))
+        .and_then(toml::Value::as_integer)
+        .and_then(|n| u64::try_from(n).ok())
+        .unwrap_or(default)
+}
+
+/// The consumer joins and leaves a run may see, each a rebalance of a group: every consumer
+/// joins once, and each fault occurrence may take one away and back.
+pub fn rebalances(sc: &Scenario) -> u64 {
+    let occurrences = sim::scenario::estimated_occurrences(sc).min(u64::MAX as f64 / 4.0) as u64;
+    (sc.dispatch_targets() as u64).saturating_add(occurrences.saturating_mul(2))
 }
 
 /// The values a parameter takes beyond what its type says.
@@ -134,14 +178,6 @@ pub enum Range {
     /// where the type takes one, is not a duration and is left to the type).
     Dur(sim::time::Dur, sim::time::Dur),
 }
-
-/// Most (partition, consumer) pairs of a Kafka group: a rebalance recomputes every member's
-/// assignment (10,000 partitions over 1,000 consumers; not 10,000 over 10,000).
-pub const MAX_KAFKA_PAIRS: u64 = 10_000_000;
-/// Most points on a Pulsar consistent-hashing ring (`replica_points x consumers`): each is a
-/// hashed name kept in a map, and a leaving consumer's are removed by a walk of the ring
-/// (100 points for 10,000 consumers; not 10,000 for 1,500).
-pub const MAX_RING_POINTS: u64 = 1_000_000;
 
 /// The longest duration a parameter takes: ten years (a timer set this far ahead still fits the
 /// clock, and no real setting is longer).
@@ -287,6 +323,97 @@ fn check<N: Named>(sc: &Scenario) -> Vec<FieldError> {
     errs
 }
 
+/// Each parameter of `N` that sizes a run ([`ParamInfo::sizes`]), at its value in `sc` (or its
+/// default), against what the rest of the file leaves of `[run] memory_budget_mb` and `[run]
+/// max_events`: the error names the value, the limit it breaks, the largest value that fits and
+/// how to raise the limit.
+fn check_sizes<N: Named>(sc: &Scenario, p: &N::Params) -> Vec<FieldError> {
+    let set = fields(p);
+    let budget = sc.run.memory_budget_mb.saturating_mul(1024 * 1024);
+    let occurrences = sim::scenario::estimated_occurrences(sc);
+    let events = sim::scenario::estimated_events(sc, occurrences).min(u64::MAX as f64) as u64;
+    let (bytes_left, steps_left) = (
+        budget.checked_sub(sim::scenario::estimated_run_bytes(sc)),
+        sc.run.max_events.checked_sub(events),
+    );
+    // The rest of the file over a limit is reported by the scenario's own check.
+    let (Some(bytes_left), Some(steps_left)) = (bytes_left, steps_left) else {
+        return Vec::new();
+    };
+    let fits = |f: Footprint| f.bytes <= bytes_left && f.steps <= steps_left;
+    let given = |name: &str| {
+        sc.strategy
+            .get(N::NAME)
+            .is_some_and(|t| t.contains_key(name))
+    };
+    // Each sizing parameter over the limits, at its value.
+    let over: Vec<(&ParamInfo, Sizing, u64, Footprint)> = N::PARAMS
+        .iter()
+        .filter_map(|info| {
+            let sizing = info.sizes?;
+            let n = u64::try_from(set.get(info.name)?.as_integer()?).ok()?;
+            let cost = (sizing.cost)(n, sc);
+            (!fits(cost)).then_some((info, sizing, n, cost))
+        })
+        .collect();
+    // Two that multiply are both over: the one the file set is named, not its partner's default.
+    let any_given = over.iter().any(|(info, ..)| given(info.name));
+    let mut errs = Vec::new();
+    for (info, sizing, n, cost) in over {
+        if any_given && !given(info.name) {
+            continue;
+        }
+        // The largest value that fits: the cost grows with the value.
+        let (mut lo, mut hi) = (0u64, n);
+        while lo + 1 < hi {
+            let mid = lo + (hi - lo) / 2;
+            if fits((sizing.cost)(mid, sc)) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        let from = if given(info.name) {
+            ""
+        } else {
+            " (its default)"
+        };
+        let broken = if cost.bytes > bytes_left {
+            format!(
+                "needs about {} MiB ({}), more than the {} MiB the rest of the file leaves of \
+                 [run] memory_budget_mb = {}",
+                cost.bytes.div_ceil(1024 * 1024),
+                sizing.what,
+                bytes_left / (1024 * 1024),
+                sc.run.memory_budget_mb
+            )
+        } else {
+            format!(
+                "needs about {} setup steps ({}), more than the {} the rest of the file leaves \
+                 of [run] max_events = {}",
+                cost.steps, sizing.what, steps_left, sc.run.max_events
+            )
+        };
+        let raise = if cost.bytes > bytes_left {
+            "memory_budget_mb"
+        } else {
+            "max_events"
+        };
+        errs.push(FieldError::new(
+            vec![
+                PathSeg::from("strategy"),
+                PathSeg::from(N::NAME),
+                PathSeg::from(info.name),
+            ],
+            format!(
+                "{n}{from} {broken}; at most {lo} fits here: lower it (or the consumers and \
+                 faults it multiplies with) or raise [run] {raise}"
+            ),
+        ));
+    }
+    errs
+}
+
 /// A value as text: strings unquoted, anything else as TOML writes it.
 fn value_text(v: &toml::Value) -> String {
     match v {
@@ -332,13 +459,31 @@ pub fn effective<N: Named>(sc: &Scenario, p: &N::Params) -> Params {
 /// Strategy `N` built for `sc` from its `[strategy.NAME]` table (or why it cannot run there), and
 /// its effective parameters.
 fn build_boxed<N: Named + 'static>(sc: &Scenario) -> Built {
-    let parsed = params::<N>(sc).map_err(|e| e.message);
+    let parsed = checked::<N>(sc);
     let shown = match &parsed {
         Ok(p) => effective::<N>(sc, p),
         Err(_) => Params::default(),
     };
     let built = parsed.and_then(|p| N::build(sc, p));
     (built.map(|s| Box::new(s) as Box<dyn Strategy>), shown)
+}
+
+/// `N`'s parameters in `sc`, or the first problem validation reports for them: the registry's
+/// ranges and [`Named::check`] are checked here as well, so a scenario built in code (not
+/// loaded, so never validated) gets the same refusal as "not applicable", and no strategy's
+/// [`Named::build`] repeats them.
+fn checked<N: Named>(sc: &Scenario) -> Result<N::Params, String> {
+    let p = params::<N>(sc).map_err(|e| e.message)?;
+    match check::<N>(sc).into_iter().next() {
+        Some(e) => {
+            let param = match e.path.last() {
+                Some(PathSeg::Key(k)) => k.clone(),
+                _ => String::new(),
+            };
+            Err(format!("[strategy.{}] {param}: {}", N::NAME, e.message))
+        }
+        None => Ok(p),
+    }
 }
 
 /// A strategy built for a scenario (or why it cannot run there), and its effective parameters.
@@ -419,6 +564,17 @@ macro_rules! registry {
             vec![$((<$ty as Named>::NAME, fields(&<<$ty as Named>::Params as Default>::default()).keys().cloned().collect())),*]
         }
 
+        /// The named strategy's parameters that size a run, checked at their values in `sc`
+        /// (or their defaults): empty for an unknown name or a table that does not parse.
+        fn sizes_named(sc: &Scenario, name: &str) -> Vec<FieldError> {
+            $(if name == <$ty as Named>::NAME {
+                return params::<$ty>(sc)
+                    .map(|p| check_sizes::<$ty>(sc, &p))
+                    .unwrap_or_default();
+            })*
+            Vec::new()
+        }
+
         fn check_params(sc: &Scenario, name: &str) -> Option<Vec<FieldError>> {
             $(if name == <$ty as Named>::NAME {
                 return Some(check::<$ty>(sc));
@@ -432,7 +588,7 @@ macro_rules! registry {
         pub fn builds(name: &str, sc: &Scenario) -> Result<(), String> {
             $(if name == <$ty as Named>::NAME {
                 let sc = &*sc.on_flavour(<$ty as Named>::FLAVOUR);
-                let p = params::<$ty>(sc).map_err(|e| e.message)?;
+                let p = checked::<$ty>(sc)?;
                 return <$ty as Named>::build(sc, p).map(|_| ());
             })*
             Err(format!("unknown strategy {name:?}"))
@@ -533,13 +689,20 @@ pub fn validate(sc: &Scenario) -> Vec<FieldError> {
         }
     }
     errs.extend(native_problems(sc));
-    for name in sc.strategy.keys() {
+    // Every strategy that may run (listed, a part of a listed pair, or given parameters): its
+    // table's problems, then, if it has none, what its parameters cost the run.
+    let mut named: std::collections::BTreeSet<&str> =
+        sc.strategy.keys().map(String::as_str).collect();
+    named.extend(sc.strategies.iter().flat_map(|n| n.split('+')));
+    for name in named {
         match check_params(sc, name) {
-            Some(problem) => errs.extend(problem),
-            None => errs.push(FieldError::new(
-                vec![PathSeg::from("strategy"), PathSeg::from(name.as_str())],
+            Some(problem) if !problem.is_empty() => errs.extend(problem),
+            Some(_) => errs.extend(sizes_named(sc, name)),
+            None if sc.strategy.contains_key(name) => errs.push(FieldError::new(
+                vec![PathSeg::from("strategy"), PathSeg::from(name)],
                 format!("no strategy named {name:?} takes parameters (known: {known})"),
             )),
+            None => {}
         }
     }
     errs
@@ -823,6 +986,20 @@ pub(crate) mod test_util {
             .unwrap_or_else(|e| panic!("{e}"))
             .metrics
             .expect("applicable")
+    }
+
+    /// Whether `strategy` builds in `sc` (made in code, never validated) with its parameter
+    /// `field` set to `value`: the registry's check refuses an out-of-range value here too.
+    pub fn builds_with(
+        strategy: &str,
+        sc: &Scenario,
+        field: &str,
+        value: toml::Value,
+    ) -> Result<(), String> {
+        let mut sc = sc.clone();
+        let table: toml::Table = std::iter::once((field.to_string(), value)).collect();
+        sc.strategy.insert(strategy.into(), table);
+        crate::builds(strategy, &sc)
     }
 
     /// One broker, `consumers` consumers with exponential service of mean 10ms, prefetch 1,

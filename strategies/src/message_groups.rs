@@ -293,6 +293,7 @@ impl crate::Named for MessageGroups {
             unit: "groups",
             default: "1024",
             range: crate::Range::Int(0, u32::MAX as i64),
+            sizes: None,
             models: "ActiveMQ CachedMessageGroupMap maximum (messageGroupMapFactory cacheSize); 0 = SimpleMessageGroupMap",
             hazard: Some(crate::Hazard {
                 when: "1 ..= [workload] keys - 1 (fewer groups than keys)",
@@ -306,6 +307,7 @@ impl crate::Named for MessageGroups {
             unit: "consumers",
             default: "0",
             range: crate::Range::Int(0, 10_000),
+            sizes: None,
             models: "ActiveMQ destination policy consumersBeforeDispatchStarts",
             hazard: None,
         },
@@ -315,6 +317,7 @@ impl crate::Named for MessageGroups {
             unit: "duration",
             default: "0s",
             range: crate::Range::dur_from(Dur::ZERO),
+            sizes: None,
             models: "ActiveMQ destination policy timeBeforeDispatchStarts",
             hazard: None,
         },

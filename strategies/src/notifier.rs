@@ -171,6 +171,7 @@ impl crate::Named for Notifier {
             unit: "duration",
             default: "2ms",
             range: crate::Range::dur_from(Dur::ZERO),
+            sizes: None,
             models: "a SELECT by primary key on the source database over a LAN",
             hazard: None,
         },
@@ -180,6 +181,7 @@ impl crate::Named for Notifier {
             unit: "bool",
             default: "false",
             range: crate::Range::Any,
+            sizes: None,
             models:
                 "UPDATE .. WHERE stored_version < :read_version instead of the post's plain UPDATE",
             hazard: Some(crate::Hazard {
@@ -195,6 +197,7 @@ impl crate::Named for Notifier {
             unit: "bool",
             default: "true",
             range: crate::Range::Any,
+            sizes: None,
             models: "network/security access from the consuming side to the source database",
             hazard: None,
         },

@@ -120,8 +120,8 @@ pub struct PulsarKeySharedParams {
     /// `consistent_hashing` or `auto_split`.
     #[serde(default)]
     pub selector: SelectorKind,
-    /// Points per consumer on the consistent-hashing ring (1 to 10000).
-    #[serde(default = "default_points", deserialize_with = "points")]
+    /// Points per consumer on the consistent-hashing ring.
+    #[serde(default = "default_points")]
     pub replica_points: u32,
     /// `KeySharedPolicy.setAllowOutOfOrderDelivery`: no join gate.
     #[serde(default)]
@@ -132,15 +132,24 @@ fn default_points() -> u32 {
     100
 }
 
-/// `replica_points`, refused outside 1 to 10000 where the file says it.
-fn points<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    let n = u32::deserialize(d)?;
-    if (1..=10_000).contains(&n) {
-        Ok(n)
-    } else {
-        Err(serde::de::Error::custom(format!(
-            "replica_points must be 1 to 10000, got {n}"
-        )))
+/// What `n` replica points cost a run of `sc` under the consistent-hashing selector (nothing
+/// under `auto_split`): a map entry per point and consumer, hashed at each join, and the whole
+/// ring walked at each leave.
+fn points_cost(n: u64, sc: &sim::Scenario) -> crate::Footprint {
+    let selector = sc
+        .strategy
+        .get(<PulsarKeyShared as crate::Named>::NAME)
+        .and_then(|t| t.get("selector"))
+        .and_then(toml::Value::as_str);
+    if selector == Some("auto_split") {
+        return crate::Footprint::default();
+    }
+    let targets = sc.dispatch_targets() as u64;
+    let ring = n.saturating_mul(targets);
+    let leaves = crate::rebalances(sc).saturating_sub(targets);
+    crate::Footprint {
+        bytes: ring.saturating_mul(64),
+        steps: ring.saturating_add(ring.saturating_mul(leaves)),
     }
 }
 
@@ -372,6 +381,7 @@ impl crate::Named for PulsarKeyShared {
             unit: "consistent_hashing | auto_split",
             default: "consistent_hashing",
             range: crate::Range::Any,
+            sizes: None,
             models: "broker subscriptionKeySharedUseConsistentHashing (true since 2.10, PIP-119)",
             hazard: None,
         },
@@ -380,7 +390,11 @@ impl crate::Named for PulsarKeyShared {
             meaning: "points per consumer on the consistent-hashing ring (more: a more even spread)",
             unit: "count",
             default: "100",
-            range: crate::Range::Int(1, 10_000),
+            range: crate::Range::Int(1, u32::MAX as i64),
+            sizes: Some(crate::Sizing {
+                what: "a hashed point on the ring per consumer; a leaving consumer's found by a walk of the ring",
+                cost: points_cost,
+            }),
             models: "broker subscriptionKeySharedConsistentHashingReplicaPoints",
             hazard: None,
         },
@@ -390,26 +404,11 @@ impl crate::Named for PulsarKeyShared {
             unit: "bool",
             default: "false",
             range: crate::Range::Any,
+            sizes: None,
             models: "KeySharedPolicy allowOutOfOrderDelivery",
             hazard: None,
         },
     ];
-    fn check(sc: &sim::Scenario, p: &PulsarKeySharedParams) -> Vec<(&'static str, String)> {
-        let points = u64::from(p.replica_points) * u64::from(sc.consumers.count);
-        if p.selector == SelectorKind::ConsistentHashing && points > crate::MAX_RING_POINTS {
-            return vec![(
-                "replica_points",
-                format!(
-                    "{} replica points x {} consumers = {points} points on the hash ring; at \
-                     most {} are allowed (fewer points or consumers)",
-                    p.replica_points,
-                    sc.consumers.count,
-                    crate::MAX_RING_POINTS
-                ),
-            )];
-        }
-        Vec::new()
-    }
     fn build(sc: &sim::Scenario, p: PulsarKeySharedParams) -> Result<Self, String> {
         if sc.brokers.len() != 1 {
             return Err(
@@ -542,8 +541,6 @@ mod tests {
         assert_eq!(p.selector, SelectorKind::ConsistentHashing);
         assert_eq!(p.replica_points, 100);
         assert!(!p.allow_out_of_order_delivery);
-        let bad = toml::from_str::<PulsarKeySharedParams>("replica_points = 0").unwrap_err();
-        assert!(bad.to_string().contains("1 to 10000"), "{bad}");
         assert!(toml::from_str::<PulsarKeySharedParams>("selector = \"sticky\"").is_err());
     }
 

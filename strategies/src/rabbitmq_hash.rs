@@ -157,6 +157,18 @@ impl Ring {
 /// Wake-up tokens of the unbinds start here (the queues' [`Single`]s use token 0).
 const UNBIND: u64 = 1 << 32;
 
+/// What `queues` queues bound with `weight` cost a run of `sc`: a queue (a [`Single`]) each and a
+/// ring bucket per unit of weight, and each rebalance looks at every queue.
+fn ring_cost(queues: u64, weight: u64, sc: &sim::Scenario) -> crate::Footprint {
+    let buckets = queues.saturating_mul(weight);
+    crate::Footprint {
+        bytes: queues
+            .saturating_mul(std::mem::size_of::<Single>() as u64 + 64)
+            .saturating_add(buckets.saturating_mul(4)),
+        steps: buckets.saturating_add(queues.saturating_mul(crate::rebalances(sc))),
+    }
+}
+
 /// A consistent-hash exchange over queues with single active consumer.
 #[derive(Debug)]
 pub struct RabbitmqHash {
@@ -270,7 +282,11 @@ impl crate::Named for RabbitmqHash {
             meaning: "queues bound to the exchange at the start, each with its own single active consumer",
             unit: "count",
             default: "1",
-            range: crate::Range::Int(1, 1000),
+            range: crate::Range::Int(1, u32::MAX as i64),
+            sizes: Some(crate::Sizing {
+                what: "a queue each, and weight ring buckets each; every queue visited at each rebalance",
+                cost: |queues, sc| ring_cost(queues, crate::param_u64(sc, "rabbitmq_hash", "weight", 1), sc),
+            }),
             models: "the queues bound to an x-consistent-hash exchange (one queue: a plain single-active-consumer queue)",
             hazard: None,
         },
@@ -279,7 +295,11 @@ impl crate::Named for RabbitmqHash {
             meaning: "buckets each binding takes on the ring (a queue added by add_partitions gets the same)",
             unit: "buckets",
             default: "1",
-            range: crate::Range::Int(1, 1000),
+            range: crate::Range::Int(1, u32::MAX as i64),
+            sizes: Some(crate::Sizing {
+                what: "a ring bucket per unit of weight for each queue",
+                cost: |weight, sc| ring_cost(crate::param_u64(sc, "rabbitmq_hash", "queues", 1), weight, sc),
+            }),
             models: "the binding's routing key, the number of ring points (the plugin's examples bind with \"1\")",
             hazard: None,
         },
@@ -289,6 +309,7 @@ impl crate::Named for RabbitmqHash {
             unit: "same | spread",
             default: "same",
             range: crate::Range::Any,
+            sizes: None,
             models: "single active consumer activates the first consumer registered on a queue; the order is the application's",
             hazard: None,
         },
@@ -298,6 +319,7 @@ impl crate::Named for RabbitmqHash {
             unit: "list of { queue, at }",
             default: "[]",
             range: crate::Range::Any,
+            sizes: None,
             models: "queue.unbind from the exchange (ch_hash_ring_delete_fun)",
             hazard: None,
         },
@@ -333,23 +355,8 @@ impl crate::Named for RabbitmqHash {
         Vec::new()
     }
     fn build(sc: &sim::Scenario, p: RabbitmqHashParams) -> Result<Self, String> {
-        if !(1..=1000).contains(&p.queues) {
-            return Err(format!(
-                "[strategy.rabbitmq_hash] queues must be 1 to 1000, got {}",
-                p.queues
-            ));
-        }
-        if !(1..=1000).contains(&p.weight) {
-            return Err(format!(
-                "[strategy.rabbitmq_hash] weight must be 1 to 1000, got {}",
-                p.weight
-            ));
-        }
         if sc.brokers.len() != 1 {
             return Err("the exchange and its queues are one [[broker]] here".into());
-        }
-        if let Some((_, why)) = Self::check(sc, &p).into_iter().next() {
-            return Err(why);
         }
         Ok(RabbitmqHash::new(
             sc.workload.keys,
@@ -759,11 +766,11 @@ mod tests {
         for (extra, says) in [
             (
                 "queues = 0",
-                "`strategy.rabbitmq_hash.queues`: 0 is out of range: allowed 1 to 1000",
+                "`strategy.rabbitmq_hash.queues`: 0 is out of range: allowed 1 to 4294967295",
             ),
             (
                 "weight = 0",
-                "`strategy.rabbitmq_hash.weight`: 0 is out of range: allowed 1 to 1000",
+                "`strategy.rabbitmq_hash.weight`: 0 is out of range: allowed 1 to 4294967295",
             ),
             (
                 "queues = 2\nunbind = [{ queue = 2, at = \"1s\" }]",
@@ -774,6 +781,11 @@ mod tests {
                 "twice",
             ),
             ("unbind = [{ queue = 0, at = \"1s\" }]", "every binding"),
+            // Bounded by what the file's limits leave, not by a fixed number.
+            (
+                "queues = 1000\nweight = 1000000\n[run]\nmemory_budget_mb = 64",
+                "`strategy.rabbitmq_hash.weight`: 1000000 needs about",
+            ),
         ] {
             let e = base(extra).unwrap_err().to_string();
             assert!(e.contains(says), "{extra}: {e}");

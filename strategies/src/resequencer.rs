@@ -993,6 +993,7 @@ impl crate::Named for Resequencer {
             unit: "messages",
             default: "10",
             range: crate::Range::Int(0, u32::MAX as i64),
+            sizes: None,
             models: "Camel aggregator completionSize",
             hazard: None,
         },
@@ -1002,6 +1003,7 @@ impl crate::Named for Resequencer {
             unit: "duration",
             default: "1s",
             range: crate::Range::dur_from(Dur::ZERO),
+            sizes: None,
             models: "Camel aggregator completionTimeout",
             hazard: None,
         },
@@ -1011,6 +1013,7 @@ impl crate::Named for Resequencer {
             unit: "duration",
             default: "1s",
             range: crate::Range::dur_from(Dur::from_millis(1)),
+            sizes: None,
             models: "Camel aggregator completionTimeoutCheckerInterval",
             hazard: None,
         },
@@ -1020,6 +1023,7 @@ impl crate::Named for Resequencer {
             unit: "bool",
             default: "true",
             range: crate::Range::Any,
+            sizes: None,
             models: "JdbcAggregationRepository vs MemoryAggregationRepository",
             hazard: Some(crate::Hazard {
                 when: "false with more than one consumer",
@@ -1033,6 +1037,7 @@ impl crate::Named for Resequencer {
             unit: "\"versioned\" | \"unversioned\"",
             default: "versioned",
             range: crate::Range::Any,
+            sizes: None,
             models: "JdbcAggregationRepository after (Camel 3.4+) or before CAMEL-7810",
             hazard: Some(crate::Hazard {
                 when: "\"unversioned\" with more than one consumer and persistent = true",
@@ -1055,6 +1060,7 @@ impl crate::Named for Resequencer {
             unit: "bool",
             default: "true",
             range: crate::Range::Any,
+            sizes: None,
             models: "Camel aggregator optimisticLocking()",
             hazard: None,
         },
@@ -1064,6 +1070,7 @@ impl crate::Named for Resequencer {
             unit: "duration",
             default: "50ms",
             range: crate::Range::dur_from(Dur::ZERO),
+            sizes: None,
             models: "OptimisticLockRetryPolicy retryDelay (with exponentialBackOff)",
             hazard: None,
         },
@@ -1073,6 +1080,7 @@ impl crate::Named for Resequencer {
             unit: "duration",
             default: "1s",
             range: crate::Range::dur_from(Dur::ZERO),
+            sizes: None,
             models: "OptimisticLockRetryPolicy maximumRetryDelay",
             hazard: None,
         },
@@ -1082,6 +1090,7 @@ impl crate::Named for Resequencer {
             unit: "\"stream\" | \"batch\"",
             default: "stream",
             range: crate::Range::Any,
+            sizes: None,
             models: "Camel resequence().stream() / .batch()",
             hazard: None,
         },
@@ -1091,6 +1100,7 @@ impl crate::Named for Resequencer {
             unit: "\"route\" | \"single\"",
             default: "route",
             range: crate::Range::Any,
+            sizes: None,
             models: "deploying the whole Camel route on every consumer JVM vs a dedicated singleton resequencing instance",
             hazard: Some(crate::Hazard {
                 when: "\"route\" with more than one consumer",
@@ -1104,6 +1114,7 @@ impl crate::Named for Resequencer {
             unit: "elements",
             default: "1000",
             range: crate::Range::Int(1, u32::MAX as i64),
+            sizes: None,
             models: "Camel stream resequencer capacity",
             hazard: None,
         },
@@ -1113,6 +1124,7 @@ impl crate::Named for Resequencer {
             unit: "duration",
             default: "1s",
             range: crate::Range::dur_from(Dur::ZERO),
+            sizes: None,
             models: "Camel stream resequencer timeout",
             hazard: None,
         },
@@ -1122,6 +1134,7 @@ impl crate::Named for Resequencer {
             unit: "duration",
             default: "1s",
             range: crate::Range::dur_from(Dur::ZERO),
+            sizes: None,
             models: "Camel stream resequencer deliveryAttemptInterval",
             hazard: None,
         },
@@ -1131,6 +1144,7 @@ impl crate::Named for Resequencer {
             unit: "bool",
             default: "false",
             range: crate::Range::Any,
+            sizes: None,
             models: "Camel stream resequencer rejectOld",
             hazard: None,
         },
@@ -1140,6 +1154,7 @@ impl crate::Named for Resequencer {
             unit: "elements",
             default: "100",
             range: crate::Range::Int(1, u32::MAX as i64),
+            sizes: None,
             models: "Camel batch resequencer size",
             hazard: None,
         },
@@ -1149,6 +1164,7 @@ impl crate::Named for Resequencer {
             unit: "duration",
             default: "1s",
             range: crate::Range::dur_from(Dur::ZERO),
+            sizes: None,
             models: "Camel batch resequencer timeout",
             hazard: None,
         },
@@ -1158,6 +1174,7 @@ impl crate::Named for Resequencer {
             unit: "duration",
             default: "0s",
             range: crate::Range::dur_from(Dur::ZERO),
+            sizes: None,
             models: "the business processor after the resequencer",
             hazard: None,
         },
@@ -1167,6 +1184,7 @@ impl crate::Named for Resequencer {
             unit: "count",
             default: "-1",
             range: crate::Range::Int(-1, 1_000_000),
+            sizes: None,
             models: "Camel error handler maximumRedeliveries (DefaultErrorHandler default 0)",
             hazard: None,
         },
@@ -1176,6 +1194,7 @@ impl crate::Named for Resequencer {
             unit: "duration",
             default: "1s",
             range: crate::Range::dur_from(Dur::ZERO),
+            sizes: None,
             models: "Camel error handler redeliveryDelay",
             hazard: None,
         },
@@ -1185,6 +1204,7 @@ impl crate::Named for Resequencer {
             unit: "bool",
             default: "false",
             range: crate::Range::Any,
+            sizes: None,
             models: "Camel aggregator ignoreInvalidCorrelationKeys",
             hazard: Some(crate::Hazard {
                 when: "true when [workload] group_header_missing > 0",
@@ -1203,12 +1223,6 @@ impl crate::Named for Resequencer {
         Vec::new()
     }
     fn build(sc: &sim::Scenario, p: ResequencerParams) -> Result<Self, String> {
-        if let Some((_, why)) = Self::check(sc, &p).into_iter().next() {
-            return Err(why);
-        }
-        if p.capacity == 0 || p.batch_size == 0 {
-            return Err("[strategy.resequencer]: capacity and batch_size must be > 0".to_string());
-        }
         Ok(Resequencer::new(
             sc.brokers.len(),
             sc.consumers.count as usize,
@@ -2166,15 +2180,22 @@ for = "10s"
         }
     }
 
+    /// A scenario made in code is never validated: the registry still refuses a value out of
+    /// its range when it builds the strategy (not applicable, with the range), so `build` need
+    /// not repeat the check.
     #[test]
     fn capacity_and_batch_size_must_be_positive() {
-        use crate::Named;
         let sc = crate::test_util::simple("\"resequencer\"", 2, 100, "");
-        let zero: [fn(&mut ResequencerParams); 2] = [|p| p.capacity = 0, |p| p.batch_size = 0];
-        for f in zero {
-            let err = Resequencer::build(&sc, params(f)).unwrap_err();
-            assert!(err.contains("must be > 0"), "{err}");
+        assert!(crate::builds("resequencer", &sc).is_ok());
+        for field in ["capacity", "batch_size"] {
+            let err =
+                crate::test_util::builds_with("resequencer", &sc, field, 0.into()).unwrap_err();
+            assert!(
+                err.contains(&format!(
+                    "[strategy.resequencer] {field}: 0 is out of range"
+                )),
+                "{err}"
+            );
         }
-        assert!(Resequencer::build(&sc, params(|_| {})).is_ok());
     }
 }

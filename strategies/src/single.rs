@@ -87,6 +87,7 @@ impl crate::Named for Single {
             unit: "duration",
             default: "0s",
             range: crate::Range::dur_from(Dur::ZERO),
+            sizes: None,
             models: "failure detection: ActiveMQ exclusive consumer / RabbitMQ single active consumer switch-over after the connection or session is declared dead",
             hazard: None,
         },

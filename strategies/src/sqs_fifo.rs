@@ -100,16 +100,11 @@ impl crate::Named for SqsFifo {
         unit: "1 to 10",
         default: "10",
         range: crate::Range::Int(1, 10),
+        sizes: None,
         models: "ReceiveMessage MaxNumberOfMessages (at most 10)",
         hazard: None,
     }];
     fn build(sc: &sim::Scenario, p: SqsFifoParams) -> Result<Self, String> {
-        if !(1..=10).contains(&p.batch) {
-            return Err(format!(
-                "[strategy.sqs_fifo] batch must be 1 to 10 (SQS MaxNumberOfMessages), got {}",
-                p.batch
-            ));
-        }
         if sc.brokers.len() != 1 {
             return Err(
                 "an SQS FIFO queue is one queue: describe it as one [[broker]] (SQS replicates it internally)"
@@ -230,8 +225,10 @@ mod tests {
             let s = SqsFifo::build(&one, SqsFifoParams { batch }).expect("valid");
             assert_eq!(s.batch, batch);
         }
+        // Out of range: refused by the registry, which builds it (not by `build`).
         for batch in [0, 11] {
-            assert!(SqsFifo::build(&one, SqsFifoParams { batch }).is_err());
+            let e = crate::test_util::builds_with("sqs_fifo", &one, "batch", batch.into());
+            assert!(e.unwrap_err().contains("allowed 1 to 10"));
         }
         let two = scenario(&format!("{SQS}[[broker]]\nname = \"r\"\n"));
         assert!(SqsFifo::build(&two, SqsFifoParams { batch: 10 }).is_err());

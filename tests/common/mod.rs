@@ -130,3 +130,12 @@ pub fn sweep_shards(
         })
         .collect()
 }
+
+/// The names in `dir` containing `part` (e.g. staging folders, `sim-partial`, left behind).
+pub fn names_containing(dir: &std::path::Path, part: &str) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(part))
+        .collect()
+}

@@ -289,8 +289,10 @@ pub fn explore(req: &ExploreRequest) -> Result<Explored, CliError> {
     let seed = req.seed.unwrap_or(sc.seed);
     let file = req.file.display().to_string();
     let out_dir = req.out.clone().unwrap_or_else(|| PathBuf::from("."));
-    let target = out_dir.join(write::file_name(&sc, &req.file, &req.strategy));
-    crate::check_out_dir(&out_dir)?;
+    let name = write::file_name(&sc, &req.file, &req.strategy);
+    let target = out_dir.join(&name);
+    // Staged as `sim run --out` is, and checked writable before the runs.
+    let out_set = crate::OutputSet::prepare_for("explore", &out_dir)?;
     let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
@@ -486,8 +488,10 @@ pub fn explore(req: &ExploreRequest) -> Result<Explored, CliError> {
             ),
         });
     }
-    crate::create_dir(&out_dir)?;
-    crate::write_atomic(&target, contents.as_bytes())?;
+    crate::write_atomic(&out_set.staging().join(&name), contents.as_bytes())?;
+    let mut about = serde_json::Map::new();
+    about.insert("repro".into(), repro.clone().into());
+    out_set.publish(&[&name], about)?;
 
     text.push_str(&write::summary_lines(&ctx));
     Ok(Explored {

@@ -1,8 +1,8 @@
 //! `sim merge`: the shards of a sweep, combined into the bytes of one unsharded sweep.
 
 use super::{
-    csv_line, finalize, parse_rows, run_unit, runs_bytes_limit, slice_len, Manifest, SweepRequest,
-    MANIFEST, MAX_MANIFEST_BYTES, RUNS,
+    csv_line, finalize, parse_manifest, parse_rows, run_unit, runs_bytes_limit, slice_len,
+    Manifest, SweepRequest, MANIFEST, MAX_MANIFEST_BYTES, RUNS,
 };
 use crate::CliError;
 use sim::scenario::read_bounded;
@@ -28,10 +28,7 @@ pub fn merge_verified(dirs: &[PathBuf], out: &Path, verify: u64) -> Result<Vec<S
                 d.display()
             ))
         })?;
-        let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| {
-            CliError::Usage(format!("{}: not a sweep manifest: {e}", path.display()))
-        })?;
-        m.check().map_err(|why| {
+        let m = parse_manifest(&bytes).map_err(|why| {
             CliError::Usage(format!("{}: not a sweep manifest: {why}", path.display()))
         })?;
         if m.shard.is_none() {

@@ -252,7 +252,8 @@ impl Manifest {
         3 + self.params.len()
     }
 
-    fn header(&self) -> Vec<String> {
+    /// The columns of `runs.csv` (without the checksum).
+    pub fn header(&self) -> Vec<String> {
         let mut h = vec!["run".to_string()];
         h.extend(self.params.iter().map(|p| p.path.clone()));
         h.extend(["seed", "strategy"].map(String::from));
@@ -550,7 +551,15 @@ impl Metric {
 }
 
 /// A journal's manifest and rows.
-type Journal = (Manifest, Vec<Vec<String>>);
+pub type Journal = (Manifest, Vec<Vec<String>>);
+
+/// A manifest from its bytes (a shard's `sweep.json`): it parses and passes
+/// [`Manifest::check`], or what is wrong.
+pub fn parse_manifest(bytes: &[u8]) -> Result<Manifest, String> {
+    let m: Manifest = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    m.check()?;
+    Ok(m)
+}
 
 /// Reads a journal: its manifest and its complete rows (a torn last line, what an interrupt
 /// leaves, is dropped). `None` when there is none, or when it does not start with a manifest.
@@ -569,6 +578,12 @@ fn read_journal(path: &Path, limit: u64) -> Result<Option<Journal>, CliError> {
             )))
         }
     };
+    parse_journal(&bytes, &path.display().to_string())
+}
+
+/// A journal (`runs.partial.csv`, named `file` in errors) from its bytes, as [`read_journal`]
+/// reads it: `None` if it does not start with a manifest line.
+pub fn parse_journal(bytes: &[u8], file: &str) -> Result<Option<Journal>, CliError> {
     let end = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     let complete = &bytes[..end];
     let first_nl = complete.iter().position(|&b| b == b'\n');
@@ -584,23 +599,17 @@ fn read_journal(path: &Path, limit: u64) -> Result<Option<Journal>, CliError> {
     };
     manifest.check().map_err(|why| {
         CliError::Usage(format!(
-            "{}:1: not a sweep manifest: {why} (delete it to start the sweep over)",
-            path.display()
+            "{file}:1: not a sweep manifest: {why} (delete it to start the sweep over)"
         ))
     })?;
-    let rows = parse_rows(
-        &manifest,
-        &complete[first_nl + 1..],
-        &path.display().to_string(),
-        1,
-    )?;
+    let rows = parse_rows(&manifest, &complete[first_nl + 1..], file, 1)?;
     Ok(Some((manifest, rows)))
 }
 
 /// Parses a checksummed runs CSV (header first) of `m`'s slice; every row must pass its checksum
 /// and [`check_row`]. Errors name `file` and the line (`skip`: lines before the CSV). The rows are
 /// returned without their checksum, in file order.
-fn parse_rows(
+pub fn parse_rows(
     m: &Manifest,
     csv_bytes: &[u8],
     file: &str,

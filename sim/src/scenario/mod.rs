@@ -19,9 +19,9 @@ pub use load::{
 };
 pub use resolved::{HaPair, Resolved, ResolvedBroker};
 pub use validate::{
-    estimated_events, estimated_occurrences, validate, BYTES_PER_MESSAGE, BYTES_PER_OCCURRENCE,
-    EVENTS_PER_MESSAGE, EVENTS_PER_OCCURRENCE, MAX_KEYS, MAX_PLAN_OCCURRENCES, MAX_PRODUCTION,
-    MIN_BATCH_INTERVAL, MIN_RECONNECT_DELAY,
+    estimated_events, estimated_occurrences, estimated_run_bytes, validate, BYTES_PER_MESSAGE,
+    BYTES_PER_OCCURRENCE, EVENTS_PER_MESSAGE, EVENTS_PER_OCCURRENCE, MAX_KEYS,
+    MAX_PLAN_OCCURRENCES, MAX_PRODUCTION, MIN_BATCH_INTERVAL, MIN_RECONNECT_DELAY,
 };
 
 pub use crate::faults::FaultKind;

@@ -721,6 +721,21 @@ pub fn estimated_events(s: &Scenario, occurrences: f64) -> f64 {
         + occurrences * EVENTS_PER_OCCURRENCE as f64
 }
 
+/// The memory the fault plan's `occurrences` take.
+fn plan_bytes(occurrences: f64) -> u64 {
+    (occurrences.min(u64::MAX as f64 / 256.0) as u64) * BYTES_PER_OCCURRENCE
+}
+
+/// The memory a run of `s` may need whatever its strategy, in bytes: the keys' and nodes' state
+/// ([`Scenario::estimated_memory_bytes`]), every message in flight at once, the fault plan.
+/// A strategy parameter that sizes a table takes its bytes from what this leaves of `[run]
+/// memory_budget_mb`.
+pub fn estimated_run_bytes(s: &Scenario) -> u64 {
+    s.estimated_memory_bytes()
+        .saturating_add(s.workload.messages.saturating_mul(BYTES_PER_MESSAGE))
+        .saturating_add(plan_bytes(estimated_occurrences(s)))
+}
+
 /// Limits on the whole file, checked before anything is expanded or run: the whole fault plan,
 /// the messages that may be in flight at once, and the events a run needs.
 fn whole_file_limits(
@@ -745,13 +760,8 @@ fn whole_file_limits(
     }
     let mib = |b: u64| b.div_ceil(1024 * 1024);
     let messages_bytes = s.workload.messages.saturating_mul(BYTES_PER_MESSAGE);
-    let plan_bytes = (occurrences.min(u64::MAX as f64 / 256.0) as u64) * BYTES_PER_OCCURRENCE;
-    if keys_bytes <= budget
-        && messages_bytes
-            .saturating_add(plan_bytes)
-            .saturating_add(keys_bytes)
-            > budget
-    {
+    let plan_bytes = plan_bytes(occurrences);
+    if keys_bytes <= budget && estimated_run_bytes(s) > budget {
         err(
             p(&["workload", "messages"]),
             format!(
