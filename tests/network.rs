@@ -319,3 +319,61 @@ fn a_non_persistent_broker_loses_what_its_bridge_had_not_handed_over() {
     }
     assert!(seen > 0, "no message was on the bridge when a died");
 }
+
+/// Issue 41: messages that crossed a bridge to a broker whose consumers all left never move
+/// again (the bridge never forwards a message a second time, nor back where it came from: as
+/// ActiveMQ's `NetworkBridgeFilter` with `networkTTL` 1). Producers send to `a`, `c1` starts on
+/// `b` and fails over to `a` when `b` crashes; `b` returns with what had crossed and no consumer.
+/// The run ends `stuck` at once, not at the 4-hour drain bound with "raise drain_timeout", and
+/// the warning names the bridge. A composed strategy strands the same way.
+#[test]
+fn messages_stranded_behind_a_bridge_end_the_run_stuck() {
+    let text =
+        "strategies = [\"competing\", \"message_groups\", \"message_groups+db_optimistic\"]\n\
+        [workload]\nmessages = 2000\nrate = \"200/s\"\nkeys = 20\n[producers]\nbrokers = [\"a\"]\n\
+        [[broker]]\nname = \"a\"\n[[broker]]\nname = \"b\"\n[network]\nkind = \"bridge\"\n\
+        [consumers]\ncount = 2\nprefetch = 10\nservice = \"8ms\"\nconnect = \"spread\"\n\
+        [[fault]]\nkind = \"broker_crash\"\nbroker = \"b\"\nat = \"3s\"\nfor = \"5s\"\n\
+        [run]\ndrain_timeout = \"4h\"\n";
+    let sc = scenario(text);
+    for strategy in [
+        "competing",
+        "message_groups",
+        "message_groups+db_optimistic",
+    ] {
+        let (m, events) = common::history(text, strategy);
+        assert_eq!(m.ended_by, sim::summary::EndReason::Stuck, "{strategy}");
+        assert!(m.pending_at_end > 0, "{strategy}: {m:?}");
+        assert!(m.sim_time_s < 60.0, "{strategy}: {}", m.sim_time_s);
+        // What is pending had crossed to `b`.
+        let crossed: BTreeSet<u64> = events
+            .iter()
+            .filter_map(|e| match *e {
+                Event::Forward { msg, to: 1, .. } => Some(msg.id),
+                _ => None,
+            })
+            .collect();
+        for e in &events {
+            if let Event::Pending { msg, .. } = *e {
+                assert!(crossed.contains(&msg.id), "{strategy}: {msg:?}");
+            }
+        }
+    }
+    let summary = ordsim::run_scenario(
+        sc.clone(),
+        std::path::Path::new("strand.toml"),
+        &ordsim::RunRequest::default(),
+        None,
+    )
+    .unwrap()
+    .summary;
+    let warnings = ordsim::report::unsettled_warnings(&summary, &sc);
+    assert_eq!(warnings.len(), 3, "{warnings:?}");
+    for w in warnings {
+        assert!(
+            w.contains("is stuck") && w.contains("crossed a network bridge"),
+            "{w}"
+        );
+        assert!(!w.contains("drain_timeout"), "{w}");
+    }
+}

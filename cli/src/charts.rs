@@ -1087,7 +1087,7 @@ fn draw_cost<DB: DrawingBackend>(
                 "{} ({} {})",
                 p.strategy,
                 short_number(p.figure),
-                metric(p.guarantee).map_or(p.guarantee.to_string(), |d| d.title.to_lowercase())
+                metric(p.guarantee).map_or(p.guarantee.to_string(), |d| d.noun(p.figure))
             ),
         };
         let (px, py) = chart.backend_coord(&at);

@@ -196,6 +196,11 @@ enum Command {
         /// table column, unit and meaning (the reference in docs/metrics.md).
         #[arg(long)]
         metrics: bool,
+        /// Print one generated section of the docs (docs/scenarios.md's strategy and `[[fault]]`
+        /// tables), from its one source in the code.
+        #[arg(long, value_name = "SECTION", conflicts_with_all = ["params", "metrics"],
+              value_parser = clap::builder::PossibleValuesParser::new(ordsim::DOC_SECTIONS))]
+        doc: Option<String>,
     },
     /// Run a grid of parameter values x seeds x strategies in parallel: runs.csv (one row per run),
     /// aggregate.csv (mean, min, max, 95% interval across seeds), charts and report.md.
@@ -627,8 +632,14 @@ fn run(cli: Cli) -> Result<(), CliError> {
             );
             Ok(())
         }
-        Command::List { params, metrics } => {
-            if params {
+        Command::List {
+            params,
+            metrics,
+            doc,
+        } => {
+            if let Some(section) = doc.as_deref().and_then(ordsim::doc_section) {
+                out!("{section}");
+            } else if params {
                 out!("{}", ordsim::list_params_text());
             } else if metrics {
                 out!("{}", sim::metric_defs::reference_markdown());

@@ -43,7 +43,10 @@ pub fn end_reason_name(r: EndReason) -> String {
 /// a bound it ran into (`None` for a settled run). One arm per [`EndReason`]: a new end reason
 /// (e.g. `suspended`) is one more arm here.
 fn end_phrase(m: &Metrics) -> Option<(String, Option<&'static str>)> {
-    let mut pending = format!("{} message(s) pending", m.pending_at_end);
+    let mut pending = format!(
+        "{} pending",
+        sim::verdict::count(m.pending_at_end, "message", "messages")
+    );
     if m.unacked_at_end > 0 {
         pending += &format!(
             " and {} applied whose ack or offset commit never reached the broker",
@@ -128,6 +131,16 @@ pub fn likely_causes(sc: &Scenario) -> Vec<String> {
     causes
 }
 
+/// Why a network of brokers can end stuck (issue 41), as ActiveMQ's own bridge filter decides.
+const STRANDED: &str = "messages that crossed a network bridge wait for a consumer on the broker \
+     they reached and are never forwarded again (networkTTL 1, and no message goes back to a \
+     broker it came from: ActiveMQ's stuck messages, docs/modelling-your-broker.md)";
+
+/// Whether the scenario has demand-forwarding bridges, which can strand what crossed them.
+fn stranding_network(sc: &Scenario) -> bool {
+    sc.brokers.len() > 1 && sc.network.kind == sim::scenario::NetworkKind::Bridge
+}
+
 /// One `warning:` line per strategy whose run did not settle, naming the likely cause.
 pub fn unsettled_warnings(s: &RunSummary, sc: &Scenario) -> Vec<String> {
     let causes = likely_causes(sc);
@@ -144,6 +157,10 @@ pub fn unsettled_warnings(s: &RunSummary, sc: &Scenario) -> Vec<String> {
         );
         // A bound the run ran into is the cause; otherwise the scenario's, then the generic hint.
         let cut_off = matches!(m.ended_by, EndReason::MaxEvents | EndReason::MaxSimTime);
+        let mut causes = causes.clone();
+        if m.ended_by == EndReason::Stuck && stranding_network(sc) {
+            causes.insert(0, STRANDED.to_string());
+        }
         if !cut_off && !causes.is_empty() {
             line.push_str(&format!("; likely cause: {}", causes.join("; ")));
         } else if let Some(h) = hint {
@@ -507,14 +524,14 @@ mod tests {
     fn an_unsettled_run_names_its_pending_and_its_unacked_messages() {
         let sc = scenario("", "50/s", 1);
         let w = unsettled_warnings(&summary(EndReason::Stuck), &sc);
-        assert!(w[0].contains("with 3 message(s) pending"), "{w:?}");
+        assert!(w[0].contains("with 3 messages pending"), "{w:?}");
         assert!(!w[0].contains("applied"), "{w:?}");
         let mut s = summary(EndReason::Stuck);
         s.strategies[0].metrics.as_mut().unwrap().unacked_at_end = 4;
         let w = unsettled_warnings(&s, &sc);
         assert!(
             w[0].contains(
-                "with 3 message(s) pending and 4 applied whose ack or offset commit never reached the broker"
+                "with 3 messages pending and 4 applied whose ack or offset commit never reached the broker"
             ),
             "{w:?}"
         );

@@ -225,7 +225,11 @@ pub fn describe(h: &TraceHeader, e: &Event) -> (&'static str, String) {
             consumer, records, ..
         } => (
             "commit",
-            format!("{} commits {records} processed records", c(consumer)),
+            format!(
+                "{} commits {}",
+                c(consumer),
+                sim::verdict::count(u64::from(records), "processed record", "processed records")
+            ),
         ),
         Event::DeadLetter { msg, broker, .. } => (
             "dead_letter",

@@ -79,6 +79,98 @@ pub const KIND_FIELDS: [&str; 9] = [
     "for", "broker", "consumer", "producer", "factor", "skew", "ahead", "fraction", "count",
 ];
 
+/// What each `[[fault]]` field means, for the reference in docs/scenarios.md
+/// ([`fields_markdown`], which reads the kinds taking each field from [`FaultKind::spec`]).
+pub const FIELD_DOCS: [(&str, &str); 12] = [
+    ("kind", "required: one of the kinds below"),
+    ("at", "scripted: its start time"),
+    ("rate", "random: mean occurrences per unit of time during the fault window (at most 1000/s)"),
+    ("for", "how long it lasts: a duration, or a duration distribution; absent: never heals"),
+    ("broker", "the target broker, by name (`broker_crash`: absent with `rate`, a random broker each time; `dlq_replay`: absent, every broker)"),
+    ("consumer", "the target consumer index, from 0; absent: a random consumer each time"),
+    ("producer", "the target producer index, from 0 (`clock_skew`: absent, a random producer each time; `send_error`, `send_timeout`: absent, every producer)"),
+    ("factor", "the service-time multiplier, in (0, 1e6]"),
+    ("skew", "the clock's step, a duration"),
+    ("ahead", "`true` (the default) steps the clock ahead, `false` back"),
+    ("fraction", "a probability in [0, 1]: of a message produced in the window being poison (`poison`), of a send failing (`send_error`, `send_timeout`; default 1)"),
+    ("count", "partitions (or hashed queues) added, 1 to 10000"),
+];
+
+/// `kind`'s fields, each in backticks, the one it cannot do without marked.
+fn fields_cell(spec: &KindSpec) -> String {
+    let required = spec.required.map(|(f, _)| f);
+    let cells: Vec<String> = spec
+        .fields
+        .iter()
+        .map(|f| {
+            if required == Some(*f) {
+                format!("`{f}` (required)")
+            } else {
+                format!("`{f}`")
+            }
+        })
+        .collect();
+    if cells.is_empty() {
+        "none".into()
+    } else {
+        cells.join(", ")
+    }
+}
+
+/// Whether and when a kind takes `for`, in words.
+fn for_cell(spec: &KindSpec) -> &'static str {
+    if spec.instant {
+        "none: an instant"
+    } else if spec.required.is_some_and(|(f, _)| f == "for") {
+        "required"
+    } else if spec.random_needs_duration {
+        "optional; required with `rate`"
+    } else {
+        "optional"
+    }
+}
+
+/// The kinds' reference table of docs/scenarios.md (`sim list --doc fault-kinds`).
+pub fn kinds_markdown() -> String {
+    let mut s = String::from(
+        "| kind | what happens | its fields | `for` | windows of one target may overlap |\n|---|---|---|---|---|\n",
+    );
+    for k in FaultKind::ALL {
+        let spec = k.spec();
+        s.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} |\n",
+            spec.name,
+            spec.doc,
+            fields_cell(&spec),
+            for_cell(&spec),
+            if k.may_overlap() { "yes" } else { "no" }
+        ));
+    }
+    s
+}
+
+/// The `[[fault]]` fields' reference table of docs/scenarios.md (`sim list --doc fault-fields`):
+/// each field's meaning and the kinds that take it.
+pub fn fields_markdown() -> String {
+    let mut s = String::from("| field | meaning | kinds that take it |\n|---|---|---|\n");
+    for (field, meaning) in FIELD_DOCS {
+        let kinds: Vec<String> = if KIND_FIELDS.contains(&field) {
+            FaultKind::ALL
+                .iter()
+                .filter(|k| k.takes(field))
+                .map(|k| format!("`{}`", k.name()))
+                .collect()
+        } else {
+            vec!["every kind".into()]
+        };
+        s.push_str(&format!(
+            "| `{field}` | {meaning} | {} |\n",
+            kinds.join(", ")
+        ));
+    }
+    s
+}
+
 /// Everything the program knows about one kind of fault, in one place: validation, the fault
 /// plan, `sim list`, `sim explore`, `sim live` and docs/scenarios.md read it from here
 /// ([`FaultKind::spec`], an exhaustive match: a new kind does not compile until it is described).
@@ -88,6 +180,8 @@ pub struct KindSpec {
     pub name: &'static str,
     /// One line for `sim list`.
     pub summary: &'static str,
+    /// What it does in full, for the reference in docs/scenarios.md ([`kinds_markdown`]).
+    pub doc: &'static str,
     /// The optional `[[fault]]` fields it takes besides `for` (a subset of [`KIND_FIELDS`]).
     pub fields: &'static [&'static str],
     /// The field it cannot do without, with an example.
@@ -137,6 +231,7 @@ impl FaultKind {
         const NODE: KindSpec = KindSpec {
             name: "",
             summary: "",
+            doc: "",
             fields: &[],
             required: None,
             instant: false,
@@ -148,6 +243,7 @@ impl FaultKind {
         match self {
             FaultKind::BrokerCrash => KindSpec {
                 name: "broker_crash",
+                doc: "a broker goes down; a persistent store keeps its messages stuck until it returns; producers and consumers fail over",
                 summary: "a broker goes down; a persistent store keeps its messages stuck until it returns, producers and consumers fail over",
                 fields: &["broker"],
                 live: true,
@@ -155,6 +251,7 @@ impl FaultKind {
             },
             FaultKind::ConsumerCrash => KindSpec {
                 name: "consumer_crash",
+                doc: "a consumer process dies with the message in hand; its unacked and prefetched messages are redelivered (marked redelivered) at the front of the queue",
                 summary: "a consumer process dies; its unacked and prefetched messages are redelivered (marked redelivered)",
                 fields: &["consumer"],
                 live: true,
@@ -162,17 +259,20 @@ impl FaultKind {
             },
             FaultKind::NetworkBlip => KindSpec {
                 name: "network_blip",
+                doc: "a consumer loses its connection: it still applies the message in hand, but its ack is lost (a duplicate); its unacked and prefetched messages go back",
                 summary: "a consumer loses its connection: it still applies the message in hand but its ack is lost (duplicate)",
                 fields: &["consumer"],
                 ..NODE
             },
             FaultKind::DbOutage => KindSpec {
                 name: "db_outage",
+                doc: "the target database is down: processing fails, rolls back, and is redelivered",
                 summary: "the target database is down: processing fails, rolls back, and is redelivered",
                 ..NODE
             },
             FaultKind::SlowConsumer => KindSpec {
                 name: "slow_consumer",
+                doc: "a consumer's service time is multiplied by `factor` (in (0, 1e6])",
                 summary: "a consumer's service time is multiplied by `factor`",
                 fields: &["consumer", "factor"],
                 required: Some(("factor", "e.g. 10.0")),
@@ -181,6 +281,7 @@ impl FaultKind {
             },
             FaultKind::ClockSkew => KindSpec {
                 name: "clock_skew",
+                doc: "a producer's clock steps by `skew`; `ahead = false` steps it back (default `true`)",
                 summary: "a producer's clock steps by `skew` (`ahead = false` steps it back)",
                 fields: &["producer", "skew", "ahead"],
                 required: Some(("skew", "e.g. \"200ms\"")),
@@ -191,6 +292,7 @@ impl FaultKind {
             },
             FaultKind::Poison => KindSpec {
                 name: "poison",
+                doc: "messages produced in the window are poison (processing always fails) with probability `fraction`",
                 summary: "messages produced in the window are poison with probability `fraction` (processing always fails)",
                 fields: &["fraction"],
                 required: Some(("fraction", "in [0, 1]")),
@@ -201,11 +303,13 @@ impl FaultKind {
             },
             FaultKind::SourceOutage => KindSpec {
                 name: "source_outage",
+                doc: "the source database (read by the notifier) is unreachable: reads fail and roll back",
                 summary: "the source database (read by the notifier) is unreachable: reads fail and roll back",
                 ..NODE
             },
             FaultKind::CacheCollapse => KindSpec {
                 name: "cache_collapse",
+                doc: "the cache cluster (of `cache_pessimistic`) loses every entry and lock at once",
                 summary: "the cache cluster loses every entry and lock at once (an instant: no `for`)",
                 instant: true,
                 random_needs_duration: false,
@@ -213,6 +317,7 @@ impl FaultKind {
             },
             FaultKind::ConsumerPause => KindSpec {
                 name: "consumer_pause",
+                doc: "a consumer's process stops for `for` (a GC pause, a frozen VM) with its connection open: nothing happens until `[consumers] failure_detection` has passed, then the broker redelivers its messages to the others; when the process resumes it finishes the message it had in hand and writes it, after its work was given away (a zombie write: duplicate, and out of order if newer messages were applied meanwhile). A pause shorter than the detection only delays",
                 summary: "a consumer stops (GC pause, frozen VM) with its connection open: after [consumers] failure_detection the broker redelivers its messages; it then resumes and writes what it had in hand (a zombie)",
                 fields: &["consumer"],
                 // A process paused for good never writes again: that is a crash, not a pause.
@@ -221,6 +326,7 @@ impl FaultKind {
             },
             FaultKind::DlqReplay => KindSpec {
                 name: "dlq_replay",
+                doc: "an operator moves every message of a broker's dead-letter queue back to the tail of its queue, oldest first (ActiveMQ's console retry, SQS's DLQ redrive `StartMessageMoveTask`); each is new to the broker (delivery count from 1), a poison one still poison. A replayed message counts once, by its last outcome (applied, dead-lettered again, ...); applied after newer messages of its key it is an ordering violation. A broker that is down is skipped",
                 summary: "an operator moves the dead-letter queue's messages back to the tail of their queue (`broker`, absent: every broker; an instant: no `for`)",
                 fields: &["broker"],
                 instant: true,
@@ -229,6 +335,7 @@ impl FaultKind {
             },
             FaultKind::ConsumerLeave => KindSpec {
                 name: "consumer_leave",
+                doc: "a consumer leaves its group gracefully: it finishes the message in hand, commits what it processed and disconnects (what it had received and not started goes back); it joins again after `for` (absent: for good). Both are membership changes: a strategy that assigns partitions (`kafka`) rebalances",
                 summary: "a consumer leaves its group gracefully (finishes the message in hand, commits, closes) and joins again after `for` (absent: for good): a membership change, not a failure",
                 fields: &["consumer"],
                 random_needs_duration: false,
@@ -236,6 +343,7 @@ impl FaultKind {
             },
             FaultKind::AddPartitions => KindSpec {
                 name: "add_partitions",
+                doc: "`count` partitions are added to the topic: `kafka`'s partitioner maps some keys to new partitions from the next record sent, while their earlier records wait in the old ones [K4]; `rabbitmq_hash` binds `count` more queues to its exchange (at most 1000 in all) [B4]",
                 summary: "`count` partitions are added to the topic (an instant): strategies that hash keys to partitions (`kafka`) remap some keys",
                 fields: &["count"],
                 required: Some(("count", "e.g. 6")),
@@ -245,6 +353,7 @@ impl FaultKind {
             },
             FaultKind::SendError => KindSpec {
                 name: "send_error",
+                doc: "during the window each send, and each retry, of the producer fails with probability `fraction` (default 1; several faults in force on a producer: the highest). The broker did not store it: a `send_fail` event, retried after `[producers] retry_backoff`; later sends wait behind it or overtake it by `max_in_flight` and `idempotence` (see `[producers]`). Draws come from the producer's own seeded stream",
                 summary: "a producer's sends fail with probability `fraction` (default 1) and are retried after [producers] retry_backoff (`producer`, absent: every producer); with max_in_flight > 1 and no idempotence up to max_in_flight - 1 later sends overtake a failed one",
                 fields: &["producer", "fraction"],
                 windows_stack: true,
@@ -252,6 +361,7 @@ impl FaultKind {
             },
             FaultKind::SendTimeout => KindSpec {
                 name: "send_timeout",
+                doc: "during the window each send, and each resend, of the producer is stored by the broker but its answer is lost with probability `fraction` (default 1): a request timeout after the write. The producer sees a failure (`send_fail`) and resends after `[producers] retry_backoff`, as after a `send_error`; the broker refuses the resend when the producer is idempotent or the message is inside its `dedup_window` (a `resend` event, `deduplicated`), and otherwise stores it again as a new message with the same key and seq (a `resend` event naming the copy: a duplicate, perhaps behind newer messages). A `send_error` and a `send_timeout` in force together share one draw: below the `send_error`'s fraction the send is lost, else below the larger fraction it is stored with its answer lost",
                 summary: "a producer's sends are stored but their answer is lost with probability `fraction` (default 1): the producer retries after [producers] retry_backoff and the broker stores the message again (a duplicate), unless [producers] idempotence is on or the broker's dedup_window still remembers it",
                 fields: &["producer", "fraction"],
                 windows_stack: true,
@@ -1096,6 +1206,7 @@ service = "1ms"
             let back: FaultKind = serde_json::from_str(&format!("\"{}\"", kind.name())).unwrap();
             assert_eq!(back, kind);
             assert!(!kind.spec().summary.is_empty());
+            assert!(!kind.spec().doc.is_empty(), "{}: no doc", kind.name());
             for f in kind.spec().fields {
                 assert!(
                     KIND_FIELDS.contains(f) && *f != "for",
@@ -1104,5 +1215,30 @@ service = "1ms"
                 );
             }
         }
+    }
+
+    /// The fields' reference names every field once, and a kind it names takes that field.
+    #[test]
+    fn the_field_reference_covers_every_field_and_names_only_kinds_taking_it() {
+        let mut named: Vec<&str> = FIELD_DOCS.iter().map(|(f, _)| *f).collect();
+        named.sort_unstable();
+        let mut want: Vec<&str> = KIND_FIELDS
+            .iter()
+            .copied()
+            .chain(["kind", "at", "rate"])
+            .collect();
+        want.sort_unstable();
+        assert_eq!(named, want);
+        for (field, meaning) in FIELD_DOCS {
+            for k in FaultKind::ALL {
+                if meaning.contains(&format!("`{}`", k.name())) {
+                    assert!(k.takes(field), "{field}'s meaning names {}", k.name());
+                }
+            }
+        }
+        let table = fields_markdown();
+        assert!(table.contains("| `consumer` |"));
+        assert_eq!(table.matches("| `consumer` |").count(), 1);
+        assert!(kinds_markdown().contains("| `cache_collapse` |"));
     }
 }

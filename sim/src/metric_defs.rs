@@ -30,6 +30,32 @@ impl MetricDef {
         self.column.unwrap_or(self.path)
     }
 
+    /// Its title in lower case as the noun of a count of `n`: `ordering violations`, or, when
+    /// `n` is 1, with its last plural word singular (`ordering violation`, `lease expiry`,
+    /// `resend stored`). Every count phrase a chart or table writes goes through here.
+    pub fn noun(&self, n: f64) -> String {
+        let title = self.title.to_lowercase();
+        if n != 1.0 {
+            return title;
+        }
+        let plural =
+            |w: &str| w.len() > 2 && w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us");
+        let mut words: Vec<String> = title.split(' ').map(String::from).collect();
+        if let Some(w) = words.iter_mut().rev().find(|w| plural(w)) {
+            *w = if let Some(stem) = w.strip_suffix("ies") {
+                format!("{stem}y")
+            } else if ["ches", "shes", "sses", "xes"]
+                .iter()
+                .any(|e| w.ends_with(e))
+            {
+                w[..w.len() - 2].to_string()
+            } else {
+                w[..w.len() - 1].to_string()
+            };
+        }
+        words.join(" ")
+    }
+
     /// A coverage counter (proof that the run exercised something).
     pub fn is_coverage(&self) -> bool {
         self.path.starts_with("coverage.")
@@ -427,6 +453,29 @@ mod tests {
         let mut f = fields.clone();
         f.sort();
         assert_eq!(defined, f);
+    }
+
+    /// Issue 41: "1 stale writes". A count of 1 reads singular, every other count plural.
+    #[test]
+    fn a_count_of_one_is_singular() {
+        let noun = |p: &str, n: f64| metric(p).unwrap().noun(n);
+        assert_eq!(noun("stale_writes", 1.0), "stale write");
+        assert_eq!(noun("stale_writes", 2.0), "stale writes");
+        assert_eq!(noun("stale_writes", 0.0), "stale writes");
+        assert_eq!(noun("ordering_violations", 1.0), "ordering violation");
+        assert_eq!(noun("final_state_mismatches", 1.0), "final-state mismatch");
+        assert_eq!(noun("redeliveries", 1.0), "redelivery");
+        assert_eq!(noun("coverage.lease_expiries", 1.0), "lease expiry");
+        assert_eq!(noun("coverage.broker_crashes", 1.0), "broker crash");
+        assert_eq!(noun("coverage.resends_stored", 1.0), "resend stored");
+        assert_eq!(
+            noun("coverage.batch_runs_given_up", 1.0),
+            "batch run given up"
+        );
+        assert_eq!(noun("lost", 1.0), "lost");
+        for d in METRICS {
+            assert!(!d.noun(1.0).is_empty() && d.noun(2.0) == d.title.to_lowercase());
+        }
     }
 
     #[test]

@@ -43,8 +43,9 @@ pub fn grouped(n: u64) -> String {
     out
 }
 
-/// `n thing` or `n things`.
-fn count(n: u64, one: &str, many: &str) -> String {
+/// `n thing` or `n things`, `n` grouped (`1 stale write`, `14,435 messages`): every count phrase
+/// of the verdicts, warnings and charts (issue 41: "1 stale writes").
+pub fn count(n: u64, one: &str, many: &str) -> String {
     format!("{} {}", grouped(n), if n == 1 { one } else { many })
 }
 

@@ -535,6 +535,54 @@ pub fn guarantee(name: &str) -> &'static str {
     }
 }
 
+/// The strategies' reference table of docs/scenarios.md (`sim list --doc strategies`): each
+/// strategy, what it models, the figure its guarantee is about, the broker whose defaults it runs
+/// on under `flavour = "native"`, and what it can be in a composed pair `DISPATCH+HANDLER`.
+pub fn reference_markdown() -> String {
+    let mut s = String::from(
+        "| strategy | what it models | its guarantee is about | under `flavour = \"native\"` | in a pair `DISPATCH+HANDLER` |\n|---|---|---|---|---|\n",
+    );
+    for i in ALL {
+        let role = match i.role {
+            Role::Dispatch => "dispatch part (before the `+`)".to_string(),
+            Role::Handler { .. } => "handler part (after the `+`)".to_string(),
+            Role::Neither {
+                as_dispatch,
+                as_handler,
+            } => format!("neither: {as_dispatch}; {as_handler}"),
+        };
+        s.push_str(&format!(
+            "| `{}` | {} | `{}` | `{}` | {role} |\n",
+            i.name,
+            i.summary,
+            i.guarantee,
+            i.flavour.name()
+        ));
+    }
+    s
+}
+
+/// The parameters' summary table of docs/scenarios.md (`sim list --doc strategy-params`): each
+/// strategy's `[strategy.NAME]` parameters with their defaults (`sim list --params` describes
+/// each in full).
+pub fn params_markdown() -> String {
+    let mut s = String::from("| strategy | parameters (default) |\n|---|---|\n");
+    for i in ALL {
+        let params: Vec<String> = i
+            .params
+            .iter()
+            .map(|p| format!("`{}` (`{}`)", p.name, p.default))
+            .collect();
+        let cell = if params.is_empty() {
+            "none".to_string()
+        } else {
+            params.join(", ")
+        };
+        s.push_str(&format!("| `{}` | {cell} |\n", i.name));
+    }
+    s
+}
+
 /// Lists every strategy once; generates [`ALL`], the parameter checks and [`run_named`].
 macro_rules! registry {
     ($($ty:ty),* $(,)?) => {

@@ -102,10 +102,9 @@ impl Property {
                 });
             }
         }
-        let guarantee = strategies::ALL
-            .iter()
-            .find(|i| i.name == strategy)
-            .map_or("ordering_violations", |i| i.guarantee);
+        // A composed pair's guarantee is its handler part's when that guards the write, as in
+        // the verdicts and rankings (issue 41).
+        let guarantee = strategies::guarantee(strategy);
         let zero = Bound::parse("0").expect("a bound");
         Ok(Property {
             bounds: [guarantee, "lost", "final_state_mismatches"]
@@ -642,5 +641,19 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("did you mean"));
+    }
+
+    /// Issue 41: a composed pair whose handler guards the write is explored by its guarantee
+    /// (`stale_writes`), not by ordering violations, as the verdicts judge it.
+    #[test]
+    fn a_composed_pair_is_explored_by_its_own_guarantee() {
+        let sc = crate::load_text(
+            "p.toml",
+            "strategies = [\"kafka+db_optimistic\", \"message_groups\"]\n[workload]\nmessages = 10\nrate = \"10/s\"\nkeys = 2\n[[broker]]\nname = \"a\"\n[consumers]\ncount = 1\nservice = \"1ms\"\n",
+        )
+        .unwrap();
+        let first = |s: &str| Property::of(&sc, s, &[]).unwrap().bounds[0].0.clone();
+        assert_eq!(first("kafka+db_optimistic"), "stale_writes");
+        assert_eq!(first("message_groups"), "ordering_violations");
     }
 }

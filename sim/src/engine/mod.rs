@@ -423,6 +423,14 @@ impl<'a, O: Observer> Engine<'a, O> {
                 ended_by = EndReason::Settled;
                 break;
             }
+            // Nothing left to happen but the drain's own deadline: what is unsettled can never
+            // move (a message that crossed a bridge to a broker with no consumer left, issue
+            // 41), so the run is stuck now; waiting for the deadline would report a timeout
+            // that no longer drain_timeout could cure.
+            if self.draining && self.q.len() == 1 {
+                ended_by = EndReason::Stuck;
+                break;
+            }
             // One comparison per event covers both bounds: the event bound, and the next event
             // count at which the run would have gone STUCK_AFTER_EVENTS without progress.
             if self.events >= check_at {

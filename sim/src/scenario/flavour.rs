@@ -690,6 +690,7 @@ impl RedeliveryPolicy {
     pub fn describe_limit(&self) -> String {
         match self.limit {
             Limit::Unlimited => "unlimited redeliveries".into(),
+            Limit::Deliveries(1) => "1 delivery".to_string(),
             Limit::Deliveries(n) => format!("{n} deliveries"),
         }
     }
