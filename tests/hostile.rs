@@ -293,11 +293,9 @@ fn fault_entry(kind: &str, extra: &str) -> String {
     format!("[[fault]]\nkind = \"{kind}\"\nat = \"1s\"\n{dur}{needs}{extra}\n")
 }
 
-/// Loads `text`, and how long that took.
-fn load_timed(name: &str, text: &str) -> (Result<sim::Scenario, String>, std::time::Duration) {
-    let t = std::time::Instant::now();
-    let r = ordsim::load_text(name, text).map_err(|e| e.to_string());
-    (r, t.elapsed())
+/// Loads `text`.
+fn load(name: &str, text: &str) -> Result<sim::Scenario, String> {
+    ordsim::load_text(name, text).map_err(|e| e.to_string())
 }
 
 /// Cases per property: `PROPTEST_CASES` when set, else `default`.
@@ -349,8 +347,7 @@ proptest! {
         for (r, unit) in &rates {
             text.push_str(&format!("[[fault]]\nkind = \"network_blip\"\nrate = \"{r}/{unit}\"\nfor = \"1ms\"\n"));
         }
-        let (r, took) = load_timed("big.toml", &text);
-        prop_assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+        let r = load("big.toml", &text);
         match r {
             Err(e) => prop_assert!(e.starts_with("big.toml"), "{e}"),
             Ok(sc) => {
@@ -494,15 +491,9 @@ fn a_dozen_fast_random_faults_are_refused_at_once() {
     for _ in 0..12 {
         text.push_str("[[fault]]\nkind = \"network_blip\"\nrate = \"1000/s\"\nfor = \"1ms\"\n");
     }
-    let t = std::time::Instant::now();
     let e = ordsim::load_text("dozen.toml", &text)
         .unwrap_err()
         .to_string();
-    assert!(
-        t.elapsed() < std::time::Duration::from_secs(2),
-        "{:?}",
-        t.elapsed()
-    );
     assert!(e.contains("field `fault`") && e.contains("in all"), "{e}");
 
     let huge = BASE.replace("messages = 50", "messages = 4611686018427387904");
@@ -528,26 +519,21 @@ fn a_dozen_fast_random_faults_are_refused_at_once() {
     assert!(ordsim::load_text("many.toml", &raised).is_ok());
 }
 
-/// Class 3: reporting many problems stays linear: a file of 4 MiB with tens of thousands of bad
-/// and overlapping faults is answered in well under a second of work, listing the first 100
-/// problems with their location, then how many more.
+/// Class 3: reporting many problems is capped: a file of 4 MiB with tens of thousands of bad and
+/// overlapping faults is answered with the first 100 problems and their location, then how many
+/// more. (The overlap check sorts once per kind and target, `check_overlaps`; no wall-clock
+/// bound here, by the house rule on timed tests.)
 #[test]
-fn many_problems_are_capped_and_fast() {
+fn many_problems_are_capped() {
     let mut text = BASE.to_string();
     let entry =
         "[[fault]]\nkind = \"broker_crash\"\nbroker = \"nope\"\nat = \"1s\"\nfor = \"1h\"\n";
     while text.len() + entry.len() < 4 * 1024 * 1024 - 1024 {
         text.push_str(entry);
     }
-    let t = std::time::Instant::now();
     let e = ordsim::load_text("many.toml", &text)
         .unwrap_err()
         .to_string();
-    assert!(
-        t.elapsed() < std::time::Duration::from_secs(10),
-        "{:?}",
-        t.elapsed()
-    );
     let lines: Vec<&str> = e.lines().collect();
     assert_eq!(
         lines.len(),

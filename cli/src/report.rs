@@ -141,14 +141,18 @@ fn stranding_network(sc: &Scenario) -> bool {
     sc.brokers.len() > 1 && sc.network.kind == sim::scenario::NetworkKind::Bridge
 }
 
-/// One `warning:` line per strategy whose run did not settle, naming the likely cause.
+/// One `warning:` line per strategy whose run did not settle, naming the likely cause (in the
+/// scenario as that strategy ran it: under `flavour = "native"`, on its own broker's defaults).
 pub fn unsettled_warnings(s: &RunSummary, sc: &Scenario) -> Vec<String> {
-    let causes = likely_causes(sc);
     let mut out = Vec::new();
     for st in &s.strategies {
         let Some(m) = &st.metrics else { continue };
         let Some((what, hint)) = end_phrase(m) else {
             continue;
+        };
+        let ran = match strategies::native_flavour(&st.strategy) {
+            Some(f) => sc.on_flavour(f),
+            None => std::borrow::Cow::Borrowed(sc),
         };
         let mut line = format!(
             "warning: {} {what} (ended_by = {})",
@@ -157,7 +161,7 @@ pub fn unsettled_warnings(s: &RunSummary, sc: &Scenario) -> Vec<String> {
         );
         // A bound the run ran into is the cause; otherwise the scenario's, then the generic hint.
         let cut_off = matches!(m.ended_by, EndReason::MaxEvents | EndReason::MaxSimTime);
-        let mut causes = causes.clone();
+        let mut causes = likely_causes(&ran);
         if m.ended_by == EndReason::Stuck && stranding_network(sc) {
             causes.insert(0, STRANDED.to_string());
         }
@@ -496,6 +500,31 @@ mod tests {
         let c = likely_causes(&sc);
         assert_eq!(c.len(), 1, "{c:?}");
         assert!(c[0].contains("retried forever"), "{c:?}");
+    }
+
+    /// Under `flavour = "native"` a strategy's warning reads its own broker's defaults: Pulsar
+    /// retries a poison message forever, ActiveMQ gives up after 7 deliveries.
+    #[test]
+    fn a_native_run_is_explained_on_its_own_brokers_defaults() {
+        let sc = scenario(
+            "[[fault]]\nkind = \"poison\"\nat = \"1s\"\nfor = \"1s\"\nfraction = 0.1\n",
+            "50/s",
+            1,
+        );
+        let mut sc = sc;
+        sc.flavour = sim::scenario::FlavourChoice::Native;
+        let mut s = summary(EndReason::DrainTimeout);
+        let mut pulsar = s.strategies[0].clone();
+        pulsar.strategy = "pulsar_key_shared".into();
+        s.strategies.push(pulsar);
+        let w = unsettled_warnings(&s, &sc);
+        assert!(w[0].contains("raise [run] drain_timeout"), "{w:?}");
+        assert!(
+            w[1].contains(
+                "poison messages are retried forever (no redelivery limit: the pulsar default)"
+            ),
+            "{w:?}"
+        );
     }
 
     #[test]

@@ -301,7 +301,10 @@ mod tests {
             .resolve()
             .unwrap();
         assert_eq!((r.receive, r.commit), (Receive::Prefetch, Commit::Each));
-        assert_eq!(r.max_poll_interval, None, "only consumers that poll have one");
+        assert_eq!(
+            r.max_poll_interval, None,
+            "only consumers that poll have one"
+        );
     }
 
     /// A setting that needs another default is refused naming the flavours whose defaults give
@@ -312,7 +315,11 @@ mod tests {
             .resolve()
             .unwrap_err();
         assert_eq!(e[0].path_string(), "consumers.commit_interval");
-        assert!(e[0].message.ends_with("(the default of flavour = \"kafka\")"), "{e:?}");
+        assert!(
+            e[0].message
+                .ends_with("(the default of flavour = \"kafka\")"),
+            "{e:?}"
+        );
         let e = scenario("activemq", "crash_detection = \"lease\"")
             .resolve()
             .unwrap_err();
