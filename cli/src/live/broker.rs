@@ -30,15 +30,48 @@ fn kill_registered() {
     }
 }
 
-fn register(pid: u32) {
+pub(super) fn register(pid: u32) {
     if let Ok(mut g) = CHILDREN.lock() {
         g.push(pid);
     }
 }
 
-fn unregister(pid: u32) {
+pub(super) fn unregister(pid: u32) {
     if let Ok(mut g) = CHILDREN.lock() {
         g.retain(|&p| p != pid);
+    }
+}
+
+/// A broker process a live run drives (ActiveMQ's [`Broker`], RabbitMQ's
+/// [`super::rabbitmq::Rabbit`]).
+pub trait Process {
+    /// Its scenario name.
+    fn name(&self) -> &str;
+    /// Its STOMP port on 127.0.0.1.
+    fn port(&self) -> u16;
+    /// Starts it and waits until its STOMP port answers CONNECT: the instant it answered.
+    fn start(&mut self, timeout: Duration) -> Result<Instant, String>;
+    /// SIGKILL now, without reaping: the instant a history records as the crash.
+    fn sigkill(&mut self);
+    /// SIGKILL by PID and reap (the store stays for a restart).
+    fn kill(&mut self);
+}
+
+impl Process for Broker {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn port(&self) -> u16 {
+        self.port
+    }
+    fn start(&mut self, timeout: Duration) -> Result<Instant, String> {
+        Broker::start(self, timeout)
+    }
+    fn sigkill(&mut self) {
+        Broker::sigkill(self)
+    }
+    fn kill(&mut self) {
+        Broker::kill(self)
     }
 }
 
