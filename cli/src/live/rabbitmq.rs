@@ -343,6 +343,9 @@ impl Process for Rabbit {
             return Err(e);
         }
         self.spawn()?;
+        // The Erlang node boots in 5-20 s here, and over a minute on a loaded machine (one
+        // calibration start timed out at 60 s with a load average of 12 on 2 cores).
+        let timeout = timeout.max(Duration::from_secs(180));
         let t0 = Instant::now();
         loop {
             if crate::interrupt::interrupted() {
