@@ -56,15 +56,7 @@ fn the_node_and_its_epmd_listen_on_loopback_only_and_are_stopped_by_pid() {
     }
     let _serial = serial();
     let dir = broker::TempDir::new("rabbit-listen").unwrap();
-    let t = Topology {
-        queue_type: QueueType::Quorum,
-        sac: true,
-        hash_queues: 0,
-        weight: 1,
-        delivery_limit: Some(20),
-        dead_letter: false,
-        durable: true,
-    };
+    let t = Topology::sac_queue(QueueType::Quorum);
     let mut node = Rabbit::configure("listen", &t, dir.path()).unwrap();
     node.start(Duration::from_secs(120))
         .expect("rabbitmq-server starts");

@@ -13,8 +13,7 @@
 //! opens, at no cost per run and with no client crate (docs/live.md says why not `rabbitmqctl
 //! eval` or an AMQP 0-9-1 crate).
 
-use super::broker::{free_port, register, unregister, Process};
-use super::stomp::Conn;
+use super::broker::{await_stomp, free_port, reap, register, Process};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -113,6 +112,20 @@ pub struct Topology {
 }
 
 impl Topology {
+    /// One durable queue of type `queue_type` with single active consumer and a delivery limit
+    /// of 20 (quorum only), no exchange, no dead-letter queue: what the other fields change.
+    pub fn sac_queue(queue_type: QueueType) -> Topology {
+        Topology {
+            queue_type,
+            sac: true,
+            hash_queues: 0,
+            weight: 1,
+            delivery_limit: (queue_type == QueueType::Quorum).then_some(20),
+            dead_letter: false,
+            durable: true,
+        }
+    }
+
     /// The queues consumers subscribe to, in binding order.
     pub fn queues(&self) -> Vec<String> {
         if self.hash_queues == 0 {
@@ -346,40 +359,20 @@ impl Process for Rabbit {
         // The Erlang node boots in 5-20 s here, and over a minute on a loaded machine (one
         // calibration start timed out at 60 s with a load average of 12 on 2 cores).
         let timeout = timeout.max(Duration::from_secs(180));
-        let t0 = Instant::now();
-        loop {
-            if crate::interrupt::interrupted() {
-                self.kill();
-                return Err("interrupted".into());
-            }
-            if let Some(c) = &mut self.child {
-                if let Ok(Some(status)) = c.try_wait() {
-                    unregister(c.id());
-                    self.child = None;
-                    return Err(format!(
-                        "broker {} (rabbitmq-server) exited ({status}) while starting; see {} and {}",
-                        self.name,
-                        self.dir.join("stdout.log").display(),
-                        self.dir.join("log").display()
-                    ));
-                }
-            }
-            // The definitions are imported before the STOMP listener starts: a CONNECT
-            // answered means the queues exist.
-            if let Ok(c) = Conn::connect(self.port, Duration::from_millis(500)) {
-                let open = Instant::now();
-                c.disconnect();
-                return Ok(open);
-            }
-            if t0.elapsed() > timeout {
-                self.kill();
-                return Err(format!(
-                    "broker {} (rabbitmq-server) did not open STOMP port {} within {timeout:?}",
-                    self.name, self.port
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        // The definitions are imported before the STOMP listener starts: a CONNECT answered
+        // means the queues exist.
+        let logs = format!(
+            "{} and {}",
+            self.dir.join("stdout.log").display(),
+            self.dir.join("log").display()
+        );
+        await_stomp(
+            &mut self.child,
+            self.port,
+            timeout,
+            &format!("broker {} (rabbitmq-server)", self.name),
+            &logs,
+        )
     }
 
     fn sigkill(&mut self) {
@@ -390,22 +383,14 @@ impl Process for Rabbit {
 
     /// SIGKILL the node by PID and reap it (epmd stays for a restart; the Mnesia directory too).
     fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-            unregister(c.id());
-        }
+        reap(&mut self.child);
     }
 }
 
 impl Drop for Rabbit {
     fn drop(&mut self) {
         self.kill();
-        if let Some(mut e) = self.epmd.take() {
-            let _ = e.kill();
-            let _ = e.wait();
-            unregister(e.id());
-        }
+        reap(&mut self.epmd);
     }
 }
 
@@ -415,15 +400,7 @@ mod tests {
 
     #[test]
     fn the_definitions_carry_what_stomp_cannot() {
-        let t = Topology {
-            queue_type: QueueType::Quorum,
-            sac: true,
-            hash_queues: 0,
-            weight: 1,
-            delivery_limit: Some(20),
-            dead_letter: false,
-            durable: true,
-        };
+        let t = Topology::sac_queue(QueueType::Quorum);
         let d: serde_json::Value = serde_json::from_str(&definitions(&t)).unwrap();
         let args = &d["queues"][0]["arguments"];
         assert_eq!(args["x-queue-type"], "quorum");

@@ -1515,14 +1515,11 @@ mod tests {
 
     #[test]
     fn rabbitmq_nacks_say_whether_to_requeue() {
-        let t = Target::Rabbit(super::super::rabbitmq::Topology {
-            queue_type: super::super::rabbitmq::QueueType::Quorum,
+        use super::super::rabbitmq::{QueueType, Topology};
+        let t = Target::Rabbit(Topology {
             sac: false,
-            hash_queues: 0,
-            weight: 1,
             delivery_limit: Some(3),
-            dead_letter: false,
-            durable: true,
+            ..Topology::sac_queue(QueueType::Quorum)
         });
         let nack = |r| {
             let (frames, _) = consume_on(t.clone(), r, 3);
