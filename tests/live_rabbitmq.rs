@@ -211,4 +211,9 @@ fn a_quorum_queue_drops_a_poison_message_at_its_delivery_limit() {
     assert!(poison.iter().all(|&id| id == poison[0]));
     assert_eq!(m.applied, 149);
     assert_eq!(m.pending_at_end, 0);
+    // Dropped at its last NACK (no dead-letter exchange), as the model records it: not lost.
+    assert_eq!(m.lost, 0);
+    assert!(events
+        .iter()
+        .any(|e| matches!(e, Event::Drop { msg, .. } if msg.id == poison[0])));
 }

@@ -324,9 +324,17 @@ impl Recorder {
         msg
     }
 
-    /// A NACK of `id` was sent.
-    pub fn nacked(&self, id: u64) {
-        *self.lock().nacks.entry(id).or_default() += 1;
+    /// A NACK of `id` was sent: how many so far.
+    pub fn nacked(&self, id: u64) -> u32 {
+        let mut g = self.lock();
+        let n = g.nacks.entry(id).or_default();
+        *n += 1;
+        *n
+    }
+
+    /// How many NACKs of `id` were sent.
+    pub fn nacks(&self, id: u64) -> u32 {
+        self.lock().nacks.get(&id).copied().unwrap_or(0)
     }
 
     /// Messages produced, and those settled: applied, or NACKed `final_nacks` times (a poison
@@ -955,7 +963,12 @@ fn consume(
                     if failed || sh.down(c).is_some() {
                         return ended(sh, c);
                     }
-                    sh.rec.nacked(msg.id);
+                    let n = sh.rec.nacked(msg.id);
+                    // RabbitMQ without a dead-letter exchange deletes the message at its last
+                    // NACK: a drop then, as the model records it (not a loss found at the end).
+                    if plan.target.drops() && plan.redelivery.final_nacks() == Some(n) {
+                        sh.rec.push(|t| Event::Drop { t, msg, broker });
+                    }
                     break;
                 }
             }
@@ -1253,9 +1266,17 @@ pub fn run(plan: &Plan) -> Result<LiveRun, String> {
             rec.push(|t| Event::Pending { t, msg: *m });
         }
     }
-    // Produced, never applied, and neither in the queue nor the DLQ: gone.
+    // Produced, never applied, and neither in the queue nor the DLQ (nor dropped at its last
+    // NACK): gone.
+    let dropped = |id| {
+        plan.target.drops()
+            && plan
+                .redelivery
+                .final_nacks()
+                .is_some_and(|n| rec.nacks(id) >= n)
+    };
     for m in rec.produced() {
-        if !rec.applied(m.id) && !seen.contains(&m.id) {
+        if !rec.applied(m.id) && !seen.contains(&m.id) && !dropped(m.id) {
             rec.push(|t| Event::Discard {
                 t,
                 msg: m,
@@ -1531,6 +1552,14 @@ mod tests {
         assert_eq!(nack(LiveRedelivery::Requeue(Some(3))), "a1");
         assert_eq!(LiveRedelivery::Requeue(Some(3)).final_nacks(), Some(4));
         assert_eq!(LiveRedelivery::Requeue(None).final_nacks(), None);
+        // Without a dead-letter exchange the last NACK drops the message, recorded then.
+        let (_, events) = consume_on(t.clone(), LiveRedelivery::Nack, 3);
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, Event::Drop { msg, .. } if msg.id == 1)),
+            "{events:?}"
+        );
     }
 
     #[test]

@@ -76,6 +76,12 @@ impl Target {
         }
     }
 
+    /// Whether a message given up on (its last NACK) is deleted at once: RabbitMQ without a
+    /// dead-letter exchange. ActiveMQ dead-letters it (read from the DLQ at the end).
+    pub fn drops(&self) -> bool {
+        matches!(self, Target::Rabbit(t) if !t.dead_letter)
+    }
+
     /// The queues read at the end: (SUBSCRIBE destination, a dead-letter queue).
     pub fn leftovers(&self) -> Vec<(String, bool)> {
         match self {
