@@ -236,8 +236,8 @@ pub fn version_notes(sc: &Scenario, strategies: &[String]) -> String {
         }
         if let Some(n) = delivery_limit(sc) {
             out.push_str(&format!(
-                "version: {v} has no default delivery limit; the run declares the flavour's \
-                 x-delivery-limit = {n}\n"
+                "version: {v} has no default delivery limit; the run declares the modelled \
+                 limit, x-delivery-limit = {n} (the flavour's default, as 4.x's, is 20)\n"
             ));
         }
     }
