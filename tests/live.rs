@@ -9,7 +9,7 @@ use std::time::Duration;
 /// no broker it started is left (the registry of children is per process).
 static IN_PROCESS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
+pub(crate) fn serial() -> std::sync::MutexGuard<'static, ()> {
     IN_PROCESS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -23,7 +23,7 @@ fn skip() -> bool {
 
 /// The `java` processes started by sim process `pid`: their command line names its temporary
 /// directories (`ordsim-live-PID-...`).
-fn brokers_of(pid: u32) -> Vec<u32> {
+pub(crate) fn brokers_of(pid: u32) -> Vec<u32> {
     let tag = format!("ordsim-live-{pid}-");
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -60,6 +60,7 @@ ack_latency = "10ms"
     )
     .unwrap();
     run::Plan {
+        target: ordsim::live::target::Target::ActiveMq,
         strategy,
         keys: 5,
         kind: sim::scenario::WorkloadKind::State,

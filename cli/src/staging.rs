@@ -171,6 +171,103 @@ pub const FIELDS: &[(&str, Staging)] = &[
     ("redelivery.requeue", Staged("with poison")),
 ];
 
+/// The real broker a live run drives (chosen by the scenario's flavour).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LiveBroker {
+    /// ActiveMQ Classic (`flavour = "activemq"`): [`FIELDS`].
+    ActiveMq,
+    /// RabbitMQ (`flavour = "rabbitmq"` or `"rabbitmq_quorum"`): [`RABBITMQ`], else [`FIELDS`].
+    RabbitMq,
+}
+
+/// RabbitMQ's rows where they differ from [`FIELDS`] (ActiveMQ's): a field staged on ActiveMQ
+/// may be refused on RabbitMQ, and the other way round.
+pub const RABBITMQ: &[(&str, Staging)] = &[
+    (
+        "flavour",
+        Staged("\"rabbitmq\" (classic queue) or \"rabbitmq_quorum\" (quorum queue)"),
+    ),
+    (
+        "strategies",
+        Staged("competing; single and rabbitmq_sac (x-single-active-consumer); rabbitmq_hash"),
+    ),
+    (
+        "strategy",
+        Staged("[strategy.rabbitmq_hash] queues, weight, registration = \"same\"; others refused"),
+    ),
+    (
+        "workload.poison_fraction",
+        Staged("poison drawn from the seed, NACKed"),
+    ),
+    (
+        "broker.name",
+        Staged("one rabbitmq-server node (one broker)"),
+    ),
+    (
+        "broker.persistent",
+        Staged("durable queues and persistent SENDs (a quorum queue: always)"),
+    ),
+    (
+        "broker.dispatch_latency",
+        Broker("RabbitMQ's transit from SEND to MESSAGE"),
+    ),
+    (
+        "broker.restart_time",
+        Broker("rabbitmq-server's boot after SIGKILL, until its STOMP port opens"),
+    ),
+    (
+        "network.kind",
+        Refused("one RabbitMQ node: no network of brokers"),
+    ),
+    (
+        "network.prefetch",
+        Refused("one RabbitMQ node: no network of brokers"),
+    ),
+    (
+        "network.forward_delay",
+        Refused("one RabbitMQ node: no network of brokers"),
+    ),
+    ("consumers.prefetch", Staged("the STOMP prefetch-count")),
+    ("consumers.brokers", Staged("one node")),
+    ("consumers.connect", Staged("one node")),
+    ("producers.brokers", Staged("one node")),
+    ("producers.connect", Staged("one node")),
+    (
+        "redelivery.mode",
+        Staged("with poison: \"non_blocking\" only (the queue redelivers at once)"),
+    ),
+    (
+        "redelivery.initial_delay",
+        Staged("with poison: 0 only (RabbitMQ has no redelivery delay)"),
+    ),
+    (
+        "redelivery.max_redeliveries",
+        Staged("with poison: 0 is a NACK without requeue; a quorum queue's x-delivery-limit"),
+    ),
+    (
+        "redelivery.backout_threshold",
+        Refused("IBM MQ's and SQS's; say max_redeliveries"),
+    ),
+    (
+        "redelivery.dead_letter",
+        Staged("with poison: x-dead-letter-exchange to a queue, or none"),
+    ),
+    (
+        "redelivery.requeue",
+        Staged("with poison: the queue type's position (others refused)"),
+    ),
+];
+
+/// How `path` is staged on `broker`: RabbitMQ's own row first, else [`staging`].
+pub fn staging_on(broker: LiveBroker, path: &str) -> Option<Staging> {
+    if broker == LiveBroker::RabbitMq {
+        if let Some((_, s)) = RABBITMQ.iter().find(|(f, _)| *f == path) {
+            return Some(*s);
+        }
+    }
+    staging(path)
+}
+
 /// How `path` (`field` or `table.field`) is staged: its own row, else its table's (`None`: not
 /// classified, which `sim live` refuses).
 pub fn staging(path: &str) -> Option<Staging> {
@@ -191,8 +288,13 @@ pub fn per_field(table: &str) -> bool {
 /// its reason: every key written (top level, the tables classified field by field, every
 /// `[[broker]]` and `[[fault]]`), refused if its row says so or it has none.
 pub fn refused_fields(doc: &toml_edit::DocumentMut) -> Vec<String> {
+    refused_fields_on(LiveBroker::ActiveMq, doc)
+}
+
+/// [`refused_fields`] on `broker`.
+pub fn refused_fields_on(broker: LiveBroker, doc: &toml_edit::DocumentMut) -> Vec<String> {
     let mut out = Vec::new();
-    let mut check = |path: String, shown: String| match staging(&path) {
+    let mut check = |path: String, shown: String| match staging_on(broker, &path) {
         Some(Refused(why)) => out.push(format!("{shown} ({why})")),
         None => out.push(format!("{shown} (not staged)")),
         _ => {}
@@ -217,10 +319,15 @@ pub fn refused_fields(doc: &toml_edit::DocumentMut) -> Vec<String> {
 
 /// The fields the real broker supplies (what the run's output lists).
 pub fn broker_supplied() -> Vec<(&'static str, &'static str)> {
+    broker_supplied_on(LiveBroker::ActiveMq)
+}
+
+/// [`broker_supplied`] on `broker`.
+pub fn broker_supplied_on(broker: LiveBroker) -> Vec<(&'static str, &'static str)> {
     FIELDS
         .iter()
-        .filter_map(|(f, s)| match s {
-            Broker(why) => Some((*f, *why)),
+        .filter_map(|(f, _)| match staging_on(broker, f) {
+            Some(Broker(why)) => Some((*f, why)),
             _ => None,
         })
         .collect()
@@ -309,6 +416,23 @@ mod tests {
             .filter(|p| !seen.iter().any(|s| s == p))
             .collect();
         assert!(stale.is_empty(), "rows for unknown fields: {stale:?}");
+        // RabbitMQ's rows name known fields too, and every field is classified on both brokers.
+        let stale: Vec<&str> = RABBITMQ
+            .iter()
+            .map(|(p, _)| *p)
+            .filter(|p| !seen.iter().any(|s| s == p))
+            .collect();
+        assert!(
+            stale.is_empty(),
+            "RabbitMQ rows for unknown fields: {stale:?}"
+        );
+        for b in [LiveBroker::ActiveMq, LiveBroker::RabbitMq] {
+            let missing: Vec<&String> = seen
+                .iter()
+                .filter(|p| (p.contains('.') || !per_field(p)) && staging_on(b, p).is_none())
+                .collect();
+            assert!(missing.is_empty(), "{b:?}: {missing:?}");
+        }
         // The tables walked field by field are those the probe scenario reaches.
         for t in ["workload", "producers", "broker", "network", "consumers"] {
             assert!(per_field(t), "{t}");
@@ -342,6 +466,24 @@ mod tests {
                 "network.network_ttl (ActiveMQ's default, 1, only)".into(),
                 "fault.skew (no clock fault is staged)".into(),
             ]
+        );
+        // The same field, refused on one broker and supplied by the other.
+        assert_eq!(
+            refused_fields_on(LiveBroker::RabbitMq, &doc),
+            vec![
+                "[lease] (no lease is staged)".to_string(),
+                "network.forward_delay (one RabbitMQ node: no network of brokers)".into(),
+                "network.network_ttl (ActiveMQ's default, 1, only)".into(),
+                "fault.skew (no clock fault is staged)".into(),
+            ]
+        );
+        let names: Vec<&str> = broker_supplied_on(LiveBroker::RabbitMq)
+            .iter()
+            .map(|(f, _)| *f)
+            .collect();
+        assert_eq!(
+            names,
+            vec!["broker.dispatch_latency", "broker.restart_time"]
         );
         let names: Vec<&str> = broker_supplied().iter().map(|(f, _)| *f).collect();
         assert_eq!(

@@ -30,15 +30,48 @@ fn kill_registered() {
     }
 }
 
-fn register(pid: u32) {
+pub(super) fn register(pid: u32) {
     if let Ok(mut g) = CHILDREN.lock() {
         g.push(pid);
     }
 }
 
-fn unregister(pid: u32) {
+pub(super) fn unregister(pid: u32) {
     if let Ok(mut g) = CHILDREN.lock() {
         g.retain(|&p| p != pid);
+    }
+}
+
+/// A broker process a live run drives (ActiveMQ's [`Broker`], RabbitMQ's
+/// [`super::rabbitmq::Rabbit`]).
+pub trait Process {
+    /// Its scenario name.
+    fn name(&self) -> &str;
+    /// Its STOMP port on 127.0.0.1.
+    fn port(&self) -> u16;
+    /// Starts it and waits until its STOMP port answers CONNECT: the instant it answered.
+    fn start(&mut self, timeout: Duration) -> Result<Instant, String>;
+    /// SIGKILL now, without reaping: the instant a history records as the crash.
+    fn sigkill(&mut self);
+    /// SIGKILL by PID and reap (the store stays for a restart).
+    fn kill(&mut self);
+}
+
+impl Process for Broker {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn port(&self) -> u16 {
+        self.port
+    }
+    fn start(&mut self, timeout: Duration) -> Result<Instant, String> {
+        Broker::start(self, timeout)
+    }
+    fn sigkill(&mut self) {
+        Broker::sigkill(self)
+    }
+    fn kill(&mut self) {
+        Broker::kill(self)
     }
 }
 
@@ -345,39 +378,14 @@ impl Broker {
             .map_err(|e| format!("cannot start java: {e}"))?;
         register(child.id());
         self.child = Some(child);
-        let t0 = Instant::now();
-        loop {
-            if crate::interrupt::interrupted() {
-                self.kill();
-                return Err("interrupted".into());
-            }
-            if let Some(c) = &mut self.child {
-                if let Ok(Some(status)) = c.try_wait() {
-                    let pid = c.id();
-                    unregister(pid);
-                    self.child = None;
-                    return Err(format!(
-                        "broker {} exited ({status}) while starting; see {}",
-                        self.name,
-                        self.dir.join("stdout.log").display()
-                    ));
-                }
-            }
-            if let Ok(c) = Conn::connect(self.port, Duration::from_millis(500)) {
-                let open = Instant::now();
-                c.disconnect();
-                return Ok(open);
-            }
-            if t0.elapsed() > timeout {
-                self.kill();
-                return Err(format!(
-                    "broker {} did not open STOMP port {} within {:?}",
-                    self.name, self.port, timeout
-                ));
-            }
-            // Tried every 10 ms: the port's opening is reported as the restart's end.
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let log = self.dir.join("stdout.log");
+        await_stomp(
+            &mut self.child,
+            self.port,
+            timeout,
+            &format!("broker {}", self.name),
+            &log.display().to_string(),
+        )
     }
 
     /// Sends SIGKILL now, without waiting for the process to end: the instant a history records
@@ -390,11 +398,57 @@ impl Broker {
 
     /// SIGKILL by PID and reap (the store stays for a restart).
     pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-            unregister(c.id());
+        reap(&mut self.child);
+    }
+}
+
+/// SIGKILLs the process in `child` by PID, if any, and reaps it.
+pub(super) fn reap(child: &mut Option<Child>) {
+    if let Some(mut c) = child.take() {
+        let _ = c.kill();
+        let _ = c.wait();
+        unregister(c.id());
+    }
+}
+
+/// Waits until the starting process in `child` answers CONNECT on its STOMP `port` (at most
+/// `timeout`): the instant it answered. On Ctrl-C or the timeout the process is killed and
+/// reaped; if it exits it is reaped, and the error names `what` and where its `logs` are.
+pub(super) fn await_stomp(
+    child: &mut Option<Child>,
+    port: u16,
+    timeout: Duration,
+    what: &str,
+    logs: &str,
+) -> Result<Instant, String> {
+    let t0 = Instant::now();
+    loop {
+        if crate::interrupt::interrupted() {
+            reap(child);
+            return Err("interrupted".into());
         }
+        if let Some(c) = child {
+            if let Ok(Some(status)) = c.try_wait() {
+                unregister(c.id());
+                *child = None;
+                return Err(format!(
+                    "{what} exited ({status}) while starting; see {logs}"
+                ));
+            }
+        }
+        if let Ok(c) = Conn::connect(port, Duration::from_millis(500)) {
+            let open = Instant::now();
+            c.disconnect();
+            return Ok(open);
+        }
+        if t0.elapsed() > timeout {
+            reap(child);
+            return Err(format!(
+                "{what} did not open STOMP port {port} within {timeout:?}"
+            ));
+        }
+        // Tried every 10 ms: the port's opening is reported as the restart's end.
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

@@ -114,7 +114,16 @@ fn strategy_name(s: LiveStrategy) -> &'static str {
         LiveStrategy::Competing => "competing",
         LiveStrategy::Single => "single",
         LiveStrategy::MessageGroups => "message_groups",
+        LiveStrategy::RabbitmqSac => "rabbitmq_sac",
+        LiveStrategy::RabbitmqHash => "rabbitmq_hash",
     }
+}
+
+/// The live brokers of the loaded files, each once, with where they are installed.
+fn brokers_at(loaded: &[Loaded]) -> String {
+    let mut v: Vec<String> = loaded.iter().map(|l| super::broker_at(&l.sc)).collect();
+    v.dedup();
+    v.join("; ")
 }
 
 /// `sim calibrate`.
@@ -127,10 +136,10 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
     }
     let files = scenario_files(&req.paths)?;
     let loaded = load_all(&files)?;
-    if let Some(why) = broker::missing() {
-        return Err(CliError::Usage(format!(
-            "sim calibrate needs ActiveMQ: {why}"
-        )));
+    for l in &loaded {
+        if let Some(why) = super::rabbit_plan::missing(&l.sc) {
+            return Err(CliError::Usage(format!("sim calibrate needs {why}")));
+        }
     }
     if let Some(dir) = &req.out {
         crate::create_dir(dir)?;
@@ -138,11 +147,11 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
     broker::install_interrupt_handler();
     let mut text = format!(
         "calibrate: {} scenario(s); the simulator over {} seeds, live over {} run(s) each \
-         (ActiveMQ Classic at {})\n{}\n",
+         ({})\n{}\n",
         loaded.len(),
         req.sim_seeds,
         req.runs,
-        broker::activemq_home().display(),
+        brokers_at(&loaded),
         req.tolerance.describe()
     );
     crate::stdout_write(&text)?;
@@ -157,7 +166,7 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
             seed0 + req.sim_seeds - 1,
             seed0,
             seed0 + req.runs as u64 - 1
-        );
+        ) + &super::rabbit_plan::version_notes(&l.sc, &l.sc.strategies);
         crate::stdout_write(&head)?;
         let mut rows = Vec::new();
         for &s in &l.strategies {
@@ -219,10 +228,14 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
         if let Some(dir) = &req.out {
             let fig = crate::charts::calibration_chart(
                 &format!(
-                    "{}: simulator ({} seed{}) vs live ActiveMQ ({} run{})",
+                    "{}: simulator ({} seed{}) vs live {} ({} run{})",
                     l.name,
                     req.sim_seeds,
                     if req.sim_seeds == 1 { "" } else { "s" },
+                    match super::rabbit_plan::broker_of(&l.sc) {
+                        crate::staging::LiveBroker::ActiveMq => "ActiveMQ".to_string(),
+                        crate::staging::LiveBroker::RabbitMq => super::rabbit_plan::product(&l.sc),
+                    },
                     req.runs,
                     if req.runs == 1 { "" } else { "s" }
                 ),

@@ -12,8 +12,11 @@
 
 pub mod broker;
 pub mod calibrate;
+pub mod rabbit_plan;
+pub mod rabbitmq;
 pub mod run;
 pub mod stomp;
+pub mod target;
 
 use crate::report;
 use crate::trace::TraceHeader;
@@ -58,7 +61,7 @@ pub use crate::pacing::FAULT_PRECISION;
 /// The fields the real broker supplies for `sc` (those its run uses), one line: what the run's
 /// output lists.
 pub fn supplied_by_the_broker(sc: &Scenario) -> String {
-    let used: Vec<String> = crate::staging::broker_supplied()
+    let used: Vec<String> = crate::staging::broker_supplied_on(rabbit_plan::broker_of(sc))
         .into_iter()
         .filter(|(f, _)| match *f {
             "broker.restart_time" => sc
@@ -93,11 +96,15 @@ pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String>
         Err(e) => return vec![format!("the file does not parse: {e}")],
     };
     // Every key written, by its row in the one table (crate::staging::FIELDS).
-    out.extend(crate::staging::refused_fields(&doc));
+    let on = rabbit_plan::broker_of(sc);
+    out.extend(crate::staging::refused_fields_on(on, &doc));
+    if on == crate::staging::LiveBroker::RabbitMq {
+        out.extend(rabbit_plan::refusals(&doc, sc));
+    }
     if sc.brokers.is_empty() {
         out.push("[[broker]]: none".into());
     }
-    if sc.brokers.len() > 1 {
+    if sc.brokers.len() > 1 && on == crate::staging::LiveBroker::ActiveMq {
         // ActiveMQ's demand-forwarding bridges; `idle_forward` is WebLogic's.
         if sc.network.kind != sim::scenario::NetworkKind::Bridge {
             out.push("network.kind = \"idle_forward\" (ActiveMQ's network is \"bridge\")".into());
@@ -112,7 +119,10 @@ pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String>
             );
         }
     }
-    if sc.brokers.len() > 1 && sc.network.forward_delay.micros() > MAX_FORWARD_DELAY_US {
+    if sc.brokers.len() > 1
+        && on == crate::staging::LiveBroker::ActiveMq
+        && sc.network.forward_delay.micros() > MAX_FORWARD_DELAY_US
+    {
         out.push(format!(
             "network.forward_delay = {} (the loopback bridge forwards in about 1 ms; above 2ms \
              is not staged)",
@@ -129,11 +139,12 @@ pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String>
     if let Err(e) = live_redelivery(sc) {
         out.push(e);
     }
-    if sc.flavour != sim::scenario::Flavour::default()
+    if on == crate::staging::LiveBroker::ActiveMq
+        && sc.flavour != sim::scenario::Flavour::default()
         && doc.get("flavour").and_then(|f| f.as_str()) != Some("activemq")
     {
         out.push(format!(
-            "flavour = {:?} (the live broker is ActiveMQ Classic)",
+            "flavour = {:?} (the live brokers: ActiveMQ Classic, RabbitMQ)",
             doc.get("flavour").and_then(|f| f.as_str()).unwrap_or("?")
         ));
     }
@@ -164,8 +175,13 @@ pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String>
     for s in strategies {
         if LiveStrategy::parse(s).is_none() {
             out.push(format!(
-                "strategy {s:?} (staged: competing, single, message_groups)"
+                "strategy {s:?} (staged: competing, single, message_groups; on RabbitMQ \
+                 rabbitmq_sac, rabbitmq_hash)"
             ));
+        }
+        out.extend(rabbit_plan::strategy_refusal(on, s));
+        if s.starts_with("rabbitmq_") {
+            continue; // rabbit_plan::refusals judges their parameters
         }
         if let Some(t) = sc.strategy.get(s) {
             for (k, v) in t {
@@ -209,6 +225,9 @@ pub fn live_redelivery(sc: &Scenario) -> Result<run::LiveRedelivery, String> {
     use sim::scenario::{DeadLetter, Limit, RedeliveryMode, Requeue};
     if !has_poison(sc) {
         return Ok(run::LiveRedelivery::Nack);
+    }
+    if rabbit_plan::broker_of(sc) == crate::staging::LiveBroker::RabbitMq {
+        return rabbit_plan::redelivery(sc);
     }
     let r = sc.redelivery_policy();
     let Some(b) = sc.brokers.first() else {
@@ -352,6 +371,7 @@ pub fn plan(
     faults.sort_by_key(|(t, _)| *t);
     let schedule = run::schedule(sc, seed);
     Ok(Plan {
+        target: rabbit_plan::target(sc, strategy),
         strategy,
         keys: sc.workload.keys,
         kind: sc.workload.kind,
@@ -417,8 +437,8 @@ pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
     if req.runs == 0 {
         return Err(CliError::Usage("--runs must be at least 1".into()));
     }
-    if let Some(why) = broker::missing() {
-        return Err(CliError::Usage(format!("sim live needs ActiveMQ: {why}")));
+    if let Some(why) = rabbit_plan::missing(&sc) {
+        return Err(CliError::Usage(format!("sim live needs {why}")));
     }
     if let Some(dir) = &req.out {
         crate::create_dir(dir)?;
@@ -426,7 +446,7 @@ pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
     broker::install_interrupt_handler();
     let seed0 = req.seed.unwrap_or(sc.seed);
     let mut entries = Vec::new();
-    let mut notes = supplied_by_the_broker(&sc);
+    let mut notes = supplied_by_the_broker(&sc) + &rabbit_plan::version_notes(&sc, &names);
     let mut off = Vec::new();
     for name in &names {
         let strategy = LiveStrategy::parse(name).expect("refused above");
@@ -459,16 +479,31 @@ pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
         strategies: entries,
     };
     let text = format!(
-        "live: sim live {} (seeds {}..{}), ActiveMQ Classic at {}\n{}{notes}",
+        "live: sim live {} (seeds {}..{}), {}\n{}{notes}",
         req.file.display(),
         seed0,
         seed0 + req.runs as u64 - 1,
-        broker::activemq_home().display(),
+        broker_at(&sc),
         report::table(&summary)
     );
     Ok(LiveOutcome { text, off })
 }
 
+/// The live broker and where it is installed, for the output.
+pub fn broker_at(sc: &Scenario) -> String {
+    match rabbit_plan::broker_of(sc) {
+        crate::staging::LiveBroker::ActiveMq => {
+            format!("ActiveMQ Classic at {}", broker::activemq_home().display())
+        }
+        crate::staging::LiveBroker::RabbitMq => format!(
+            "{} at {}",
+            rabbit_plan::product(sc),
+            rabbitmq::server().display()
+        ),
+    }
+}
+
+/// A run's error as the CLI's.
 pub fn live_error(e: &str, done: &[StrategySummary]) -> CliError {
     if e == "interrupted" {
         CliError::Interrupted {
@@ -492,7 +527,8 @@ pub fn write_history(
 ) -> Result<(), CliError> {
     let mut header = TraceHeader::of(sc, file, Some(strategy), Some(seed));
     header.description = Some(format!(
-        "live run against ActiveMQ Classic: {}",
+        "live run against {}: {}",
+        rabbit_plan::product(sc),
         sc.description.clone().unwrap_or_default()
     ));
     let mut out = serde_json::to_vec(&header).expect("header serializes");

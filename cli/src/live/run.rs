@@ -2,8 +2,9 @@
 //! workload, the fault driver, the recorder, and the final read of what is left in the queue and
 //! the dead-letter queue.
 
-use super::broker::{Broker, BrokerConf, TempDir};
+use super::broker::{BrokerConf, Process};
 use super::stomp::{close_socket, Conn, Frame};
+use super::target::Target;
 pub use crate::pacing::{outages, pacing, FaultTiming, Pacing};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -33,6 +34,10 @@ pub enum LiveStrategy {
     Single,
     /// `JMSXGroupID` = the key.
     MessageGroups,
+    /// RabbitMQ's single active consumer (`x-single-active-consumer`).
+    RabbitmqSac,
+    /// RabbitMQ's consistent-hash exchange over queues with single active consumer.
+    RabbitmqHash,
 }
 
 impl LiveStrategy {
@@ -42,6 +47,8 @@ impl LiveStrategy {
             "competing" => Some(LiveStrategy::Competing),
             "single" => Some(LiveStrategy::Single),
             "message_groups" => Some(LiveStrategy::MessageGroups),
+            "rabbitmq_sac" => Some(LiveStrategy::RabbitmqSac),
+            "rabbitmq_hash" => Some(LiveStrategy::RabbitmqHash),
             _ => None,
         }
     }
@@ -83,6 +90,10 @@ pub enum LiveRedelivery {
     /// broker's scheduler sends the message back to the tail of the queue after the policy's
     /// delay, up to `max_redeliveries`, then dead-letters it (`mode = "non_blocking"`).
     Plugin(super::broker::PluginPolicy),
+    /// RabbitMQ: the consumer NACKs with requeue and the broker delivers the message again at
+    /// once (a classic queue at its original position, a quorum queue 3.x at the back), up to
+    /// `x-delivery-limit` returns (`None`: for ever), then drops or dead-letters it.
+    Requeue(Option<u32>),
 }
 
 impl LiveRedelivery {
@@ -97,6 +108,7 @@ impl LiveRedelivery {
             LiveRedelivery::Client { .. } => None,
             LiveRedelivery::Plugin(p) if p.max_redeliveries < 0 => None,
             LiveRedelivery::Plugin(p) => Some(p.max_redeliveries as u32 + 1),
+            LiveRedelivery::Requeue(limit) => limit.map(|n| n + 1),
         }
     }
 
@@ -119,6 +131,8 @@ impl LiveRedelivery {
 
 /// What a run needs, resolved from the scenario and the seed.
 pub struct Plan {
+    /// The live broker.
+    pub target: Target,
     /// The strategy.
     pub strategy: LiveStrategy,
     /// Keys.
@@ -310,9 +324,17 @@ impl Recorder {
         msg
     }
 
-    /// A NACK of `id` was sent.
-    pub fn nacked(&self, id: u64) {
-        *self.lock().nacks.entry(id).or_default() += 1;
+    /// A NACK of `id` was sent: how many so far.
+    pub fn nacked(&self, id: u64) -> u32 {
+        let mut g = self.lock();
+        let n = g.nacks.entry(id).or_default();
+        *n += 1;
+        *n
+    }
+
+    /// How many NACKs of `id` were sent.
+    pub fn nacks(&self, id: u64) -> u32 {
+        self.lock().nacks.get(&id).copied().unwrap_or(0)
     }
 
     /// Messages produced, and those settled: applied, or NACKed `final_nacks` times (a poison
@@ -670,7 +692,9 @@ fn producer(sh: &Shared, p: u32, plan: &Plan, t0: Instant) -> Vec<(usize, Instan
                 }
                 let poison = plan.poison.get(i).copied().unwrap_or(false);
                 let msg = sh.rec.produce(p, key, poison);
-                let frame = send_frame(msg, plan.strategy, plan.persistent, poison);
+                let frame = plan
+                    .target
+                    .send(send_frame(msg, plan.strategy, plan.persistent, poison), key);
                 out.unsent.push_back((i, msg, frame));
                 next += 1;
             }
@@ -726,8 +750,17 @@ fn consumer(sh: &Shared, c: u32, plan: &Plan) {
         }
         let list = &plan.consumer_lists[c as usize];
         let attached = connect_first(sh, list).and_then(|(mut k, b)| {
-            k.send(&subscribe_frame(plan.strategy, plan.prefetch).header("receipt", SUBSCRIBED))
-                .ok()?;
+            // Registered in order; the last one's receipt says all are.
+            let subs = plan.target.subscriptions(plan.strategy, plan.prefetch);
+            let n = subs.len();
+            for (i, f) in subs.into_iter().enumerate() {
+                let f = if i + 1 == n {
+                    f.header("receipt", SUBSCRIBED)
+                } else {
+                    f
+                };
+                k.send(&f).ok()?;
+            }
             Some((k, b))
         });
         let (mut conn, broker) = match attached {
@@ -855,7 +888,11 @@ fn consume(
             msg,
             broker,
             consumer: c,
-            delivery: if redelivered { 2 } else { 1 },
+            // A quorum queue counts its returns (`x-delivery-count`).
+            delivery: f
+                .get("x-delivery-count")
+                .and_then(|n| n.parse::<u32>().ok())
+                .map_or(if redelivered { 2 } else { 1 }, |n| n + 1),
             redelivered,
         });
         let mut delivery = 1u32;
@@ -917,7 +954,8 @@ fn consume(
                     // the redelivery plugin, schedules its redelivery. Written under the
                     // recorder's lock, so never after a crash.
                     let mut failed = false;
-                    let nack = Frame::new("NACK").header("id", ack_id);
+                    let requeue = matches!(plan.redelivery, LiveRedelivery::Requeue(_));
+                    let nack = plan.target.nack(&ack_id, requeue);
                     sh.record(c, |_| {
                         failed = conn.send(&nack).is_err();
                         None
@@ -925,7 +963,12 @@ fn consume(
                     if failed || sh.down(c).is_some() {
                         return ended(sh, c);
                     }
-                    sh.rec.nacked(msg.id);
+                    let n = sh.rec.nacked(msg.id);
+                    // RabbitMQ without a dead-letter exchange deletes the message at its last
+                    // NACK: a drop then, as the model records it (not a loss found at the end).
+                    if plan.target.drops() && plan.redelivery.final_nacks() == Some(n) {
+                        sh.rec.push(|t| Event::Drop { t, msg, broker });
+                    }
                     break;
                 }
             }
@@ -1110,18 +1153,11 @@ fn wait_bridges(ports: &[u16], timeout: Duration) -> Result<(), String> {
 /// One live run of `plan` against fresh brokers: the history, how the producers kept to the
 /// schedule, and when the faults happened.
 pub fn run(plan: &Plan) -> Result<LiveRun, String> {
-    let confs = broker_confs(plan)?;
-    let mut dirs = Vec::new();
-    let mut brokers = Vec::new();
-    for (name, conf) in plan.brokers.iter().zip(&confs) {
-        let dir = TempDir::new(&conf.name).map_err(|e| format!("temporary directory: {e}"))?;
-        brokers.push(Broker::configure(name, conf, dir.path())?);
-        dirs.push(dir);
-    }
+    let (dirs, mut brokers) = plan.target.processes(plan)?;
     for b in brokers.iter_mut() {
         b.start(Duration::from_secs(60))?;
     }
-    let ports: Vec<u16> = brokers.iter().map(|b| b.port).collect();
+    let ports: Vec<u16> = brokers.iter().map(|b| b.port()).collect();
     wait_bridges(&ports, Duration::from_secs(30))?;
     let sh = Arc::new(Shared::new(
         Recorder::new(plan.keys),
@@ -1189,7 +1225,7 @@ pub fn run(plan: &Plan) -> Result<LiveRun, String> {
         r
     });
     if let Err(e) = result {
-        brokers.iter_mut().for_each(Broker::kill);
+        brokers.iter_mut().for_each(|b| b.kill());
         return Err(e);
     }
     if crate::interrupt::interrupted() {
@@ -1199,14 +1235,19 @@ pub fn run(plan: &Plan) -> Result<LiveRun, String> {
     let mut left = Vec::new();
     let mut dead = Vec::new();
     for (i, &port) in ports.iter().enumerate() {
-        left.extend(drain(port, QUEUE, Duration::from_millis(1500))?);
-        dead.extend(
-            drain(port, DLQ, Duration::from_millis(500))?
-                .into_iter()
-                .map(|m| (m, i as u16)),
-        );
+        for (dest, dlq) in plan.target.leftovers() {
+            if dlq {
+                dead.extend(
+                    drain(port, &dest, Duration::from_millis(500))?
+                        .into_iter()
+                        .map(|m| (m, i as u16)),
+                );
+            } else {
+                left.extend(drain(port, &dest, Duration::from_millis(1500))?);
+            }
+        }
     }
-    brokers.iter_mut().for_each(Broker::kill);
+    brokers.iter_mut().for_each(|b| b.kill());
     drop(dirs);
     let sh = Arc::try_unwrap(sh).map_err(|_| "threads still hold the run".to_string())?;
     let rec = sh.rec;
@@ -1225,9 +1266,17 @@ pub fn run(plan: &Plan) -> Result<LiveRun, String> {
             rec.push(|t| Event::Pending { t, msg: *m });
         }
     }
-    // Produced, never applied, and neither in the queue nor the DLQ: gone.
+    // Produced, never applied, and neither in the queue nor the DLQ (nor dropped at its last
+    // NACK): gone.
+    let dropped = |id| {
+        plan.target.drops()
+            && plan
+                .redelivery
+                .final_nacks()
+                .is_some_and(|n| rec.nacks(id) >= n)
+    };
     for m in rec.produced() {
-        if !rec.applied(m.id) && !seen.contains(&m.id) {
+        if !rec.applied(m.id) && !seen.contains(&m.id) && !dropped(m.id) {
             rec.push(|t| Event::Discard {
                 t,
                 msg: m,
@@ -1254,7 +1303,7 @@ pub fn run(plan: &Plan) -> Result<LiveRun, String> {
 fn drive(
     sh: &Shared,
     plan: &Plan,
-    brokers: &mut [Broker],
+    brokers: &mut [Box<dyn Process>],
     t0: Instant,
 ) -> Result<Vec<FaultTiming>, String> {
     let mut out = Vec::new();
@@ -1359,7 +1408,11 @@ mod tests {
                             }
                         }
                         "ACK" | "NACK" => {
-                            out.push((f.command.clone(), f.get("id").unwrap_or("").to_string()));
+                            let requeue = f
+                                .get("requeue")
+                                .map_or(String::new(), |r| format!(" requeue:{r}"));
+                            let id = f.get("id").unwrap_or("");
+                            out.push((f.command.clone(), format!("{id}{requeue}")));
                             if out.len() >= want {
                                 return out;
                             }
@@ -1397,6 +1450,15 @@ mod tests {
         redelivery: LiveRedelivery,
         want: usize,
     ) -> (Vec<(String, String)>, Vec<Event>) {
+        consume_on(Target::ActiveMq, redelivery, want)
+    }
+
+    /// [`consume_with`] on `target`.
+    fn consume_on(
+        target: Target,
+        redelivery: LiveRedelivery,
+        want: usize,
+    ) -> (Vec<(String, String)>, Vec<Event>) {
         let sc = crate::load_text(
             "t",
             "strategies = [\"competing\"]\n[workload]\nmessages = 3\nrate = \"10/s\"\nkeys = 1\n\
@@ -1408,6 +1470,7 @@ mod tests {
             want,
         );
         let plan = Plan {
+            target,
             strategy: LiveStrategy::Competing,
             keys: 1,
             kind: sim::scenario::WorkloadKind::State,
@@ -1468,6 +1531,34 @@ mod tests {
                 .filter(|e| matches!(e, Event::Rollback { msg, reason: FailReason::Poison, .. } if msg.id == 1))
                 .count(),
             1
+        );
+    }
+
+    #[test]
+    fn rabbitmq_nacks_say_whether_to_requeue() {
+        use super::super::rabbitmq::{QueueType, Topology};
+        let t = Target::Rabbit(Topology {
+            sac: false,
+            delivery_limit: Some(3),
+            ..Topology::sac_queue(QueueType::Quorum)
+        });
+        let nack = |r| {
+            let (frames, _) = consume_on(t.clone(), r, 3);
+            frames.into_iter().find(|(c, _)| c == "NACK").unwrap().1
+        };
+        // max_redeliveries = 0: dropped (or dead-lettered) by the queue, not requeued.
+        assert_eq!(nack(LiveRedelivery::Nack), "a1 requeue:false");
+        // A quorum queue's delivery limit: requeued (STOMP's default), counted by the queue.
+        assert_eq!(nack(LiveRedelivery::Requeue(Some(3))), "a1");
+        assert_eq!(LiveRedelivery::Requeue(Some(3)).final_nacks(), Some(4));
+        assert_eq!(LiveRedelivery::Requeue(None).final_nacks(), None);
+        // Without a dead-letter exchange the last NACK drops the message, recorded then.
+        let (_, events) = consume_on(t.clone(), LiveRedelivery::Nack, 3);
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, Event::Drop { msg, .. } if msg.id == 1)),
+            "{events:?}"
         );
     }
 

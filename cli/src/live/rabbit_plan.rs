@@ -1,0 +1,264 @@
+//! How a scenario under a RabbitMQ flavour is staged live (issue 37): which queue type, which
+//! queue arguments, where producers send, what a poison message's NACK does, what is refused,
+//! and where the installed server's version differs from the modelled one.
+//!
+//! The flavours model RabbitMQ 4.0-4.2 (sim/src/scenario/flavour.rs); Debian 12 ships 3.10.
+//! Where they differ the flavour's version decides the simulator's side and the installed server
+//! the live side, and the run says so ([`version_notes`]): a quorum queue with a delivery limit
+//! puts a nacked message at the back of the queue on 3.x (at the front on 4.x), and 3.x has no
+//! default delivery limit (the run declares the flavour's, `x-delivery-limit = 20`).
+
+use super::rabbitmq::{self, QueueType, Topology};
+use super::run::{LiveRedelivery, LiveStrategy};
+use super::target::Target;
+use crate::staging::LiveBroker;
+use sim::scenario::{DeadLetter, Flavour, Limit, RedeliveryMode, Requeue};
+use sim::Scenario;
+
+/// The live broker of the scenario's flavour.
+pub fn broker_of(sc: &Scenario) -> LiveBroker {
+    match sc.flavour {
+        Flavour::Rabbitmq | Flavour::RabbitmqQuorum => LiveBroker::RabbitMq,
+        _ => LiveBroker::ActiveMq,
+    }
+}
+
+/// The broker's product name, for the output and the histories' headers.
+pub fn product(sc: &Scenario) -> String {
+    match broker_of(sc) {
+        LiveBroker::ActiveMq => Target::ActiveMq.product(),
+        LiveBroker::RabbitMq => format!(
+            "RabbitMQ {}",
+            rabbitmq::version().unwrap_or_else(|| "(not installed)".into())
+        ),
+    }
+}
+
+/// Why the scenario's broker cannot be started here, if it cannot.
+pub fn missing(sc: &Scenario) -> Option<String> {
+    match broker_of(sc) {
+        LiveBroker::ActiveMq => super::broker::missing().map(|w| format!("ActiveMQ: {w}")),
+        LiveBroker::RabbitMq => rabbitmq::missing().map(|w| format!("RabbitMQ: {w}")),
+    }
+}
+
+/// The installed server's major version (3 when unknown: Debian 12's).
+fn installed_major() -> u32 {
+    rabbitmq::version()
+        .as_deref()
+        .and_then(rabbitmq::major)
+        .unwrap_or(3)
+}
+
+fn queue_type(sc: &Scenario) -> QueueType {
+    if sc.flavour == Flavour::RabbitmqQuorum {
+        QueueType::Quorum
+    } else {
+        QueueType::Classic
+    }
+}
+
+/// Where a NACK with requeue puts the message on RabbitMQ `major`: a classic queue at its
+/// original position; a quorum queue at the back on 3.x, on 4.x at the front when the queue has
+/// a delivery limit (`rabbit_fifo`'s `returns`) and at the back without one.
+pub fn requeue_on(qt: QueueType, limited: bool, major: u32) -> Requeue {
+    match qt {
+        QueueType::Classic => Requeue::Original,
+        QueueType::Quorum if major >= 4 && limited => Requeue::Head,
+        QueueType::Quorum => Requeue::Tail,
+    }
+}
+
+/// The quorum queue's `x-delivery-limit` (returns before it drops), from the flavour's limit.
+fn delivery_limit(sc: &Scenario) -> Option<u32> {
+    match (queue_type(sc), sc.redelivery_policy().limit) {
+        (QueueType::Quorum, Limit::Deliveries(n)) => Some(n.saturating_sub(1)),
+        _ => None,
+    }
+}
+
+/// A poison message's NACK: `max_redeliveries = 0` is a NACK without requeue (dropped, or
+/// dead-lettered with `dead_letter = "queue"`); otherwise a NACK with requeue, redelivered at
+/// once, until the quorum queue's delivery limit (a classic queue has none).
+pub fn redelivery(sc: &Scenario) -> Result<LiveRedelivery, String> {
+    let r = sc.redelivery_policy();
+    if r.mode != RedeliveryMode::NonBlocking {
+        return Err(
+            "redelivery.mode = \"blocking\" (RabbitMQ's queue redelivers a NACKed message; \
+             no client holds it)"
+                .into(),
+        );
+    }
+    if r.initial_delay.micros() != 0 {
+        return Err(format!(
+            "redelivery.initial_delay = {} (RabbitMQ redelivers at once: 0s only)",
+            r.initial_delay
+        ));
+    }
+    match (queue_type(sc), r.limit) {
+        (_, Limit::Deliveries(1)) => Ok(LiveRedelivery::Nack),
+        (_, Limit::Unlimited) => Ok(LiveRedelivery::Requeue(None)),
+        (QueueType::Quorum, Limit::Deliveries(n)) => Ok(LiveRedelivery::Requeue(Some(n - 1))),
+        (QueueType::Classic, Limit::Deliveries(n)) => Err(format!(
+            "redelivery.max_redeliveries = {} (a classic queue has no delivery limit: 0, \
+             a NACK without requeue, or unlimited)",
+            n - 1
+        )),
+    }
+}
+
+/// What the run declares for `strategy`.
+pub fn topology(sc: &Scenario, strategy: LiveStrategy) -> Topology {
+    let params = sc.strategy.get("rabbitmq_hash");
+    let int = |k: &str, d: u32| {
+        params
+            .and_then(|t| t.get(k))
+            .and_then(|v| v.as_integer())
+            .map_or(d, |v| v.max(1) as u32)
+    };
+    let hash = strategy == LiveStrategy::RabbitmqHash;
+    let dead_letter = super::has_poison(sc)
+        && sc
+            .brokers
+            .first()
+            .is_some_and(|b| sc.redelivery_policy().dead_letter(b) == DeadLetter::Queue);
+    Topology {
+        queue_type: queue_type(sc),
+        sac: strategy != LiveStrategy::Competing,
+        hash_queues: if hash { int("queues", 1) } else { 0 },
+        weight: int("weight", 1),
+        delivery_limit: delivery_limit(sc),
+        dead_letter,
+        durable: sc.brokers.first().is_none_or(|b| b.persistent),
+    }
+}
+
+/// The live target of `strategy` under the scenario's flavour.
+pub fn target(sc: &Scenario, strategy: LiveStrategy) -> Target {
+    match broker_of(sc) {
+        LiveBroker::ActiveMq => Target::ActiveMq,
+        LiveBroker::RabbitMq => Target::Rabbit(topology(sc, strategy)),
+    }
+}
+
+/// Whether `strategy` can be staged on `broker` (None) or why not.
+pub fn strategy_refusal(broker: LiveBroker, strategy: &str) -> Option<String> {
+    let s = LiveStrategy::parse(strategy)?;
+    match (broker, s) {
+        (LiveBroker::ActiveMq, LiveStrategy::RabbitmqSac | LiveStrategy::RabbitmqHash) => {
+            Some(format!(
+                "strategy {strategy:?} (RabbitMQ's: flavour = \"rabbitmq\" or \"rabbitmq_quorum\")"
+            ))
+        }
+        (LiveBroker::RabbitMq, LiveStrategy::MessageGroups) => Some(format!(
+            "strategy {strategy:?} (ActiveMQ's JMSXGroupID; on RabbitMQ: rabbitmq_hash)"
+        )),
+        _ => None,
+    }
+}
+
+/// What a RabbitMQ scenario asks that cannot be staged (besides [`crate::staging`]'s rows):
+/// several brokers, a non-persistent quorum queue, `[strategy.rabbitmq_hash]` values, and a
+/// requeue position the installed server does not have.
+pub fn refusals(doc: &toml_edit::DocumentMut, sc: &Scenario) -> Vec<String> {
+    let mut out = Vec::new();
+    if sc.brokers.len() > 1 {
+        out.push(format!(
+            "[[broker]]: {} brokers (one RabbitMQ node; no federation or shovel is staged)",
+            sc.brokers.len()
+        ));
+    }
+    if queue_type(sc) == QueueType::Quorum && sc.brokers.iter().any(|b| !b.persistent) {
+        out.push(
+            "[[broker]] persistent = false with rabbitmq_quorum (a quorum queue keeps every \
+             message on disk)"
+                .into(),
+        );
+    }
+    if let Some(t) = sc.strategy.get("rabbitmq_hash") {
+        for (k, v) in t {
+            let ok = match k.as_str() {
+                "queues" | "weight" => true,
+                "registration" => v.as_str() == Some("same"),
+                _ => false,
+            };
+            if !ok {
+                out.push(format!(
+                    "[strategy.rabbitmq_hash] {k} (staged: queues, weight, registration = \"same\")"
+                ));
+            }
+        }
+    }
+    if let Some(t) = sc.strategy.get("rabbitmq_sac") {
+        out.extend(t.keys().map(|k| format!("[strategy.rabbitmq_sac] {k}")));
+    }
+    // A requeue position written in the file must be the installed server's.
+    let written = doc
+        .get("redelivery")
+        .and_then(|r| r.get("requeue"))
+        .is_some();
+    if written && super::has_poison(sc) {
+        let r = sc.redelivery_policy();
+        let broker = requeue_on(
+            queue_type(sc),
+            delivery_limit(sc).is_some(),
+            installed_major(),
+        );
+        if r.requeue != broker {
+            out.push(format!(
+                "redelivery.requeue = {:?} (the installed RabbitMQ puts a NACKed message {:?})",
+                r.requeue, broker
+            ));
+        }
+    }
+    out
+}
+
+/// Where the installed server differs from the flavour's modelled version, one line each (empty
+/// when it does not): printed with the run, and in docs/live.md.
+pub fn version_notes(sc: &Scenario, strategies: &[String]) -> String {
+    if broker_of(sc) != LiveBroker::RabbitMq {
+        return String::new();
+    }
+    let v = rabbitmq::version().unwrap_or_else(|| "3.x".into());
+    let major = installed_major();
+    let mut out = String::new();
+    if queue_type(sc) == QueueType::Quorum && major < 4 {
+        let limited = delivery_limit(sc).is_some();
+        let model = sc.redelivery_policy().requeue;
+        let live = requeue_on(QueueType::Quorum, limited, major);
+        if super::has_poison(sc) && model != live {
+            out.push_str(&format!(
+                "version: rabbitmq_quorum models RabbitMQ 4.0-4.2, where a NACKed message is \
+                 delivered next ({model:?}); the installed {v} puts it at the back ({live:?}): \
+                 the simulator runs 4.x, the live run {v}\n"
+            ));
+        }
+        if let Some(n) = delivery_limit(sc) {
+            out.push_str(&format!(
+                "version: {v} has no default delivery limit; the run declares the modelled \
+                 limit, x-delivery-limit = {n} (the flavour's default, as 4.x's, is 20)\n"
+            ));
+        }
+    }
+    if strategies.iter().any(|s| s == "rabbitmq_hash") {
+        out.push_str(
+            "version: which key lands in which queue differs (RabbitMQ hashes with \
+             erlang:phash2, the simulator with murmur2): the spread, not the mapping, is compared\n",
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_installed_version_decides_the_requeue_position() {
+        assert_eq!(requeue_on(QueueType::Classic, false, 3), Requeue::Original);
+        assert_eq!(requeue_on(QueueType::Quorum, true, 3), Requeue::Tail);
+        assert_eq!(requeue_on(QueueType::Quorum, true, 4), Requeue::Head);
+        assert_eq!(requeue_on(QueueType::Quorum, false, 4), Requeue::Tail);
+    }
+}

@@ -1,0 +1,219 @@
+//! `sim live` against a real RabbitMQ (cargo feature `live`, issue 37). Each test skips, with its
+//! reason printed, when rabbitmq-server is not installed (.ci/live-rabbitmq.sh installs it). They
+//! share tests/live.rs's lock: each checks at its end that no process it started is left.
+
+use crate::live::{brokers_of, serial};
+use ordsim::live::broker::{self, Process};
+use ordsim::live::rabbitmq::{self, QueueType, Rabbit, Topology};
+use ordsim::live::{judge, run};
+use sim::history::{Event, Node};
+use std::time::Duration;
+
+fn skip() -> bool {
+    if let Some(why) = rabbitmq::missing() {
+        eprintln!("skipped: {why}");
+        return true;
+    }
+    false
+}
+
+/// The inodes of the sockets process `pid` holds.
+fn socket_inodes(pid: u32) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().to_string();
+            l.strip_prefix("socket:[")?
+                .strip_suffix(']')
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+/// The listening TCP sockets (local address as /proc/net shows it, hex) among `inodes`.
+fn listening(inodes: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // local_address, state 0A = LISTEN, inode.
+            if f.len() > 9 && f[3] == "0A" && inodes.iter().any(|i| i == f[9]) {
+                out.push(f[1].to_string());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_node_and_its_epmd_listen_on_loopback_only_and_are_stopped_by_pid() {
+    if skip() {
+        return;
+    }
+    let _serial = serial();
+    let dir = broker::TempDir::new("rabbit-listen").unwrap();
+    let t = Topology::sac_queue(QueueType::Quorum);
+    let mut node = Rabbit::configure("listen", &t, dir.path()).unwrap();
+    node.start(Duration::from_secs(120))
+        .expect("rabbitmq-server starts");
+    let pids = broker::live_children();
+    assert_eq!(pids.len(), 2, "the node and its epmd: {pids:?}");
+    let inodes: Vec<String> = pids.iter().flat_map(|&p| socket_inodes(p)).collect();
+    let addrs = listening(&inodes);
+    // STOMP, the Erlang distribution, epmd (IPv4, and epmd's ::1).
+    assert!(addrs.len() >= 3, "{addrs:?}");
+    let loopback = |a: &String| {
+        a.starts_with("0100007F:") || a.starts_with("00000000000000000000000001000000:")
+    };
+    assert!(
+        addrs.iter().all(loopback),
+        "listening beyond loopback: {addrs:?}"
+    );
+    drop(node);
+    assert!(broker::live_children().is_empty());
+    assert!(brokers_of(std::process::id()).is_empty());
+}
+
+fn scenario(flavour: &str, strategies: &str, extra: &str) -> sim::Scenario {
+    ordsim::load_text(
+        "tiny-rabbit",
+        &format!(
+            r#"
+flavour = "{flavour}"
+strategies = [{strategies}]
+[workload]
+messages = 150
+rate = "100/s"
+arrival = "constant"
+keys = 5
+[[broker]]
+name = "rabbit"
+[consumers]
+count = 2
+prefetch = 5
+service = "2ms"
+ack_latency = "10ms"
+{extra}
+"#
+        ),
+    )
+    .unwrap()
+}
+
+fn live(sc: &sim::Scenario, s: run::LiveStrategy) -> (sim::Metrics, Vec<Event>) {
+    let plan = ordsim::live::plan(sc, s, 1, Duration::from_secs(30)).unwrap();
+    let r = run::run(&plan).expect("the live run");
+    let m = judge(&r.events, plan.keys, plan.kind).expect("the checkers accept the history");
+    eprintln!(
+        "live rabbitmq {s:?}: produced {} applied {} violations {} duplicates {} lost {} pending {}",
+        m.produced, m.applied, m.ordering_violations, m.duplicates, m.lost, m.pending_at_end
+    );
+    assert!(broker::live_children().is_empty());
+    assert!(brokers_of(std::process::id()).is_empty());
+    (m, r.events)
+}
+
+fn applied_by(events: &[Event], c: u32) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(e, Event::Apply { consumer, .. } if *consumer == c))
+        .count()
+}
+
+#[test]
+fn quorum_single_active_consumer_keeps_order_through_a_consumer_crash_and_a_broker_kill() {
+    if skip() {
+        return;
+    }
+    let _serial = serial();
+    let sc = scenario(
+        "rabbitmq_quorum",
+        "\"rabbitmq_sac\"",
+        "[[fault]]\nkind = \"consumer_crash\"\nconsumer = 0\nat = \"400ms\"\nfor = \"300ms\"\n\
+         [[fault]]\nkind = \"broker_crash\"\nbroker = \"rabbit\"\nat = \"1s\"\nfor = \"200ms\"\n",
+    );
+    let (m, events) = live(&sc, run::LiveStrategy::RabbitmqSac);
+    assert_eq!(m.produced, 150);
+    // A quorum queue keeps every message through SIGKILL; everything is applied.
+    assert_eq!(m.lost, 0);
+    assert_eq!(m.applied, 150);
+    // The standby took over at the crash: both consumers applied, the queue's x-single-active-
+    // consumer (declared out of band) kept them from applying at once.
+    assert!(applied_by(&events, 0) > 0 && applied_by(&events, 1) > 0);
+    assert_eq!(m.ordering_violations, 0);
+    for n in [Node::Consumer(0), Node::Broker(0)] {
+        assert!(events
+            .iter()
+            .any(|e| matches!(e, Event::Crash { node, .. } if *node == n)));
+    }
+    assert!(events.iter().any(|e| matches!(
+        e,
+        Event::Recover {
+            node: Node::Broker(0),
+            ..
+        }
+    )));
+}
+
+#[test]
+fn the_consistent_hash_exchange_feeds_queues_with_one_active_consumer_each() {
+    if skip() {
+        return;
+    }
+    let _serial = serial();
+    let sc = scenario(
+        "rabbitmq",
+        "\"rabbitmq_hash\"",
+        "[strategy.rabbitmq_hash]\nqueues = 2\nregistration = \"same\"\n",
+    );
+    let (m, events) = live(&sc, run::LiveStrategy::RabbitmqHash);
+    assert_eq!(m.applied, 150);
+    // Both queues are consumed (each subscription's MESSAGE frames) ...
+    // ... and consumer 0, registered first on both, is active on both: consumer 1 gets nothing.
+    assert_eq!(applied_by(&events, 0), 150);
+    assert_eq!(m.ordering_violations, 0);
+}
+
+#[test]
+fn a_quorum_queue_drops_a_poison_message_at_its_delivery_limit() {
+    if skip() {
+        return;
+    }
+    let _serial = serial();
+    let sc = scenario(
+        "rabbitmq_quorum",
+        "\"competing\"",
+        "[redelivery]\nmax_redeliveries = 2\n\
+         [[fault]]\nkind = \"poison\"\nat = \"495ms\"\nfor = \"10ms\"\nfraction = 1.0\n",
+    );
+    let plan = ordsim::live::plan(
+        &sc,
+        run::LiveStrategy::Competing,
+        1,
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    assert_eq!(plan.redelivery, run::LiveRedelivery::Requeue(Some(2)));
+    let (m, events) = live(&sc, run::LiveStrategy::Competing);
+    let poison: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Rollback { msg, .. } => Some(msg.id),
+            _ => None,
+        })
+        .collect();
+    // x-delivery-limit = 2: three deliveries, each NACKed with requeue, then dropped.
+    assert_eq!(poison.len(), 3, "{poison:?}");
+    assert!(poison.iter().all(|&id| id == poison[0]));
+    assert_eq!(m.applied, 149);
+    assert_eq!(m.pending_at_end, 0);
+    // Dropped at its last NACK (no dead-letter exchange), as the model records it: not lost.
+    assert_eq!(m.lost, 0);
+    assert!(events
+        .iter()
+        .any(|e| matches!(e, Event::Drop { msg, .. } if msg.id == poison[0])));
+}
