@@ -17,7 +17,7 @@ use sim::Scenario;
 
 /// The live broker of the scenario's flavour.
 pub fn broker_of(sc: &Scenario) -> LiveBroker {
-    match sc.flavour {
+    match sc.flavour.product() {
         Flavour::Rabbitmq | Flavour::RabbitmqQuorum => LiveBroker::RabbitMq,
         _ => LiveBroker::ActiveMq,
     }
