@@ -9,7 +9,7 @@ use std::time::Duration;
 /// no broker it started is left (the registry of children is per process).
 static IN_PROCESS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
+pub(crate) fn serial() -> std::sync::MutexGuard<'static, ()> {
     IN_PROCESS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -23,7 +23,7 @@ fn skip() -> bool {
 
 /// The `java` processes started by sim process `pid`: their command line names its temporary
 /// directories (`ordsim-live-PID-...`).
-fn brokers_of(pid: u32) -> Vec<u32> {
+pub(crate) fn brokers_of(pid: u32) -> Vec<u32> {
     let tag = format!("ordsim-live-{pid}-");
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -81,6 +81,7 @@ ack_latency = "10ms"
         faults,
         drain_timeout: Duration::from_secs(20),
         seed: 1,
+        db: None,
     }
 }
 
@@ -373,7 +374,7 @@ fn a_scenario_that_cannot_be_staged_is_refused_with_exit_2_naming_the_field() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cannot stage"), "{err}");
     assert!(err.contains("producers.key_ownership"), "{err}");
-    assert!(err.contains("strategy \"notifier\""), "{err}");
+    assert!(err.contains("strategy \"cache_pessimistic\""), "{err}");
 }
 
 #[test]

@@ -18,6 +18,8 @@ mod hostile_io;
 mod lease;
 #[cfg(feature = "live")]
 mod live;
+#[cfg(feature = "live")]
+mod live_postgres;
 mod log;
 mod network;
 mod pause;

@@ -30,13 +30,13 @@ fn kill_registered() {
     }
 }
 
-fn register(pid: u32) {
+pub(super) fn register(pid: u32) {
     if let Ok(mut g) = CHILDREN.lock() {
         g.push(pid);
     }
 }
 
-fn unregister(pid: u32) {
+pub(super) fn unregister(pid: u32) {
     if let Ok(mut g) = CHILDREN.lock() {
         g.retain(|&p| p != pid);
     }

@@ -109,11 +109,14 @@ fn load_all(files: &[PathBuf]) -> Result<Vec<Loaded>, CliError> {
     Ok(out)
 }
 
-fn strategy_name(s: LiveStrategy) -> &'static str {
+/// The scenario name of a staged strategy.
+pub fn strategy_name(s: LiveStrategy) -> &'static str {
     match s {
         LiveStrategy::Competing => "competing",
         LiveStrategy::Single => "single",
         LiveStrategy::MessageGroups => "message_groups",
+        LiveStrategy::DbOptimistic => "db_optimistic",
+        LiveStrategy::Notifier => "notifier",
     }
 }
 
@@ -131,6 +134,12 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
         return Err(CliError::Usage(format!(
             "sim calibrate needs ActiveMQ: {why}"
         )));
+    }
+    if let Some(why) = loaded
+        .iter()
+        .find_map(|l| super::needs_postgres(&l.sc, &l.sc.strategies))
+    {
+        return Err(CliError::Usage(why));
     }
     if let Some(dir) = &req.out {
         crate::create_dir(dir)?;
@@ -203,7 +212,7 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
                 live.push(m);
             }
             rows.extend(calibrate::rows(
-                &calibrate::metrics_for(super::has_poison(&l.sc)),
+                &calibrate::metrics_for(super::rolls_back(&l.sc)),
                 &l.name,
                 &file,
                 name,
