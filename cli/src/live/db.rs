@@ -380,44 +380,25 @@ mod tests {
     use super::*;
     use sim::history::{Event, MsgRef};
 
-    const BASE: &str = r#"
-strategies = ["db_optimistic", "notifier"]
-[workload]
-messages = 10
-rate = "10/s"
-keys = 2
-[[broker]]
-name = "a"
-persistent = true
-[consumers]
-count = 2
-prefetch = 1
-service = "1ms"
-[strategy.db_optimistic]
-compare = "version"
-read_at = "end"
-[strategy.notifier]
-read_latency = "5ms"
-conditional_write = true
-[[fault]]
-kind = "db_outage"
-at = "1s"
-for = "1s"
-"#;
+    use super::super::tests::refused;
 
-    fn refused(text: &str, strategies: &[&str]) -> Vec<String> {
-        let sc = crate::load_text("t", text).unwrap();
-        let names: Vec<String> = strategies.iter().map(|s| s.to_string()).collect();
-        super::super::refusals(text, &sc, &names)
+    /// The live module's base scenario with both db handlers, their parameters and a db_outage.
+    fn base() -> String {
+        super::super::tests::BASE.replace(
+            "strategies = [\"competing\"]",
+            "strategies = [\"db_optimistic\", \"notifier\"]",
+        ) + "[strategy.db_optimistic]\ncompare = \"version\"\nread_at = \"end\"\n\
+             [strategy.notifier]\nread_latency = \"5ms\"\nconditional_write = true\n\
+             [[fault]]\nkind = \"db_outage\"\nat = \"1s\"\nfor = \"1s\"\n"
     }
 
     #[test]
     fn the_db_handlers_and_db_outage_are_staged_with_their_parameters() {
         assert_eq!(
-            refused(BASE, &["db_optimistic", "notifier"]),
+            refused(&base(), &["db_optimistic", "notifier"]),
             Vec::<String>::new()
         );
-        let sc = crate::load_text("t", BASE).unwrap();
+        let sc = crate::load_text("t", &base()).unwrap();
         assert_eq!(
             strategy_of("db_optimistic", &sc),
             Ok(Some(DbStrategy::Optimistic {
@@ -458,17 +439,17 @@ for = "1s"
     #[test]
     fn what_the_db_handlers_cannot_stage_is_named() {
         // The default compare is the JMS timestamp, which no live message carries.
-        let t = BASE.replace("compare = \"version\"\n", "");
+        let t = base().replace("compare = \"version\"\n", "");
         let r = refused(&t, &["db_optimistic"]);
         assert!(
             r.len() == 1 && r[0].contains("compare = \"timestamp\""),
             "{r:?}"
         );
-        let t = BASE.replace("conditional_write = true", "source_access = false");
+        let t = base().replace("conditional_write = true", "source_access = false");
         let r = refused(&t, &["notifier"]);
         assert!(r.len() == 1 && r[0].contains("source_access"), "{r:?}");
         // A db_outage needs every strategy to write the database.
-        let r = refused(BASE, &["db_optimistic", "competing"]);
+        let r = refused(&base(), &["db_optimistic", "competing"]);
         assert!(r.len() == 1 && r[0].contains("db_outage"), "{r:?}");
     }
 

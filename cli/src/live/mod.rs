@@ -4,7 +4,9 @@
 //! - [`stomp`]: a minimal STOMP 1.2 client;
 //! - [`broker`]: broker processes (configuration, start, SIGKILL, restart, cleanup, Ctrl-C);
 //! - [`run`]: producers, consumers, the fault driver and the recorder of one run;
-//! - [`calibrate`]: `sim calibrate`, the simulator's range beside the live values.
+//! - [`calibrate`]: `sim calibrate`, the simulator's range beside the live values;
+//! - [`postgres`], [`db`]: a private PostgreSQL per run and the db handlers' SQL (`db_optimistic`,
+//!   `notifier`, `db_outage`).
 //!
 //! Only what can be staged faithfully runs: one broker, the strategies `competing`, `single`
 //! and `message_groups`, the faults `consumer_crash` and `broker_crash`. Anything else in the
@@ -563,13 +565,13 @@ mod tests {
     use super::*;
     use sim::history::{MsgRef, Node};
 
-    fn refused(text: &str, strategies: &[&str]) -> Vec<String> {
+    pub(super) fn refused(text: &str, strategies: &[&str]) -> Vec<String> {
         let sc = crate::load_text("t", text).unwrap();
         let names: Vec<String> = strategies.iter().map(|s| s.to_string()).collect();
         refusals(text, &sc, &names)
     }
 
-    const BASE: &str = r#"
+    pub(super) const BASE: &str = r#"
 strategies = ["competing"]
 [workload]
 messages = 10
