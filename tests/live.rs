@@ -82,6 +82,7 @@ ack_latency = "10ms"
         faults,
         drain_timeout: Duration::from_secs(20),
         seed: 1,
+        db: None,
     }
 }
 
@@ -374,7 +375,7 @@ fn a_scenario_that_cannot_be_staged_is_refused_with_exit_2_naming_the_field() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cannot stage"), "{err}");
     assert!(err.contains("producers.key_ownership"), "{err}");
-    assert!(err.contains("strategy \"notifier\""), "{err}");
+    assert!(err.contains("strategy \"cache_pessimistic\""), "{err}");
 }
 
 #[test]

@@ -30,10 +30,16 @@ pub const FIELDS: &[(&str, Staging)] = &[
         Staged("the schedule, the poison draws, the fault plan, service times"),
     ),
     ("flavour", Staged("\"activemq\" only (the live broker)")),
-    ("strategies", Staged("competing, single, message_groups")),
+    (
+        "strategies",
+        Staged("competing, single, message_groups; db_optimistic, notifier against PostgreSQL"),
+    ),
     (
         "strategy",
-        Staged("parameters refused except [strategy.single] takeover_delay = \"0s\""),
+        Staged(
+            "refused except [strategy.single] takeover_delay = \"0s\", [strategy.db_optimistic] \
+             (compare = \"version\"), [strategy.notifier]",
+        ),
     ),
     ("expect", Unused("judged by `sim check`, not by `sim live`")),
     ("lease", Refused("no lease is staged")),
@@ -145,7 +151,7 @@ pub const FIELDS: &[(&str, Staging)] = &[
     ("consumers.batch", Refused("batch consumers are not staged")),
     (
         "fault.kind",
-        Staged("consumer_crash, broker_crash, poison (others refused)"),
+        Staged("consumer_crash, broker_crash, poison; db_outage with the db handlers"),
     ),
     ("fault.at", Staged("the fault plan")),
     ("fault.rate", Staged("the fault plan")),

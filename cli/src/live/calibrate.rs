@@ -109,13 +109,16 @@ fn load_all(files: &[PathBuf]) -> Result<Vec<Loaded>, CliError> {
     Ok(out)
 }
 
-fn strategy_name(s: LiveStrategy) -> &'static str {
+/// The scenario name of a staged strategy.
+pub fn strategy_name(s: LiveStrategy) -> &'static str {
     match s {
         LiveStrategy::Competing => "competing",
         LiveStrategy::Single => "single",
         LiveStrategy::MessageGroups => "message_groups",
         LiveStrategy::RabbitmqSac => "rabbitmq_sac",
         LiveStrategy::RabbitmqHash => "rabbitmq_hash",
+        LiveStrategy::DbOptimistic => "db_optimistic",
+        LiveStrategy::Notifier => "notifier",
     }
 }
 
@@ -140,6 +143,12 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
         if let Some(why) = super::rabbit_plan::missing(&l.sc) {
             return Err(CliError::Usage(format!("sim calibrate needs {why}")));
         }
+    }
+    if let Some(why) = loaded
+        .iter()
+        .find_map(|l| super::needs_postgres(&l.sc, &l.sc.strategies))
+    {
+        return Err(CliError::Usage(why));
     }
     if let Some(dir) = &req.out {
         crate::create_dir(dir)?;
@@ -212,7 +221,7 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
                 live.push(m);
             }
             rows.extend(calibrate::rows(
-                &calibrate::metrics_for(super::has_poison(&l.sc)),
+                &calibrate::metrics_for(super::rolls_back(&l.sc)),
                 &l.name,
                 &file,
                 name,

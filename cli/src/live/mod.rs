@@ -4,7 +4,9 @@
 //! - [`stomp`]: a minimal STOMP 1.2 client;
 //! - [`broker`]: broker processes (configuration, start, SIGKILL, restart, cleanup, Ctrl-C);
 //! - [`run`]: producers, consumers, the fault driver and the recorder of one run;
-//! - [`calibrate`]: `sim calibrate`, the simulator's range beside the live values.
+//! - [`calibrate`]: `sim calibrate`, the simulator's range beside the live values;
+//! - [`postgres`], [`db`]: a private PostgreSQL per run and the db handlers' SQL (`db_optimistic`,
+//!   `notifier`, `db_outage`).
 //!
 //! Only what can be staged faithfully runs: one broker, the strategies `competing`, `single`
 //! and `message_groups`, the faults `consumer_crash` and `broker_crash`. Anything else in the
@@ -12,6 +14,8 @@
 
 pub mod broker;
 pub mod calibrate;
+pub mod db;
+pub mod postgres;
 pub mod rabbit_plan;
 pub mod rabbitmq;
 pub mod run;
@@ -23,7 +27,7 @@ use crate::trace::TraceHeader;
 use crate::{scenario_name, CliError};
 use run::{Action, LiveStrategy, Plan};
 use sim::checkers::Checkers;
-use sim::faults::FaultAction;
+use sim::faults::{FaultAction, FaultKind};
 use sim::history::Event;
 use sim::{FaultPlan, Params, RunSummary, Scenario, Status, StrategySummary};
 use std::path::{Path, PathBuf};
@@ -129,7 +133,7 @@ pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String>
             sc.network.forward_delay
         ));
     }
-    if doc.get("redelivery").is_some() && !has_poison(sc) {
+    if doc.get("redelivery").is_some() && !rolls_back(sc) {
         out.push(
             "[redelivery] without poison messages (live, nothing else rolls a message back: \
              the policy would not be staged)"
@@ -157,7 +161,15 @@ pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String>
             out.push(format!("workload.key_distribution = {k:?} (uniform only)"));
         }
     }
-    for f in sc.faults.iter().filter(|f| !f.kind.spec().live) {
+    let all_db = strategies
+        .iter()
+        .all(|s| !matches!(db::strategy_of(s, sc), Ok(None)));
+    for f in sc
+        .faults
+        .iter()
+        // db_outage: staged for the db handlers, refused below for the others.
+        .filter(|f| !(f.kind.spec().live || f.kind == FaultKind::DbOutage))
+    {
         let staged: Vec<&str> = sim::scenario::FaultKind::ALL
             .into_iter()
             .filter(|k| k.spec().live)
@@ -172,16 +184,31 @@ pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String>
     if sc.consumers.count == 0 {
         out.push("consumers.count = 0".into());
     }
+    if !all_db && sc.faults.iter().any(|f| f.kind == FaultKind::DbOutage) {
+        out.push(
+            "[[fault]] kind = \"db_outage\" with a strategy that writes no database (staged \
+             for db_optimistic and notifier only)"
+                .into(),
+        );
+    }
     for s in strategies {
         if LiveStrategy::parse(s).is_none() {
             out.push(format!(
-                "strategy {s:?} (staged: competing, single, message_groups; on RabbitMQ \
-                 rabbitmq_sac, rabbitmq_hash)"
+                "strategy {s:?} (staged: competing, single, message_groups, db_optimistic, \
+                 notifier; on RabbitMQ rabbitmq_sac, rabbitmq_hash)"
             ));
         }
         out.extend(rabbit_plan::strategy_refusal(on, s));
         if s.starts_with("rabbitmq_") {
             continue; // rabbit_plan::refusals judges their parameters
+        }
+        match db::strategy_of(s, sc) {
+            Ok(Some(_)) => continue,
+            Ok(None) => {}
+            Err(e) => {
+                out.extend(e);
+                continue;
+            }
         }
         if let Some(t) = sc.strategy.get(s) {
             for (k, v) in t {
@@ -198,6 +225,11 @@ pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String>
         }
     }
     out
+}
+
+/// Whether anything in the scenario rolls a message back: poison, or a `db_outage`.
+pub fn rolls_back(sc: &Scenario) -> bool {
+    has_poison(sc) || sc.faults.iter().any(|f| f.kind == FaultKind::DbOutage)
 }
 
 /// Whether the scenario makes any message poison.
@@ -223,7 +255,7 @@ pub fn has_poison(sc: &Scenario) -> bool {
 /// A scenario without poison messages stages no plugin: nothing else rolls a message back.
 pub fn live_redelivery(sc: &Scenario) -> Result<run::LiveRedelivery, String> {
     use sim::scenario::{DeadLetter, Limit, RedeliveryMode, Requeue};
-    if !has_poison(sc) {
+    if !rolls_back(sc) {
         return Ok(run::LiveRedelivery::Nack);
     }
     if rabbit_plan::broker_of(sc) == crate::staging::LiveBroker::RabbitMq {
@@ -365,6 +397,14 @@ pub fn plan(
                     },
                 ));
             }
+            FaultAction::DbOutage => {
+                let d = f.duration.ok_or_else(|| {
+                    "db_outage without `for`: a database that never comes back is not staged"
+                        .to_string()
+                })?;
+                faults.push((at, Action::DbDown));
+                faults.push((at + Duration::from_micros(d), Action::DbUp));
+            }
             ref a => return Err(format!("fault {:?} is not staged", a.kind().name())),
         }
     }
@@ -397,7 +437,20 @@ pub fn plan(
         faults,
         drain_timeout: drain,
         seed,
+        db: db::strategy_of(calibrate::strategy_name(strategy), sc).map_err(|e| e.join("; "))?,
     })
+}
+
+/// Why `strategies` of `sc` cannot run here, if a db handler among them needs a PostgreSQL
+/// that is not installed.
+pub fn needs_postgres(sc: &Scenario, strategies: &[String]) -> Option<String> {
+    let wants = strategies
+        .iter()
+        .any(|s| matches!(db::strategy_of(s, sc), Ok(Some(_))));
+    let why = postgres::missing().filter(|_| wants)?;
+    Some(format!(
+        "sim live needs PostgreSQL for the db handlers: {why}"
+    ))
 }
 
 /// Judges a live history with the simulator's checkers.
@@ -439,6 +492,9 @@ pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
     }
     if let Some(why) = rabbit_plan::missing(&sc) {
         return Err(CliError::Usage(format!("sim live needs {why}")));
+    }
+    if let Some(why) = needs_postgres(&sc, &names) {
+        return Err(CliError::Usage(why));
     }
     if let Some(dir) = &req.out {
         crate::create_dir(dir)?;
@@ -545,13 +601,13 @@ mod tests {
     use super::*;
     use sim::history::{MsgRef, Node};
 
-    fn refused(text: &str, strategies: &[&str]) -> Vec<String> {
+    pub(super) fn refused(text: &str, strategies: &[&str]) -> Vec<String> {
         let sc = crate::load_text("t", text).unwrap();
         let names: Vec<String> = strategies.iter().map(|s| s.to_string()).collect();
         refusals(text, &sc, &names)
     }
 
-    const BASE: &str = r#"
+    pub(super) const BASE: &str = r#"
 strategies = ["competing"]
 [workload]
 messages = 10
@@ -616,8 +672,8 @@ service = "1ms"
 
     #[test]
     fn what_cannot_be_staged_is_named() {
-        assert_eq!(refused(BASE, &["notifier"]).len(), 1);
-        assert!(refused(BASE, &["notifier"])[0].contains("\"notifier\""));
+        assert_eq!(refused(BASE, &["resequencer"]).len(), 1);
+        assert!(refused(BASE, &["resequencer"])[0].contains("\"resequencer\""));
         let t = format!(
             "{BASE}[[fault]]\nkind = \"network_blip\"\nconsumer = 0\nat = \"1s\"\nfor = \"1s\"\n"
         );

@@ -38,6 +38,10 @@ pub enum LiveStrategy {
     RabbitmqSac,
     /// RabbitMQ's consistent-hash exchange over queues with single active consumer.
     RabbitmqHash,
+    /// Round-robin; the handler's versioned write against PostgreSQL ([`super::db`]).
+    DbOptimistic,
+    /// Round-robin; the handler reads the source database and writes the target ([`super::db`]).
+    Notifier,
 }
 
 impl LiveStrategy {
@@ -49,6 +53,8 @@ impl LiveStrategy {
             "message_groups" => Some(LiveStrategy::MessageGroups),
             "rabbitmq_sac" => Some(LiveStrategy::RabbitmqSac),
             "rabbitmq_hash" => Some(LiveStrategy::RabbitmqHash),
+            "db_optimistic" => Some(LiveStrategy::DbOptimistic),
+            "notifier" => Some(LiveStrategy::Notifier),
             _ => None,
         }
     }
@@ -68,6 +74,10 @@ pub enum Action {
         /// Down for.
         down: Duration,
     },
+    /// `db_outage` starts: the target database refuses connections ([`super::postgres`]).
+    DbDown,
+    /// `db_outage` ends.
+    DbUp,
 }
 
 /// What happens to a message whose processing fails (a poison message), as staged live.
@@ -176,6 +186,8 @@ pub struct Plan {
     pub drain_timeout: Duration,
     /// Seed of the service times.
     pub seed: u64,
+    /// The db handler, run against a private PostgreSQL (`db_optimistic`, `notifier`).
+    pub db: Option<super::db::DbStrategy>,
 }
 
 /// The producers' schedule: `messages` arrivals at `rate` (Poisson or constant), keys uniform,
@@ -238,6 +250,7 @@ struct RecInner {
     events: Vec<Event>,
     next_seq: Vec<u32>,
     produced: Vec<MsgRef>,
+    /// Messages applied or rejected as stale (settled by the handler).
     applied: HashSet<u64>,
     /// NACKs sent, per message.
     nacks: BTreeMap<u64, u32>,
@@ -280,7 +293,8 @@ impl Recorder {
         let Some(e) = f(t) else {
             return false;
         };
-        if let Event::Apply { msg, .. } = e {
+        // A stale rejection settles its message as an apply does (acked, not written).
+        if let Event::Apply { msg, .. } | Event::Reject { msg, .. } = e {
             g.applied.insert(msg.id);
         }
         g.events.push(e);
@@ -440,6 +454,10 @@ struct Shared {
     subscribed: Vec<AtomicBool>,
     /// Each broker's STOMP port.
     ports: Vec<u16>,
+    /// The PostgreSQL server's port, when the handler writes to it.
+    db_port: Option<u16>,
+    /// What stopped the run from a producer's thread (its source database failed).
+    error: Mutex<Option<String>>,
 }
 
 impl Shared {
@@ -454,7 +472,16 @@ impl Shared {
             produce_lock: Mutex::new(()),
             subscribed: (0..consumers).map(|_| AtomicBool::new(false)).collect(),
             ports,
+            db_port: None,
+            error: Mutex::new(None),
         }
+    }
+
+    /// Stops the run with `e` (a producer's source database failed): returns `r`.
+    fn fail<R>(&self, e: String, r: R) -> R {
+        *self.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+        self.abort.store(true, Ordering::SeqCst);
+        r
     }
 
     fn aborted(&self) -> bool {
@@ -678,6 +705,13 @@ fn producer(sh: &Shared, p: u32, plan: &Plan, t0: Instant) -> Vec<(usize, Instan
         inflight: VecDeque::new(),
         written: Vec::new(),
     };
+    let mut source = match (plan.strategy, sh.db_port) {
+        (LiveStrategy::Notifier, Some(port)) => match super::db::Source::connect(port) {
+            Ok(s) => Some(s),
+            Err(e) => return sh.fail(e, out.written),
+        },
+        _ => None,
+    };
     let mut next = 0;
     loop {
         if sh.aborted() {
@@ -692,6 +726,10 @@ fn producer(sh: &Shared, p: u32, plan: &Plan, t0: Instant) -> Vec<(usize, Instan
                 }
                 let poison = plan.poison.get(i).copied().unwrap_or(false);
                 let msg = sh.rec.produce(p, key, poison);
+                // The notifier's source commits the state before its notification is sent.
+                if let Some(Err(e)) = source.as_mut().map(|s| s.publish(msg.key, msg.seq)) {
+                    return sh.fail(e, out.written);
+                }
                 let frame = plan
                     .target
                     .send(send_frame(msg, plan.strategy, plan.persistent, poison), key);
@@ -730,6 +768,10 @@ fn consumer(sh: &Shared, c: u32, plan: &Plan) {
     let sampler = plan.service.sampler();
     let mut rng = ChaCha8Rng::seed_from_u64(plan.seed.wrapping_mul(31).wrapping_add(c as u64));
     let mut failover = false;
+    let mut handler = plan
+        .db
+        .zip(sh.db_port)
+        .map(|(d, port)| super::db::Handler::new(d, port));
     loop {
         if sh.aborted() {
             return;
@@ -792,7 +834,16 @@ fn consumer(sh: &Shared, c: u32, plan: &Plan) {
             conn.abort();
             continue;
         }
-        let end = consume(sh, c, broker, plan, &mut conn, &sampler, &mut rng);
+        let end = consume(
+            sh,
+            c,
+            broker,
+            plan,
+            &mut conn,
+            &sampler,
+            &mut rng,
+            &mut handler,
+        );
         sh.life(c).socket = None;
         match end {
             ConnEnd::Done => {
@@ -801,8 +852,12 @@ fn consumer(sh: &Shared, c: u32, plan: &Plan) {
             }
             ConnEnd::Crashed => {
                 // The process died: whatever it held (prefetched messages, acks not yet sent)
-                // is gone; the broker redelivers what it had not seen acknowledged.
+                // is gone; the broker redelivers what it had not seen acknowledged. Its database
+                // sessions close with it (an open transaction rolls back).
                 conn.abort();
+                if let Some(h) = handler.as_mut() {
+                    h.reset();
+                }
                 failover = false;
             }
             ConnEnd::Lost => {
@@ -832,6 +887,7 @@ fn consume(
     conn: &mut Conn,
     sampler: &sim::dist::Sampler,
     rng: &mut ChaCha8Rng,
+    handler: &mut Option<super::db::Handler>,
 ) -> ConnEnd {
     let mut acks: VecDeque<(Instant, String, MsgRef)> = VecDeque::new();
     // Every step is recorded through `sh.record`: `false` means the driver crashed the
@@ -902,30 +958,32 @@ fn consume(
                 msg,
                 consumer: c,
             });
-            let service = Duration::from_micros(sampler.sample(rng));
-            // Serve. Acks of earlier applies fall due meanwhile and are sent on time: in the
-            // model an ack reaches the broker `ack_latency` after its apply whatever the
-            // consumer does next. A crash meanwhile abandons the message (no apply).
-            if let Err(end) = hold(sh, c, conn, &mut acks, Instant::now() + service) {
-                return end;
-            }
-            if !poison {
-                step!(|t| Event::Apply {
+            let outcome = match process(sh, c, conn, &mut acks, sampler, rng, handler, msg, poison)
+            {
+                Ok(o) => o,
+                Err(end) => return end,
+            };
+            match outcome {
+                Handled::Applied => {
+                    acks.push_back((Instant::now() + plan.ack_latency, ack_id, msg));
+                    break;
+                }
+                Handled::Rejected => {
+                    step!(|t| Event::Reject {
+                        t,
+                        msg,
+                        consumer: c,
+                    });
+                    acks.push_back((Instant::now() + plan.ack_latency, ack_id, msg));
+                    break;
+                }
+                Handled::Failed(reason) => step!(|t| Event::Rollback {
                     t,
                     msg,
                     consumer: c,
-                    state_seq: msg.seq,
-                });
-                acks.push_back((Instant::now() + plan.ack_latency, ack_id, msg));
-                break;
+                    reason,
+                }),
             }
-            // Processing failed (only processing finds a poison message out).
-            step!(|t| Event::Rollback {
-                t,
-                msg,
-                consumer: c,
-                reason: FailReason::Poison,
-            });
             match plan.redelivery.client_delay(delivery) {
                 Some(delay) => {
                     // The JMS client's blocking redelivery: the session holds the message for
@@ -973,6 +1031,106 @@ fn consume(
                 }
             }
         }
+    }
+}
+
+/// What processing a delivery came to (its `apply` is recorded already).
+enum Handled {
+    Applied,
+    Rejected,
+    Failed(FailReason),
+}
+
+/// Processes a delivery whose start is recorded: the handler's `begin` (a db handler's reads),
+/// the service time, then the write: a plain apply, or a db handler's transaction, committed and
+/// recorded as one step under the recorder's lock. A crash meanwhile abandons it (`Err`).
+#[allow(clippy::too_many_arguments)]
+fn process(
+    sh: &Shared,
+    c: u32,
+    conn: &mut Conn,
+    acks: &mut VecDeque<(Instant, String, MsgRef)>,
+    sampler: &sim::dist::Sampler,
+    rng: &mut ChaCha8Rng,
+    handler: &mut Option<super::db::Handler>,
+    msg: MsgRef,
+    poison: bool,
+) -> Result<Handled, ConnEnd> {
+    // `sh.record` refused the step: the driver crashed the consumer meanwhile.
+    let crashed = |_: &Shared| Err(ConnEnd::Crashed);
+    if let Some(h) = handler.as_mut() {
+        match h.begin(msg.key) {
+            Ok(Some(seq)) => {
+                if !sh.record(c, |t| {
+                    Some(Event::SourceRead {
+                        t,
+                        key: msg.key,
+                        consumer: c,
+                        seq,
+                    })
+                }) {
+                    return crashed(sh);
+                }
+            }
+            Ok(None) => {}
+            Err(r) => return Ok(Handled::Failed(r)),
+        }
+    }
+    let service = Duration::from_micros(sampler.sample(rng));
+    // Serve. Acks of earlier applies fall due meanwhile and are sent on time: in the model an
+    // ack reaches the broker `ack_latency` after its apply whatever the consumer does next. A
+    // crash meanwhile abandons the message (no apply).
+    hold(sh, c, conn, acks, Instant::now() + service)?;
+    let Some(h) = handler.as_mut() else {
+        if poison {
+            // Processing failed (only processing finds a poison message out).
+            return Ok(Handled::Failed(FailReason::Poison));
+        }
+        let applied = sh.record(c, |t| {
+            Some(Event::Apply {
+                t,
+                msg,
+                consumer: c,
+                state_seq: msg.seq,
+            })
+        });
+        return if applied {
+            Ok(Handled::Applied)
+        } else {
+            crashed(sh)
+        };
+    };
+    let wait = h.extra_wait();
+    if !wait.is_zero() {
+        hold(sh, c, conn, acks, Instant::now() + wait)?;
+    }
+    match h.handle(msg.key, msg.seq, poison) {
+        super::db::Outcome::Applied(state_seq) => {
+            let mut failed = None;
+            let applied = sh.record(c, |t| match h.commit() {
+                Ok(()) => Some(Event::Apply {
+                    t,
+                    msg,
+                    consumer: c,
+                    state_seq,
+                }),
+                Err(r) => {
+                    failed = Some(r);
+                    None
+                }
+            });
+            match failed {
+                Some(r) => Ok(Handled::Failed(r)),
+                None if applied => Ok(Handled::Applied),
+                None => {
+                    // Crashed before the commit: the session dies with the process.
+                    h.reset();
+                    crashed(sh)
+                }
+            }
+        }
+        super::db::Outcome::Rejected => Ok(Handled::Rejected),
+        super::db::Outcome::Failed(r) => Ok(Handled::Failed(r)),
     }
 }
 
@@ -1159,11 +1317,14 @@ pub fn run(plan: &Plan) -> Result<LiveRun, String> {
     }
     let ports: Vec<u16> = brokers.iter().map(|b| b.port()).collect();
     wait_bridges(&ports, Duration::from_secs(30))?;
-    let sh = Arc::new(Shared::new(
-        Recorder::new(plan.keys),
-        plan.consumers,
-        ports.clone(),
-    ));
+    // The handlers' PostgreSQL: started for this run, stopped by PID when `db` drops.
+    let mut db = match plan.db {
+        Some(_) => Some(super::postgres::Server::start(Duration::from_secs(60))?),
+        None => None,
+    };
+    let mut shared = Shared::new(Recorder::new(plan.keys), plan.consumers, ports.clone());
+    shared.db_port = db.as_ref().map(|d| d.port);
+    let sh = Arc::new(shared);
     let mut t0 = Instant::now();
     let mut written = Vec::new();
     let mut faults = Vec::new();
@@ -1196,7 +1357,7 @@ pub fn run(plan: &Plan) -> Result<LiveRun, String> {
                 s.spawn(move || producer(sh, p, plan, t0))
             })
             .collect();
-        let r = drive(&sh, plan, &mut brokers, t0).map(|f| faults = f);
+        let r = drive(&sh, plan, &mut brokers, db.as_mut(), t0).map(|f| faults = f);
         for p in producers {
             written.extend(p.join().unwrap_or_default());
         }
@@ -1224,7 +1385,8 @@ pub fn run(plan: &Plan) -> Result<LiveRun, String> {
         }
         r
     });
-    if let Err(e) = result {
+    let failed = sh.error.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Err(e) = failed.map_or(result, Err) {
         brokers.iter_mut().for_each(|b| b.kill());
         return Err(e);
     }
@@ -1285,6 +1447,19 @@ pub fn run(plan: &Plan) -> Result<LiveRun, String> {
         }
     }
     let origin = rec.origin();
+    let events = rec.into_events();
+    // The target's final rows, read back: what the checkers judge (the history's last applies)
+    // must be what the database holds.
+    if let Some(server) = db.as_mut() {
+        let off = super::db::disagreements(&server.target_rows()?, &events);
+        if !off.is_empty() {
+            return Err(format!(
+                "the database and the history disagree: {}",
+                off.join("; ")
+            ));
+        }
+    }
+    drop(db);
     let since = |i: Instant| i.saturating_duration_since(t0);
     let mut sent = vec![None; plan.schedule.len()];
     for (i, at) in written {
@@ -1292,7 +1467,7 @@ pub fn run(plan: &Plan) -> Result<LiveRun, String> {
     }
     let excused = outages(&faults, plan.producer_reconnect_delay);
     Ok(LiveRun {
-        events: rec.into_events(),
+        events,
         pacing: pacing(&plan.schedule, &sent, &excused),
         faults,
         t0_us: t0.saturating_duration_since(origin).as_micros() as u64,
@@ -1304,6 +1479,7 @@ fn drive(
     sh: &Shared,
     plan: &Plan,
     brokers: &mut [Box<dyn Process>],
+    mut db: Option<&mut super::postgres::Server>,
     t0: Instant,
 ) -> Result<Vec<FaultTiming>, String> {
     let mut out = Vec::new();
@@ -1343,6 +1519,44 @@ fn drive(
                     planned: *at,
                     actual: Some(since(started)),
                     ready: Some(since(open)),
+                });
+            }
+            Action::DbDown | Action::DbUp => {
+                let server = db.as_deref_mut().ok_or("db_outage without a database")?;
+                let down = *a == Action::DbDown;
+                // Recorded at the instant the refusal (or the admission) is sent; `ready` says
+                // when the server had done it (the two statements' round trip).
+                let sent = Instant::now();
+                let done = if down {
+                    server.refuse()?
+                } else {
+                    server.admit()?
+                };
+                sh.rec.insert_at(sent, |t| {
+                    if down {
+                        Event::Crash {
+                            t,
+                            node: Node::TargetDb,
+                        }
+                    } else {
+                        Event::Recover {
+                            t,
+                            node: Node::TargetDb,
+                        }
+                    }
+                });
+                out.push(FaultTiming {
+                    what: format!(
+                        "target database {}",
+                        if down {
+                            "refuses connections"
+                        } else {
+                            "admits connections"
+                        }
+                    ),
+                    planned: *at,
+                    actual: Some(since(sent)),
+                    ready: Some(since(done)),
                 });
             }
             Action::CrashConsumer { c, down } => {
@@ -1492,6 +1706,7 @@ mod tests {
             faults: Vec::new(),
             drain_timeout: Duration::from_secs(5),
             seed: 1,
+            db: None,
         };
         let sh = Shared::new(Recorder::new(1), 1, vec![port]);
         let frames = std::thread::scope(|s| {
