@@ -18,6 +18,7 @@ mod hostile_io;
 mod lease;
 #[cfg(feature = "live")]
 mod live;
+#[cfg(feature = "live")]
 mod live_postgres;
 #[cfg(feature = "live")]
 mod live_rabbitmq;

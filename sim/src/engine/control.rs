@@ -113,11 +113,13 @@ impl<O: Observer> Engine<'_, O> {
     }
 
     /// The strategy took message `msg` (delivered in `slot`) over: it holds it until it applies
-    /// or discards it. A redelivered copy of a message already applied is not held (it can no
-    /// longer be pending, only duplicated).
+    /// or discards it. A copy of a message already applied, or one the broker has settled
+    /// meanwhile (its slot freed or reused: acked, dropped, dead-lettered or lost while this
+    /// consumer held a copy whose lease had ended), is not held: it can no longer be pending,
+    /// only duplicated or written late.
     pub(super) fn take_over(&mut self, slot: u32, msg: MsgRef) {
         let m = self.w.slab.get(slot);
-        if m.r.id == msg.id && m.loc != Loc::Free && m.applied {
+        if m.r.id != msg.id || m.loc == Loc::Free || m.applied {
             return;
         }
         self.w.held.insert(
