@@ -38,18 +38,4 @@ fi
 echo "== live db handlers against PostgreSQL (sim calibrate, one live run per file)"
 cargo build --release --locked --features live --bin sim
 c=scenarios/calibration
-calibrate() {
-  target/release/sim calibrate $c/db-optimistic-outage.toml $c/notifier-outage.toml \
-    --runs 1 --tolerance latency_ms.p50=30% --tolerance latency_ms.p99=100% \
-    --out "$1"
-}
-# Real time on a shared machine: a set with a row outside runs once more (as .ci/run's ActiveMQ
-# subset does), and CI fails only when the second run has a row outside too.
-rc=0
-calibrate target/ci-calibration-pg || rc=$?
-if [ "$rc" = 1 ]; then
-  echo "   a row outside the simulator's range: running the set once more"
-  calibrate target/ci-calibration-pg-2
-elif [ "$rc" != 0 ]; then
-  exit "$rc"
-fi
+.ci/calibrate-twice.sh target/ci-calibration-pg $c/db-optimistic-outage.toml $c/notifier-outage.toml

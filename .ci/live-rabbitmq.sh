@@ -37,16 +37,4 @@ fi
 echo "== live calibration against RabbitMQ (sim calibrate, one live run per strategy)"
 cargo build --release --locked --features live --bin sim
 c=scenarios/calibration
-calibrate() {
-  target/release/sim calibrate $c/rabbit-quorum-crash.toml \
-    --runs 1 --tolerance latency_ms.p50=30% --tolerance latency_ms.p99=100% \
-    --out "$1"
-}
-rc=0
-calibrate target/ci-calibration-rabbitmq || rc=$?
-if [ "$rc" = 1 ]; then
-  echo "   a row outside the simulator's range: running the set once more"
-  calibrate target/ci-calibration-rabbitmq-2
-elif [ "$rc" != 0 ]; then
-  exit "$rc"
-fi
+.ci/calibrate-twice.sh target/ci-calibration-rabbitmq $c/rabbit-quorum-crash.toml

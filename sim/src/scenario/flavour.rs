@@ -343,17 +343,6 @@ impl Flavour {
         self.defaults().page_size
     }
 
-    /// The longest wait of an HA pair's backup for the store's lock once the active member died
-    /// ([`Defaults`]): the takeover is drawn uniformly up to it.
-    pub fn takeover(self) -> Option<Dur> {
-        self.defaults().takeover
-    }
-
-    /// Whether a restarted primary takes its store back from its backup ([`Defaults`]).
-    pub fn failback(self) -> bool {
-        self.defaults().failback
-    }
-
     /// The name a scenario file uses.
     pub const fn name(self) -> &'static str {
         match self {

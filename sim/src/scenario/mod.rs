@@ -430,13 +430,13 @@ pub struct Broker {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup_of: Option<String>,
     /// From the active member's death until the other member serves: its wait for the store's
-    /// lock and its start. Absent: the flavour's ([`Flavour::takeover`]); required for a flavour
+    /// lock and its start. Absent: the flavour's (`takeover` in [`Flavour::defaults`]); required for a flavour
     /// that has none. Set on either member of a pair: it applies to both.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub takeover: Option<DurSpec>,
     /// A restarted primary takes its store back from the backup serving it (Artemis's
     /// `allow-failback`); false: it waits as the new backup (ActiveMQ Classic). Absent: the
-    /// flavour's ([`Flavour::failback`]). Set on either member of a pair.
+    /// flavour's (`failback` in [`Flavour::defaults`]). Set on either member of a pair.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failback: Option<bool>,
 }
