@@ -84,6 +84,16 @@ pub enum Select {
     Consumer(usize),
     /// Leave it in the queue for now; dispatch looks at the next one.
     Hold,
+    /// [`Select::Hold`], because it waits for `consumers[i]`, which has no room: a promise that
+    /// until that candidate has room again, or the candidates or their attachments change, this
+    /// message gets the same answer and asking again changes nothing. The broker then skips it
+    /// without asking (message groups behind a full owner: a page of them is scanned on every
+    /// dispatch otherwise).
+    HoldFor(usize),
+    /// [`Select::Hold`], with the promise that until the candidates or their attachments change,
+    /// this message gets the same answer and asking again changes nothing (a group owned by a
+    /// candidate it is not offered to).
+    HoldWhileMembers,
     /// Leave it, and stop dispatching from this broker until something changes (e.g. the only
     /// eligible consumer is full): saves scanning a page of messages that would all be held.
     Stop,

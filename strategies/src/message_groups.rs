@@ -184,6 +184,9 @@ pub struct MessageGroups {
     /// among consumers with as many groups).
     rank: Vec<u64>,
     tick: u64,
+    /// The map is bounded and can overflow (more groups than `max_groups`): only then does its
+    /// LRU order decide anything (which group an overflow evicts), so only then is it kept.
+    lru: bool,
 }
 
 impl MessageGroups {
@@ -195,20 +198,21 @@ impl MessageGroups {
         groups: usize,
         params: MessageGroupsParams,
     ) -> Self {
-        let bounded = params.max_groups > 0;
+        let lru = params.max_groups > 0 && groups > params.max_groups as usize;
         MessageGroups {
             brokers: (0..brokers)
-                .map(|_| BrokerGroups::new(groups, bounded))
+                .map(|_| BrokerGroups::new(groups, lru))
                 .collect(),
             assigned: vec![0; consumers],
             rank: vec![0; consumers],
             tick: 0,
+            lru,
             params,
         }
     }
 
     fn bounded(&self) -> bool {
-        self.params.max_groups > 0
+        self.lru
     }
 
     /// A lookup of an owned group: the access-ordered LRU refreshes it.
@@ -242,7 +246,7 @@ impl MessageGroups {
     /// `g` becomes owned by `c` at broker `b` (inserted as most recently used; the least recently
     /// used group is evicted if the map is over its maximum).
     fn assign(&mut self, b: u16, g: u32, c: u32, ctl: &mut Control) {
-        let max = self.params.max_groups;
+        let (max, lru) = (self.params.max_groups, self.lru);
         let side = &mut self.brokers[b as usize];
         let last = side.last_owner[g as usize];
         if last == GONE || (last != NEVER && last != c) {
@@ -252,7 +256,7 @@ impl MessageGroups {
         side.last_owner[g as usize] = NEVER;
         side.len += 1;
         self.assigned[c as usize] += 1;
-        if max > 0 {
+        if lru {
             side.push_mru(g);
             if side.len > max {
                 // CachedMessageGroupMap.removeEldestEntry: the eldest group loses its owner.
@@ -351,7 +355,9 @@ impl Strategy for MessageGroups {
             self.touch(b, g);
             match ctx.consumers.iter().position(|s| s.id == owner) {
                 Some(i) if ctx.consumers[i].free > 0 => return self.dispatch_to(ctx, i),
-                // The owner is full: the message waits, other groups' messages may pass.
+                // The owner is full: the message waits, other groups' messages may pass. Without
+                // an LRU to refresh, asking again changes nothing until the owner has room.
+                Some(i) if !self.lru => return Select::HoldFor(i),
                 Some(_) => return Select::Hold,
                 None => {
                     // The owner is attached but not offered this message: a network bridge that
@@ -359,7 +365,11 @@ impl Strategy for MessageGroups {
                     // (networkTTL 1). ActiveMQ's queue does the same (the network subscription's
                     // filter refuses the message, and no other consumer may take an owned group):
                     // the message waits until the group's owner changes.
-                    return Select::Hold;
+                    return if self.lru {
+                        Select::Hold
+                    } else {
+                        Select::HoldWhileMembers
+                    };
                 }
             }
         }
@@ -432,7 +442,9 @@ impl Strategy for MessageGroups {
 #[cfg(test)]
 mod tests {
     use crate::test_util::{run, scenario};
-    use sim::{Metrics, Scenario};
+    use sim::history::{Event, Observer};
+    use sim::strategy::{Begin, Handler, HandlerCtx, Hooks, Outcome, Route, RouteCtx, WorldChange};
+    use sim::{FaultPlan, Metrics, RunOptions, Scenario};
 
     /// Like `test_util::simple` (one broker, exponential 10ms service, prefetch 1, 3000 messages
     /// over 50 keys), with `workload` lines added to `[workload]` and `extra` appended.
@@ -750,9 +762,17 @@ service = {{ dist = "exponential", mean = "10ms" }}
         let mut s = attached(map(0), &[0, 1]);
         let ctl = &mut Control::default();
         assert_eq!(send(&mut s, 0, ctl), 0);
-        // The owner is full: the message waits (later groups may pass), not given to 1.
+        // The owner is full: the message waits (later groups may pass), not given to 1; asking
+        // again changes nothing until the owner has room (the broker may skip it).
         assert_eq!(
             pick_at(&mut s, 0, &[(0, 0), (1, 5)], Some(0), ctl),
+            Err(Select::HoldFor(0))
+        );
+        // A map that can overflow refreshes a group's LRU place on each lookup: no promise.
+        let mut lru = attached(map(4), &[0, 1]);
+        assert_eq!(send(&mut lru, 0, ctl), 0);
+        assert_eq!(
+            pick_at(&mut lru, 0, &[(0, 0), (1, 5)], Some(0), ctl),
             Err(Select::Hold)
         );
         // A consumer without room takes no new group; with no room anywhere the scan stops.
@@ -978,5 +998,168 @@ service = {{ dist = "exponential", mean = "10ms" }}
             err.to_string().contains("unknown field `max_group`"),
             "{err}"
         );
+    }
+    /// Forwards everything to a strategy, counting its `select` calls; with `plain`, its promises
+    /// ([`Select::HoldFor`], [`Select::HoldWhileMembers`]) become plain holds, so the broker asks
+    /// about every message it passes.
+    struct Counted {
+        inner: Box<dyn Strategy>,
+        plain: bool,
+        asked: u64,
+    }
+
+    impl Handler for Counted {
+        fn begin(&mut self, ctx: &HandlerCtx, msg: &MsgView, ctl: &mut Control) -> Begin {
+            self.inner.begin(ctx, msg, ctl)
+        }
+        fn handle(&mut self, ctx: &HandlerCtx, msg: &MsgView, ctl: &mut Control) -> Outcome {
+            self.inner.handle(ctx, msg, ctl)
+        }
+        fn abandon(&mut self, now: Time, consumer: u32, msg: &MsgView, ctl: &mut Control) {
+            self.inner.abandon(now, consumer, msg, ctl)
+        }
+    }
+
+    impl Strategy for Counted {
+        fn hooks(&self) -> Hooks {
+            self.inner.hooks()
+        }
+        fn select(&mut self, ctx: &DispatchCtx, msg: &MsgView, ctl: &mut Control) -> Select {
+            self.asked += 1;
+            match self.inner.select(ctx, msg, ctl) {
+                Select::HoldFor(_) | Select::HoldWhileMembers if self.plain => Select::Hold,
+                s => s,
+            }
+        }
+        fn route(&mut self, ctx: &RouteCtx, msg: &MsgView) -> Route {
+            self.inner.route(ctx, msg)
+        }
+        fn on_attach(&mut self, now: Time, broker: u16, consumer: u32, ctl: &mut Control) {
+            self.inner.on_attach(now, broker, consumer, ctl)
+        }
+        fn on_detach(&mut self, now: Time, broker: u16, consumer: u32, ctl: &mut Control) {
+            self.inner.on_detach(now, broker, consumer, ctl)
+        }
+        fn on_returned(&mut self, now: Time, broker: u16, msg: &MsgView, ctl: &mut Control) {
+            self.inner.on_returned(now, broker, msg, ctl)
+        }
+        fn on_handled(
+            &mut self,
+            now: Time,
+            consumer: u32,
+            msg: &MsgView,
+            outcome: &Outcome,
+            ctl: &mut Control,
+        ) {
+            self.inner.on_handled(now, consumer, msg, outcome, ctl)
+        }
+        fn on_settled(&mut self, now: Time, msg: &MsgView, ctl: &mut Control) {
+            self.inner.on_settled(now, msg, ctl)
+        }
+        fn on_wake(&mut self, now: Time, token: u64, ctl: &mut Control) {
+            self.inner.on_wake(now, token, ctl)
+        }
+        fn on_world(&mut self, now: Time, change: WorldChange, ctl: &mut Control) {
+            self.inner.on_world(now, change, ctl)
+        }
+    }
+
+    struct Events(Vec<String>);
+
+    impl Observer for Events {
+        fn event(&mut self, e: &Event) {
+            self.0.push(format!("{e:?}"));
+        }
+    }
+
+    /// The history of message groups on `sc` with `seed`, and how many times it was asked.
+    fn asked_history(sc: &Scenario, seed: u64, plain: bool) -> (Vec<String>, u64) {
+        let (built, _) = crate::build_named("message_groups", sc).expect("known");
+        let mut s = Counted {
+            inner: built.expect("builds"),
+            plain,
+            asked: 0,
+        };
+        let mut events = Events(Vec::new());
+        let opts = RunOptions {
+            seed,
+            max_events: None,
+            max_sim_time: None,
+        };
+        sim::run(
+            sc,
+            &FaultPlan::resolve(sc, seed),
+            &mut s,
+            &opts,
+            Some(&mut events),
+        )
+        .expect("runs");
+        (events.0, s.asked)
+    }
+
+    /// The broker skips a message whose owner is full without asking again, and that changes
+    /// nothing: the same history as asking about every message, on one broker and on a network
+    /// of brokers (messages that crossed a bridge wait for an owner they are not offered to),
+    /// under pauses, slow consumers, crashes, failovers and rollbacks (database outages), at a
+    /// fraction of the questions.
+    #[test]
+    fn held_messages_are_skipped_without_changing_the_history() {
+        for brokers in [1, 2] {
+            let network = if brokers == 2 {
+                "[[broker]]\nname = \"b\"\n[network]\nkind = \"bridge\"\n[producers]\ncount = 2\nbrokers = [\"a\", \"b\"]\nconnect = \"first\"\nreconnect_delay = \"200ms\""
+            } else {
+                ""
+            };
+            let sc = groups(
+                4,
+                300,
+                "",
+                &format!(
+                    r#"prefetch = 10
+connect = "spread"
+reconnect_delay = "500ms"
+{network}
+[[fault]]
+kind = "consumer_pause"
+rate = "6/min"
+for = {{ dist = "exponential", mean = "2s" }}
+[[fault]]
+kind = "slow_consumer"
+rate = "6/min"
+factor = 8.0
+for = {{ dist = "exponential", mean = "2s" }}
+[[fault]]
+kind = "consumer_crash"
+rate = "3/min"
+for = "1s"
+[[fault]]
+kind = "broker_crash"
+broker = "a"
+rate = "2/min"
+for = "2s"
+[[fault]]
+kind = "db_outage"
+rate = "4/min"
+for = {{ dist = "exponential", mean = "1s" }}
+[redelivery]
+mode = "non_blocking"
+initial_delay = "50ms"
+"#
+                ),
+            );
+            for seed in 1..=3 {
+                let (skipping, asked) = asked_history(&sc, seed, false);
+                let (asking, asked_all) = asked_history(&sc, seed, true);
+                assert!(skipping.len() > 3000, "{brokers} broker(s), seed {seed}");
+                assert!(
+                    skipping == asking,
+                    "{brokers} broker(s), seed {seed}: the histories differ"
+                );
+                assert!(
+                    asked * 2 < asked_all,
+                    "{brokers} broker(s), seed {seed}: asked {asked} times, {asked_all} without skipping"
+                );
+            }
+        }
     }
 }

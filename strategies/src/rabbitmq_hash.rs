@@ -393,7 +393,9 @@ impl Strategy for RabbitmqHash {
                 back.map_or(Select::Hold, Select::Consumer)
             }
             // This queue waits; the others go on.
-            Select::Hold | Select::Stop => Select::Hold,
+            Select::Hold | Select::HoldFor(_) | Select::HoldWhileMembers | Select::Stop => {
+                Select::Hold
+            }
         };
         self.slots = slots;
         out

@@ -39,9 +39,172 @@ pub(super) struct Broker {
     restart: Option<(Sampler, ChaCha8Rng)>,
     /// How long it refuses a resend of a message it stored (0: it stores every resend).
     dedup_window: Time,
+    /// What dispatch learned about the head of its queue, to skip it while nothing changed.
+    waits: Waits,
+    /// Bumped whenever its candidates or the strategy's view of them change (an attach or a
+    /// detach, of a consumer or a bridge): it voids [`Waits`].
+    members: u64,
     /// The other member of its HA pair (`backup_of`), with the pair's `takeover` sampler and
     /// this broker's own stream for it, and whether a restarted primary takes its store back.
     pair: Option<Pair>,
+}
+
+/// What dispatch learned about the head of a broker's queue: for each of its first messages, in
+/// queue order, the answer the strategy promised to repeat ([`Select::HoldFor`] a candidate, by
+/// its position among `cands`; [`WAITS_PARKED`]: [`Select::HoldWhileMembers`]) or [`WAITS_ASK`].
+/// While the candidates are the same (`cands`, `members`), dispatch skips a message whose answer
+/// still stands without asking: a page of messages behind full owners is otherwise asked again
+/// on every dispatch. Only for at most [`WAITS_MAX_CANDS`] candidates (their room is a bit mask).
+struct Waits {
+    head: VecDeque<u8>,
+    /// How many messages of the head wait for each candidate, and how many are to be asked
+    /// about: when none waits for a candidate with room, the whole head is skipped at once (a
+    /// page behind a stalled group owner, on every arrival).
+    waiting: [u32; 64],
+    asks: u32,
+    cands: Vec<u32>,
+    members: u64,
+}
+
+impl Default for Waits {
+    fn default() -> Self {
+        Waits {
+            head: VecDeque::new(),
+            waiting: [0; 64],
+            asks: 0,
+            cands: Vec::new(),
+            members: 0,
+        }
+    }
+}
+
+/// [`Waits`]: ask the strategy.
+const WAITS_ASK: u8 = u8::MAX;
+/// [`Waits`]: held until the candidates change (a bit no room mask sets).
+const WAITS_PARKED: u8 = 63;
+/// [`Waits`]: most candidates it keeps answers for.
+const WAITS_MAX_CANDS: usize = 63;
+
+impl Waits {
+    /// Keeps what it knows if the candidates are still `cands` at `members`, else forgets it;
+    /// returns the mask of candidates with room (None: too many candidates to keep answers).
+    #[inline]
+    fn check(&mut self, cands: &[ConsumerSlot], members: u64) -> Option<u64> {
+        if cands.len() > WAITS_MAX_CANDS {
+            self.forget();
+            return None;
+        }
+        if self.members != members
+            || self.cands.len() != cands.len()
+            || self.cands.iter().zip(cands).any(|(&id, c)| id != c.id)
+        {
+            self.forget();
+            self.cands.clear();
+            self.cands.extend(cands.iter().map(|c| c.id));
+            self.members = members;
+        }
+        Some(
+            cands
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.free > 0)
+                .fold(0, |m, (i, _)| m | 1 << i),
+        )
+    }
+
+    /// How many messages from position `i` on (at most `max`) are still held without asking,
+    /// with `room` the mask of candidates with room.
+    #[inline]
+    fn held_from(&self, i: usize, max: usize, room: u64) -> usize {
+        let end = self.head.len().min(i.saturating_add(max));
+        if i >= end {
+            return 0;
+        }
+        if self.asks == 0 && !bits(room).any(|w| self.waiting[w] > 0) {
+            return end - i;
+        }
+        let held = |&w: &u8| w != WAITS_ASK && room >> w & 1 == 0;
+        let (a, b) = self.head.as_slices();
+        let mut k = i;
+        if k < a.len() {
+            let stop = end.min(a.len());
+            if let Some(p) = a[k..stop].iter().position(|w| !held(w)) {
+                return k + p - i;
+            }
+            k = stop;
+        }
+        if k < end {
+            let off = a.len();
+            if let Some(p) = b[k - off..end - off].iter().position(|w| !held(w)) {
+                return k + p - i;
+            }
+            k = end;
+        }
+        k - i
+    }
+
+    /// Forgets every answer (the queue's head changed beyond tracking).
+    fn forget(&mut self) {
+        self.head.clear();
+        self.waiting = [0; 64];
+        self.asks = 0;
+    }
+
+    /// Counts `w` in (`by` 1) or out (`by` -1).
+    #[inline]
+    fn count(&mut self, w: u8, by: i32) {
+        let n = if w == WAITS_ASK {
+            &mut self.asks
+        } else {
+            &mut self.waiting[w as usize]
+        };
+        *n = n.wrapping_add_signed(by);
+    }
+
+    /// The message at position `i` got answer `w`.
+    #[inline]
+    fn learn(&mut self, i: usize, w: u8) {
+        match i.cmp(&self.head.len()) {
+            std::cmp::Ordering::Less => {
+                let old = std::mem::replace(&mut self.head[i], w);
+                self.count(old, -1);
+                self.count(w, 1);
+            }
+            std::cmp::Ordering::Equal => {
+                self.head.push_back(w);
+                self.count(w, 1);
+            }
+            std::cmp::Ordering::Greater => {}
+        }
+    }
+
+    /// A message was put in the queue at position `at`.
+    fn inserted(&mut self, at: usize) {
+        if at < self.head.len() {
+            self.head.insert(at, WAITS_ASK);
+            self.asks += 1;
+        }
+    }
+
+    /// The message at position `at` left the queue.
+    #[inline]
+    fn removed(&mut self, at: usize) {
+        if let Some(w) = self.head.remove(at) {
+            self.count(w, -1);
+        }
+    }
+}
+
+/// The positions of the bits set in `mask`, lowest first.
+#[inline]
+fn bits(mut mask: u64) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let b = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            b
+        })
+    })
 }
 
 /// A broker's place in an HA pair (`failover.rs`).
@@ -137,6 +300,8 @@ impl Broker {
                 .map(|d| (d.0.sampler(), restart_rng)),
             dedup_window: r.dedup_window,
             pair,
+            waits: Waits::default(),
+            members: 0,
         }
     }
 
@@ -207,6 +372,7 @@ impl Broker {
     /// Gives up its store (its queue and dead-letter queue) to its HA partner: it does not serve.
     pub fn take_store(&mut self) -> (VecDeque<u32>, Vec<Msg>) {
         debug_assert!(!self.up);
+        self.waits.forget();
         (
             std::mem::take(&mut self.queue),
             std::mem::take(&mut self.dlq),
@@ -216,6 +382,7 @@ impl Broker {
     /// Takes over its HA pair's store from the partner that held it.
     pub fn adopt_store(&mut self, (mut queue, mut dlq): (VecDeque<u32>, Vec<Msg>)) {
         // One member holds the store at a time: at most one of the two queues has messages.
+        self.waits.forget();
         self.queue.append(&mut queue);
         self.dlq.append(&mut dlq);
     }
@@ -253,16 +420,19 @@ impl Broker {
 
     /// Puts a message at the head of its queue (a forward recalled).
     pub fn store_first(&mut self, slot: u32) {
+        self.waits.inserted(0);
         self.queue.push_front(slot);
     }
 
     /// Takes the message at the head of its queue.
     pub fn take_first(&mut self) -> Option<u32> {
+        self.waits.removed(0);
         self.queue.pop_front()
     }
 
     /// Empties its queue (a non-persistent store lost in a crash).
     pub fn clear_queue(&mut self) {
+        self.waits.forget();
         self.queue.clear();
     }
 
@@ -271,7 +441,10 @@ impl Broker {
     fn put_back(&mut self, slot: u32, requeue: Requeue, slab: &Slab) {
         let q = &mut self.queue;
         match requeue {
-            Requeue::Head => q.push_front(slot),
+            Requeue::Head => {
+                self.waits.inserted(0);
+                q.push_front(slot);
+            }
             Requeue::Tail => q.push_back(slot),
             Requeue::Original => {
                 let id = slab.get(slot).r.id;
@@ -279,6 +452,7 @@ impl Broker {
                     .iter()
                     .position(|&s| slab.get(s).r.id > id)
                     .unwrap_or(q.len());
+                self.waits.inserted(at);
                 q.insert(at, slot);
             }
         }
@@ -292,11 +466,13 @@ impl Broker {
 
     /// Consumer `c` attaches.
     pub fn attach(&mut self, c: u32) {
+        self.members += 1;
         self.attached.push(c);
     }
 
     /// Consumer `c` detaches (if it was attached).
     pub fn detach(&mut self, c: u32) {
+        self.members += 1;
         if let Some(i) = self.attached.iter().position(|&x| x == c) {
             self.attached.remove(i);
         }
@@ -304,12 +480,20 @@ impl Broker {
 
     /// Every consumer detaches at once (the broker crashed).
     pub fn take_attached(&mut self) -> Vec<u32> {
+        self.members += 1;
         std::mem::take(&mut self.attached)
     }
 
     /// Its network bridges, to change (`network.rs`).
     pub fn bridges_mut(&mut self) -> &mut Vec<Bridge> {
+        // (Not a change of candidates for [`Waits`]: the bridges offered are among `cands`, and
+        // opening or closing one tells the strategy, which calls `members_changed`.)
         &mut self.bridges
+    }
+
+    /// The strategy's view of its candidates changed (it was told of an attach or a detach).
+    pub fn members_changed(&mut self) {
+        self.members += 1;
     }
 
     /// Offers its queued messages, up to its page, to `cands` (the local consumers first,
@@ -331,8 +515,15 @@ impl Broker {
     ) {
         let (mut total_free, mut bridge_free) = free;
         let locals = pick.locals;
+        let mut room = self.waits.check(cands, self.members);
         let mut i = 0;
         while total_free > 0 && i < self.page_size {
+            // The messages whose answers still stand, in one pass over what is known.
+            let skip = room.map_or(0, |r| self.waits.held_from(i, self.page_size - i, r));
+            if skip > 0 {
+                i += skip;
+                continue;
+            }
             let Some(&slot) = self.queue.get(i) else {
                 break;
             };
@@ -353,17 +544,22 @@ impl Broker {
                     let Some(cand) = cands[..offered].get_mut(ci).filter(|c| c.free > 0) else {
                         // A policy bug must not corrupt the world: hold the message instead.
                         debug_assert!(false, "strategy selected a full or absent consumer");
+                        self.waits.learn(i, WAITS_ASK);
                         i += 1;
                         continue;
                     };
                     cand.free -= 1;
                     total_free -= 1;
+                    if cand.free == 0 {
+                        room = room.map(|r| r & !(1 << ci));
+                    }
                     let c = cand.id;
                     if i == 0 {
                         self.queue.pop_front();
                     } else {
                         self.queue.remove(i);
                     }
+                    self.waits.removed(i);
                     if ci >= locals {
                         bridge_free -= 1;
                         let peer = (c - pick.bridge_base) as u16;
@@ -377,9 +573,28 @@ impl Broker {
                         out.push((slot, Handout::Consumer(c)));
                     }
                 }
-                Select::Hold => i += 1,
+                Select::HoldFor(ci) => {
+                    let w = match cands.get(ci) {
+                        Some(c) if c.free == 0 && ci < WAITS_MAX_CANDS => ci as u8,
+                        // A promise about a candidate with room holds nothing: ask again.
+                        _ => WAITS_ASK,
+                    };
+                    self.waits.learn(i, w);
+                    i += 1;
+                }
+                Select::HoldWhileMembers => {
+                    self.waits.learn(i, WAITS_PARKED);
+                    i += 1;
+                }
+                Select::Hold => {
+                    self.waits.learn(i, WAITS_ASK);
+                    i += 1;
+                }
                 // Only the local consumers were offered: later messages may still go to a bridge.
-                Select::Stop if offered < cands.len() && bridge_free > 0 => i += 1,
+                Select::Stop if offered < cands.len() && bridge_free > 0 => {
+                    self.waits.learn(i, WAITS_ASK);
+                    i += 1;
+                }
                 Select::Stop => break,
             }
         }
@@ -694,5 +909,62 @@ impl<O: Observer> Engine<'_, O> {
             self.enqueue_back(b, slot);
         }
         self.dispatch(b);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slots(free: &[u32]) -> Vec<ConsumerSlot> {
+        free.iter()
+            .enumerate()
+            .map(|(i, &free)| ConsumerSlot { id: i as u32, free })
+            .collect()
+    }
+
+    /// The head's answers follow the queue through removals and insertions, and a message is
+    /// skipped only while the candidate it waits for has no room.
+    #[test]
+    fn waits_follow_the_queue_and_the_room() {
+        let mut w = Waits::default();
+        let full = slots(&[0, 0, 3]);
+        let room = w.check(&full, 0).expect("few candidates");
+        assert_eq!(room, 0b100);
+        // Positions 0..4: waiting for 0, for 1, parked, ask.
+        for (i, a) in [0, 1, WAITS_PARKED, WAITS_ASK].into_iter().enumerate() {
+            w.learn(i, a);
+        }
+        assert_eq!(
+            w.held_from(0, 10, room),
+            3,
+            "stops at the message to ask about"
+        );
+        assert_eq!(w.held_from(0, 2, room), 2, "not beyond the page");
+        w.removed(3);
+        assert_eq!(
+            w.held_from(0, 10, room),
+            3,
+            "nothing to ask about: all of it"
+        );
+        // Candidate 1 has room: its message is asked about again.
+        assert_eq!(w.held_from(0, 10, 0b110), 1);
+        // A message put in front is asked about; the others keep their answers.
+        w.inserted(0);
+        assert_eq!(w.held_from(0, 10, room), 0);
+        assert_eq!(w.held_from(1, 10, room), 3);
+        w.removed(0);
+        w.removed(0);
+        assert_eq!(w.head, [1, WAITS_PARKED]);
+        assert_eq!((w.waiting[0], w.waiting[1], w.asks), (0, 1, 0));
+        // Other candidates, or a membership change: everything is forgotten.
+        assert!(w.check(&slots(&[0, 0]), 0).is_some());
+        assert!(w.head.is_empty());
+        w.learn(0, 1);
+        assert!(w.check(&slots(&[0, 0]), 1).is_some());
+        assert!(w.head.is_empty());
+        // Too many candidates for a room mask: no answers kept.
+        assert_eq!(w.check(&slots(&[0; 64]), 1), None);
+        assert_eq!(bits(0b1010_0001).collect::<Vec<_>>(), [0, 5, 7]);
     }
 }

@@ -463,6 +463,7 @@ impl<O: Observer> Engine<'_, O> {
         }
         self.return_deliveries(back);
         self.strategy.on_detach(self.now, b, c, &mut self.ctl);
+        self.w.brokers[b as usize].members_changed();
         self.apply_control();
         self.dispatch(b);
         if self.w.brokers[b as usize].attached().is_empty() {
@@ -482,6 +483,7 @@ impl<O: Observer> Engine<'_, O> {
             failover,
         });
         self.strategy.on_attach(self.now, b, c, &mut self.ctl);
+        self.w.brokers[b as usize].members_changed();
         self.apply_control();
         self.dispatch(b);
         if self.w.brokers[b as usize].attached().len() == 1 {

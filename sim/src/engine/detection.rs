@@ -52,6 +52,7 @@ impl<O: Observer> Engine<'_, O> {
                 if let Some(b) = self.w.consumers[c as usize].broker.take() {
                     self.w.brokers[b as usize].detach(c);
                     self.strategy.on_detach(self.now, b, c, &mut self.ctl);
+                    self.w.brokers[b as usize].members_changed();
                     if self.w.brokers[b as usize].attached().is_empty() {
                         self.demand_lost(b);
                     }

@@ -160,6 +160,7 @@ impl<O: Observer> Engine<'_, O> {
         });
         let id = self.bridge_id(p);
         self.strategy.on_attach(self.now, s, id, &mut self.ctl);
+        self.w.brokers[s as usize].members_changed();
         self.apply_control();
         self.dispatch(s);
     }
@@ -177,6 +178,7 @@ impl<O: Observer> Engine<'_, O> {
         }
         let id = self.bridge_id(p);
         self.strategy.on_detach(self.now, s, id, &mut self.ctl);
+        self.w.brokers[s as usize].members_changed();
         self.apply_control();
         self.dispatch(s);
     }
@@ -206,6 +208,7 @@ impl<O: Observer> Engine<'_, O> {
         for br in closed.iter().filter(|br| br.demand) {
             let id = self.bridge_id(br.peer);
             self.strategy.on_detach(self.now, b, id, &mut self.ctl);
+            self.w.brokers[b as usize].members_changed();
         }
         self.apply_control();
         // No bridge leads to `b` any more; the sources dispatch what came back.
