@@ -15,6 +15,7 @@
 pub mod broker;
 pub mod calibrate;
 pub mod db;
+pub mod own;
 pub mod postgres;
 pub mod rabbit_plan;
 pub mod rabbitmq;
@@ -50,6 +51,8 @@ pub struct LiveRequest {
     /// Fail (exit 1, after the table) when a run fell behind its schedule or a fault missed
     /// its time by more than [`FAULT_PRECISION`].
     pub strict: bool,
+    /// `--consumer CMD`: the consumers are copies of this command ([`own`]).
+    pub consumer: Option<String>,
 }
 
 /// What `sim live` found: the text to print, and what `--strict` fails.
@@ -94,6 +97,11 @@ pub const MAX_FORWARD_DELAY_US: u64 = 2_000;
 /// What in the scenario `sim live` cannot stage faithfully, each naming its field (empty: it
 /// can stage everything the file asks for `strategies`).
 pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String> {
+    refusals_for(text, sc, strategies, false)
+}
+
+/// [`refusals`], with the user's consumers when `own` (`--consumer`, [`own`]).
+pub fn refusals_for(text: &str, sc: &Scenario, strategies: &[String], own: bool) -> Vec<String> {
     let mut out = Vec::new();
     let doc: toml_edit::DocumentMut = match text.parse() {
         Ok(d) => d,
@@ -101,7 +109,28 @@ pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String>
     };
     // Every key written, by its row in the one table (crate::staging::FIELDS).
     let on = rabbit_plan::broker_of(sc);
-    out.extend(crate::staging::refused_fields_on(on, &doc));
+    if own {
+        out.extend(crate::staging::refused_fields_own(&doc));
+        if on != crate::staging::LiveBroker::ActiveMq {
+            out.push("flavour (--consumer runs against ActiveMQ Classic only)".into());
+        }
+        if has_poison(sc) {
+            out.push(
+                "poison (--consumer: the consumer's processing is its own, no poison is staged)"
+                    .into(),
+            );
+        }
+        for s in strategies {
+            if !matches!(s.as_str(), "competing" | "single" | "message_groups") {
+                out.push(format!(
+                    "strategy {s:?} (--consumer: competing, single, message_groups; the \
+                     consumer is the handler)"
+                ));
+            }
+        }
+    } else {
+        out.extend(crate::staging::refused_fields_on(on, &doc));
+    }
     if on == crate::staging::LiveBroker::RabbitMq {
         out.extend(rabbit_plan::refusals(&doc, sc));
     }
@@ -168,13 +197,25 @@ pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String>
         .faults
         .iter()
         // db_outage: staged for the db handlers, refused below for the others.
-        .filter(|f| !(f.kind.spec().live || f.kind == FaultKind::DbOutage))
+        .filter(|f| {
+            let staged = if own {
+                // A pause is a SIGSTOP of the user's process; poison is refused above.
+                f.kind.spec().live || f.kind == FaultKind::ConsumerPause
+            } else {
+                f.kind.spec().live || f.kind == FaultKind::DbOutage
+            };
+            !staged
+        })
     {
-        let staged: Vec<&str> = sim::scenario::FaultKind::ALL
-            .into_iter()
-            .filter(|k| k.spec().live)
-            .map(|k| k.name())
-            .collect();
+        let staged: Vec<&str> = if own {
+            vec!["consumer_crash", "consumer_pause", "broker_crash"]
+        } else {
+            sim::scenario::FaultKind::ALL
+                .into_iter()
+                .filter(|k| k.spec().live)
+                .map(|k| k.name())
+                .collect()
+        };
         out.push(format!(
             "[[fault]] kind = {:?} (staged: {})",
             f.kind.name(),
@@ -397,6 +438,17 @@ pub fn plan(
                     },
                 ));
             }
+            FaultAction::ConsumerPause { consumer } => {
+                let d = f.duration.ok_or_else(|| {
+                    "consumer_pause without `for`: a consumer that never resumes is not staged"
+                        .to_string()
+                })?;
+                faults.push((at, Action::PauseConsumer(consumer)));
+                faults.push((
+                    at + Duration::from_micros(d),
+                    Action::ResumeConsumer(consumer),
+                ));
+            }
             FaultAction::DbOutage => {
                 let d = f.duration.ok_or_else(|| {
                     "db_outage without `for`: a database that never comes back is not staged"
@@ -438,6 +490,7 @@ pub fn plan(
         drain_timeout: drain,
         seed,
         db: db::strategy_of(calibrate::strategy_name(strategy), sc).map_err(|e| e.join("; "))?,
+        own: None,
     })
 }
 
@@ -479,7 +532,7 @@ pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
         req.strategies.clone()
     };
     crate::check_strategy_names(&names)?;
-    let refused = refusals(&text, &sc, &names);
+    let refused = refusals_for(&text, &sc, &names, req.consumer.is_some());
     if !refused.is_empty() {
         return Err(CliError::Usage(format!(
             "sim live cannot stage {} faithfully: {}",
@@ -508,7 +561,15 @@ pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
         let strategy = LiveStrategy::parse(name).expect("refused above");
         for i in 0..req.runs {
             let seed = seed0 + i as u64;
-            let p = plan(&sc, strategy, seed, req.drain_timeout).map_err(CliError::Usage)?;
+            let mut p = plan(&sc, strategy, seed, req.drain_timeout).map_err(CliError::Usage)?;
+            p.own = req.consumer.as_ref().map(|command| own::OwnConsumer {
+                command: command.clone(),
+                subscribe_headers: if strategy == LiveStrategy::Single {
+                    "activemq.exclusive:true".into()
+                } else {
+                    String::new()
+                },
+            });
             let r = run::run(&p).map_err(|e| live_error(&e, &entries))?;
             let (n, o) = run_notes(&format!("{name} seed {seed}"), &r);
             notes.push_str(&n);
