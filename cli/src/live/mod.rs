@@ -771,6 +771,56 @@ service = "1ms"
     }
 
     #[test]
+    fn own_consumers_stage_a_pause_and_refuse_poison_and_the_db_handlers() {
+        let own = |text: &str, strategies: &[&str]| {
+            let sc = crate::load_text("t", text).unwrap();
+            let names: Vec<String> = strategies.iter().map(|s| s.to_string()).collect();
+            refusals_for(text, &sc, &names, true)
+        };
+        let pause = format!(
+            "{BASE}[[fault]]\nkind = \"consumer_pause\"\nconsumer = 1\nat = \"1s\"\nfor = \"1s\"\n"
+        );
+        assert!(own(&pause, &["competing", "single", "message_groups"]).is_empty());
+        // ordsim's own consumer threads cannot pause: still refused without --consumer.
+        assert!(refused(&pause, &["competing"])[0].contains("consumer_pause"));
+        let bundled = include_str!("../../../examples/own-consumer.toml");
+        assert!(own(bundled, &["competing"]).is_empty());
+        let r = own(&format!("{BASE}{POISON}"), &["competing"]);
+        assert!(r.iter().any(|x| x.contains("fault.fraction")), "{r:?}");
+        assert!(
+            r.iter().any(|x| x.starts_with("poison (--consumer")),
+            "{r:?}"
+        );
+        let r = own(BASE, &["db_optimistic"]);
+        assert!(
+            r.iter().any(|x| x.contains("the consumer is the handler")),
+            "{r:?}"
+        );
+        let blip = format!(
+            "{BASE}[[fault]]\nkind = \"network_blip\"\nconsumer = 0\nat = \"1s\"\nfor = \"1s\"\n"
+        );
+        let r = own(&blip, &["competing"]);
+        assert!(
+            r[0].contains("network_blip") && r[0].contains("consumer_pause"),
+            "{r:?}"
+        );
+        let p = plan(
+            &crate::load_text("t", &pause).unwrap(),
+            LiveStrategy::Competing,
+            1,
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        assert_eq!(
+            p.faults,
+            vec![
+                (Duration::from_secs(1), Action::PauseConsumer(1)),
+                (Duration::from_secs(2), Action::ResumeConsumer(1)),
+            ]
+        );
+    }
+
+    #[test]
     fn frames_carry_the_strategy() {
         let m = MsgRef {
             id: 7,

@@ -105,6 +105,11 @@ pub fn signal(pgid: i32, sig: libc::c_int) {
     }
 }
 
+/// Process groups of own consumers started by this process and not yet reaped (for tests).
+pub fn live_groups() -> Vec<i32> {
+    GROUPS.lock().map(|g| g.clone()).unwrap_or_default()
+}
+
 fn kill_registered() {
     for g in GROUPS.lock().map(|g| g.clone()).unwrap_or_default() {
         signal(g, libc::SIGKILL);
@@ -408,6 +413,86 @@ mod tests {
             };
             assert!(why.contains("\"apply\" needs"), "{why}");
         }
+    }
+
+    /// Runs consumer 0 of a one-consumer plan as `command` (no broker: it never connects),
+    /// with key 1 seq 0 produced: what stopped it, and the history.
+    fn run_alone(command: &str) -> (Option<String>, Vec<Event>) {
+        let text = "strategies = [\"competing\"]\n[workload]\nmessages = 1\nrate = \"1/s\"\n\
+                    keys = 2\n[[broker]]\nname = \"a\"\n[consumers]\ncount = 1\nservice = \"1ms\"\n";
+        let sc = crate::load_text("t", text).unwrap();
+        let plan = super::super::plan(
+            &sc,
+            super::super::run::LiveStrategy::Competing,
+            1,
+            std::time::Duration::from_secs(1),
+        )
+        .unwrap();
+        let own = OwnConsumer {
+            command: command.into(),
+            subscribe_headers: String::new(),
+        };
+        let sh = Shared::new(super::super::run::Recorder::new(2), 1, vec![1]);
+        sh.rec.produce(0, 1, false);
+        consumer(&sh, 0, &plan, &own, "/tmp");
+        let e = sh.error.lock().unwrap().take();
+        (e, sh.rec.into_events())
+    }
+
+    #[test]
+    fn a_consumer_that_exits_is_named_with_its_stderr() {
+        let (e, _) = run_alone("echo 'no broker here' >&2; exit 3");
+        let e = e.expect("refused");
+        assert!(e.contains("consumer 0 (--consumer \"echo"), "{e}");
+        assert!(
+            e.contains("exited by itself") && e.contains("exit status: 3"),
+            "{e}"
+        );
+        assert!(e.contains("no broker here"), "{e}");
+    }
+
+    #[test]
+    fn a_report_of_a_message_never_produced_is_refused() {
+        let (e, _) = run_alone(r#"echo '{"apply":{"key":"k1","seq":17}}'; sleep 30"#);
+        let e = e.expect("refused");
+        assert!(
+            e.contains("reported key 1 seq 17, never produced (key 1 has seq 0..1 so far)"),
+            "{e}"
+        );
+        let (e, _) = run_alone(r#"echo '{"apply":{"key":"k9","seq":0}}'; sleep 30"#);
+        assert!(e.unwrap().contains("keys are 0..2"));
+        let (e, _) = run_alone(r#"echo '{"apply":{"key":"k1"}}'; sleep 30"#);
+        assert!(e.unwrap().contains("\"apply\" needs"));
+    }
+
+    #[test]
+    fn reports_become_the_history() {
+        // Applied, acked, then exits: the apply and the ack are recorded, the exit refused.
+        let (e, events) = run_alone(
+            r#"echo hello; echo '{"ready":true}'; echo '{"apply":{"key":"k1","seq":0}}'; echo '{"ack":{"key":1,"seq":0}}'"#,
+        );
+        assert!(e.unwrap().contains("exited by itself"));
+        let kinds: Vec<&str> = events
+            .iter()
+            .map(|e| match e {
+                Event::Produce { .. } => "produce",
+                Event::Apply { consumer: 0, .. } => "apply",
+                Event::Ack { consumer: 0, .. } => "ack",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(kinds, ["produce", "apply", "ack"]);
+        let own = OwnConsumer {
+            command: "x".into(),
+            subscribe_headers: String::new(),
+        };
+        assert!(reported(&own, &events, &[]).is_ok());
+        let silent = &events[..1];
+        let e = reported(&own, silent, &[Tail::default()]).unwrap_err();
+        assert!(
+            e.contains("never reported") && e.contains("consumer 0: (stderr empty)"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -485,8 +485,9 @@ pub(super) struct Shared {
     pub(super) ports: Vec<u16>,
     /// The PostgreSQL server's port, when the handler writes to it.
     db_port: Option<u16>,
-    /// What stopped the run from a producer's thread (its source database failed).
-    error: Mutex<Option<String>>,
+    /// What stopped the run from a producer's thread (its source database failed) or from an
+    /// own consumer's (`--consumer`).
+    pub(super) error: Mutex<Option<String>>,
     /// The consumers are the user's processes (`--consumer`).
     own: bool,
     /// `--consumer`: per consumer, the tail of its stderr.
@@ -494,7 +495,7 @@ pub(super) struct Shared {
 }
 
 impl Shared {
-    fn new(rec: Recorder, consumers: u32, ports: Vec<u16>) -> Shared {
+    pub(super) fn new(rec: Recorder, consumers: u32, ports: Vec<u16>) -> Shared {
         Shared {
             rec,
             stop_consumers: AtomicBool::new(false),
