@@ -410,14 +410,20 @@ pub fn plan(
     let mut poison_windows = Vec::new();
     for f in &fp.faults {
         let at = Duration::from_micros(f.at);
+        // A window's length: without `for`, `what` would be staged, and it is not.
+        let lasting = |what: &str| {
+            f.duration.map(Duration::from_micros).ok_or_else(|| {
+                format!(
+                    "{} without `for`: {what} is not staged",
+                    f.action.kind().name()
+                )
+            })
+        };
         match f.action {
             FaultAction::BrokerCrash { broker } => {
-                let d = f.duration.ok_or_else(|| {
-                    "broker_crash without `for`: a broker that never comes back is not staged"
-                        .to_string()
-                })?;
+                let d = lasting("a broker that never comes back")?;
                 faults.push((at, Action::KillBroker(broker)));
-                faults.push((at + Duration::from_micros(d), Action::RestartBroker(broker)));
+                faults.push((at + d, Action::RestartBroker(broker)));
             }
             FaultAction::Poison { fraction } => {
                 let until = f
@@ -426,36 +432,18 @@ pub fn plan(
                 poison_windows.push((at, until, fraction));
             }
             FaultAction::ConsumerCrash { consumer } => {
-                let d = f.duration.ok_or_else(|| {
-                    "consumer_crash without `for`: a consumer that never comes back is not staged"
-                        .to_string()
-                })?;
-                faults.push((
-                    at,
-                    Action::CrashConsumer {
-                        c: consumer,
-                        down: Duration::from_micros(d),
-                    },
-                ));
+                let down = lasting("a consumer that never comes back")?;
+                faults.push((at, Action::CrashConsumer { c: consumer, down }));
             }
             FaultAction::ConsumerPause { consumer } => {
-                let d = f.duration.ok_or_else(|| {
-                    "consumer_pause without `for`: a consumer that never resumes is not staged"
-                        .to_string()
-                })?;
+                let d = lasting("a consumer that never resumes")?;
                 faults.push((at, Action::PauseConsumer(consumer)));
-                faults.push((
-                    at + Duration::from_micros(d),
-                    Action::ResumeConsumer(consumer),
-                ));
+                faults.push((at + d, Action::ResumeConsumer(consumer)));
             }
             FaultAction::DbOutage => {
-                let d = f.duration.ok_or_else(|| {
-                    "db_outage without `for`: a database that never comes back is not staged"
-                        .to_string()
-                })?;
+                let d = lasting("a database that never comes back")?;
                 faults.push((at, Action::DbDown));
-                faults.push((at + Duration::from_micros(d), Action::DbUp));
+                faults.push((at + d, Action::DbUp));
             }
             ref a => return Err(format!("fault {:?} is not staged", a.kind().name())),
         }
