@@ -83,6 +83,7 @@ ack_latency = "10ms"
         drain_timeout: Duration::from_secs(20),
         seed: 1,
         db: None,
+        own: None,
     }
 }
 

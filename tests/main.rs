@@ -19,6 +19,8 @@ mod lease;
 #[cfg(feature = "live")]
 mod live;
 #[cfg(feature = "live")]
+mod live_consumer;
+#[cfg(feature = "live")]
 mod live_postgres;
 #[cfg(feature = "live")]
 mod live_rabbitmq;

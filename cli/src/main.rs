@@ -76,6 +76,10 @@ enum Command {
         /// missed its time by more than 1 ms.
         #[arg(long)]
         strict: bool,
+        /// Test your own consumer: the scenario's consumers are copies of this command (run
+        /// with `sh -c`), reporting what they apply on stdout (docs/live.md, "Your own consumer").
+        #[arg(long, value_name = "CMD")]
+        consumer: Option<String>,
     },
     /// Run each scenario in the simulator over many seeds and live against ActiveMQ over a few
     /// runs; print per strategy and metric the simulator's range beside each live value with a
@@ -399,6 +403,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             out,
             drain_timeout,
             strict,
+            consumer,
         } => {
             let drain_timeout = sim::time::Dur::parse(&drain_timeout)
                 .map(|d| std::time::Duration::from_micros(d.micros()))
@@ -411,6 +416,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 out,
                 drain_timeout,
                 strict,
+                consumer,
             })?;
             out!("{}", outcome.text);
             if strict && !outcome.off.is_empty() {

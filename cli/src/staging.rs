@@ -264,6 +264,70 @@ pub const RABBITMQ: &[(&str, Staging)] = &[
     ),
 ];
 
+/// `sim live --consumer CMD` (issue 40): the rows that differ when the consumers are the user's
+/// processes (ActiveMQ only): what ordsim's consumer threads stage is now the consumer's own.
+pub const OWN_CONSUMER: &[(&str, Staging)] = &[
+    (
+        "strategies",
+        Staged(
+            "competing, message_groups (JMSXGroupID on every SEND), single \
+             (ORDSIM_SUBSCRIBE_HEADERS asks for an exclusive subscription)",
+        ),
+    ),
+    (
+        "consumers.count",
+        Staged("copies of the command, one process group each"),
+    ),
+    (
+        "consumers.prefetch",
+        Staged("ORDSIM_PREFETCH, for the consumer's SUBSCRIBE"),
+    ),
+    (
+        "consumers.service",
+        Unused("the consumer's own work takes its time"),
+    ),
+    (
+        "consumers.ack_latency",
+        Unused("the consumer acks when it does"),
+    ),
+    (
+        "consumers.reconnect_delay",
+        Unused("the consumer reconnects when it does"),
+    ),
+    (
+        "consumers.brokers",
+        Staged("ORDSIM_BROKER_PORTS, the consumer's failover list"),
+    ),
+    (
+        "consumers.connect",
+        Staged("the order of ORDSIM_BROKER_PORTS"),
+    ),
+    (
+        "workload.poison_fraction",
+        Refused("the consumer's processing is its own: no poison is staged"),
+    ),
+    (
+        "fault.kind",
+        Staged(
+            "consumer_crash (SIGKILL, started again after `for`), consumer_pause (SIGSTOP, then \
+             SIGCONT), broker_crash",
+        ),
+    ),
+    (
+        "fault.fraction",
+        Refused("the consumer's processing is its own: no poison is staged"),
+    ),
+];
+
+/// How `path` is staged with the user's consumers (`--consumer`): [`OWN_CONSUMER`]'s row first,
+/// else ActiveMQ's.
+pub fn staging_own(path: &str) -> Option<Staging> {
+    match OWN_CONSUMER.iter().find(|(f, _)| *f == path) {
+        Some((_, s)) => Some(*s),
+        None => staging(path),
+    }
+}
+
 /// How `path` is staged on `broker`: RabbitMQ's own row first, else [`staging`].
 pub fn staging_on(broker: LiveBroker, path: &str) -> Option<Staging> {
     if broker == LiveBroker::RabbitMq {
@@ -299,8 +363,20 @@ pub fn refused_fields(doc: &toml_edit::DocumentMut) -> Vec<String> {
 
 /// [`refused_fields`] on `broker`.
 pub fn refused_fields_on(broker: LiveBroker, doc: &toml_edit::DocumentMut) -> Vec<String> {
+    refused_by(|p| staging_on(broker, p), doc)
+}
+
+/// [`refused_fields`] with the user's consumers ([`OWN_CONSUMER`]).
+pub fn refused_fields_own(doc: &toml_edit::DocumentMut) -> Vec<String> {
+    refused_by(staging_own, doc)
+}
+
+fn refused_by(
+    staging_of: impl Fn(&str) -> Option<Staging>,
+    doc: &toml_edit::DocumentMut,
+) -> Vec<String> {
     let mut out = Vec::new();
-    let mut check = |path: String, shown: String| match staging_on(broker, &path) {
+    let mut check = |path: String, shown: String| match staging_of(&path) {
         Some(Refused(why)) => out.push(format!("{shown} ({why})")),
         None => out.push(format!("{shown} (not staged)")),
         _ => {}

@@ -15,6 +15,7 @@
 pub mod broker;
 pub mod calibrate;
 pub mod db;
+pub mod own;
 pub mod postgres;
 pub mod rabbit_plan;
 pub mod rabbitmq;
@@ -50,6 +51,8 @@ pub struct LiveRequest {
     /// Fail (exit 1, after the table) when a run fell behind its schedule or a fault missed
     /// its time by more than [`FAULT_PRECISION`].
     pub strict: bool,
+    /// `--consumer CMD`: the consumers are copies of this command ([`own`]).
+    pub consumer: Option<String>,
 }
 
 /// What `sim live` found: the text to print, and what `--strict` fails.
@@ -94,6 +97,11 @@ pub const MAX_FORWARD_DELAY_US: u64 = 2_000;
 /// What in the scenario `sim live` cannot stage faithfully, each naming its field (empty: it
 /// can stage everything the file asks for `strategies`).
 pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String> {
+    refusals_for(text, sc, strategies, false)
+}
+
+/// [`refusals`], with the user's consumers when `own` (`--consumer`, [`own`]).
+pub fn refusals_for(text: &str, sc: &Scenario, strategies: &[String], own: bool) -> Vec<String> {
     let mut out = Vec::new();
     let doc: toml_edit::DocumentMut = match text.parse() {
         Ok(d) => d,
@@ -101,7 +109,28 @@ pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String>
     };
     // Every key written, by its row in the one table (crate::staging::FIELDS).
     let on = rabbit_plan::broker_of(sc);
-    out.extend(crate::staging::refused_fields_on(on, &doc));
+    if own {
+        out.extend(crate::staging::refused_fields_own(&doc));
+        if on != crate::staging::LiveBroker::ActiveMq {
+            out.push("flavour (--consumer runs against ActiveMQ Classic only)".into());
+        }
+        if has_poison(sc) {
+            out.push(
+                "poison (--consumer: the consumer's processing is its own, no poison is staged)"
+                    .into(),
+            );
+        }
+        for s in strategies {
+            if !matches!(s.as_str(), "competing" | "single" | "message_groups") {
+                out.push(format!(
+                    "strategy {s:?} (--consumer: competing, single, message_groups; the \
+                     consumer is the handler)"
+                ));
+            }
+        }
+    } else {
+        out.extend(crate::staging::refused_fields_on(on, &doc));
+    }
     if on == crate::staging::LiveBroker::RabbitMq {
         out.extend(rabbit_plan::refusals(&doc, sc));
     }
@@ -168,13 +197,25 @@ pub fn refusals(text: &str, sc: &Scenario, strategies: &[String]) -> Vec<String>
         .faults
         .iter()
         // db_outage: staged for the db handlers, refused below for the others.
-        .filter(|f| !(f.kind.spec().live || f.kind == FaultKind::DbOutage))
+        .filter(|f| {
+            let staged = if own {
+                // A pause is a SIGSTOP of the user's process; poison is refused above.
+                f.kind.spec().live || f.kind == FaultKind::ConsumerPause
+            } else {
+                f.kind.spec().live || f.kind == FaultKind::DbOutage
+            };
+            !staged
+        })
     {
-        let staged: Vec<&str> = sim::scenario::FaultKind::ALL
-            .into_iter()
-            .filter(|k| k.spec().live)
-            .map(|k| k.name())
-            .collect();
+        let staged: Vec<&str> = if own {
+            vec!["consumer_crash", "consumer_pause", "broker_crash"]
+        } else {
+            sim::scenario::FaultKind::ALL
+                .into_iter()
+                .filter(|k| k.spec().live)
+                .map(|k| k.name())
+                .collect()
+        };
         out.push(format!(
             "[[fault]] kind = {:?} (staged: {})",
             f.kind.name(),
@@ -369,14 +410,20 @@ pub fn plan(
     let mut poison_windows = Vec::new();
     for f in &fp.faults {
         let at = Duration::from_micros(f.at);
+        // A window's length: without `for`, `what` would be staged, and it is not.
+        let lasting = |what: &str| {
+            f.duration.map(Duration::from_micros).ok_or_else(|| {
+                format!(
+                    "{} without `for`: {what} is not staged",
+                    f.action.kind().name()
+                )
+            })
+        };
         match f.action {
             FaultAction::BrokerCrash { broker } => {
-                let d = f.duration.ok_or_else(|| {
-                    "broker_crash without `for`: a broker that never comes back is not staged"
-                        .to_string()
-                })?;
+                let d = lasting("a broker that never comes back")?;
                 faults.push((at, Action::KillBroker(broker)));
-                faults.push((at + Duration::from_micros(d), Action::RestartBroker(broker)));
+                faults.push((at + d, Action::RestartBroker(broker)));
             }
             FaultAction::Poison { fraction } => {
                 let until = f
@@ -385,25 +432,18 @@ pub fn plan(
                 poison_windows.push((at, until, fraction));
             }
             FaultAction::ConsumerCrash { consumer } => {
-                let d = f.duration.ok_or_else(|| {
-                    "consumer_crash without `for`: a consumer that never comes back is not staged"
-                        .to_string()
-                })?;
-                faults.push((
-                    at,
-                    Action::CrashConsumer {
-                        c: consumer,
-                        down: Duration::from_micros(d),
-                    },
-                ));
+                let down = lasting("a consumer that never comes back")?;
+                faults.push((at, Action::CrashConsumer { c: consumer, down }));
+            }
+            FaultAction::ConsumerPause { consumer } => {
+                let d = lasting("a consumer that never resumes")?;
+                faults.push((at, Action::PauseConsumer(consumer)));
+                faults.push((at + d, Action::ResumeConsumer(consumer)));
             }
             FaultAction::DbOutage => {
-                let d = f.duration.ok_or_else(|| {
-                    "db_outage without `for`: a database that never comes back is not staged"
-                        .to_string()
-                })?;
+                let d = lasting("a database that never comes back")?;
                 faults.push((at, Action::DbDown));
-                faults.push((at + Duration::from_micros(d), Action::DbUp));
+                faults.push((at + d, Action::DbUp));
             }
             ref a => return Err(format!("fault {:?} is not staged", a.kind().name())),
         }
@@ -438,6 +478,7 @@ pub fn plan(
         drain_timeout: drain,
         seed,
         db: db::strategy_of(calibrate::strategy_name(strategy), sc).map_err(|e| e.join("; "))?,
+        own: None,
     })
 }
 
@@ -479,7 +520,7 @@ pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
         req.strategies.clone()
     };
     crate::check_strategy_names(&names)?;
-    let refused = refusals(&text, &sc, &names);
+    let refused = refusals_for(&text, &sc, &names, req.consumer.is_some());
     if !refused.is_empty() {
         return Err(CliError::Usage(format!(
             "sim live cannot stage {} faithfully: {}",
@@ -508,7 +549,15 @@ pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
         let strategy = LiveStrategy::parse(name).expect("refused above");
         for i in 0..req.runs {
             let seed = seed0 + i as u64;
-            let p = plan(&sc, strategy, seed, req.drain_timeout).map_err(CliError::Usage)?;
+            let mut p = plan(&sc, strategy, seed, req.drain_timeout).map_err(CliError::Usage)?;
+            p.own = req.consumer.as_ref().map(|command| own::OwnConsumer {
+                command: command.clone(),
+                subscribe_headers: if strategy == LiveStrategy::Single {
+                    "activemq.exclusive:true".into()
+                } else {
+                    String::new()
+                },
+            });
             let r = run::run(&p).map_err(|e| live_error(&e, &entries))?;
             let (n, o) = run_notes(&format!("{name} seed {seed}"), &r);
             notes.push_str(&n);
@@ -707,6 +756,56 @@ service = "1ms"
         );
         let t = format!("{BASE}[strategy.single]\ntakeover_delay = \"0s\"\n");
         assert!(refused(&t, &["single"]).is_empty());
+    }
+
+    #[test]
+    fn own_consumers_stage_a_pause_and_refuse_poison_and_the_db_handlers() {
+        let own = |text: &str, strategies: &[&str]| {
+            let sc = crate::load_text("t", text).unwrap();
+            let names: Vec<String> = strategies.iter().map(|s| s.to_string()).collect();
+            refusals_for(text, &sc, &names, true)
+        };
+        let pause = format!(
+            "{BASE}[[fault]]\nkind = \"consumer_pause\"\nconsumer = 1\nat = \"1s\"\nfor = \"1s\"\n"
+        );
+        assert!(own(&pause, &["competing", "single", "message_groups"]).is_empty());
+        // ordsim's own consumer threads cannot pause: still refused without --consumer.
+        assert!(refused(&pause, &["competing"])[0].contains("consumer_pause"));
+        let bundled = include_str!("../../../examples/own-consumer.toml");
+        assert!(own(bundled, &["competing"]).is_empty());
+        let r = own(&format!("{BASE}{POISON}"), &["competing"]);
+        assert!(r.iter().any(|x| x.contains("fault.fraction")), "{r:?}");
+        assert!(
+            r.iter().any(|x| x.starts_with("poison (--consumer")),
+            "{r:?}"
+        );
+        let r = own(BASE, &["db_optimistic"]);
+        assert!(
+            r.iter().any(|x| x.contains("the consumer is the handler")),
+            "{r:?}"
+        );
+        let blip = format!(
+            "{BASE}[[fault]]\nkind = \"network_blip\"\nconsumer = 0\nat = \"1s\"\nfor = \"1s\"\n"
+        );
+        let r = own(&blip, &["competing"]);
+        assert!(
+            r[0].contains("network_blip") && r[0].contains("consumer_pause"),
+            "{r:?}"
+        );
+        let p = plan(
+            &crate::load_text("t", &pause).unwrap(),
+            LiveStrategy::Competing,
+            1,
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        assert_eq!(
+            p.faults,
+            vec![
+                (Duration::from_secs(1), Action::PauseConsumer(1)),
+                (Duration::from_secs(2), Action::ResumeConsumer(1)),
+            ]
+        );
     }
 
     #[test]

@@ -74,6 +74,10 @@ pub enum Action {
         /// Down for.
         down: Duration,
     },
+    /// `--consumer`: consumer `c`'s process group is stopped (SIGSTOP).
+    PauseConsumer(u32),
+    /// `--consumer`: consumer `c`'s process group continues (SIGCONT).
+    ResumeConsumer(u32),
     /// `db_outage` starts: the target database refuses connections ([`super::postgres`]).
     DbDown,
     /// `db_outage` ends.
@@ -188,6 +192,8 @@ pub struct Plan {
     pub seed: u64,
     /// The db handler, run against a private PostgreSQL (`db_optimistic`, `notifier`).
     pub db: Option<super::db::DbStrategy>,
+    /// `--consumer`: the consumers are copies of the user's command, not threads of ordsim.
+    pub own: Option<super::own::OwnConsumer>,
 }
 
 /// The producers' schedule: `messages` arrivals at `rate` (Poisson or constant), keys uniform,
@@ -364,6 +370,26 @@ impl Recorder {
         (g.produced.len(), g.applied.len() + given_up)
     }
 
+    /// The message of `key` numbered `seq`, if it was produced.
+    pub fn find(&self, key: u32, seq: u32) -> Option<MsgRef> {
+        let g = self.lock();
+        g.produced
+            .iter()
+            .rev()
+            .find(|m| m.key == key && m.seq == seq)
+            .copied()
+    }
+
+    /// What was produced of `key` so far, for an error message.
+    pub fn produced_of(&self, key: u32) -> String {
+        let g = self.lock();
+        match g.next_seq.get(key as usize) {
+            None => format!("keys are 0..{}", g.next_seq.len()),
+            Some(0) => format!("nothing of key {key} yet"),
+            Some(n) => format!("key {key} has seq 0..{n} so far"),
+        }
+    }
+
     /// The messages produced.
     pub fn produced(&self) -> Vec<MsgRef> {
         self.lock().produced.clone()
@@ -432,17 +458,20 @@ pub fn subscribe_frame(strategy: LiveStrategy, prefetch: u32) -> Frame {
 /// instant whatever the consumer's thread is doing (waiting for a frame, serving, between an apply
 /// and its ack).
 #[derive(Default)]
-struct Life {
+pub(super) struct Life {
     /// A handle on its connection's socket while connected: the driver closes it at the crash.
     socket: Option<TcpStream>,
     /// Crashed: back at this instant (set at the crash, cleared at the recovery).
-    down_until: Option<Instant>,
+    pub(super) down_until: Option<Instant>,
+    /// `--consumer`: the process group of the user's consumer while it runs.
+    pub(super) pgid: Option<i32>,
 }
 
-struct Shared {
-    rec: Recorder,
+/// What the threads of a run share.
+pub(super) struct Shared {
+    pub(super) rec: Recorder,
     /// Producers and the fault driver are done: consumers finish and disconnect.
-    stop_consumers: AtomicBool,
+    pub(super) stop_consumers: AtomicBool,
     /// Abandon everything (an error or Ctrl-C).
     abort: AtomicBool,
     /// Per consumer: its life.
@@ -451,17 +480,22 @@ struct Shared {
     /// production order whatever the producer count.
     produce_lock: Mutex<()>,
     /// Per consumer: its first subscription is registered (the broker's RECEIPT arrived).
-    subscribed: Vec<AtomicBool>,
+    pub(super) subscribed: Vec<AtomicBool>,
     /// Each broker's STOMP port.
-    ports: Vec<u16>,
+    pub(super) ports: Vec<u16>,
     /// The PostgreSQL server's port, when the handler writes to it.
     db_port: Option<u16>,
-    /// What stopped the run from a producer's thread (its source database failed).
-    error: Mutex<Option<String>>,
+    /// What stopped the run from a producer's thread (its source database failed) or from an
+    /// own consumer's (`--consumer`).
+    pub(super) error: Mutex<Option<String>>,
+    /// The consumers are the user's processes (`--consumer`).
+    own: bool,
+    /// `--consumer`: per consumer, the tail of its stderr.
+    pub(super) tails: Vec<super::own::Tail>,
 }
 
 impl Shared {
-    fn new(rec: Recorder, consumers: u32, ports: Vec<u16>) -> Shared {
+    pub(super) fn new(rec: Recorder, consumers: u32, ports: Vec<u16>) -> Shared {
         Shared {
             rec,
             stop_consumers: AtomicBool::new(false),
@@ -474,30 +508,34 @@ impl Shared {
             ports,
             db_port: None,
             error: Mutex::new(None),
+            own: false,
+            tails: (0..consumers)
+                .map(|_| super::own::Tail::default())
+                .collect(),
         }
     }
 
     /// Stops the run with `e` (a producer's source database failed): returns `r`.
-    fn fail<R>(&self, e: String, r: R) -> R {
+    pub(super) fn fail<R>(&self, e: String, r: R) -> R {
         *self.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
         self.abort.store(true, Ordering::SeqCst);
         r
     }
 
-    fn aborted(&self) -> bool {
+    pub(super) fn aborted(&self) -> bool {
         self.abort.load(Ordering::SeqCst) || crate::interrupt::interrupted()
     }
 
     /// Consumer `c`'s life (always taken under the recorder's lock or alone, never the other
     /// way round).
-    fn life(&self, c: u32) -> std::sync::MutexGuard<'_, Life> {
+    pub(super) fn life(&self, c: u32) -> std::sync::MutexGuard<'_, Life> {
         self.lives[c as usize]
             .lock()
             .unwrap_or_else(|e| e.into_inner())
     }
 
     /// When consumer `c`, crashed, comes back.
-    fn down(&self, c: u32) -> Option<Instant> {
+    pub(super) fn down(&self, c: u32) -> Option<Instant> {
         self.life(c).down_until
     }
 
@@ -528,12 +566,29 @@ impl Shared {
             if let Some(s) = l.socket.take() {
                 close_socket(&s);
             }
+            if let Some(g) = l.pgid {
+                super::own::signal(g, libc::SIGKILL);
+            }
             now
         };
-        self.rec.insert_at(now, |t| Event::Crash {
-            t,
-            node: Node::Consumer(c),
-        });
+        // `--consumer`: its thread records the crash once it has read the last line the
+        // process wrote before the kill.
+        if !self.own {
+            self.rec.insert_at(now, |t| Event::Crash {
+                t,
+                node: Node::Consumer(c),
+            });
+        }
+        Some(now)
+    }
+
+    /// Sends `sig` to consumer `c`'s process group (`--consumer`): when it was sent, `None` if
+    /// no process of it runs now.
+    fn signal_consumer(&self, c: u32, sig: libc::c_int) -> Option<Instant> {
+        let l = self.life(c);
+        let g = l.pgid?;
+        let now = Instant::now();
+        super::own::signal(g, sig);
         Some(now)
     }
 }
@@ -548,7 +603,7 @@ fn connect_first(sh: &Shared, list: &[u16]) -> Option<(Conn, u16)> {
     })
 }
 
-fn sleep_until(sh: &Shared, deadline: Instant) -> bool {
+pub(super) fn sleep_until(sh: &Shared, deadline: Instant) -> bool {
     loop {
         if sh.aborted() {
             return false;
@@ -1324,6 +1379,16 @@ pub fn run(plan: &Plan) -> Result<LiveRun, String> {
     };
     let mut shared = Shared::new(Recorder::new(plan.keys), plan.consumers, ports.clone());
     shared.db_port = db.as_ref().map(|d| d.port);
+    shared.own = plan.own.is_some();
+    // `--consumer`: a scratch directory the copies share (ORDSIM_STATE_DIR), removed at the end.
+    let scratch = match plan.own {
+        Some(_) => Some(super::own::state_dir()?),
+        None => None,
+    };
+    let scratch_path = scratch
+        .as_ref()
+        .map(|d| d.path().display().to_string())
+        .unwrap_or_default();
     let sh = Arc::new(shared);
     let mut t0 = Instant::now();
     let mut written = Vec::new();
@@ -1336,7 +1401,11 @@ pub fn run(plan: &Plan) -> Result<LiveRun, String> {
         let mut consumers = Vec::new();
         for c in 0..plan.consumers {
             let sh = &*sh;
-            consumers.push(s.spawn(move || consumer(sh, c, plan)));
+            let dir = scratch_path.as_str();
+            consumers.push(match &plan.own {
+                Some(own) => s.spawn(move || super::own::consumer(sh, c, plan, own, dir)),
+                None => s.spawn(move || consumer(sh, c, plan)),
+            });
             let deadline = Instant::now() + Duration::from_secs(10);
             while !sh.subscribed[c as usize].load(Ordering::SeqCst)
                 && Instant::now() < deadline
@@ -1380,6 +1449,10 @@ pub fn run(plan: &Plan) -> Result<LiveRun, String> {
             sh.abort.store(true, Ordering::SeqCst);
         }
         sh.stop_consumers.store(true, Ordering::SeqCst);
+        // `--consumer`: the processes are stopped (their stdout closes, their threads return).
+        for c in 0..plan.consumers {
+            sh.signal_consumer(c, libc::SIGKILL);
+        }
         for c in consumers {
             let _ = c.join();
         }
@@ -1412,6 +1485,7 @@ pub fn run(plan: &Plan) -> Result<LiveRun, String> {
     brokers.iter_mut().for_each(|b| b.kill());
     drop(dirs);
     let sh = Arc::try_unwrap(sh).map_err(|_| "threads still hold the run".to_string())?;
+    let sh_tails = sh.tails;
     let rec = sh.rec;
     let mut seen = HashSet::new();
     for (m, broker) in &dead {
@@ -1448,9 +1522,12 @@ pub fn run(plan: &Plan) -> Result<LiveRun, String> {
     }
     let origin = rec.origin();
     let events = rec.into_events();
+    if let Some(own) = &plan.own {
+        super::own::reported(own, &events, &sh_tails)?;
+    }
     // The target's final rows, read back: what the checkers judge (the history's last applies)
     // must be what the database holds.
-    if let Some(server) = db.as_mut() {
+    if let Some(server) = db.as_mut().filter(|_| plan.own.is_none()) {
         let off = super::db::disagreements(&server.target_rows()?, &events);
         if !off.is_empty() {
             return Err(format!(
@@ -1557,6 +1634,17 @@ fn drive(
                     planned: *at,
                     actual: Some(since(sent)),
                     ready: Some(since(done)),
+                });
+            }
+            Action::PauseConsumer(c) | Action::ResumeConsumer(c) => {
+                let pause = matches!(a, Action::PauseConsumer(_));
+                let sent =
+                    sh.signal_consumer(*c, if pause { libc::SIGSTOP } else { libc::SIGCONT });
+                out.push(FaultTiming {
+                    what: format!("consumer {c} {}", if pause { "paused" } else { "resumed" }),
+                    planned: *at,
+                    actual: sent.map(since),
+                    ready: None,
                 });
             }
             Action::CrashConsumer { c, down } => {
@@ -1707,6 +1795,7 @@ mod tests {
             drain_timeout: Duration::from_secs(5),
             seed: 1,
             db: None,
+            own: None,
         };
         let sh = Shared::new(Recorder::new(1), 1, vec![port]);
         let frames = std::thread::scope(|s| {

@@ -1,0 +1,112 @@
+//! `sim live FILE --consumer CMD` (issue 40 section 1) against a real ActiveMQ Classic (cargo
+//! feature `live`): the two example consumers in examples/ under examples/own-consumer.toml, and
+//! a consumer that exits at once. Each test skips, with its reason printed, when ActiveMQ or
+//! python3 is not installed (scripts/live-setup.sh installs ActiveMQ; .ci/run installs python3).
+
+use crate::live::serial;
+use ordsim::live::{broker, judge, own, plan, run};
+use std::time::Duration;
+
+const SCENARIO: &str = "examples/own-consumer.toml";
+
+fn skip() -> bool {
+    if let Some(why) = broker::missing() {
+        eprintln!("skipped: {why}");
+        return true;
+    }
+    let python = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !python {
+        eprintln!("skipped: python3 is not installed (the example consumers need it)");
+        return true;
+    }
+    false
+}
+
+/// One live run of the example scenario with `command` as its consumers: the judged metrics.
+fn run_with(command: &str) -> sim::Metrics {
+    crate::common::at_root();
+    let text = std::fs::read_to_string(SCENARIO).unwrap();
+    let sc = ordsim::load_text(SCENARIO, &text).unwrap();
+    let mut p = plan(
+        &sc,
+        run::LiveStrategy::Competing,
+        sc.seed,
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    p.own = Some(own::OwnConsumer {
+        command: command.into(),
+        subscribe_headers: String::new(),
+    });
+    let r = run::run(&p).unwrap_or_else(|e| panic!("{command}: {e}"));
+    assert!(own::live_groups().is_empty(), "no consumer is left running");
+    assert!(
+        broker::live_children().is_empty(),
+        "no broker is left running"
+    );
+    let crashes = r
+        .events
+        .iter()
+        .filter(|e| matches!(e, sim::history::Event::Crash { .. }))
+        .count();
+    assert_eq!(crashes, 1, "consumer 0 was killed once");
+    judge(&r.events, sc.workload.keys, sc.workload.kind).unwrap()
+}
+
+#[test]
+fn the_naive_consumer_breaks_order_and_the_guarded_one_does_not() {
+    if skip() {
+        return;
+    }
+    let _serial = serial();
+    let naive = run_with("python3 examples/naive_consumer.py");
+    assert_eq!(naive.produced, 600);
+    assert!(
+        naive.ordering_violations + naive.stale_writes > 0,
+        "the frozen copy's old messages overwrite newer state: {naive:?}"
+    );
+    assert_eq!(naive.stale_rejected, 0);
+    let guarded = run_with("python3 examples/guarded_consumer.py");
+    assert_eq!(guarded.produced, 600);
+    assert_eq!(
+        (
+            guarded.ordering_violations,
+            guarded.stale_writes,
+            guarded.lost
+        ),
+        (0, 0, 0),
+        "{guarded:?}"
+    );
+    assert!(
+        guarded.stale_rejected > 0,
+        "the guard's skips are in the history: {guarded:?}"
+    );
+}
+
+#[test]
+fn a_consumer_that_exits_at_once_is_refused_with_its_stderr() {
+    if skip() {
+        return;
+    }
+    let _serial = serial();
+    crate::common::at_root();
+    let e = ordsim::live::live(&ordsim::live::LiveRequest {
+        file: SCENARIO.into(),
+        strategies: vec![],
+        runs: 1,
+        seed: None,
+        out: None,
+        drain_timeout: Duration::from_secs(5),
+        strict: false,
+        consumer: Some("echo 'cannot reach the database' >&2; exit 3".into()),
+    })
+    .err()
+    .expect("refused");
+    let e = e.to_string();
+    assert!(e.contains("exited by itself"), "{e}");
+    assert!(e.contains("cannot reach the database"), "{e}");
+    assert!(own::live_groups().is_empty() && broker::live_children().is_empty());
+}
