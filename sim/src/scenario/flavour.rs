@@ -12,6 +12,9 @@
 //! | `kafka` | blocking (Spring Kafka's `DefaultErrorHandler` seeks back to the failed record) | 0 (`FixedBackOff(0, 9)`) | 9 retries (10 deliveries) | skipped: logged and its offset committed (`dead_letter = "queue"`: a `DeadLetterPublishingRecoverer`'s dead-letter topic) |
 //! | `pulsar` | non-blocking (a negative ack: the client asks the broker to redeliver after the delay; later messages go on) | 60s (`negativeAckRedeliveryDelay`, 1 min) | unlimited (no `DeadLetterPolicy`; `maxRedeliverCount = N` is `max_redeliveries = N`) | the dead-letter topic (`<topic>-<subscription>-DLQ`) |
 //!
+//! `artemis` rolls a failure's whole window back (`[consumers] partial_failure = "rollback"`):
+//! the prefetched messages go back with the failed one, in order, uncounted [A15].
+//!
 //! `pulsar` puts a redelivered message back in its place (the dispatcher replays its redelivery
 //! set in position order before it reads on), and looks 100 messages deep
 //! (`dispatcherMaxReadBatchSize`); its consumers' `receiverQueueSize` (1000) is `[consumers]
@@ -58,7 +61,9 @@
 //! and `ServiceConfiguration` [P1][P5], RabbitMQ's queues, quorum queues and heartbeats
 //! [B1][B3][B6][B7].
 
-use super::{Broker, Commit, CrashDetection, Lease, Receive, Redelivery, RedeliveryMode};
+use super::{
+    Broker, Commit, CrashDetection, Lease, PartialFailure, Receive, Redelivery, RedeliveryMode,
+};
 use crate::time::Dur;
 use serde::{Deserialize, Serialize};
 
@@ -119,6 +124,7 @@ impl Flavour {
             failure_detection: Dur::from_secs(30),
             commit: (Commit::Each, Dur::from_secs(5)),
             receive: Receive::Prefetch,
+            partial_failure: PartialFailure::Continue,
             lease: None,
             renews_lease: false,
             max_in_flight: 1,
@@ -170,6 +176,7 @@ impl Flavour {
         match self {
             Flavour::Activemq => JMS,
             Flavour::Artemis => Defaults {
+                partial_failure: PartialFailure::Rollback,
                 takeover: Some(Dur::from_millis(500)),
                 failback: true,
                 redelivery: dropped(RedeliveryDefaults {
@@ -468,6 +475,11 @@ pub struct Defaults {
     /// How consumers take messages: a topped-up prefetch, or batches (an SQS receive, a Kafka
     /// poll: no push).
     pub receive: Receive,
+    /// What a failure does to the rest of a consumer's window: Artemis's JMS client rolls the
+    /// whole window back in order (`ClientSessionImpl.rollback`: "This ensures messages are
+    /// received in the same order after rollback") [A15]; the others go on with it (ActiveMQ
+    /// Classic's blocking redelivery keeps it behind the failed message in the client anyway).
+    pub partial_failure: PartialFailure,
     /// The delivery lease when the file gives none (SQS: the 30s default visibility timeout;
     /// Service Bus: the queue's 60s default `LockDuration` [Z2]).
     pub lease: Option<Dur>,
