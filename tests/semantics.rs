@@ -183,30 +183,8 @@ fn rollback_run(top: &str, consumers: &str, redelivery: &str) -> (sim::Metrics, 
 
 /// [`rollback_run`]'s scenario run.
 fn rollback_history(top: &str, consumers: &str, redelivery: &str) -> (sim::Metrics, Vec<Event>) {
-    let text = format!(
-        r#"
-{top}
-strategies = ["single"]
-[workload]
-messages = 200
-rate = "100/s"
-arrival = "constant"
-keys = 1
-[[broker]]
-name = "a"
-[consumers]
-count = 1
-prefetch = 10
-service = "20ms"
-{consumers}
-[redelivery]
-{redelivery}
-[[fault]]
-kind = "db_outage"
-at = "500ms"
-for = "50ms"
-"#
-    );
+    let top = format!("{top}\nstrategies = [\"single\"]");
+    let text = common::outage_window(&top, 200, consumers, redelivery, ("500ms", "50ms"));
     common::history(&text, "single")
 }
 

@@ -103,6 +103,15 @@ impl<O: Observer> Engine<'_, O> {
                     if !suspend {
                         self.dispatch_after_failure(d.broker);
                     }
+                } else if r.delay_in_client {
+                    // The client's timer: the message stays the consumer's unacked one.
+                    let due = self.now + delay;
+                    self.w.consumers[c as usize].nacked.push((d, due));
+                    let (slot, id) = (d.slot, d.id);
+                    self.q.push(due, Ev::RedeliveryDue { slot, id });
+                    if !suspend {
+                        self.dispatch_after_failure(d.broker);
+                    }
                 } else {
                     self.w.slab.get_mut(d.slot).loc = Loc::Held(d.broker);
                     self.q.push(
@@ -178,6 +187,30 @@ impl<O: Observer> Engine<'_, O> {
         }
     }
 
+    /// Consumer `c`'s negative-ack timer for `d` (`delay_in_client`) has run out: true when the
+    /// client now asks the broker to redeliver it. A timer of a dead process does not run (its
+    /// broker takes the message back when it notices), a paused one's runs when it resumes,
+    /// and an entry for an earlier delivery of the message is stale.
+    fn nack_timer_due(&mut self, c: u32, d: Delivery) -> bool {
+        let cs = &self.w.consumers[c as usize];
+        let Some(i) = cs
+            .nacked
+            .iter()
+            .position(|&(x, due)| x == d && due <= self.now)
+        else {
+            return false;
+        };
+        if !cs.is_up() {
+            return false;
+        }
+        let (slot, id) = (d.slot, d.id);
+        if self.defer_if_paused(c, Ev::RedeliveryDue { slot, id }) {
+            return false;
+        }
+        self.w.consumers[c as usize].nacked.swap_remove(i);
+        true
+    }
+
     /// Blocking redelivery: the consumer redelivers the held message to itself.
     pub(super) fn blocking_retry(&mut self, c: u32, epoch: u32) {
         if !self.w.consumers[c as usize].alive_in(epoch) {
@@ -219,10 +252,29 @@ impl<O: Observer> Engine<'_, O> {
     /// unless `requeue` says otherwise).
     pub(super) fn redelivery_due(&mut self, slot: u32, id: u64) {
         let m = self.w.slab.get(slot);
-        let Loc::Held(b) = m.loc else { return };
         if m.r.id != id {
             return;
         }
+        let b = match m.loc {
+            Loc::Held(b) => b,
+            Loc::Delivered {
+                broker,
+                consumer,
+                delivery,
+            } => {
+                let d = Delivery {
+                    slot,
+                    id,
+                    delivery,
+                    broker,
+                };
+                if !self.nack_timer_due(consumer, d) {
+                    return;
+                }
+                broker
+            }
+            _ => return,
+        };
         self.requeue(b, slot);
         self.apply_control();
         self.dispatch(b);

@@ -143,6 +143,7 @@ impl Flavour {
                 requeue_lost: Requeue::Head,
                 dead_letter: DeadLetter::Queue,
                 dead_letter_non_persistent: DeadLetter::Drop,
+                delay_in_client: false,
             },
         };
         // No delay, no limit, back at the head, dead-lettered: what the others differ by.
@@ -155,6 +156,7 @@ impl Flavour {
             requeue_lost: Requeue::Head,
             dead_letter: DeadLetter::Queue,
             dead_letter_non_persistent: DeadLetter::Queue,
+            delay_in_client: false,
         };
         /// Requeued to the original position everywhere.
         const fn original(r: RedeliveryDefaults) -> RedeliveryDefaults {
@@ -233,6 +235,7 @@ impl Flavour {
                 takeover: None,
                 redelivery: original(RedeliveryDefaults {
                     delay: Some(Dur::from_secs(60)),
+                    delay_in_client: true,
                     ..NON_BLOCKING
                 }),
                 ..JMS
@@ -541,6 +544,11 @@ pub struct RedeliveryDefaults {
     pub dead_letter: DeadLetter,
     /// ... when the message is not persistent (ActiveMQ's `processNonPersistent = false`).
     pub dead_letter_non_persistent: DeadLetter,
+    /// A non-blocking delay is the client's timer, not the broker's: Pulsar's negative ack
+    /// (`NegativeAcksTracker`) leaves the message among the consumer's unacked ones until the
+    /// timer asks for its redelivery, so a consumer that goes first has it back at once with
+    /// the rest (`removeConsumer`) [P6].
+    pub delay_in_client: bool,
 }
 
 /// The largest `max_in_flight` an idempotent producer may have: Kafka's broker keeps the sequence
@@ -622,6 +630,8 @@ pub struct RedeliveryPolicy {
     /// Where the deliveries of a consumer that is gone (crashed, disconnected) go back: the same
     /// as `requeue` for every flavour but `rabbitmq_quorum` without a delivery limit.
     pub requeue_lost: Requeue,
+    /// A non-blocking delay runs in the client, which dies with it ([`RedeliveryDefaults`]).
+    pub delay_in_client: bool,
     /// What it does then, when the file says (else per broker: [`RedeliveryPolicy::dead_letter`]).
     dead_letter: Option<DeadLetter>,
     flavour: Flavour,
@@ -657,6 +667,7 @@ impl RedeliveryPolicy {
             limit,
             requeue: r.requeue.unwrap_or(requeue),
             requeue_lost: r.requeue.unwrap_or(requeue_lost),
+            delay_in_client: d.delay_in_client,
             dead_letter: r.dead_letter,
             flavour,
         }
