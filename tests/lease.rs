@@ -294,29 +294,12 @@ at = "2s"
 #[test]
 fn fail_rest_keeps_order_where_continue_breaks_it() {
     let text = |mode: &str| {
-        format!(
-            r#"
-strategies = ["sqs_fifo"]
-flavour = "sqs"
-[workload]
-messages = 20
-rate = "100/s"
-arrival = "constant"
-keys = 1
-[[broker]]
-name = "a"
-[consumers]
-count = 1
-prefetch = 10
-service = "20ms"
-partial_failure = "{mode}"
-[redelivery]
-initial_delay = "1s"
-[[fault]]
-kind = "db_outage"
-at = "100ms"
-for = "30ms"
-"#
+        common::outage_window(
+            "strategies = [\"sqs_fifo\"]\nflavour = \"sqs\"",
+            20,
+            &format!("partial_failure = \"{mode}\""),
+            "initial_delay = \"1s\"",
+            ("100ms", "30ms"),
         )
     };
     let cont = common::run(&common::scenario(&text("continue")), "sqs_fifo", 1);

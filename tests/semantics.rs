@@ -167,3 +167,195 @@ fn flavours_bring_their_brokers_defaults() {
         sim::scenario::Limit::Unlimited
     );
 }
+
+/// One key, one consumer with a window of 10, a 50ms database outage: every message in hand
+/// during it fails. `top` goes at the top level, `consumers` into `[consumers]`, `redelivery`
+/// into `[redelivery]`.
+fn rollback_run(top: &str, consumers: &str, redelivery: &str) -> (sim::Metrics, Vec<Event>) {
+    let (m, h) = rollback_history(top, consumers, redelivery);
+    let rollbacks = h
+        .iter()
+        .filter(|e| matches!(e, Event::Rollback { .. }))
+        .count();
+    assert!(rollbacks > 0, "the outage failed deliveries");
+    (m, h)
+}
+
+/// [`rollback_run`]'s scenario run.
+fn rollback_history(top: &str, consumers: &str, redelivery: &str) -> (sim::Metrics, Vec<Event>) {
+    let top = format!("{top}\nstrategies = [\"single\"]");
+    let text = common::outage_window(&top, 200, consumers, redelivery, ("500ms", "50ms"));
+    common::history(&text, "single")
+}
+
+/// Artemis rolls a failed delivery's whole window back (issue 39): the session stops, the
+/// client's buffer is cleared and the server cancels every delivering reference back in order
+/// (`ClientSessionImpl.rollback`, `ServerConsumerImpl.cancelRefs`), so the prefetched messages
+/// do not overtake the failed one, and those the client never consumed keep their delivery count
+/// (`decrementDeliveryCount`): they come back not redelivered. It used to requeue the failed
+/// message alone, behind the window, and report ordering violations Artemis does not have.
+#[test]
+fn an_artemis_rollback_gives_the_whole_window_back_in_order() {
+    let (m, h) = rollback_run("flavour = \"artemis\"", "", "");
+    assert_eq!(m.ordering_violations, 0, "{m:?}");
+    assert_eq!((m.applied, m.lost, m.dropped), (200, 0, 0), "{m:?}");
+    // Only the messages that failed in hand come back redelivered.
+    let failed: std::collections::BTreeSet<u64> = h
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Rollback { msg, .. } => Some(msg.id),
+            _ => None,
+        })
+        .collect();
+    let redelivered: std::collections::BTreeSet<u64> = h
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Dispatch {
+                msg,
+                redelivered: true,
+                ..
+            } => Some(msg.id),
+            _ => None,
+        })
+        .collect();
+    assert!(!redelivered.is_empty());
+    assert!(
+        redelivered.is_subset(&failed),
+        "{redelivered:?} vs {failed:?}"
+    );
+    // The old behaviour, still there on request: the window goes on and overtakes.
+    let (cont, _) = rollback_run(
+        "flavour = \"artemis\"",
+        "partial_failure = \"continue\"",
+        "",
+    );
+    assert!(cont.ordering_violations > 0, "{cont:?}");
+}
+
+/// With a redelivery delay, Artemis schedules every cancelled reference by its own delivery
+/// count (`QueueImpl.checkRedelivery`): the window waits at the broker with the failed message
+/// and comes back with it, in order, behind it. (Messages still queued behind the window go on
+/// meanwhile, the non-blocking delay's own hazard: those overtake.)
+#[test]
+fn an_artemis_rollback_holds_the_window_for_the_redelivery_delay() {
+    let (m, h) = rollback_run("flavour = \"artemis\"", "", "initial_delay = \"200ms\"");
+    assert_eq!((m.applied, m.lost, m.dropped), (200, 0, 0), "{m:?}");
+    let at = h
+        .iter()
+        .position(|e| matches!(e, Event::Rollback { .. }))
+        .unwrap();
+    let Event::Rollback { t: t0, msg, .. } = h[at] else {
+        unreachable!()
+    };
+    let failed = msg.id;
+    // The window: dispatched before the rollback, not started by then.
+    let mut window = std::collections::BTreeSet::new();
+    for e in &h[..at] {
+        match *e {
+            Event::Dispatch { msg, .. } => {
+                window.insert(msg.id);
+            }
+            Event::Start { msg, .. } => {
+                window.remove(&msg.id);
+            }
+            _ => {}
+        }
+    }
+    assert!(window.len() > 1, "{window:?}");
+    // Their next dispatches: the failed message first, then the window in order, all after
+    // the delay.
+    let mut back = Vec::new();
+    for e in &h[at..] {
+        if let Event::Dispatch { t, msg, .. } = *e {
+            if (msg.id == failed || window.contains(&msg.id))
+                && !back.iter().any(|&(_, i)| i == msg.id)
+            {
+                back.push((t, msg.id));
+            }
+        }
+    }
+    let ids: Vec<u64> = back.iter().map(|&(_, i)| i).collect();
+    let mut want = vec![failed];
+    want.extend(window.iter().copied());
+    assert_eq!(ids, want);
+    assert!(back.iter().all(|&(t, _)| t >= t0 + 200_000), "{back:?}");
+}
+
+/// ActiveMQ Classic's client keeps order by itself: its rollback puts the delivered messages
+/// back in front of the unconsumed ones and stops the consumer for the delay
+/// (`ActiveMQMessageConsumer.rollback`), the blocking mode, whatever `partial_failure` says.
+#[test]
+fn activemq_classic_rollback_keeps_the_window_in_the_client() {
+    for pf in ["", "partial_failure = \"rollback\""] {
+        let (m, _) = rollback_run("", pf, "initial_delay = \"200ms\"");
+        assert_eq!(m.ordering_violations, 0, "{pf}: {m:?}");
+    }
+}
+
+/// Two Pulsar consumers; one message fails during a short database outage and is negatively
+/// acknowledged (60s delay); `crash` is a `[[fault]]` block added at the end.
+fn nack_run(crash: &str) -> (sim::Metrics, Vec<Event>) {
+    let text = format!(
+        r#"
+flavour = "pulsar"
+strategies = ["competing"]
+[workload]
+messages = 10
+rate = "10/s"
+arrival = "constant"
+keys = 10
+[[broker]]
+name = "a"
+[consumers]
+count = 2
+prefetch = 1
+service = "10ms"
+[[fault]]
+kind = "db_outage"
+at = "490ms"
+for = "30ms"
+{crash}
+"#
+    );
+    common::history(&text, "competing")
+}
+
+/// Pulsar's negative-ack delay is the client's timer (`NegativeAcksTracker`): the broker keeps
+/// the message among the consumer's unacked ones, and when the consumer goes it redelivers them
+/// all at once (`removeConsumer`). It used to hold the message for the full 60s delay even after
+/// its consumer had crashed.
+#[test]
+fn a_pulsar_negative_ack_delay_dies_with_its_client() {
+    let (_, h) = nack_run("");
+    let (t0, failed, c) = h
+        .iter()
+        .find_map(|e| match *e {
+            Event::Rollback {
+                t, msg, consumer, ..
+            } => Some((t, msg.id, consumer)),
+            _ => None,
+        })
+        .expect("the outage failed a delivery");
+    let redelivered_at = |h: &[Event]| {
+        h.iter()
+            .find_map(|e| match *e {
+                Event::Dispatch {
+                    t,
+                    msg,
+                    redelivered: true,
+                    ..
+                } if msg.id == failed => Some(t),
+                _ => None,
+            })
+            .expect("redelivered")
+    };
+    // Alive, the client asks for it after its delay.
+    assert_eq!(redelivered_at(&h), t0 + 60_000_000);
+    // Its consumer crashes 1s later: the other one has it at once.
+    let crash_ms = t0 / 1000 + 1000;
+    let (m, h) = nack_run(&format!(
+        "[[fault]]\nkind = \"consumer_crash\"\nconsumer = {c}\nat = \"{crash_ms}ms\"\nfor = \"100s\""
+    ));
+    assert_eq!(redelivered_at(&h), crash_ms * 1000);
+    assert_eq!((m.applied, m.lost), (10, 0), "{m:?}");
+}

@@ -90,6 +90,43 @@ service = {{ dist = "exponential", mean = "5ms" }}
     )
 }
 
+/// One key, one consumer with a window of 10 and a 20ms service, constant arrivals at 100/s,
+/// and a database outage `outage` = (at, for): every message in hand during it fails. `top` goes
+/// at the top level (with `strategies`), `consumers` into `[consumers]`, `redelivery` into
+/// `[redelivery]`.
+pub fn outage_window(
+    top: &str,
+    messages: u32,
+    consumers: &str,
+    redelivery: &str,
+    outage: (&str, &str),
+) -> String {
+    let (at, span) = outage;
+    format!(
+        r#"
+{top}
+[workload]
+messages = {messages}
+rate = "100/s"
+arrival = "constant"
+keys = 1
+[[broker]]
+name = "a"
+[consumers]
+count = 1
+prefetch = 10
+service = "20ms"
+{consumers}
+[redelivery]
+{redelivery}
+[[fault]]
+kind = "db_outage"
+at = "{at}"
+for = "{span}"
+"#
+    )
+}
+
 /// The repository's root (where `scenarios/` and `reports/` are).
 pub fn root() -> &'static std::path::Path {
     std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))

@@ -435,6 +435,9 @@ impl<O: Observer> Engine<'_, O> {
         // Processed but not committed: the group resumes from the last commit. A process that
         // goes on (a zombie) still tries to commit them later, and is refused.
         back.extend(cs.uncommitted.iter().map(|(d, _)| *d));
+        // The client's negative-ack timers die with its connection: the broker has those back
+        // at once, with the rest of its unacked messages.
+        back.extend(cs.nacked.drain(..).map(|(d, _)| d));
         if !keep_current {
             cs.uncommitted.clear();
         }
@@ -523,6 +526,7 @@ impl<O: Observer> Engine<'_, O> {
             cs.buffer.clear();
             cs.ack_pending.clear();
             cs.uncommitted.clear();
+            cs.nacked.clear();
         }
         cs.failures_in_row = 0;
         self.sync_load(c);
@@ -621,6 +625,10 @@ pub(super) struct Consumer {
     /// Processed, waiting for its next offset commit (`[consumers] commit = "batch"` or
     /// `"interval"`): not part of its load (a log's consumer fetches on regardless).
     pub uncommitted: Vec<(Delivery, MsgRef)>,
+    /// Deliveries it negatively acknowledged whose redelivery its own timer asks for when due
+    /// (`delay_in_client`: Pulsar's `NegativeAcksTracker`); still its unacked ones at the
+    /// broker, not part of its load.
+    pub nacked: Vec<(Delivery, Time)>,
     /// A periodic commit is scheduled.
     pub commit_armed: bool,
     pub failures_in_row: u32,
@@ -721,6 +729,7 @@ impl Consumer {
             buffer: VecDeque::new(),
             ack_pending: Vec::new(),
             uncommitted: Vec::new(),
+            nacked: Vec::new(),
             commit_armed: false,
             failures_in_row: 0,
             park_serial: 0,

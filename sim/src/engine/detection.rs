@@ -48,6 +48,7 @@ impl<O: Observer> Engine<'_, O> {
                 cs.buffer.clear();
                 cs.ack_pending.clear();
                 cs.uncommitted.clear();
+                cs.nacked.clear();
                 self.sync_load(c);
                 if let Some(b) = self.w.consumers[c as usize].broker.take() {
                     self.w.brokers[b as usize].detach(c);

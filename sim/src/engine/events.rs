@@ -24,6 +24,11 @@ pub(super) enum Ev {
         slot: u32,
         id: u64,
     },
+    /// A message cancelled back with a rolled-back window waited out its delay (`redelivery.rs`).
+    ReturnDue {
+        slot: u32,
+        id: u64,
+    },
     ForwardArrive {
         slot: u32,
         id: u64,

@@ -346,6 +346,7 @@ impl<'a, O: Observer> Engine<'a, O> {
                 self.ack_arrive(c, d, msg)
             }
             Ev::RedeliveryDue { slot, id } => self.redelivery_due(slot, id),
+            Ev::ReturnDue { slot, id } => self.return_due(slot, id),
             Ev::ForwardArrive { slot, id } => self.forward_arrive(slot, id),
             Ev::ConsumerReconnect { c, epoch } => self.consumer_reconnect(c, epoch),
             Ev::ParkTimeout { c, epoch, serial } => self.park_timeout(c, epoch, serial),

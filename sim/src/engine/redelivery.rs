@@ -6,7 +6,7 @@ use super::events::Ev;
 use super::state::{Delivery, Job, Loc, Phase};
 use super::Engine;
 use crate::history::{Event, FailReason, Observer};
-use crate::scenario::{PartialFailure, RedeliveryMode};
+use crate::scenario::{PartialFailure, RedeliveryMode, Requeue};
 
 /// Nested failures handled on the stack before the next dispatch waits for the event queue.
 const MAX_FAIL_DEPTH: u32 = 32;
@@ -54,11 +54,20 @@ impl<O: Observer> Engine<'_, O> {
         let suspend = n > 0 && cs.failures_in_row >= n && !cs.is_suspended();
         self.sync_load(c);
         // `partial_failure = "fail_rest"`: the rest of what it received goes back unprocessed,
-        // before the failed message is requeued (so a head requeue keeps production order).
-        let gave_back = self.sc.consumers.partial_failure == PartialFailure::FailRest
-            && !self.w.consumers[c as usize].buffer.is_empty();
-        if gave_back {
-            self.give_back_rest(c);
+        // before the failed message is requeued (so a head requeue keeps production order);
+        // `"rollback"` (non-blocking): the session cancels its whole window back, uncounted.
+        let window_back = match self.cfg.partial_failure {
+            PartialFailure::Continue => None,
+            PartialFailure::FailRest => Some(false),
+            PartialFailure::Rollback => {
+                (self.cfg.redelivery.mode == RedeliveryMode::NonBlocking).then_some(true)
+            }
+        };
+        let gave_back = window_back.is_some() && !self.w.consumers[c as usize].buffer.is_empty();
+        match window_back {
+            _ if !gave_back => {}
+            Some(true) => self.cancel_window(c),
+            _ => self.give_back_rest(c),
         }
         // A consumer whose connection is gone cannot roll back at the broker: the broker already
         // took the message back when the connection dropped.
@@ -91,6 +100,15 @@ impl<O: Observer> Engine<'_, O> {
                     // before the next dispatch decision, so nothing overtakes it in the same
                     // instant.
                     self.requeue(d.broker, d.slot);
+                    if !suspend {
+                        self.dispatch_after_failure(d.broker);
+                    }
+                } else if r.delay_in_client {
+                    // The client's timer: the message stays the consumer's unacked one.
+                    let due = self.now + delay;
+                    self.w.consumers[c as usize].nacked.push((d, due));
+                    let (slot, id) = (d.slot, d.id);
+                    self.q.push(due, Ev::RedeliveryDue { slot, id });
                     if !suspend {
                         self.dispatch_after_failure(d.broker);
                     }
@@ -129,6 +147,70 @@ impl<O: Observer> Engine<'_, O> {
         self.return_deliveries(rest);
     }
 
+    /// Consumer `c`'s session rolls back (`partial_failure = "rollback"`): every message it
+    /// received and has not started goes back to the broker, in message-id order, before the
+    /// failed one is requeued, not counted as a delivery; each waits out its own redelivery delay
+    /// at the broker. Artemis: `ClientSessionImpl.rollback` stops the session and clears the
+    /// client's buffer, `ServerConsumerImpl.cancelRefs` returns every delivering reference
+    /// (`decrementDeliveryCount` for the ones the client did not consume), and
+    /// `QueueImpl.checkRedelivery` schedules each by its own count; `addSorted` and
+    /// `ScheduledDeliveryHandlerImpl` put them back in order.
+    fn cancel_window(&mut self, c: u32) {
+        let cs = &mut self.w.consumers[c as usize];
+        // Copies of expired receives are not the broker's to take back: they are dropped.
+        let mut rest: Vec<Delivery> = cs.buffer.drain(..).filter(|d| d.delivery != 0).collect();
+        self.drop_orphans(c);
+        self.sync_load(c);
+        let r = self.cfg.redelivery;
+        // Put back one by one: at the head newest first, so that they end up oldest first.
+        if r.requeue == Requeue::Head {
+            rest.sort_unstable_by_key(|d| std::cmp::Reverse(d.id));
+        } else {
+            rest.sort_unstable_by_key(|d| d.id);
+        }
+        for d in &rest {
+            let m = self.w.slab.get_mut(d.slot);
+            let current =
+                matches!(m.loc, Loc::Delivered { delivery, .. } if delivery == d.delivery);
+            if m.r.id != d.id || !current {
+                continue;
+            }
+            m.deliveries -= 1;
+            let delay = r.delay(m.deliveries).0;
+            if delay == 0 {
+                self.requeue(d.broker, d.slot);
+            } else {
+                m.loc = Loc::Held(d.broker);
+                let (slot, id) = (d.slot, d.id);
+                self.q.push(self.now + delay, Ev::ReturnDue { slot, id });
+            }
+        }
+    }
+
+    /// Consumer `c`'s negative-ack timer for `d` (`delay_in_client`) has run out: true when the
+    /// client now asks the broker to redeliver it. A timer of a dead process does not run (its
+    /// broker takes the message back when it notices), a paused one's runs when it resumes,
+    /// and an entry for an earlier delivery of the message is stale.
+    fn nack_timer_due(&mut self, c: u32, d: Delivery) -> bool {
+        let cs = &self.w.consumers[c as usize];
+        let Some(i) = cs
+            .nacked
+            .iter()
+            .position(|&(x, due)| x == d && due <= self.now)
+        else {
+            return false;
+        };
+        if !cs.is_up() {
+            return false;
+        }
+        let (slot, id) = (d.slot, d.id);
+        if self.defer_if_paused(c, Ev::RedeliveryDue { slot, id }) {
+            return false;
+        }
+        self.w.consumers[c as usize].nacked.swap_remove(i);
+        true
+    }
+
     /// Blocking redelivery: the consumer redelivers the held message to itself.
     pub(super) fn blocking_retry(&mut self, c: u32, epoch: u32) {
         if !self.w.consumers[c as usize].alive_in(epoch) {
@@ -152,14 +234,47 @@ impl<O: Observer> Engine<'_, O> {
         self.start_next(c);
     }
 
-    /// A non-blocking redelivery delay is over: the message goes back to its queue (at the head,
-    /// unless `requeue` says otherwise).
-    pub(super) fn redelivery_due(&mut self, slot: u32, id: u64) {
+    /// The redelivery delay of a message cancelled back with a rolled-back window is over: it
+    /// goes back to its queue ([`Self::cancel_window`]). The broker dispatches once the others
+    /// due at this instant are back too (events at an instant run in the order scheduled).
+    pub(super) fn return_due(&mut self, slot: u32, id: u64) {
         let m = self.w.slab.get(slot);
         let Loc::Held(b) = m.loc else { return };
         if m.r.id != id {
             return;
         }
+        self.requeue(b, slot);
+        self.apply_control();
+        self.q.push(self.now, Ev::Dispatch(b));
+    }
+
+    /// A non-blocking redelivery delay is over: the message goes back to its queue (at the head,
+    /// unless `requeue` says otherwise).
+    pub(super) fn redelivery_due(&mut self, slot: u32, id: u64) {
+        let m = self.w.slab.get(slot);
+        if m.r.id != id {
+            return;
+        }
+        let b = match m.loc {
+            Loc::Held(b) => b,
+            Loc::Delivered {
+                broker,
+                consumer,
+                delivery,
+            } => {
+                let d = Delivery {
+                    slot,
+                    id,
+                    delivery,
+                    broker,
+                };
+                if !self.nack_timer_due(consumer, d) {
+                    return;
+                }
+                broker
+            }
+            _ => return,
+        };
         self.requeue(b, slot);
         self.apply_control();
         self.dispatch(b);

@@ -12,6 +12,9 @@
 //! | `kafka` | blocking (Spring Kafka's `DefaultErrorHandler` seeks back to the failed record) | 0 (`FixedBackOff(0, 9)`) | 9 retries (10 deliveries) | skipped: logged and its offset committed (`dead_letter = "queue"`: a `DeadLetterPublishingRecoverer`'s dead-letter topic) |
 //! | `pulsar` | non-blocking (a negative ack: the client asks the broker to redeliver after the delay; later messages go on) | 60s (`negativeAckRedeliveryDelay`, 1 min) | unlimited (no `DeadLetterPolicy`; `maxRedeliverCount = N` is `max_redeliveries = N`) | the dead-letter topic (`<topic>-<subscription>-DLQ`) |
 //!
+//! `artemis` rolls a failure's whole window back (`[consumers] partial_failure = "rollback"`):
+//! the prefetched messages go back with the failed one, in order, uncounted [A15].
+//!
 //! `pulsar` puts a redelivered message back in its place (the dispatcher replays its redelivery
 //! set in position order before it reads on), and looks 100 messages deep
 //! (`dispatcherMaxReadBatchSize`); its consumers' `receiverQueueSize` (1000) is `[consumers]
@@ -58,7 +61,9 @@
 //! and `ServiceConfiguration` [P1][P5], RabbitMQ's queues, quorum queues and heartbeats
 //! [B1][B3][B6][B7].
 
-use super::{Broker, Commit, CrashDetection, Lease, Receive, Redelivery, RedeliveryMode};
+use super::{
+    Broker, Commit, CrashDetection, Lease, PartialFailure, Receive, Redelivery, RedeliveryMode,
+};
 use crate::time::Dur;
 use serde::{Deserialize, Serialize};
 
@@ -119,6 +124,7 @@ impl Flavour {
             failure_detection: Dur::from_secs(30),
             commit: (Commit::Each, Dur::from_secs(5)),
             receive: Receive::Prefetch,
+            partial_failure: PartialFailure::Continue,
             lease: None,
             renews_lease: false,
             max_in_flight: 1,
@@ -137,6 +143,7 @@ impl Flavour {
                 requeue_lost: Requeue::Head,
                 dead_letter: DeadLetter::Queue,
                 dead_letter_non_persistent: DeadLetter::Drop,
+                delay_in_client: false,
             },
         };
         // No delay, no limit, back at the head, dead-lettered: what the others differ by.
@@ -149,6 +156,7 @@ impl Flavour {
             requeue_lost: Requeue::Head,
             dead_letter: DeadLetter::Queue,
             dead_letter_non_persistent: DeadLetter::Queue,
+            delay_in_client: false,
         };
         /// Requeued to the original position everywhere.
         const fn original(r: RedeliveryDefaults) -> RedeliveryDefaults {
@@ -170,6 +178,7 @@ impl Flavour {
         match self {
             Flavour::Activemq => JMS,
             Flavour::Artemis => Defaults {
+                partial_failure: PartialFailure::Rollback,
                 takeover: Some(Dur::from_millis(500)),
                 failback: true,
                 redelivery: dropped(RedeliveryDefaults {
@@ -226,6 +235,7 @@ impl Flavour {
                 takeover: None,
                 redelivery: original(RedeliveryDefaults {
                     delay: Some(Dur::from_secs(60)),
+                    delay_in_client: true,
                     ..NON_BLOCKING
                 }),
                 ..JMS
@@ -468,6 +478,11 @@ pub struct Defaults {
     /// How consumers take messages: a topped-up prefetch, or batches (an SQS receive, a Kafka
     /// poll: no push).
     pub receive: Receive,
+    /// What a failure does to the rest of a consumer's window: Artemis's JMS client rolls the
+    /// whole window back in order (`ClientSessionImpl.rollback`: "This ensures messages are
+    /// received in the same order after rollback") [A15]; the others go on with it (ActiveMQ
+    /// Classic's blocking redelivery keeps it behind the failed message in the client anyway).
+    pub partial_failure: PartialFailure,
     /// The delivery lease when the file gives none (SQS: the 30s default visibility timeout;
     /// Service Bus: the queue's 60s default `LockDuration` [Z2]).
     pub lease: Option<Dur>,
@@ -529,6 +544,11 @@ pub struct RedeliveryDefaults {
     pub dead_letter: DeadLetter,
     /// ... when the message is not persistent (ActiveMQ's `processNonPersistent = false`).
     pub dead_letter_non_persistent: DeadLetter,
+    /// A non-blocking delay is the client's timer, not the broker's: Pulsar's negative ack
+    /// (`NegativeAcksTracker`) leaves the message among the consumer's unacked ones until the
+    /// timer asks for its redelivery, so a consumer that goes first has it back at once with
+    /// the rest (`removeConsumer`) [P6].
+    pub delay_in_client: bool,
 }
 
 /// The largest `max_in_flight` an idempotent producer may have: Kafka's broker keeps the sequence
@@ -610,6 +630,8 @@ pub struct RedeliveryPolicy {
     /// Where the deliveries of a consumer that is gone (crashed, disconnected) go back: the same
     /// as `requeue` for every flavour but `rabbitmq_quorum` without a delivery limit.
     pub requeue_lost: Requeue,
+    /// A non-blocking delay runs in the client, which dies with it ([`RedeliveryDefaults`]).
+    pub delay_in_client: bool,
     /// What it does then, when the file says (else per broker: [`RedeliveryPolicy::dead_letter`]).
     dead_letter: Option<DeadLetter>,
     flavour: Flavour,
@@ -645,6 +667,7 @@ impl RedeliveryPolicy {
             limit,
             requeue: r.requeue.unwrap_or(requeue),
             requeue_lost: r.requeue.unwrap_or(requeue_lost),
+            delay_in_client: d.delay_in_client,
             dead_letter: r.dead_letter,
             flavour,
         }

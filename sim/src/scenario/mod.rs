@@ -557,10 +557,12 @@ pub struct Consumers {
     pub max_poll_interval: Option<Dur>,
     /// What a consumer does with the rest of its prefetched (received) messages when one fails:
     /// `continue` (process them: a partial-batch failure, later messages overtake the failed
-    /// one) or `fail_rest` (give them all back unprocessed, as AWS Powertools'
-    /// `SqsFifoPartialProcessor` does to keep a FIFO group's order).
-    #[serde(default)]
-    pub partial_failure: PartialFailure,
+    /// one), `fail_rest` (give them all back unprocessed, as AWS Powertools'
+    /// `SqsFifoPartialProcessor` does to keep a FIFO group's order) or `rollback` (the session
+    /// rolls its whole window back with the failed message, in order: Artemis's JMS client).
+    /// Default: the flavour's (`rollback` for `artemis`, `continue` for the others).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial_failure: Option<PartialFailure>,
     /// How a consumer takes messages: `prefetch` (the broker keeps up to `prefetch` unacked
     /// messages pushed to it, topping up as it acks: JMS) or `batch` (it asks for up to
     /// `prefetch` messages, and again only once it has settled all of them: an SQS
@@ -629,6 +631,13 @@ pub enum PartialFailure {
     Continue,
     /// Give every other received message back to the broker unprocessed.
     FailRest,
+    /// With non-blocking redelivery, the session stops and cancels every message it received
+    /// back to the broker with the failed one, in order; each waits its own redelivery delay,
+    /// and those not started do not count as delivered (Artemis: `ClientSessionImpl.rollback`,
+    /// `ServerConsumerImpl.cancelRefs`, `QueueImpl.checkRedelivery`). With blocking redelivery
+    /// the client keeps them behind the failed one, as `continue` does (ActiveMQ Classic's
+    /// `ActiveMQMessageConsumer.rollback`).
+    Rollback,
 }
 
 /// `[lease]`: a delivery is the consumer's only for a while (SQS visibility timeout, Service Bus

@@ -7,8 +7,8 @@
 //! once per broker its strategies model ([`Scenario::on_flavour`]), and each is checked.
 
 use super::{
-    Commit, CrashDetection, Defaults, FieldError, Flavour, LeasePolicy, PathSeg, Receive,
-    RedeliveryPolicy, Scenario, MAX_IDEMPOTENT_IN_FLIGHT,
+    Commit, CrashDetection, Defaults, FieldError, Flavour, LeasePolicy, PartialFailure, PathSeg,
+    Receive, RedeliveryPolicy, Scenario, MAX_IDEMPOTENT_IN_FLIGHT,
 };
 use crate::dist::{DurDist, DurSpec};
 use crate::time::{Dur, Time};
@@ -25,6 +25,8 @@ pub struct Resolved {
     pub lease: Option<LeasePolicy>,
     /// `[consumers] receive`.
     pub receive: Receive,
+    /// `[consumers] partial_failure`.
+    pub partial_failure: PartialFailure,
     /// `[consumers] failure_detection`.
     pub failure_detection: Dur,
     /// `[consumers] commit`.
@@ -229,6 +231,7 @@ impl Scenario {
             redelivery: self.redelivery_policy(),
             lease,
             receive,
+            partial_failure: c.partial_failure.unwrap_or(d.partial_failure),
             failure_detection: c.failure_detection.unwrap_or(d.failure_detection),
             commit,
             commit_interval: c.commit_interval.unwrap_or(d.commit.1),
