@@ -991,6 +991,36 @@ pub fn trace(req: &TraceRequest) -> Result<Story, CliError> {
             (src, header, line)
         }
     };
+    tell(&src, header, source_line, req)
+}
+
+/// The story of a recorded history held in memory (`sim judge --out`): the first anomaly's key,
+/// as `sim trace --history` tells it. `source` names where the history came from.
+pub fn story_of(
+    header: TraceHeader,
+    events: Vec<Event>,
+    source: String,
+) -> Result<Story, CliError> {
+    let req = TraceRequest {
+        file: None,
+        history: None,
+        strategy: None,
+        key: None,
+        seed: None,
+        max_events: None,
+        aim: Aim::default(),
+        list_keys: false,
+    };
+    tell(&Source::History(events), header, source, &req)
+}
+
+/// Finds the aimed anomaly in `src` and tells its key's story (or lists the keys).
+fn tell(
+    src: &Source,
+    header: TraceHeader,
+    source_line: String,
+    req: &TraceRequest,
+) -> Result<Story, CliError> {
     if let Some(k) = req.key {
         if k >= header.keys {
             return Err(CliError::Usage(format!(
@@ -1034,7 +1064,7 @@ pub fn trace(req: &TraceRequest) -> Result<Story, CliError> {
     let key = match req.key {
         Some(k) => k,
         None => {
-            let first = scan(&src, &story.header, None, &aim)?;
+            let first = scan(src, &story.header, None, &aim)?;
             story.counts = first.counts;
             story.per_key = first.per_key;
             story.malformed = first.malformed;
@@ -1046,7 +1076,7 @@ pub fn trace(req: &TraceRequest) -> Result<Story, CliError> {
             }
         }
     };
-    let scan = scan(&src, &story.header, Some(key), &aim)?;
+    let scan = scan(src, &story.header, Some(key), &aim)?;
     let (events, notes): (Vec<Event>, Vec<Option<ReassignNote>>) = scan.events.into_iter().unzip();
     story.notes = notes
         .into_iter()

@@ -26,7 +26,6 @@ use crate::report;
 use crate::trace::TraceHeader;
 use crate::{scenario_name, CliError};
 use run::{Action, LiveStrategy, Plan};
-use sim::checkers::Checkers;
 use sim::faults::{FaultAction, FaultKind};
 use sim::history::Event;
 use sim::{FaultPlan, Params, RunSummary, Scenario, Status, StrategySummary};
@@ -453,18 +452,13 @@ pub fn needs_postgres(sc: &Scenario, strategies: &[String]) -> Option<String> {
     ))
 }
 
-/// Judges a live history with the simulator's checkers.
+/// Judges a live history with the simulator's checkers (as `sim judge` does).
 pub fn judge(
     events: &[Event],
     keys: u32,
     kind: sim::scenario::WorkloadKind,
 ) -> Result<sim::Metrics, String> {
-    let mut ch = Checkers::new(keys, kind);
-    for e in events {
-        ch.observe(e);
-    }
-    let end = events.last().map(|e| e.time()).unwrap_or(0);
-    ch.finish(events.len() as u64, end)
+    crate::judge::judge_events(events, keys, kind)
         .map_err(|e| format!("the live history breaks a self-check: {e}"))
 }
 
