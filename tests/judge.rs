@@ -251,9 +251,9 @@ fn csv_and_json_lines_are_judged_alike() {
     let mut r = csv::Reader::from_reader(ALL.as_bytes());
     for rec in r.records() {
         let rec = rec.unwrap();
-        // Times as durations, seqs as versions (numbers), keys as strings.
+        // Times as durations, seqs as versions (numbers), keys as strings, a log's own `type`.
         lines.push_str(&format!(
-            "{{\"time\":\"{}ms\",\"event\":\"{}\",\"key\":\"{}\",\"version\":{},\"node\":\"{}\",\"msg\":\"x\"}}\n",
+            "{{\"type\":\"order\",\"time\":\"{}ms\",\"event\":\"{}\",\"key\":\"{}\",\"version\":{},\"node\":\"{}\",\"msg\":\"x\"}}\n",
             &rec[0], &rec[1], &rec[2], &rec[3], &rec[4]
         ));
     }

@@ -862,9 +862,10 @@ pub fn judge_text(name: &str, text: &str, req: &JudgeRequest) -> Result<Judged, 
     let bad = |e: JudgeError| CliError::Usage(format!("{name}:{e}"));
     let first = text.lines().map(str::trim).find(|l| !l.is_empty());
     let first = first.ok_or_else(|| CliError::Usage(format!("{name}: {}", JudgeError::Empty)))?;
+    // The project's lines have a "type" (a log's may too, beside its "event").
     let project = first.starts_with('{')
         && serde_json::from_str::<serde_json::Map<String, Value>>(first)
-            .is_ok_and(|o| o.contains_key("type"));
+            .is_ok_and(|o| o.contains_key("type") && !o.contains_key("event"));
     let (header, events, keys, form, present) = if project {
         let h = trace::parse_history(name, text)?;
         let mut header = h.header.unwrap_or_else(|| TraceHeader {
