@@ -12,14 +12,12 @@
 //! of a message no `produce` row produced; time going backwards for one node): each refusal names
 //! the line.
 
-use crate::trace::{
-    self, TraceHeader, MAX_HISTORY_BYTES, MAX_HISTORY_KEYS, MAX_HISTORY_LINE_BYTES,
-};
+use crate::trace::{self, TraceHeader, MAX_HISTORY_KEYS, MAX_HISTORY_LINE_BYTES};
 use crate::{report, CliError, OutputSet};
 use serde_json::Value;
 use sim::checkers::{Checkers, SelfCheckError};
 use sim::history::{DiscardReason, Event, MsgRef};
-use sim::scenario::{read_bounded, ReadError, WorkloadKind};
+use sim::scenario::WorkloadKind;
 use sim::time::Time;
 use sim::{Metrics, Params, RunSummary, Status, StrategySummary};
 use std::collections::BTreeMap;
@@ -842,19 +840,8 @@ pub fn judge(req: &JudgeRequest) -> Result<Judged, CliError> {
             GUARANTEES.join(", ")
         )));
     }
-    let name = req.file.display().to_string();
-    let bytes = read_bounded(&req.file, MAX_HISTORY_BYTES).map_err(|e| {
-        CliError::Usage(match e {
-            ReadError::TooLarge(l) => {
-                format!("{name}: larger than the {l}-byte limit for histories")
-            }
-            e => format!("{name}: {e}"),
-        })
-    })?;
-    let text = std::str::from_utf8(&bytes)
-        .map_err(|e| CliError::Usage(format!("{name}: not UTF-8 text ({e})")))?;
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    judge_text(&name, text, req)
+    let (name, text) = trace::read_history_text(&req.file)?;
+    judge_text(&name, &text, req)
 }
 
 /// [`judge`] on text.
@@ -1074,13 +1061,7 @@ impl Judged {
 
     /// The history in the project's JSON lines (`sim trace --history` reads it).
     pub fn history(&self) -> Vec<u8> {
-        let mut out = serde_json::to_vec(&self.header).expect("header serializes");
-        out.push(b'\n');
-        for e in &self.events {
-            serde_json::to_writer(&mut out, e).expect("events serialize");
-            out.push(b'\n');
-        }
-        out
+        trace::history_jsonl(&self.header, &self.events)
     }
 
     /// keys.csv: each key's index in the history and its name in the file.

@@ -295,6 +295,13 @@ pub struct History {
 /// Reads a trace or a recorded history (JSON lines, see the module docs). Anomaly lines are
 /// skipped (they are judged afresh); a bad line is an error naming its line number.
 pub fn read_history(path: &Path) -> Result<History, CliError> {
+    let (name, text) = read_history_text(path)?;
+    parse_history(&name, &text)
+}
+
+/// A history file's name and text (at most [`MAX_HISTORY_BYTES`], UTF-8, a byte-order mark
+/// dropped), or an error naming it.
+pub fn read_history_text(path: &Path) -> Result<(String, String), CliError> {
     let name = path.display().to_string();
     let bytes = read_bounded(path, MAX_HISTORY_BYTES).map_err(|e| {
         CliError::Usage(match e {
@@ -304,9 +311,24 @@ pub fn read_history(path: &Path) -> Result<History, CliError> {
             e => format!("{name}: {e}"),
         })
     })?;
-    let text = std::str::from_utf8(&bytes)
-        .map_err(|e| CliError::Usage(format!("{name}: not UTF-8 text ({e})")))?;
-    parse_history(&name, text)
+    let text = String::from_utf8(bytes)
+        .map_err(|e| CliError::Usage(format!("{name}: not UTF-8 text ({})", e.utf8_error())))?;
+    let text = match text.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_string(),
+        None => text,
+    };
+    Ok((name, text))
+}
+
+/// A history in the trace format: the header line, then one line per event.
+pub fn history_jsonl(header: &TraceHeader, events: &[Event]) -> Vec<u8> {
+    let mut out = serde_json::to_vec(header).expect("header serializes");
+    out.push(b'\n');
+    for e in events {
+        serde_json::to_writer(&mut out, e).expect("events serialize");
+        out.push(b'\n');
+    }
+    out
 }
 
 /// [`read_history`] on text.

@@ -581,12 +581,7 @@ pub fn write_history(
         rabbit_plan::product(sc),
         sc.description.clone().unwrap_or_default()
     ));
-    let mut out = serde_json::to_vec(&header).expect("header serializes");
-    out.push(b'\n');
-    for e in events {
-        serde_json::to_writer(&mut out, e).expect("events serialize");
-        out.push(b'\n');
-    }
+    let out = crate::trace::history_jsonl(&header, events);
     crate::write_atomic(&dir.join(format!("{strategy}-{seed}.jsonl")), &out)
 }
 
