@@ -520,6 +520,14 @@ impl Names {
     }
 }
 
+/// Node names as the trace shows them: a file without a `node` column has one node, `-`.
+fn shown(names: Vec<String>) -> Vec<String> {
+    names
+        .into_iter()
+        .map(|n| if n.is_empty() { "-".to_string() } else { n })
+        .collect()
+}
+
 /// What the end of the history needs to know of a message.
 #[derive(Clone, Copy, Default)]
 struct Fate {
@@ -777,8 +785,8 @@ pub fn build(name: &str, mut rows: Vec<Row>, kind: WorkloadKind) -> Result<Built
         keys: keys.names.len() as u32,
         kind,
         brokers: vec!["broker".into()],
-        producers: producers.names,
-        consumers: consumers.names,
+        producers: shown(producers.names),
+        consumers: shown(consumers.names),
         faults: vec![],
     };
     Ok(Built {
@@ -1188,6 +1196,12 @@ mod tests {
         .unwrap();
         assert_eq!(b.keys, ["b", "a"]);
         assert_eq!(b.header.consumers, ["c2", "c1"]);
+        let solo = build(
+            "h",
+            rows("time,event,key,seq\n5,apply,b,30\n"),
+            WorkloadKind::State,
+        );
+        assert_eq!(solo.unwrap().header.consumers, ["-"]);
         // No produce rows: every message produced at the start, each key by its seqs.
         let produced: Vec<(u32, u32)> = b
             .events
