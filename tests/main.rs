@@ -15,6 +15,7 @@ mod ha;
 mod hostile;
 mod hostile3;
 mod hostile_io;
+mod judge;
 mod lease;
 #[cfg(feature = "live")]
 mod live;

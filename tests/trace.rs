@@ -4,25 +4,11 @@
 
 use crate::common;
 use std::path::PathBuf;
-use std::process::Command;
 
-fn sim(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sim"))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::sim;
 
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ordsim-trace-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::fresh_dir("trace", name)
 }
 
 const FIRST: &str =

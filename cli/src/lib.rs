@@ -7,6 +7,7 @@ pub mod charts;
 pub mod check;
 pub mod explore;
 pub mod interrupt;
+pub mod judge;
 pub mod library;
 #[cfg(feature = "live")]
 pub mod live;

@@ -107,6 +107,24 @@ enum Command {
         #[arg(long, default_value = "30s")]
         drain_timeout: String,
     },
+    /// Judge a history recorded elsewhere (CSV or JSON lines: time, event, key, seq, node; or the
+    /// --trace format) with the same checkers and print the same table; figures the history
+    /// cannot give are `?` (docs/judge.md).
+    Judge {
+        /// The history file.
+        file: PathBuf,
+        /// What a message means to the target: `state` (the default) or `command`.
+        #[arg(long)]
+        kind: Option<String>,
+        /// The figure the consumer promises to keep at 0: ordering_violations or stale_writes
+        /// (default: the strategy's when the history names one, else ordering_violations).
+        #[arg(long)]
+        guarantee: Option<String>,
+        /// Also write summary.csv, summary.json, history.jsonl (the --trace format), keys.csv and
+        /// timeline.html into this directory.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Tell one key's story around its first anomaly: a text timeline, and timeline.html with
     /// --out (exit 1 when there is no anomaly to show).
     Trace {
@@ -525,6 +543,39 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 } else {
                     format!("no {what} in this run")
                 }));
+            }
+            Ok(())
+        }
+        Command::Judge {
+            file,
+            kind,
+            guarantee,
+            out,
+        } => {
+            let kind = kind
+                .map(|k| {
+                    serde_json::from_value(serde_json::Value::String(k.clone())).map_err(|_| {
+                        CliError::Usage(format!("--kind {k:?}: one of state, command"))
+                    })
+                })
+                .transpose()?;
+            let out_set = out
+                .as_deref()
+                .map(|dir| ordsim::OutputSet::prepare_for("judge", dir))
+                .transpose()?;
+            let j = ordsim::judge::judge(&ordsim::judge::JudgeRequest {
+                file: file.clone(),
+                kind,
+                guarantee,
+            })?;
+            out!("{}", j.text(&file));
+            if let (Some(set), Some(dir)) = (out_set, &out) {
+                ordsim::judge::write_out(&j, &file, set)?;
+                outln!(
+                    "\nwrote {}/{{{},judge-manifest.json}}",
+                    dir.display(),
+                    ordsim::judge::JUDGE_FILES.join(",")
+                );
             }
             Ok(())
         }

@@ -191,9 +191,17 @@ pub const LOWER_BOUND_NOTE: &str =
     "≥: a lower bound: messages never delivered count as delivered at the run's end \
      (p50_ms, p99_ms, max_ms; docs/metrics.md)";
 
+/// Marks a figure the judged history cannot give (`sim judge`): unknown, never 0.
+pub const UNKNOWN: &str = "?";
+
+/// The note under a table with [`UNKNOWN`] cells.
+pub const UNKNOWN_NOTE: &str =
+    "?: unknown: the history has no rows of the events this figure needs (docs/judge.md)";
+
 /// The table's cells (a header row, then one row per strategy, its verdict last) and the notes
-/// under it: about strategies that could not run, and what a `≥` means.
-fn table_cells(s: &RunSummary) -> (Vec<Vec<String>>, Vec<String>) {
+/// under it: about strategies that could not run, what a `≥` means, and what a `?` means (the
+/// figures named in `unknown`, flat names).
+fn table_cells(s: &RunSummary, unknown: &[&str]) -> (Vec<Vec<String>>, Vec<String>) {
     let cols = columns();
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut header = vec!["strategy".to_string()];
@@ -208,6 +216,9 @@ fn table_cells(s: &RunSummary) -> (Vec<Vec<String>>, Vec<String>) {
             (Status::Ok, Some(m)) => {
                 let fields = m.fields();
                 row.extend(cols.iter().map(|(_, name)| {
+                    if unknown.contains(&name.as_str()) {
+                        return UNKNOWN.to_string();
+                    }
                     let v = fields
                         .iter()
                         .find(|(k, _)| k == name)
@@ -237,12 +248,23 @@ fn table_cells(s: &RunSummary) -> (Vec<Vec<String>>, Vec<String>) {
     if censored {
         notes.push(LOWER_BOUND_NOTE.to_string());
     }
+    if cols
+        .iter()
+        .any(|(_, name)| unknown.contains(&name.as_str()))
+    {
+        notes.push(UNKNOWN_NOTE.to_string());
+    }
     (rows, notes)
 }
 
 /// The comparison table, one row per strategy, right-aligned numbers.
 pub fn table(s: &RunSummary) -> String {
-    let (rows, notes) = table_cells(s);
+    table_unknown(s, &[])
+}
+
+/// [`table`] with the figures named in `unknown` (flat names) shown as [`UNKNOWN`].
+pub fn table_unknown(s: &RunSummary, unknown: &[&str]) -> String {
+    let (rows, notes) = table_cells(s, unknown);
     let widths: Vec<usize> = (0..rows[0].len())
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
@@ -310,7 +332,7 @@ fn markdown_table_aligned(
 
 /// The comparison table in Markdown, with the notes under it.
 pub fn table_markdown(s: &RunSummary) -> String {
-    let (rows, notes) = table_cells(s);
+    let (rows, notes) = table_cells(s, &[]);
     let last = rows[0].len() - 1;
     let mut out = markdown_table_aligned(&rows[0], &rows[1..], |i| i == 0 || i == last);
     for n in notes {

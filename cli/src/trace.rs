@@ -295,6 +295,13 @@ pub struct History {
 /// Reads a trace or a recorded history (JSON lines, see the module docs). Anomaly lines are
 /// skipped (they are judged afresh); a bad line is an error naming its line number.
 pub fn read_history(path: &Path) -> Result<History, CliError> {
+    let (name, text) = read_history_text(path)?;
+    parse_history(&name, &text)
+}
+
+/// A history file's name and text (at most [`MAX_HISTORY_BYTES`], UTF-8, a byte-order mark
+/// dropped), or an error naming it.
+pub fn read_history_text(path: &Path) -> Result<(String, String), CliError> {
     let name = path.display().to_string();
     let bytes = read_bounded(path, MAX_HISTORY_BYTES).map_err(|e| {
         CliError::Usage(match e {
@@ -304,9 +311,24 @@ pub fn read_history(path: &Path) -> Result<History, CliError> {
             e => format!("{name}: {e}"),
         })
     })?;
-    let text = std::str::from_utf8(&bytes)
-        .map_err(|e| CliError::Usage(format!("{name}: not UTF-8 text ({e})")))?;
-    parse_history(&name, text)
+    let text = String::from_utf8(bytes)
+        .map_err(|e| CliError::Usage(format!("{name}: not UTF-8 text ({})", e.utf8_error())))?;
+    let text = match text.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_string(),
+        None => text,
+    };
+    Ok((name, text))
+}
+
+/// A history in the trace format: the header line, then one line per event.
+pub fn history_jsonl(header: &TraceHeader, events: &[Event]) -> Vec<u8> {
+    let mut out = serde_json::to_vec(header).expect("header serializes");
+    out.push(b'\n');
+    for e in events {
+        serde_json::to_writer(&mut out, e).expect("events serialize");
+        out.push(b'\n');
+    }
+    out
 }
 
 /// [`read_history`] on text.
@@ -991,6 +1013,36 @@ pub fn trace(req: &TraceRequest) -> Result<Story, CliError> {
             (src, header, line)
         }
     };
+    tell(&src, header, source_line, req)
+}
+
+/// The story of a recorded history held in memory (`sim judge --out`): the first anomaly's key,
+/// as `sim trace --history` tells it. `source` names where the history came from.
+pub fn story_of(
+    header: TraceHeader,
+    events: Vec<Event>,
+    source: String,
+) -> Result<Story, CliError> {
+    let req = TraceRequest {
+        file: None,
+        history: None,
+        strategy: None,
+        key: None,
+        seed: None,
+        max_events: None,
+        aim: Aim::default(),
+        list_keys: false,
+    };
+    tell(&Source::History(events), header, source, &req)
+}
+
+/// Finds the aimed anomaly in `src` and tells its key's story (or lists the keys).
+fn tell(
+    src: &Source,
+    header: TraceHeader,
+    source_line: String,
+    req: &TraceRequest,
+) -> Result<Story, CliError> {
     if let Some(k) = req.key {
         if k >= header.keys {
             return Err(CliError::Usage(format!(
@@ -1034,7 +1086,7 @@ pub fn trace(req: &TraceRequest) -> Result<Story, CliError> {
     let key = match req.key {
         Some(k) => k,
         None => {
-            let first = scan(&src, &story.header, None, &aim)?;
+            let first = scan(src, &story.header, None, &aim)?;
             story.counts = first.counts;
             story.per_key = first.per_key;
             story.malformed = first.malformed;
@@ -1046,7 +1098,7 @@ pub fn trace(req: &TraceRequest) -> Result<Story, CliError> {
             }
         }
     };
-    let scan = scan(&src, &story.header, Some(key), &aim)?;
+    let scan = scan(src, &story.header, Some(key), &aim)?;
     let (events, notes): (Vec<Event>, Vec<Option<ReassignNote>>) = scan.events.into_iter().unzip();
     story.notes = notes
         .into_iter()

@@ -127,6 +127,27 @@ for = "{span}"
     )
 }
 
+/// Runs the `sim` binary: its exit code, standard output and standard error.
+pub fn sim(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(args)
+        .output()
+        .expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A fresh, empty temporary folder `ordsim-TOPIC-PID-NAME`.
+pub fn fresh_dir(topic: &str, name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("ordsim-{topic}-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
 /// The repository's root (where `scenarios/` and `reports/` are).
 pub fn root() -> &'static std::path::Path {
     std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))

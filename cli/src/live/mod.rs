@@ -27,7 +27,6 @@ use crate::report;
 use crate::trace::TraceHeader;
 use crate::{scenario_name, CliError};
 use run::{Action, LiveStrategy, Plan};
-use sim::checkers::Checkers;
 use sim::faults::{FaultAction, FaultKind};
 use sim::history::Event;
 use sim::{FaultPlan, Params, RunSummary, Scenario, Status, StrategySummary};
@@ -494,18 +493,13 @@ pub fn needs_postgres(sc: &Scenario, strategies: &[String]) -> Option<String> {
     ))
 }
 
-/// Judges a live history with the simulator's checkers.
+/// Judges a live history with the simulator's checkers (as `sim judge` does).
 pub fn judge(
     events: &[Event],
     keys: u32,
     kind: sim::scenario::WorkloadKind,
 ) -> Result<sim::Metrics, String> {
-    let mut ch = Checkers::new(keys, kind);
-    for e in events {
-        ch.observe(e);
-    }
-    let end = events.last().map(|e| e.time()).unwrap_or(0);
-    ch.finish(events.len() as u64, end)
+    crate::judge::judge_events(events, keys, kind)
         .map_err(|e| format!("the live history breaks a self-check: {e}"))
 }
 
@@ -636,12 +630,7 @@ pub fn write_history(
         rabbit_plan::product(sc),
         sc.description.clone().unwrap_or_default()
     ));
-    let mut out = serde_json::to_vec(&header).expect("header serializes");
-    out.push(b'\n');
-    for e in events {
-        serde_json::to_writer(&mut out, e).expect("events serialize");
-        out.push(b'\n');
-    }
+    let out = crate::trace::history_jsonl(&header, events);
     crate::write_atomic(&dir.join(format!("{strategy}-{seed}.jsonl")), &out)
 }
 
