@@ -489,6 +489,9 @@ pub struct Hooks {
     pub on_returned: bool,
     /// [`Strategy::on_settled`] listens.
     pub on_settled: bool,
+    /// [`Strategy::select`] may promise ([`Select::HoldFor`], [`Select::HoldWhileMembers`]):
+    /// the broker keeps those answers (else it treats them as [`Select::Hold`]).
+    pub promises: bool,
 }
 
 impl Hooks {
@@ -500,6 +503,7 @@ impl Hooks {
         on_handled: true,
         on_returned: true,
         on_settled: true,
+        promises: true,
     };
     /// Only `select` and the rare hooks (membership, timers, world changes): plain competing
     /// consumers.
@@ -510,6 +514,7 @@ impl Hooks {
         on_handled: false,
         on_returned: false,
         on_settled: false,
+        promises: false,
     };
 }
 

@@ -113,8 +113,9 @@ impl Waits {
     }
 
     /// How many messages from position `i` on (at most `max`) are still held without asking,
-    /// with `room` the mask of candidates with room.
-    #[inline]
+    /// with `room` the mask of candidates with room. (Out of line: only policies that promise
+    /// get here.)
+    #[inline(never)]
     fn held_from(&self, i: usize, max: usize, room: u64) -> usize {
         let end = self.head.len().min(i.saturating_add(max));
         if i >= end {
@@ -161,20 +162,43 @@ impl Waits {
         *n = n.wrapping_add_signed(by);
     }
 
-    /// The message at position `i` got answer `w`.
+    /// [`Self::learn`] in a dispatch call, first checking the candidates if it has not (`room`
+    /// None; then the room mask [`Self::check`] returns, None for too many candidates).
+    #[inline]
+    fn learn_in(
+        &mut self,
+        i: usize,
+        w: u8,
+        cands: &[ConsumerSlot],
+        members: u64,
+        room: &mut Option<Option<u64>>,
+    ) {
+        if w == WAITS_ASK && i >= self.head.len() {
+            // Beyond what is known, a message is asked about anyway.
+            return;
+        }
+        if room.is_none() {
+            *room = Some(self.check(cands, members));
+        }
+        if room.is_some_and(|r| r.is_some()) {
+            self.learn(i, w);
+        }
+    }
+
+    /// The message at position `i` got answer `w` (the ones before it, if unknown, are asked
+    /// about: a policy that never promises keeps no answers).
     #[inline]
     fn learn(&mut self, i: usize, w: u8) {
-        match i.cmp(&self.head.len()) {
-            std::cmp::Ordering::Less => {
-                let old = std::mem::replace(&mut self.head[i], w);
-                self.count(old, -1);
-                self.count(w, 1);
-            }
-            std::cmp::Ordering::Equal => {
-                self.head.push_back(w);
-                self.count(w, 1);
-            }
-            std::cmp::Ordering::Greater => {}
+        let len = self.head.len();
+        if i < len {
+            let old = std::mem::replace(&mut self.head[i], w);
+            self.count(old, -1);
+            self.count(w, 1);
+        } else if w != WAITS_ASK {
+            self.head.resize(i, WAITS_ASK);
+            self.asks += (i - len) as u32;
+            self.head.push_back(w);
+            self.count(w, 1);
         }
     }
 
@@ -244,6 +268,8 @@ pub(super) struct Pick {
     locals: usize,
     /// The id strategies see for the bridge toward peer 0 (`[consumers] count`).
     bridge_base: u32,
+    /// The strategy may promise ([`Hooks::promises`](crate::strategy::Hooks::promises)): its answers are kept ([`Waits`]).
+    keep: bool,
 }
 
 /// A network bridge from one broker toward `peer`: one more consumer of the broker's queue while
@@ -515,14 +541,21 @@ impl Broker {
     ) {
         let (mut total_free, mut bridge_free) = free;
         let locals = pick.locals;
-        let mut room = self.waits.check(cands, self.members);
+        // Answers are kept only once a strategy has given one: a policy that never holds a
+        // message pays nothing for them.
+        // (None: not yet checked in this call.)
+        let keep = pick.keep;
+        let mut room =
+            (keep && !self.waits.head.is_empty()).then(|| self.waits.check(cands, self.members));
         let mut i = 0;
         while total_free > 0 && i < self.page_size {
             // The messages whose answers still stand, in one pass over what is known.
-            let skip = room.map_or(0, |r| self.waits.held_from(i, self.page_size - i, r));
-            if skip > 0 {
-                i += skip;
-                continue;
+            if let Some(Some(r)) = room {
+                let skip = self.waits.held_from(i, self.page_size - i, r);
+                if skip > 0 {
+                    i += skip;
+                    continue;
+                }
             }
             let Some(&slot) = self.queue.get(i) else {
                 break;
@@ -544,14 +577,17 @@ impl Broker {
                     let Some(cand) = cands[..offered].get_mut(ci).filter(|c| c.free > 0) else {
                         // A policy bug must not corrupt the world: hold the message instead.
                         debug_assert!(false, "strategy selected a full or absent consumer");
-                        self.waits.learn(i, WAITS_ASK);
+                        self.waits
+                            .learn_in(i, WAITS_ASK, cands, self.members, &mut room);
                         i += 1;
                         continue;
                     };
                     cand.free -= 1;
                     total_free -= 1;
                     if cand.free == 0 {
-                        room = room.map(|r| r & !(1 << ci));
+                        if let Some(Some(r)) = &mut room {
+                            *r &= !(1 << ci);
+                        }
                     }
                     let c = cand.id;
                     if i == 0 {
@@ -559,7 +595,9 @@ impl Broker {
                     } else {
                         self.queue.remove(i);
                     }
-                    self.waits.removed(i);
+                    if keep {
+                        self.waits.removed(i);
+                    }
                     if ci >= locals {
                         bridge_free -= 1;
                         let peer = (c - pick.bridge_base) as u16;
@@ -579,20 +617,25 @@ impl Broker {
                         // A promise about a candidate with room holds nothing: ask again.
                         _ => WAITS_ASK,
                     };
-                    self.waits.learn(i, w);
+                    if keep {
+                        self.waits.learn_in(i, w, cands, self.members, &mut room);
+                    }
                     i += 1;
                 }
                 Select::HoldWhileMembers => {
-                    self.waits.learn(i, WAITS_PARKED);
+                    self.waits
+                        .learn_in(i, WAITS_PARKED, cands, self.members, &mut room);
                     i += 1;
                 }
                 Select::Hold => {
-                    self.waits.learn(i, WAITS_ASK);
+                    self.waits
+                        .learn_in(i, WAITS_ASK, cands, self.members, &mut room);
                     i += 1;
                 }
                 // Only the local consumers were offered: later messages may still go to a bridge.
                 Select::Stop if offered < cands.len() && bridge_free > 0 => {
-                    self.waits.learn(i, WAITS_ASK);
+                    self.waits
+                        .learn_in(i, WAITS_ASK, cands, self.members, &mut room);
                     i += 1;
                 }
                 Select::Stop => break,
@@ -796,6 +839,7 @@ impl<O: Observer> Engine<'_, O> {
             now: self.now,
             locals,
             bridge_base: self.sc.consumers.count,
+            keep: self.hooks.promises,
         };
         self.w.brokers[bi].offer(
             &pick,
@@ -963,6 +1007,14 @@ mod tests {
         w.learn(0, 1);
         assert!(w.check(&slots(&[0, 0]), 1).is_some());
         assert!(w.head.is_empty());
+        // A promise beyond what is known: the messages before it are asked about; an ask
+        // beyond it is not kept.
+        w.forget();
+        w.learn(2, 1);
+        w.learn(3, WAITS_ASK);
+        assert_eq!(w.head, [WAITS_ASK, WAITS_ASK, 1]);
+        assert_eq!((w.asks, w.waiting[1]), (2, 1));
+        assert_eq!(w.held_from(2, 10, 0), 1);
         // Too many candidates for a room mask: no answers kept.
         assert_eq!(w.check(&slots(&[0; 64]), 1), None);
         assert_eq!(bits(0b1010_0001).collect::<Vec<_>>(), [0, 5, 7]);
