@@ -111,7 +111,7 @@ struct BrokerGroups {
     owner: Vec<u32>,
     /// Per group without an owner: who owned it last (a consumer index), GONE or NEVER.
     last_owner: Vec<u32>,
-    /// LRU list (bounded map only): per group, the less / more recently used neighbour.
+    /// LRU list (where the map can overflow): per group, the less / more recently used neighbour.
     older: Vec<u32>,
     newer: Vec<u32>,
     /// Least and most recently used groups in the map.
@@ -128,8 +128,8 @@ struct BrokerGroups {
 }
 
 impl BrokerGroups {
-    fn new(groups: usize, bounded: bool) -> Self {
-        let lru_len = if bounded { groups } else { 0 };
+    fn new(groups: usize, keep_lru: bool) -> Self {
+        let lru_len = if keep_lru { groups } else { 0 };
         BrokerGroups {
             owner: vec![NIL; groups],
             last_owner: vec![NEVER; groups],
@@ -211,13 +211,9 @@ impl MessageGroups {
         }
     }
 
-    fn bounded(&self) -> bool {
-        self.lru
-    }
-
     /// A lookup of an owned group: the access-ordered LRU refreshes it.
     fn touch(&mut self, b: usize, g: u32) {
-        if self.bounded() {
+        if self.lru {
             let side = &mut self.brokers[b];
             if side.mru != g {
                 side.unlink(g);
@@ -415,7 +411,7 @@ impl Strategy for MessageGroups {
     fn on_detach(&mut self, _now: Time, broker: u16, consumer: u32, _ctl: &mut Control) {
         // Queue.removeSubscription -> MessageGroupMap.removeConsumer: its groups are forgotten.
         // Its unacked messages are already back in the queue (the engine did it).
-        let bounded = self.bounded();
+        let lru = self.lru;
         let side = &mut self.brokers[broker as usize];
         side.attached = side.attached.saturating_sub(1);
         for g in 0..side.owner.len() {
@@ -423,7 +419,7 @@ impl Strategy for MessageGroups {
                 side.owner[g] = NIL;
                 side.last_owner[g] = GONE;
                 side.len -= 1;
-                if bounded {
+                if lru {
                     side.unlink(g as u32);
                 }
             } else if side.last_owner[g] == consumer {

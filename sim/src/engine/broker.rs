@@ -41,8 +41,8 @@ pub(super) struct Broker {
     dedup_window: Time,
     /// What dispatch learned about the head of its queue, to skip it while nothing changed.
     waits: Waits,
-    /// Bumped whenever its candidates or the strategy's view of them change (an attach or a
-    /// detach, of a consumer or a bridge): it voids [`Waits`].
+    /// Bumped whenever the strategy hears of an attach or a detach (of a consumer or a bridge):
+    /// it voids [`Waits`] even where the candidates look the same again.
     members: u64,
     /// The other member of its HA pair (`backup_of`), with the pair's `takeover` sampler and
     /// this broker's own stream for it, and whether a restarted primary takes its store back.
@@ -492,13 +492,11 @@ impl Broker {
 
     /// Consumer `c` attaches.
     pub fn attach(&mut self, c: u32) {
-        self.members += 1;
         self.attached.push(c);
     }
 
     /// Consumer `c` detaches (if it was attached).
     pub fn detach(&mut self, c: u32) {
-        self.members += 1;
         if let Some(i) = self.attached.iter().position(|&x| x == c) {
             self.attached.remove(i);
         }
@@ -506,7 +504,6 @@ impl Broker {
 
     /// Every consumer detaches at once (the broker crashed).
     pub fn take_attached(&mut self) -> Vec<u32> {
-        self.members += 1;
         std::mem::take(&mut self.attached)
     }
 
