@@ -36,16 +36,32 @@
 //!   of its keys wait. A replayed message (one read before: redelivered, or held for want of
 //!   permits) is limited by the earliest such position of any recently joined consumer. So a
 //!   stuck or slow existing consumer, or a message waiting out its negative-ack delay, stalls the
-//!   new consumer's keys ([P3] #15705), and once 100 of its held messages fill the head of the read
-//!   ([`Flavour::page_size`](sim::scenario::Flavour::page_size)) they stall every key (3.0's
-//!   dispatcher, which replays its redelivery set before it reads on, stalls them sooner). A consumer that
+//!   new consumer's keys ([P3] #15705); the other keys go on (below). A consumer that
 //!   leaves hands its keys to existing consumers at once: its unacknowledged messages are
 //!   replayed first, in position order. A held message older than the join position goes to the
 //!   new owner even while the old owner still holds an earlier one of its key: the reordering
 //!   PIP-282 was written to fix. Measured with crashes and leaves (3000 messages, 4 consumers,
 //!   seeds 1-5): with the client's receiver queue of 1000, 0 violations at 200/s and at 350/s;
-//!   with 50 at 350/s, 0-40 (the test `a_held_message_goes_to_the_joiner_before_an_earlier_one`).
+//!   with 50 at 350/s, 0-55 (the test `a_held_message_goes_to_the_joiner_before_an_earlier_one`).
 //!   `allow_out_of_order_delivery = true`: no gate.
+//! - **Reading on past a full consumer** (`trySendMessagesToConsumers`, `readMoreEntries`): a
+//!   message read for a consumer without permits (its receiver queue full: a slow consumer), or
+//!   held by the join gate, goes to the replay set (`addMessageToReplay`) and the dispatcher reads
+//!   the next batch of `dispatcherMaxReadBatchSize` (100) "which might hopefully contain also keys
+//!   meant for other consumers" (`isDispatcherStuckOnReplays`); replays whose consumer has no
+//!   permits are filtered out before a read (`filterOutEntriesWillBeDiscarded`, 3.0.5 on), and a
+//!   normal read happens while a consumer that is not recently joined has permits
+//!   (`hasConsumersNeededNormalRead`). So one slow consumer's keys wait and the others keep their
+//!   latency: the `pulsar` flavour's dispatch looks through the whole queue
+//!   ([`Flavour::page_size`](sim::scenario::Flavour::page_size) unbounded), a message for a full
+//!   consumer is a [`Select::HoldFor`] the broker skips until that consumer has room, and an
+//!   unread message with only recently joined consumers having permits is a [`Select::Stop`]
+//!   (the cursor stays). Nothing else bounds the replay set in 3.x (the broker's memory,
+//!   apache/pulsar#26677) but `maxUnackedMessagesPerSubscription` (200,000 dispatched and
+//!   unacknowledged; not modelled: it takes 200 consumers' full receiver queues); 4.0's
+//!   dispatcher caps it (`keySharedLookAheadMsgInReplayThresholdPerConsumer` 2000,
+//!   `...PerSubscription` 20,000; not modelled). Reading on also puts more read-and-held
+//!   messages behind each join, for the reorder below.
 //! - **Negative acks and redelivery** are the broker's and the client's: run it with
 //!   `flavour = "pulsar"` (a failed message is redelivered after `negativeAckRedeliveryDelay`,
 //!   60s, while later messages of its key go on: "negative acknowledgments on ordered
@@ -54,7 +70,7 @@
 //!
 //! What it does not model: the `STICKY` mode (client-chosen ranges), batching (producers must
 //! use key-based batching or none [P1]), the 4.0 draining hashes (PIP-379), PIP-282's last-sent
-//! positions (4.0), `stuckConsumers` look-ahead, and the per-read grouping (a replayed message
+//! positions (4.0), 4.0's look-ahead limits, and the per-read grouping (a replayed message
 //! blocks newer ones of its hash, which the queue's position order already gives here). One
 //! `[[broker]]`: the broker that owns the topic. Dispatch positions are message ids (production
 //! order).
@@ -359,6 +375,13 @@ impl PulsarKeyShared {
         any
     }
 
+    /// Whether a consumer that is not recently joined has permits (`hasConsumersNeededNormalRead`).
+    fn normal_read_wanted(&self, ctx: &DispatchCtx) -> bool {
+        ctx.consumers
+            .iter()
+            .any(|s| s.free > 0 && !self.recently_joined.iter().any(|&(x, _)| x == s.id))
+    }
+
     /// Whether consumer `c` is waiting for the messages before its join position (for tests).
     pub fn is_recently_joined(&self, c: u32) -> bool {
         self.recently_joined.iter().any(|&(x, _)| x == c)
@@ -427,16 +450,25 @@ impl Strategy for PulsarKeyShared {
     fn select(&mut self, ctx: &DispatchCtx, msg: &MsgView, _ctl: &mut Control) -> Select {
         // Read before: a replay (redelivered, or held for want of permits).
         let replay = msg.id < self.read_pos;
+        // A normal read happens only while a consumer that is not recently joined has permits
+        // (`hasConsumersNeededNormalRead`): a recently joined one cannot take anything not read
+        // yet, so the cursor stays where it is.
+        if !replay && !self.recently_joined.is_empty() && !self.normal_read_wanted(ctx) {
+            return Select::Stop;
+        }
         self.read_pos = self.read_pos.max(msg.id + 1);
         let c = match msg.group {
             Some(k) => self.owner.get(k as usize).copied().unwrap_or(NIL),
             None => self.none_owner,
         };
         let Some(i) = ctx.consumers.iter().position(|s| s.id == c) else {
-            return Select::Hold;
+            // No consumer (none attached): held until one attaches.
+            return Select::HoldWhileMembers;
         };
         if ctx.consumers[i].free == 0 {
-            return Select::Hold;
+            // Into the replay set, and reading goes on for the other consumers (the broker
+            // skips it until its consumer has permits again).
+            return Select::HoldFor(i);
         }
         if let Some(&(_, joined_at)) = self.recently_joined.iter().find(|&&(x, _)| x == c) {
             let earliest = self.recently_joined.front().map_or(joined_at, |&(_, p)| p);
@@ -863,9 +895,73 @@ mod tests {
         let slots = [(0, 0), (1, 5)];
         assert_eq!(
             select_at(&mut s, 0, &slots, &view(0, b), ctl),
-            Err(Select::Hold)
+            Err(Select::HoldFor(0))
         );
         assert_eq!(select_at(&mut s, 0, &slots, &view(1, a), ctl), Ok(1));
+    }
+
+    /// While a recently joined consumer waits and only it has permits, the cursor does not read
+    /// on (`hasConsumersNeededNormalRead`): an unread message stops dispatch and the read
+    /// position stays; a replay is still offered to it.
+    #[test]
+    fn no_normal_read_while_only_a_joiner_has_permits() {
+        let mut s = key_shared(SelectorKind::AutoSplit, false);
+        let (a, b) = moving_and_staying(&s);
+        let ctl = &mut Control::default();
+        s.on_attach(0, 0, 0, ctl);
+        assert_eq!(select_at(&mut s, 0, &[(0, 10)], &view(0, b), ctl), Ok(0));
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 0)], &view(1, a), ctl),
+            Err(Select::HoldFor(0))
+        );
+        s.on_attach(0, 0, 1, ctl);
+        assert!(s.is_recently_joined(1));
+        let joiner_only = [(0, 0), (1, 10)];
+        assert_eq!(
+            select_at(&mut s, 0, &joiner_only, &view(2, b), ctl),
+            Err(Select::Stop)
+        );
+        assert_eq!(s.read_pos, 2, "the cursor stays");
+        // Message 1 was read before the join: a replay, it goes to the joiner.
+        assert_eq!(select_at(&mut s, 0, &joiner_only, &view(1, a), ctl), Ok(1));
+        // Consumer 0 has permits again: reading goes on.
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 1), (1, 10)], &view(2, b), ctl),
+            Ok(0)
+        );
+    }
+
+    /// One slow consumer (a hundred times slower, for good) fills its receiver queue: its
+    /// messages go to the replay set and the dispatcher reads on for the others ("read next
+    /// batch of messages which might hopefully contain also keys meant for other consumers",
+    /// `isDispatcherStuckOnReplays`), which keep their millisecond latency; its own keys wait,
+    /// in order. (Dispatch that looked 100 messages deep stalled every key behind 100 of its
+    /// messages: a median of seconds.)
+    #[test]
+    fn a_slow_consumer_does_not_starve_the_others() {
+        let sc = pulsar(
+            r#""pulsar_key_shared""#,
+            200,
+            100,
+            r#"
+[[fault]]
+kind = "slow_consumer"
+consumer = 0
+at = "0s"
+factor = 100
+"#,
+        );
+        for seed in 1..=3 {
+            let m = run(&sc, "pulsar_key_shared", seed);
+            assert!(m.latency_ms.p50 < 50.0, "seed {seed}: {:?}", m.latency_ms);
+            assert!(
+                m.latency_ms.max > 10_000.0,
+                "its own keys wait: {:?}",
+                m.latency_ms
+            );
+            assert_eq!(m.ordering_violations, 0, "seed {seed}");
+            assert_eq!(m.applied, 3000);
+        }
     }
 
     /// 3000 messages over 40 keys at `rate` per second to four consumers (10ms per message) with

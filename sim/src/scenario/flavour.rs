@@ -16,8 +16,9 @@
 //! the prefetched messages go back with the failed one, in order, uncounted [A15].
 //!
 //! `pulsar` puts a redelivered message back in its place (the dispatcher replays its redelivery
-//! set in position order before it reads on), and looks 100 messages deep
-//! (`dispatcherMaxReadBatchSize`); its consumers' `receiverQueueSize` (1000) is `[consumers]
+//! set in position order before it reads on), and looks through the whole queue (it reads on, in
+//! batches of `dispatcherMaxReadBatchSize`, past messages for consumers without permits, which
+//! go to its replay set [P7]); its consumers' `receiverQueueSize` (1000) is `[consumers]
 //! prefetch`, which a flavour does not set. `ackTimeout` is 0 (disabled): no lease.
 //! | `rabbitmq` (classic queue) | non-blocking, no delay: a requeued message goes back to its original position | 0 | none: classic queues have no delivery limit | (never) |
 //! | `rabbitmq_quorum` (quorum queue, 4.0-4.2) | non-blocking, no delay: a returned message is delivered next (`returns` before `messages`) | 0 | `delivery-limit` 20: dropped on the 21st return (21 deliveries) | dropped: no dead-letter exchange by default |
@@ -231,7 +232,7 @@ impl Flavour {
                 ..JMS
             },
             Flavour::Pulsar => Defaults {
-                page_size: 100,
+                page_size: u32::MAX,
                 takeover: None,
                 redelivery: original(RedeliveryDefaults {
                     delay: Some(Dur::from_secs(60)),
@@ -507,7 +508,9 @@ pub struct Defaults {
     /// looks through the first 20,000 for a group it may return [Q2]; a Kafka consumer reads
     /// each partition on its own, each RabbitMQ queue behind a consistent-hash exchange and each
     /// Service Bus session dispatches from its own head (unbounded); a Pulsar dispatcher reads
-    /// `dispatcherMaxReadBatchSize` (100) entries at a time, its redelivery set first [P5].
+    /// `dispatcherMaxReadBatchSize` (100) entries at a time, its redelivery set first, and reads
+    /// on past messages for consumers without permits (they go to its replay set): unbounded in
+    /// 3.x [P5][P7].
     pub page_size: u32,
     /// The longest wait of an HA pair's backup for the shared store's lock after the active
     /// member died; the takeover is drawn uniformly up to it (`[[broker]] takeover` replaces it).
@@ -861,8 +864,8 @@ mod tests {
                 Flavour::Kafka
                 | Flavour::Rabbitmq
                 | Flavour::RabbitmqQuorum
-                | Flavour::Servicebus => u32::MAX,
-                Flavour::Pulsar => 100,
+                | Flavour::Servicebus
+                | Flavour::Pulsar => u32::MAX,
                 _ => 200,
             };
             assert_eq!(f.page_size(), expected, "{f:?}");
