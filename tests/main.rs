@@ -36,6 +36,7 @@ mod resend;
 mod restart;
 mod seed_claims;
 mod semantics;
+mod sqs_visibility;
 mod sweep;
 mod trace;
 mod transit;

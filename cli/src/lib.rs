@@ -804,7 +804,13 @@ pub fn redelivery_phrase(sc: &sim::Scenario) -> String {
         RedeliveryMode::Blocking => "blocking",
         RedeliveryMode::NonBlocking => "non-blocking",
     };
-    let delay = if p.initial_delay.0 == 0 {
+    let delay = if p.until_lease_end {
+        // SQS: the visibility timeout runs from the receive, not from the failure.
+        format!(
+            "when the {} lease from the receive ends",
+            p.initial_delay.readable()
+        )
+    } else if p.initial_delay.0 == 0 {
         "at once".to_string()
     } else {
         format!("after {}", p.initial_delay.readable())
@@ -819,8 +825,13 @@ pub fn redelivery_phrase(sc: &sim::Scenario) -> String {
         Limit::Unlimited => "never gives up".to_string(),
         Limit::Deliveries(n) => {
             let deliveries = if n == 1 { "delivery" } else { "deliveries" };
+            let on = if p.redrive_on_receive {
+                " (on the next receive)"
+            } else {
+                ""
+            };
             format!(
-                "gives up after {n} {deliveries} to {}",
+                "gives up after {n} {deliveries}{on} to {}",
                 targets.join(" or ")
             )
         }

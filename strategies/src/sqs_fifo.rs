@@ -5,9 +5,10 @@
 //! again) no other message of that group is returned; one receive may return up to 10 messages,
 //! several of the same group. Messages of other groups go to any consumer. The rest of SQS is the
 //! broker's, not this file's: run it with `flavour = "sqs"`, which leases each receive for the
-//! visibility timeout (30s: a consumer slower than that has its messages received again by another,
-//! and its late delete fails), redrives to a dead-letter queue after `backout_threshold`
-//! (`maxReceiveCount`) receives, puts a message that becomes visible again back at the head of its
+//! visibility timeout (30s from the receive: a consumer slower than that has its messages received
+//! again by another, and its late delete fails; a failed message waits out what is left of it),
+//! redrives to a dead-letter queue on the receive after `backout_threshold` (`maxReceiveCount`)
+//! receives, puts a message that becomes visible again back at the head of its
 //! group, and never notices a dead consumer (its receives come back when their leases end). The
 //! window of 20,000 messages the queue looks through for an available group is the broker's
 //! `page_size` (20,000 under `flavour = "sqs"`).

@@ -3,7 +3,7 @@
 //! threshold.
 
 use super::events::Ev;
-use super::state::{Delivery, Phase};
+use super::state::{Delivery, Loc, Phase};
 use super::Engine;
 use crate::history::{Event, FailReason, MsgRef, Observer};
 use crate::scenario::Requeue;
@@ -70,7 +70,8 @@ impl<O: Observer> Engine<'_, O> {
             .as_ref()
             .expect("batch mode has a batch table");
         let deliveries = self.w.slab.get(d.slot).deliveries;
-        if self.cfg.redelivery.gives_up(deliveries) {
+        let r = self.cfg.redelivery;
+        if r.gives_up(deliveries) && !r.redrive_on_receive {
             self.give_up(d.broker, d.slot);
             self.dispatch(d.broker);
             self.start_next(c);
@@ -95,14 +96,36 @@ impl<O: Observer> Engine<'_, O> {
                 .push(self.now + delay, Ev::BlockingRetry { c, epoch });
             return;
         }
-        // Roll back: the message returns to the head of the queue at once.
-        self.emit(Event::Redelivery {
-            t: self.now,
-            msg,
-            delay_us: 0,
-            blocking: false,
-        });
-        self.requeue_at(d.broker, d.slot, Requeue::Head);
+        if r.until_lease_end {
+            // SQS: the job does not delete it; it is received again (or redriven, past the
+            // limit) once the visibility timeout started by its receive ends [Q4][Q8].
+            let delay = self.invisible_for(d.slot, deliveries);
+            if !r.gives_up(deliveries) {
+                self.emit(Event::Redelivery {
+                    t: self.now,
+                    msg,
+                    delay_us: delay,
+                    blocking: false,
+                });
+            }
+            if delay == 0 {
+                self.requeue(d.broker, d.slot);
+            } else {
+                self.w.slab.get_mut(d.slot).loc = Loc::Held(d.broker);
+                let (slot, id) = (d.slot, d.id);
+                self.q
+                    .push(self.now + delay, Ev::RedeliveryDue { slot, id });
+            }
+        } else {
+            // Roll back: the message returns to the head of the queue at once.
+            self.emit(Event::Redelivery {
+                t: self.now,
+                msg,
+                delay_us: 0,
+                blocking: false,
+            });
+            self.requeue_at(d.broker, d.slot, Requeue::Head);
+        }
         if reason == FailReason::Outage {
             self.end_job(c, true);
         } else {

@@ -58,12 +58,28 @@ impl<O: Observer> Engine<'_, O> {
         self.hand_over(b, c, slot, false);
     }
 
+    /// The receive that would exceed `maxReceiveCount` moves the message in `slot` to the
+    /// dead-letter queue instead; the broker receives again at this instant (the rest of its
+    /// group may go now), as a long-polling receive returns what else is there.
+    #[cold]
+    #[inline(never)]
+    fn redrive_on_receive(&mut self, b: u16, slot: u32) {
+        self.give_up(b, slot);
+        self.q.push(self.now, Ev::Dispatch(b));
+    }
+
     /// Message `slot` of broker `b` is delivered to consumer `c` (one more delivery): into its
     /// buffer's back (a dispatch), or its front (a blocking redelivery, which the client makes
     /// to itself ahead of what it prefetched). The one place a delivery is made.
     #[inline(always)]
     pub(super) fn hand_over(&mut self, b: u16, c: u32, slot: u32, front: bool) {
         let m = self.w.slab.get_mut(slot);
+        // SQS's redrive policy acts on the receive that would exceed `maxReceiveCount` [Q3].
+        let r = &self.cfg.redelivery;
+        if r.redrive_on_receive && r.gives_up(m.deliveries) {
+            self.redrive_on_receive(b, slot);
+            return;
+        }
         m.deliveries += 1;
         let delivery = m.deliveries;
         m.loc = Loc::Delivered {

@@ -84,7 +84,9 @@ impl<O: Observer> Engine<'_, O> {
                 self.sync_load(c);
             }
         }
-        if self.cfg.redelivery.gives_up(deliveries) && self.w.brokers[b as usize].is_up() {
+        let r = &self.cfg.redelivery;
+        // SQS redrives on the next receive ([`Self::hand_over`]), not when the lease ends.
+        if r.gives_up(deliveries) && !r.redrive_on_receive && self.w.brokers[b as usize].is_up() {
             self.give_up(b, slot);
         } else {
             self.requeue(b, slot);

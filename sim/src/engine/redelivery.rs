@@ -74,20 +74,24 @@ impl<O: Observer> Engine<'_, O> {
         if self.w.slab.valid(&d, c) && self.w.brokers[d.broker as usize].is_up() {
             let r = self.cfg.redelivery;
             let deliveries = self.w.slab.get(d.slot).deliveries;
-            if r.gives_up(deliveries) {
+            if r.gives_up(deliveries) && !r.redrive_on_receive {
                 self.give_up(d.broker, d.slot);
                 if !suspend {
                     self.dispatch_after_failure(d.broker);
                 }
             } else {
-                let delay = r.delay(deliveries).0;
+                let delay = self.invisible_for(d.slot, deliveries);
                 let blocking = r.mode == RedeliveryMode::Blocking;
-                self.emit(Event::Redelivery {
-                    t: self.now,
-                    msg,
-                    delay_us: delay,
-                    blocking,
-                });
+                // Past the limit (SQS): visible again, then redriven by the next receive, not
+                // redelivered.
+                if !r.gives_up(deliveries) {
+                    self.emit(Event::Redelivery {
+                        t: self.now,
+                        msg,
+                        delay_us: delay,
+                        blocking,
+                    });
+                }
                 if blocking {
                     let cs = &mut self.w.consumers[c as usize];
                     cs.phase = Phase::Waiting { d };
@@ -132,6 +136,19 @@ impl<O: Observer> Engine<'_, O> {
         }
         if suspend {
             self.suspend(c);
+        }
+    }
+
+    /// How long the failed delivery of the message in `slot` (its `deliveries`-th) stays
+    /// undeliverable: the policy's delay from the failure, or, with `until_lease_end` (SQS), what
+    /// is left of its lease: the visibility timeout runs from the receive (or the last
+    /// `ChangeMessageVisibility`), not from the failure [Q4][Q8].
+    pub(super) fn invisible_for(&self, slot: u32, deliveries: u32) -> u64 {
+        let r = &self.cfg.redelivery;
+        if r.until_lease_end {
+            self.w.slab.get(slot).lease_due.saturating_sub(self.now)
+        } else {
+            r.delay(deliveries).0
         }
     }
 

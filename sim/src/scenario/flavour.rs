@@ -8,7 +8,7 @@
 //! | `artemis` | non-blocking (the broker holds it; later messages go on) | 0 | `max-delivery-attempts = 10` (10 deliveries) | dropped: no `dead-letter-address` in the address-settings defaults (the stock `broker.xml` sets `DLQ`: say `dead_letter = "queue"`) |
 //! | `ibm_mq` | non-blocking, no delay: back at the head of the queue | 0 | `BOTHRESH = 0`: no backout, endless redelivery | the backout queue (`BOQNAME`) |
 //! | `weblogic` | non-blocking (the destination holds it for the delay) | 0 (`RedeliveryDelay`) | Redelivery Limit -1: unlimited | dropped: no error destination, expiration policy `Discard` |
-//! | `sqs` | non-blocking: a message not deleted reappears when its visibility timeout ends | the lease (30s) | no redrive policy: unlimited (`maxReceiveCount = N` is `backout_threshold = N`) | the redrive DLQ |
+//! | `sqs` | non-blocking: a message not deleted reappears when the visibility timeout started by its receive (or last renewal) ends | what is left of the lease (30s) | no redrive policy: unlimited (`maxReceiveCount = N` is `backout_threshold = N`, applied on the next receive) | the redrive DLQ |
 //! | `kafka` | blocking (Spring Kafka's `DefaultErrorHandler` seeks back to the failed record) | 0 (`FixedBackOff(0, 9)`) | 9 retries (10 deliveries) | skipped: logged and its offset committed (`dead_letter = "queue"`: a `DeadLetterPublishingRecoverer`'s dead-letter topic) |
 //! | `pulsar` | non-blocking (a negative ack: the client asks the broker to redeliver after the delay; later messages go on) | 60s (`negativeAckRedeliveryDelay`, 1 min) | unlimited (no `DeadLetterPolicy`; `maxRedeliverCount = N` is `max_redeliveries = N`) | the dead-letter topic (`<topic>-<subscription>-DLQ`) |
 //!
@@ -45,7 +45,10 @@
 //! requeues at the head. `sqs` (a FIFO queue) leases each receive for the
 //! visibility timeout (30s, no renewal), never notices a consumer's death (its receives come back
 //! when their leases expire) and puts a message that becomes visible again back in its original
-//! place (the head of its message group).
+//! place (the head of its message group). A message the consumer fails is not deleted: it stays
+//! invisible until the timeout started by its receive ends, not a timeout from the failure
+//! ([`RedeliveryPolicy::until_lease_end`]); the redrive policy moves it on the receive that
+//! would exceed `maxReceiveCount` ([`RedeliveryDefaults::redrive_on_receive`]) [Q3][Q4][Q8].
 //!
 //! `kafka` is a log, not a queue: a consumer polls batches (`receive = "batch"`, `prefetch` is
 //! `max.poll.records`), commits its offsets every 5s (`enable.auto.commit`,
@@ -57,7 +60,7 @@
 //!
 //! Sources: docs/sources.md and ../shared/research/brokers.md (ActiveMQ `RedeliveryPolicy` and
 //! DLQ handling [A2][A3], Artemis undelivered messages [A8], IBM MQ backout [I1][R4], WebLogic's
-//! redelivery attributes), SQS visibility timeout and redrive [Q3][Q4][Q7], Kafka consumer
+//! redelivery attributes), SQS visibility timeout and redrive [Q3][Q4][Q7][Q8], Kafka consumer
 //! configs and Spring Kafka's error handler [K3][K6], Pulsar's `ConsumerConfigurationData`
 //! and `ServiceConfiguration` [P1][P5], RabbitMQ's queues, quorum queues and heartbeats
 //! [B1][B3][B6][B7].
@@ -145,6 +148,7 @@ impl Flavour {
                 dead_letter: DeadLetter::Queue,
                 dead_letter_non_persistent: DeadLetter::Drop,
                 delay_in_client: false,
+                redrive_on_receive: false,
             },
         };
         // No delay, no limit, back at the head, dead-lettered: what the others differ by.
@@ -158,6 +162,7 @@ impl Flavour {
             dead_letter: DeadLetter::Queue,
             dead_letter_non_persistent: DeadLetter::Queue,
             delay_in_client: false,
+            redrive_on_receive: false,
         };
         /// Requeued to the original position everywhere.
         const fn original(r: RedeliveryDefaults) -> RedeliveryDefaults {
@@ -205,9 +210,12 @@ impl Flavour {
                 dedup_window: Some(Dur::from_secs(300)),
                 page_size: 20_000,
                 takeover: None,
-                // A message reappears when its visibility timeout (the lease) ends.
+                // A message not deleted reappears when the visibility timeout started by its
+                // receive (the lease) ends; the redrive policy moves it on the receive after
+                // `maxReceiveCount` [Q3][Q4][Q8].
                 redelivery: original(RedeliveryDefaults {
                     delay: None,
+                    redrive_on_receive: true,
                     ..NON_BLOCKING
                 }),
                 ..JMS
@@ -552,6 +560,10 @@ pub struct RedeliveryDefaults {
     /// timer asks for its redelivery, so a consumer that goes first has it back at once with
     /// the rest (`removeConsumer`) [P6].
     pub delay_in_client: bool,
+    /// The limit is applied when the message would be received again, not when it fails or its
+    /// lease ends: SQS counts receives (`ApproximateReceiveCount`) and moves a message whose
+    /// count would exceed `maxReceiveCount` to the dead-letter queue on that receive [Q3].
+    pub redrive_on_receive: bool,
 }
 
 /// The largest `max_in_flight` an idempotent producer may have: Kafka's broker keeps the sequence
@@ -635,6 +647,14 @@ pub struct RedeliveryPolicy {
     pub requeue_lost: Requeue,
     /// A non-blocking delay runs in the client, which dies with it ([`RedeliveryDefaults`]).
     pub delay_in_client: bool,
+    /// A failed message (not deleted) becomes deliverable when its current lease ends, not a
+    /// delay after the failure: SQS, when the file gives no `initial_delay`, keeps it invisible
+    /// until the visibility timeout started by its receive (or by the last
+    /// `ChangeMessageVisibility`, `[lease] renew_every`) runs out [Q4][Q8]. An `initial_delay` is
+    /// the consumer's `ChangeMessageVisibility(delay)` at the failure: timed from the failure.
+    pub until_lease_end: bool,
+    /// The limit is applied on the next receive ([`RedeliveryDefaults::redrive_on_receive`]).
+    pub redrive_on_receive: bool,
     /// What it does then, when the file says (else per broker: [`RedeliveryPolicy::dead_letter`]).
     dead_letter: Option<DeadLetter>,
     flavour: Flavour,
@@ -646,9 +666,11 @@ impl RedeliveryPolicy {
     pub fn resolve(flavour: Flavour, r: &Redelivery, lease: &Lease) -> Self {
         let d = flavour.defaults().redelivery;
         let (mode, limit) = (d.mode, d.limit);
-        let delay = d.delay.unwrap_or_else(|| {
-            LeasePolicy::resolve(flavour, lease).map_or(Dur::ZERO, |l| l.duration)
-        });
+        let leased = LeasePolicy::resolve(flavour, lease);
+        let delay = d
+            .delay
+            .unwrap_or_else(|| leased.map_or(Dur::ZERO, |l| l.duration));
+        let until_lease_end = d.delay.is_none() && r.initial_delay.is_none() && leased.is_some();
         let limit = match (r.max_redeliveries, r.backout_threshold) {
             (Some(n), _) if n < 0 => Limit::Unlimited,
             (Some(n), _) => Limit::Deliveries((n as u32).saturating_add(1)),
@@ -671,6 +693,8 @@ impl RedeliveryPolicy {
             requeue: r.requeue.unwrap_or(requeue),
             requeue_lost: r.requeue.unwrap_or(requeue_lost),
             delay_in_client: d.delay_in_client,
+            until_lease_end,
+            redrive_on_receive: d.redrive_on_receive,
             dead_letter: r.dead_letter,
             flavour,
         }
@@ -721,6 +745,26 @@ mod tests {
 
     fn no_lease() -> Lease {
         Lease::default()
+    }
+
+    /// SQS: a failed message waits for the lease from its receive unless the file times a
+    /// visibility change from the failure (`initial_delay`); the redrive comes with a receive.
+    /// No other flavour does either.
+    #[test]
+    fn sqs_failures_wait_for_the_lease_and_redrive_on_receive() {
+        let sqs = RedeliveryPolicy::resolve(Flavour::Sqs, &redelivery(""), &no_lease());
+        assert!(sqs.until_lease_end && sqs.redrive_on_receive);
+        assert_eq!(sqs.initial_delay, Dur::from_secs(30));
+        let own = RedeliveryPolicy::resolve(
+            Flavour::Sqs,
+            &redelivery("initial_delay = \"5s\""),
+            &no_lease(),
+        );
+        assert!(!own.until_lease_end && own.redrive_on_receive);
+        for f in Flavour::ALL.iter().filter(|f| **f != Flavour::Sqs) {
+            let p = RedeliveryPolicy::resolve(*f, &redelivery(""), &no_lease());
+            assert!(!p.until_lease_end && !p.redrive_on_receive, "{f:?}");
+        }
     }
 
     fn broker(persistent: bool) -> Broker {
