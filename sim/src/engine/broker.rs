@@ -943,6 +943,7 @@ impl<O: Observer> Engine<'_, O> {
             });
             let slot = self.alloc(Msg {
                 deliveries: 0,
+                uncounted: 0,
                 loc: Loc::Queued(b),
                 crossed: false,
                 ..m

@@ -40,6 +40,7 @@ impl<O: Observer> Engine<'_, O> {
             poison,
             group,
             deliveries: 0,
+            uncounted: 0,
             loc: Loc::Producer(producer),
             applied: false,
             crossed: false,

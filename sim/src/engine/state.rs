@@ -103,6 +103,10 @@ pub(super) struct Msg {
     /// The producer set the group header.
     pub group: bool,
     pub deliveries: u32,
+    /// Of `deliveries`, those the broker does not count against its limit: given back when
+    /// their consumer's connection closed, under a flavour that counts only lock expiries and
+    /// abandons (`count_lost = false`: Service Bus).
+    pub uncounted: u32,
     pub loc: Loc,
     /// Some copy of it has been applied (so a strategy still holding another copy at the end of
     /// the run does not make it pending).
@@ -133,6 +137,14 @@ pub(super) struct Slab {
     pub msgs: Vec<Msg>,
     free: Vec<u32>,
     pub live: u64,
+}
+
+impl Msg {
+    /// The deliveries the broker counts against its redelivery limit.
+    #[inline]
+    pub fn counted(&self) -> u32 {
+        self.deliveries.saturating_sub(self.uncounted)
+    }
 }
 
 impl Slab {

@@ -34,14 +34,16 @@
 //! `servicebus` (Azure Service Bus, a session-enabled queue) locks what it delivers for the
 //! queue's `LockDuration` (60s), which the SDK's processor renews while it works
 //! (`renew_every`: 10s before the lock ends, `lock - min(lock / 2, 10s)`, so 50s; for at most
-//! `MaxAutoLockRenewalDuration`, 5 min, here counted from each delivery), never notices a
-//! dead receiver but by its locks (`crash_detection = "lease"`; a frozen process's connection
-//! goes after the service's AMQP idle timeout, 120s), and serves each session as its own
-//! sub-queue (no page: every queued message is looked at) [Z1][Z2][Z4].
+//! `MaxAutoLockRenewalDuration`, 5 min: per delivery here, from the session's acceptance under
+//! `servicebus_sessions`), notices a crashed receiver when its connection closes (the session
+//! is released at once and the messages it had not completed go back uncounted,
+//! `count_lost = false`); a frozen process keeps its connection until the service's AMQP idle
+//! timeout (120s) and its locks until they expire; each session is served as its own sub-queue
+//! (no page: every queued message is looked at) [Z1][Z2][Z4][Z6].
 //!
-//! Every flavour but `sqs` and `servicebus` holds deliveries without a lease and notices a
-//! consumer's death when its connection closes; every one but `sqs`, `ibm_mq` and `kafka`
-//! requeues at the head. `sqs` (a FIFO queue) leases each receive for the
+//! Every flavour but `sqs` and `servicebus` holds deliveries without a lease; every one but
+//! `sqs` and `kafka` notices a consumer's death when its connection closes; every one but
+//! `sqs`, `ibm_mq` and `kafka` requeues at the head. `sqs` (a FIFO queue) leases each receive for the
 //! visibility timeout (30s, no renewal), never notices a consumer's death (its receives come back
 //! when their leases expire) and puts a message that becomes visible again back in its original
 //! place (the head of its message group).
@@ -144,6 +146,7 @@ impl Flavour {
                 dead_letter: DeadLetter::Queue,
                 dead_letter_non_persistent: DeadLetter::Drop,
                 delay_in_client: false,
+                count_lost: true,
             },
         };
         // No delay, no limit, back at the head, dead-lettered: what the others differ by.
@@ -157,6 +160,7 @@ impl Flavour {
             dead_letter: DeadLetter::Queue,
             dead_letter_non_persistent: DeadLetter::Queue,
             delay_in_client: false,
+            count_lost: true,
         };
         /// Requeued to the original position everywhere.
         const fn original(r: RedeliveryDefaults) -> RedeliveryDefaults {
@@ -262,8 +266,11 @@ impl Flavour {
                 }),
                 ..JMS
             },
+            // A dead process's socket is closed by its OS: the service closes its session link
+            // at once, releasing the session without counting its messages [Z1][Z6]. A frozen
+            // one keeps its connection until the AMQP idle timeout (120s) [Z4].
             Flavour::Servicebus => Defaults {
-                crash_detection: CrashDetection::Lease,
+                crash_detection: CrashDetection::Connection,
                 failure_detection: Dur::from_secs(120),
                 lease: Some(Dur::from_secs(60)),
                 renews_lease: true,
@@ -271,6 +278,7 @@ impl Flavour {
                 takeover: None,
                 redelivery: RedeliveryDefaults {
                     limit: Limit::Deliveries(10),
+                    count_lost: false,
                     ..NON_BLOCKING
                 },
                 ..JMS
@@ -458,7 +466,7 @@ impl<'de> Deserialize<'de> for FlavourChoice {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Defaults {
     /// How the broker learns that a consumer process died: when its connection closes; after
-    /// its session timeout (Kafka); or never, its leases expiring (SQS, Service Bus).
+    /// its session timeout (Kafka); or never, its leases expiring (SQS).
     pub crash_detection: CrashDetection,
     /// A restarted consumer takes over its dead session at once (only matters while the broker
     /// has not noticed the death). Kafka's consumers have no `group.instance.id` by default: a
@@ -549,6 +557,10 @@ pub struct RedeliveryDefaults {
     /// timer asks for its redelivery, so a consumer that goes first has it back at once with
     /// the rest (`removeConsumer`) [P6].
     pub delay_in_client: bool,
+    /// A gone consumer's deliveries count against the limit: false for Service Bus, whose
+    /// delivery count rises when a lock expires or a message is abandoned, not when a session
+    /// is closed (its receiver's connection with it) with messages not completed [Z1].
+    pub count_lost: bool,
 }
 
 /// The largest `max_in_flight` an idempotent producer may have: Kafka's broker keeps the sequence
@@ -632,6 +644,8 @@ pub struct RedeliveryPolicy {
     pub requeue_lost: Requeue,
     /// A non-blocking delay runs in the client, which dies with it ([`RedeliveryDefaults`]).
     pub delay_in_client: bool,
+    /// A gone consumer's deliveries count against the limit ([`RedeliveryDefaults`]).
+    pub count_lost: bool,
     /// What it does then, when the file says (else per broker: [`RedeliveryPolicy::dead_letter`]).
     dead_letter: Option<DeadLetter>,
     flavour: Flavour,
@@ -668,6 +682,7 @@ impl RedeliveryPolicy {
             requeue: r.requeue.unwrap_or(requeue),
             requeue_lost: r.requeue.unwrap_or(requeue_lost),
             delay_in_client: d.delay_in_client,
+            count_lost: d.count_lost,
             dead_letter: r.dead_letter,
             flavour,
         }
@@ -1020,9 +1035,9 @@ mod tests {
         assert_eq!(p.dead_letter(&broker(false)), DeadLetter::Queue);
     }
 
-    /// Service Bus: a 60s lock renewed 10s before it ends (50s) for up to 5 min, found dead only
-    /// by its locks, 10 deliveries then the dead-letter subqueue, abandon back at the head at
-    /// once [Z1][Z2][Z5].
+    /// Service Bus: a 60s lock renewed 10s before it ends (50s) for up to 5 min, a crashed
+    /// receiver found when its connection closes (its messages back uncounted), 10 deliveries
+    /// then the dead-letter subqueue, abandon back at the head at once [Z1][Z2][Z5][Z6].
     #[test]
     fn servicebus_has_its_documented_defaults() {
         let f = Flavour::Servicebus;
@@ -1061,7 +1076,14 @@ mod tests {
                 .renew_every,
             None
         );
-        assert_eq!(f.crash_detection(), CrashDetection::Lease);
+        assert_eq!(f.crash_detection(), CrashDetection::Connection);
+        assert!(!p.count_lost, "a closed session raises no delivery count");
+        for other in Flavour::ALL.into_iter().filter(|&o| o != f) {
+            assert!(
+                RedeliveryPolicy::resolve(other, &redelivery(""), &no_lease()).count_lost,
+                "{other:?}"
+            );
+        }
         assert_eq!(f.failure_detection(), Dur::from_secs(120));
         assert_eq!(f.receive(), Receive::Prefetch);
         assert_eq!(f.commit().0, Commit::Each);
