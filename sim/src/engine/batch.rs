@@ -69,7 +69,7 @@ impl<O: Observer> Engine<'_, O> {
             .batch
             .as_ref()
             .expect("batch mode has a batch table");
-        let deliveries = self.w.slab.get(d.slot).counted();
+        let deliveries = self.w.slab.counted(d.slot);
         if self.cfg.redelivery.gives_up(deliveries) {
             self.give_up(d.broker, d.slot);
             self.dispatch(d.broker);

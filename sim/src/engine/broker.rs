@@ -943,7 +943,6 @@ impl<O: Observer> Engine<'_, O> {
             });
             let slot = self.alloc(Msg {
                 deliveries: 0,
-                uncounted: 0,
                 loc: Loc::Queued(b),
                 crossed: false,
                 ..m

@@ -485,7 +485,7 @@ impl<O: Observer> Engine<'_, O> {
     fn uncount(&mut self, c: u32, back: &[Delivery]) {
         for d in back {
             if self.w.slab.valid(d, c) {
-                self.w.slab.get_mut(d.slot).uncounted += 1;
+                self.w.slab.uncount(d.slot);
             }
         }
     }

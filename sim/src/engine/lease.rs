@@ -56,7 +56,7 @@ impl<O: Observer> Engine<'_, O> {
         if m.r.id != id || m.lease_due != self.now {
             return;
         }
-        let (msg, deliveries, poison) = (m.r, m.counted(), m.poison);
+        let (msg, deliveries, poison) = (m.r, self.w.slab.counted(slot), m.poison);
         self.emit(Event::Expire {
             t: self.now,
             msg,

@@ -40,7 +40,6 @@ impl<O: Observer> Engine<'_, O> {
             poison,
             group,
             deliveries: 0,
-            uncounted: 0,
             loc: Loc::Producer(producer),
             applied: false,
             crossed: false,
