@@ -648,3 +648,65 @@ drain_timeout = "2m"
         m.applied + m.stale_rejected + m.dead_lettered + m.dropped + m.pending_at_end + m.lost
     );
 }
+
+/// Service Bus: a receiver's process crashes with a message in hand; its OS closes the socket
+/// and the service closes its session with it: the message is delivered again at once, and
+/// the closed session does not raise its delivery count (message-sessions.md's delivery-count
+/// table). Redelivered at 3s, its lock then runs out while its receiver is frozen (63s): the
+/// first counted expiry of MaxDeliveryCount 2, so it is not dead-lettered. (Counting the
+/// crash's return, the broker would dead-letter it at 63s.)
+#[test]
+fn a_servicebus_crash_gives_the_message_back_at_once_uncounted() {
+    let text = |detection: &str| {
+        format!(
+            r#"
+flavour = "servicebus"
+strategies = ["competing"]
+[workload]
+messages = 1
+rate = "1/s"
+arrival = "constant"
+keys = 1
+[[broker]]
+name = "a"
+[consumers]
+count = 1
+service = "5s"
+{detection}
+[redelivery]
+backout_threshold = 2
+[[fault]]
+kind = "consumer_crash"
+consumer = 0
+at = "2s"
+for = "1s"
+[[fault]]
+kind = "consumer_pause"
+consumer = 0
+at = "4s"
+for = "70s"
+"#
+        )
+    };
+    for detection in ["", "crash_detection = \"connection\""] {
+        let (m, events) = history(&text(detection), "competing");
+        let dispatches: Vec<_> = events
+            .iter()
+            .filter_map(|e| match *e {
+                Event::Dispatch { t, delivery, .. } => Some((t / 1_000_000, delivery)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(dispatches[..2], [(1, 1), (3, 2)], "{detection}");
+        assert!(
+            !events.iter().any(|e| matches!(e, Event::DeadLetter { .. })),
+            "{detection}: {dispatches:?}"
+        );
+        assert_eq!(
+            (m.applied, m.dead_lettered, m.lost),
+            (1, 0, 0),
+            "{detection}"
+        );
+        assert!(m.coverage.lease_expiries >= 1, "{detection}");
+    }
+}

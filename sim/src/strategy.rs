@@ -319,6 +319,8 @@ pub(crate) enum Request {
     Discard(MsgView),
     /// [`Control::commit`].
     Commit(u32),
+    /// [`Control::end_leases`].
+    EndLeases(u32),
     /// [`Control::source_read`].
     SourceRead {
         /// The key read.
@@ -422,6 +424,22 @@ impl Control {
             _ => None,
         };
         self.requests.iter().filter_map(commit).collect()
+    }
+
+    /// The broker ends now the leases of every delivery `consumer` holds (a Service Bus session
+    /// lock lost when its renewal stopped): each is deliverable again, counted, as when a lease
+    /// expires, and the consumer's late ack of it is refused. Without `[lease]`: nothing.
+    pub fn end_leases(&mut self, consumer: u32) {
+        self.requests.push(Request::EndLeases(consumer));
+    }
+
+    /// The consumers whose leases were ended so far, in order (for unit tests).
+    pub fn ended_leases(&self) -> Vec<u32> {
+        let ended = |r: &Request| match *r {
+            Request::EndLeases(c) => Some(c),
+            _ => None,
+        };
+        self.requests.iter().filter_map(ended).collect()
     }
 
     /// A consumer parked by [`Begin::Wait`] may proceed with its message now.
@@ -550,6 +568,13 @@ pub trait Strategy: Handler {
     /// A consumer left a broker (crash, disconnect, suspension). Its unacked messages are already
     /// back in the broker's queue.
     fn on_detach(&mut self, _now: Time, _broker: u16, _consumer: u32, _ctl: &mut Control) {}
+
+    /// A consumer's process died unnoticed (`[consumers] crash_detection = "lease"`): the broker
+    /// sends it nothing more, but its unacked messages stay its own until their leases end (they
+    /// come back through [`Strategy::on_returned`]). Default: [`Strategy::on_detach`].
+    fn on_silent_detach(&mut self, now: Time, broker: u16, consumer: u32, ctl: &mut Control) {
+        self.on_detach(now, broker, consumer, ctl)
+    }
 
     /// A delivery came back to broker `broker`'s queue and is deliverable again: rolled back
     /// (after its redelivery delay, if any), its lease expired, or its consumer left. (A message a

@@ -112,6 +112,10 @@ impl Strategy for Composed {
         self.dispatch.on_detach(now, broker, consumer, ctl)
     }
 
+    fn on_silent_detach(&mut self, now: Time, broker: u16, consumer: u32, ctl: &mut Control) {
+        self.dispatch.on_silent_detach(now, broker, consumer, ctl)
+    }
+
     fn on_returned(&mut self, now: Time, broker: u16, msg: &MsgView, ctl: &mut Control) {
         self.dispatch.on_returned(now, broker, msg, ctl)
     }

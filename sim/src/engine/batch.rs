@@ -69,7 +69,7 @@ impl<O: Observer> Engine<'_, O> {
             .batch
             .as_ref()
             .expect("batch mode has a batch table");
-        let deliveries = self.w.slab.get(d.slot).deliveries;
+        let deliveries = self.w.slab.counted(d.slot);
         let r = self.cfg.redelivery;
         if r.gives_up(deliveries) && !r.redrive_on_receive {
             self.give_up(d.broker, d.slot);

@@ -480,6 +480,9 @@ impl<O: Observer> Engine<'_, O> {
         if let Some(view) = abandoned {
             self.strategy.abandon(self.now, c, &view, &mut self.ctl);
         }
+        if !self.cfg.redelivery.count_lost {
+            self.uncount(c, &back);
+        }
         self.return_deliveries(back);
         self.strategy.on_detach(self.now, b, c, &mut self.ctl);
         self.w.brokers[b as usize].members_changed();
@@ -487,6 +490,19 @@ impl<O: Observer> Engine<'_, O> {
         self.dispatch(b);
         if self.w.brokers[b as usize].attached().is_empty() {
             self.demand_lost(b);
+        }
+    }
+
+    /// Consumer `c`'s deliveries `back`, given back because its connection closed, do not count
+    /// against the redelivery limit (`count_lost = false`: a Service Bus session closed with
+    /// messages not completed raises no delivery count [Z1]).
+    #[cold]
+    #[inline(never)]
+    fn uncount(&mut self, c: u32, back: &[Delivery]) {
+        for d in back {
+            if self.w.slab.valid(d, c) {
+                self.w.slab.uncount(d.slot);
+            }
         }
     }
 

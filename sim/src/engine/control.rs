@@ -44,6 +44,7 @@ impl<O: Observer> Engine<'_, O> {
                 Request::Discard(msg) => self.discard_for_strategy(msg),
                 Request::Unpark(c) => self.unpark(c),
                 Request::Commit(c) => self.commit_now(c),
+                Request::EndLeases(c) => self.end_leases(c),
             }
         }
         // Give the buffer back (nothing above calls a strategy hook, so nothing new was asked

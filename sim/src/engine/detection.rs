@@ -1,5 +1,6 @@
 //! How a broker learns that a consumer process died (`[consumers] crash_detection`): at once
-//! when its socket closes (`connection`, the JMS brokers: `consumer.rs` detaches it), after
+//! when its socket closes (`connection`, the JMS brokers and Service Bus: `consumer.rs`
+//! detaches it), after
 //! `failure_detection` without a heartbeat (`timeout`: a host that died without closing its
 //! sockets, Kafka's session timeout), or never (`lease`: SQS has no connection; each delivery
 //! the dead process held comes back when its lease ends, `lease.rs`).
@@ -52,7 +53,8 @@ impl<O: Observer> Engine<'_, O> {
                 self.sync_load(c);
                 if let Some(b) = self.w.consumers[c as usize].broker.take() {
                     self.w.brokers[b as usize].detach(c);
-                    self.strategy.on_detach(self.now, b, c, &mut self.ctl);
+                    self.strategy
+                        .on_silent_detach(self.now, b, c, &mut self.ctl);
                     self.w.brokers[b as usize].members_changed();
                     if self.w.brokers[b as usize].attached().is_empty() {
                         self.demand_lost(b);

@@ -56,7 +56,7 @@ impl<O: Observer> Engine<'_, O> {
         if m.r.id != id || m.lease_due != self.now {
             return;
         }
-        let (msg, deliveries, poison) = (m.r, m.deliveries, m.poison);
+        let (msg, deliveries, poison) = (m.r, self.w.slab.counted(slot), m.poison);
         self.emit(Event::Expire {
             t: self.now,
             msg,
@@ -93,6 +93,42 @@ impl<O: Observer> Engine<'_, O> {
         }
         self.apply_control();
         self.dispatch(b);
+    }
+
+    /// [`crate::strategy::Control::end_leases`]: every delivery consumer `c` holds (in hand,
+    /// received, or acked with the ack still on its way) has its lease end now. The expiries are
+    /// events at this instant, after the one being handled (no strategy hook runs from here).
+    pub(super) fn end_leases(&mut self, c: u32) {
+        if self.cfg.lease.is_none() {
+            return;
+        }
+        let cs = &self.w.consumers[c as usize];
+        let in_hand = match cs.phase {
+            Phase::Serving { job, .. } | Phase::Parked { job, .. } => Some(job.d),
+            Phase::Waiting { d } => Some(d),
+            Phase::Idle => None,
+        };
+        let held = in_hand
+            .into_iter()
+            .chain(cs.buffer.iter().copied())
+            .chain(cs.ack_pending.iter().copied());
+        for d in held {
+            if !self.w.slab.valid(&d, c) {
+                continue;
+            }
+            let m = self.w.slab.get_mut(d.slot);
+            if m.lease_due == self.now {
+                continue;
+            }
+            m.lease_due = self.now;
+            self.q.push(
+                self.now,
+                Ev::LeaseExpire {
+                    slot: d.slot,
+                    id: d.id,
+                },
+            );
+        }
     }
 
     /// The consumer working on the message in `slot` extends its lease (a paused process only

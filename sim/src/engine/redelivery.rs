@@ -73,7 +73,7 @@ impl<O: Observer> Engine<'_, O> {
         // took the message back when the connection dropped.
         if self.w.slab.valid(&d, c) && self.w.brokers[d.broker as usize].is_up() {
             let r = self.cfg.redelivery;
-            let deliveries = self.w.slab.get(d.slot).deliveries;
+            let deliveries = self.w.slab.counted(d.slot);
             if r.gives_up(deliveries) && !r.redrive_on_receive {
                 self.give_up(d.broker, d.slot);
                 if !suspend {

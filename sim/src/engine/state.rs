@@ -133,6 +133,11 @@ pub(super) struct Slab {
     pub msgs: Vec<Msg>,
     free: Vec<u32>,
     pub live: u64,
+    /// Per message id in a slot, how many of its deliveries the broker does not count against
+    /// its limit: given back when their consumer's connection closed, under a flavour that
+    /// counts only lock expiries and abandons (`count_lost = false`: Service Bus). Out of line
+    /// (empty under every other flavour) so that `Msg` stays 72 bytes.
+    uncounted: BTreeMap<u64, u32>,
 }
 
 impl Slab {
@@ -167,9 +172,31 @@ impl Slab {
 
     pub fn release(&mut self, slot: u32) {
         debug_assert!(self.msgs[slot as usize].loc != Loc::Free);
+        if !self.uncounted.is_empty() {
+            self.uncounted.remove(&self.msgs[slot as usize].r.id);
+        }
         self.msgs[slot as usize].loc = Loc::Free;
         self.free.push(slot);
         self.live -= 1;
+    }
+
+    /// The deliveries of the message in `slot` the broker counts against its redelivery limit.
+    #[inline]
+    pub fn counted(&self, slot: u32) -> u32 {
+        let m = &self.msgs[slot as usize];
+        if self.uncounted.is_empty() {
+            return m.deliveries;
+        }
+        let n = self.uncounted.get(&m.r.id).copied().unwrap_or(0);
+        m.deliveries.saturating_sub(n)
+    }
+
+    /// The current delivery of the message in `slot` does not count against the limit.
+    pub fn uncount(&mut self, slot: u32) {
+        *self
+            .uncounted
+            .entry(self.msgs[slot as usize].r.id)
+            .or_insert(0) += 1;
     }
 
     #[inline]

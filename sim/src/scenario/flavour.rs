@@ -35,14 +35,16 @@
 //! `servicebus` (Azure Service Bus, a session-enabled queue) locks what it delivers for the
 //! queue's `LockDuration` (60s), which the SDK's processor renews while it works
 //! (`renew_every`: 10s before the lock ends, `lock - min(lock / 2, 10s)`, so 50s; for at most
-//! `MaxAutoLockRenewalDuration`, 5 min, here counted from each delivery), never notices a
-//! dead receiver but by its locks (`crash_detection = "lease"`; a frozen process's connection
-//! goes after the service's AMQP idle timeout, 120s), and serves each session as its own
-//! sub-queue (no page: every queued message is looked at) [Z1][Z2][Z4].
+//! `MaxAutoLockRenewalDuration`, 5 min: per delivery here, from the session's acceptance under
+//! `servicebus_sessions`), notices a crashed receiver when its connection closes (the session
+//! is released at once and the messages it had not completed go back uncounted,
+//! `count_lost = false`); a frozen process keeps its connection until the service's AMQP idle
+//! timeout (120s) and its locks until they expire; each session is served as its own sub-queue
+//! (no page: every queued message is looked at) [Z1][Z2][Z4][Z6].
 //!
-//! Every flavour but `sqs` and `servicebus` holds deliveries without a lease and notices a
-//! consumer's death when its connection closes; every one but `sqs`, `ibm_mq` and `kafka`
-//! requeues at the head. `sqs` (a FIFO queue) leases each receive for the
+//! Every flavour but `sqs` and `servicebus` holds deliveries without a lease; every one but
+//! `sqs` and `kafka` notices a consumer's death when its connection closes; every one but
+//! `sqs`, `ibm_mq` and `kafka` requeues at the head. `sqs` (a FIFO queue) leases each receive for the
 //! visibility timeout (30s, no renewal), never notices a consumer's death (its receives come back
 //! when their leases expire) and puts a message that becomes visible again back in its original
 //! place (the head of its message group). A message the consumer fails is not deleted: it stays
@@ -149,6 +151,7 @@ impl Flavour {
                 dead_letter_non_persistent: DeadLetter::Drop,
                 delay_in_client: false,
                 redrive_on_receive: false,
+                count_lost: true,
             },
         };
         // No delay, no limit, back at the head, dead-lettered: what the others differ by.
@@ -163,6 +166,7 @@ impl Flavour {
             dead_letter_non_persistent: DeadLetter::Queue,
             delay_in_client: false,
             redrive_on_receive: false,
+            count_lost: true,
         };
         /// Requeued to the original position everywhere.
         const fn original(r: RedeliveryDefaults) -> RedeliveryDefaults {
@@ -271,8 +275,11 @@ impl Flavour {
                 }),
                 ..JMS
             },
+            // A dead process's socket is closed by its OS: the service closes its session link
+            // at once, releasing the session without counting its messages [Z1][Z6]. A frozen
+            // one keeps its connection until the AMQP idle timeout (120s) [Z4].
             Flavour::Servicebus => Defaults {
-                crash_detection: CrashDetection::Lease,
+                crash_detection: CrashDetection::Connection,
                 failure_detection: Dur::from_secs(120),
                 lease: Some(Dur::from_secs(60)),
                 renews_lease: true,
@@ -280,6 +287,7 @@ impl Flavour {
                 takeover: None,
                 redelivery: RedeliveryDefaults {
                     limit: Limit::Deliveries(10),
+                    count_lost: false,
                     ..NON_BLOCKING
                 },
                 ..JMS
@@ -467,7 +475,7 @@ impl<'de> Deserialize<'de> for FlavourChoice {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Defaults {
     /// How the broker learns that a consumer process died: when its connection closes; after
-    /// its session timeout (Kafka); or never, its leases expiring (SQS, Service Bus).
+    /// its session timeout (Kafka); or never, its leases expiring (SQS).
     pub crash_detection: CrashDetection,
     /// A restarted consumer takes over its dead session at once (only matters while the broker
     /// has not noticed the death). Kafka's consumers have no `group.instance.id` by default: a
@@ -564,6 +572,10 @@ pub struct RedeliveryDefaults {
     /// lease ends: SQS counts receives (`ApproximateReceiveCount`) and moves a message whose
     /// count would exceed `maxReceiveCount` to the dead-letter queue on that receive [Q3].
     pub redrive_on_receive: bool,
+    /// A gone consumer's deliveries count against the limit: false for Service Bus, whose
+    /// delivery count rises when a lock expires or a message is abandoned, not when a session
+    /// is closed (its receiver's connection with it) with messages not completed [Z1].
+    pub count_lost: bool,
 }
 
 /// The largest `max_in_flight` an idempotent producer may have: Kafka's broker keeps the sequence
@@ -655,6 +667,8 @@ pub struct RedeliveryPolicy {
     pub until_lease_end: bool,
     /// The limit is applied on the next receive ([`RedeliveryDefaults::redrive_on_receive`]).
     pub redrive_on_receive: bool,
+    /// A gone consumer's deliveries count against the limit ([`RedeliveryDefaults`]).
+    pub count_lost: bool,
     /// What it does then, when the file says (else per broker: [`RedeliveryPolicy::dead_letter`]).
     dead_letter: Option<DeadLetter>,
     flavour: Flavour,
@@ -695,6 +709,7 @@ impl RedeliveryPolicy {
             delay_in_client: d.delay_in_client,
             until_lease_end,
             redrive_on_receive: d.redrive_on_receive,
+            count_lost: d.count_lost,
             dead_letter: r.dead_letter,
             flavour,
         }
@@ -1067,9 +1082,9 @@ mod tests {
         assert_eq!(p.dead_letter(&broker(false)), DeadLetter::Queue);
     }
 
-    /// Service Bus: a 60s lock renewed 10s before it ends (50s) for up to 5 min, found dead only
-    /// by its locks, 10 deliveries then the dead-letter subqueue, abandon back at the head at
-    /// once [Z1][Z2][Z5].
+    /// Service Bus: a 60s lock renewed 10s before it ends (50s) for up to 5 min, a crashed
+    /// receiver found when its connection closes (its messages back uncounted), 10 deliveries
+    /// then the dead-letter subqueue, abandon back at the head at once [Z1][Z2][Z5][Z6].
     #[test]
     fn servicebus_has_its_documented_defaults() {
         let f = Flavour::Servicebus;
@@ -1108,7 +1123,14 @@ mod tests {
                 .renew_every,
             None
         );
-        assert_eq!(f.crash_detection(), CrashDetection::Lease);
+        assert_eq!(f.crash_detection(), CrashDetection::Connection);
+        assert!(!p.count_lost, "a closed session raises no delivery count");
+        for other in Flavour::ALL.into_iter().filter(|&o| o != f) {
+            assert!(
+                RedeliveryPolicy::resolve(other, &redelivery(""), &no_lease()).count_lost,
+                "{other:?}"
+            );
+        }
         assert_eq!(f.failure_detection(), Dur::from_secs(120));
         assert_eq!(f.receive(), Receive::Prefetch);
         assert_eq!(f.commit().0, Commit::Each);

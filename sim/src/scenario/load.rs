@@ -856,6 +856,27 @@ service = "1ms"
         assert!(e.contains("250ms"), "{e}");
     }
 
+    /// `[lease] renew_max` (Service Bus's `MaxAutoLockRenewalDuration`, counted from a session's
+    /// acceptance under `servicebus_sessions`) bounds renewal: refused without renewal, taken
+    /// with the flavour's (0s: no renewal, as `TimeSpan.Zero` turns it off).
+    #[test]
+    fn renew_max_needs_renewal() {
+        let lease = |flavour: &str, renew_max: &str| {
+            format!("flavour = \"{flavour}\"\n{GOOD}[lease]\nduration = \"30s\"\nrenew_max = \"{renew_max}\"\n")
+        };
+        let e = load_str("x.toml", &lease("activemq", "5m"), &none)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("field `lease.renew_max`"), "{e}");
+        assert!(e.contains("give renew_every too"), "{e}");
+        for max in ["0s", "5m", "1h"] {
+            let s = load_str("x.toml", &lease("servicebus", max), &none).unwrap();
+            let l = s.lease_policy().unwrap();
+            assert_eq!(l.renew_max, Some(crate::time::Dur::parse(max).unwrap()));
+            assert!(l.renew_every.is_some());
+        }
+    }
+
     #[test]
     fn validation_errors_are_located() {
         let bad = GOOD.replace("count = 1", "count = 0");

@@ -656,7 +656,8 @@ pub struct Lease {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub renew_every: Option<Dur>,
     /// Renewal stops this long after the delivery (Service Bus `MaxAutoLockRenewalDuration`,
-    /// 5 min); absent: no bound.
+    /// 5 min; under `servicebus_sessions` also this long after a session's acceptance, when
+    /// the session lock is lost); absent: no bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub renew_max: Option<Dur>,
 }
