@@ -40,6 +40,7 @@ fn run_with(command: &str) -> sim::Metrics {
     p.own = Some(own::OwnConsumer {
         command: command.into(),
         subscribe_headers: String::new(),
+        ..Default::default()
     });
     let r = run::run(&p).unwrap_or_else(|e| panic!("{command}: {e}"));
     assert!(own::live_groups().is_empty(), "no consumer is left running");
@@ -102,6 +103,8 @@ fn a_consumer_that_exits_at_once_is_refused_with_its_stderr() {
         drain_timeout: Duration::from_secs(5),
         strict: false,
         consumer: Some("echo 'cannot reach the database' >&2; exit 3".into()),
+        writes: None,
+        schema: None,
     })
     .err()
     .expect("refused");
