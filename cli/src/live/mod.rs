@@ -215,7 +215,12 @@ pub fn refusals_for(text: &str, sc: &Scenario, strategies: &[String], own: bool)
         })
     {
         let staged: Vec<&str> = if own {
-            vec!["consumer_crash", "consumer_pause", "broker_crash", "db_outage"]
+            vec![
+                "consumer_crash",
+                "consumer_pause",
+                "broker_crash",
+                "db_outage",
+            ]
         } else {
             sim::scenario::FaultKind::ALL
                 .into_iter()
@@ -551,6 +556,12 @@ pub fn judge(
 
 /// `sim live`: runs, prints the comparison table (one row per strategy and run).
 pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
+    if req.consumer.is_none() && (req.writes.is_some() || req.schema.is_some()) {
+        return Err(CliError::Usage(
+            "--writes and --schema go with --consumer (they describe your consumer's database)"
+                .into(),
+        ));
+    }
     let text = std::fs::read_to_string(&req.file)
         .map_err(|e| CliError::Usage(format!("{}: {e}", req.file.display())))?;
     let sc = crate::load_text(&req.file.display().to_string(), &text)?;
@@ -579,13 +590,6 @@ pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
     }
     let own = match &req.consumer {
         Some(command) => Some(own_consumer(req, command, &sc)?),
-        None if req.writes.is_some() || req.schema.is_some() => {
-            return Err(CliError::Usage(
-                "--writes and --schema go with --consumer (they describe your consumer's \
-                 database)"
-                    .into(),
-            ))
-        }
         None => None,
     };
     if let Some(dir) = &req.out {

@@ -401,7 +401,8 @@ pub(super) fn follow_writes(
         }
         let finishing = done.load(Ordering::SeqCst);
         if client.is_none() {
-            client = super::postgres::connect(port, "target", std::time::Duration::from_secs(1)).ok();
+            client =
+                super::postgres::connect(port, "target", std::time::Duration::from_secs(1)).ok();
         }
         let taken = client
             .as_mut()
@@ -409,9 +410,8 @@ pub(super) fn follow_writes(
         match taken {
             Some(Ok(writes)) => {
                 for w in writes {
-                    let recorded = w
-                        .applied(log, sh.rec.origin_unix_us())
-                        .and_then(|a| match sh.rec.find(a.key, a.seq) {
+                    let recorded = w.applied(log, sh.rec.origin_unix_us()).and_then(|a| {
+                        match sh.rec.find(a.key, a.seq) {
                             Some(msg) => Ok((a, msg)),
                             None => Err(format!(
                                 "wrote key {} seq {}, never produced ({})",
@@ -419,7 +419,8 @@ pub(super) fn follow_writes(
                                 a.seq,
                                 sh.rec.produced_of(a.key)
                             )),
-                        });
+                        }
+                    });
                     match recorded {
                         Ok((a, msg)) => {
                             let c = a.consumer.unwrap_or_else(|| {

@@ -85,6 +85,9 @@ fn account(name: &str) -> Option<(u32, u32)> {
     }
 }
 
+/// A row's (key, seq) as text (`--writes`).
+pub type TextRow = (Option<String>, Option<String>);
+
 /// One PostgreSQL server process and its data directory.
 pub struct Server {
     /// Its TCP port on 127.0.0.1.
@@ -264,7 +267,7 @@ impl Server {
     }
 
     /// `--writes`: the rows of the consumer's table at the end, (key, seq) as text.
-    pub fn written_rows(&self, log: &WriteLog) -> Result<Vec<(Option<String>, Option<String>)>, String> {
+    pub fn written_rows(&self, log: &WriteLog) -> Result<Vec<TextRow>, String> {
         let mut c = self
             .connect("target", Duration::from_secs(5))
             .map_err(|e| format!("postgres: {}", describe(&e)))?;

@@ -43,7 +43,9 @@ impl WriteLog {
         };
         let s = spec.trim();
         let (table, rest) = s.split_once('(').ok_or_else(|| bad("no \"(\""))?;
-        let cols = rest.strip_suffix(')').ok_or_else(|| bad("no closing \")\""))?;
+        let cols = rest
+            .strip_suffix(')')
+            .ok_or_else(|| bad("no closing \")\""))?;
         let (key, seq) = cols
             .split_once(',')
             .ok_or_else(|| bad("two columns, separated by a comma"))?;
@@ -202,7 +204,10 @@ mod tests {
     #[test]
     fn the_install_names_the_columns_it_logs() {
         let sql = WriteLog::parse("rows(k,state)").unwrap().install_sql();
-        assert!(sql.starts_with("SELECT k, state FROM rows LIMIT 0;"), "{sql}");
+        assert!(
+            sql.starts_with("SELECT k, state FROM rows LIMIT 0;"),
+            "{sql}"
+        );
         assert!(sql.contains("AFTER INSERT OR UPDATE ON rows"), "{sql}");
         assert!(sql.contains("ordsim_log('k', 'state')"), "{sql}");
     }
