@@ -27,9 +27,21 @@ fn skip() -> bool {
 
 /// One live run of the example scenario with `command` as its consumers: the judged metrics.
 fn run_with(command: &str) -> sim::Metrics {
+    run_own(
+        SCENARIO,
+        own::OwnConsumer {
+            command: command.into(),
+            ..Default::default()
+        },
+    )
+}
+
+/// One live run of `file` with `own` as its consumers: the judged metrics.
+fn run_own(file: &str, own: own::OwnConsumer) -> sim::Metrics {
     crate::common::at_root();
-    let text = std::fs::read_to_string(SCENARIO).unwrap();
-    let sc = ordsim::load_text(SCENARIO, &text).unwrap();
+    let command = own.command.clone();
+    let text = std::fs::read_to_string(file).unwrap();
+    let sc = ordsim::load_text(file, &text).unwrap();
     let mut p = plan(
         &sc,
         run::LiveStrategy::Competing,
@@ -37,10 +49,7 @@ fn run_with(command: &str) -> sim::Metrics {
         Duration::from_secs(30),
     )
     .unwrap();
-    p.own = Some(own::OwnConsumer {
-        command: command.into(),
-        subscribe_headers: String::new(),
-    });
+    p.own = Some(own);
     let r = run::run(&p).unwrap_or_else(|e| panic!("{command}: {e}"));
     assert!(own::live_groups().is_empty(), "no consumer is left running");
     assert!(
@@ -87,6 +96,47 @@ fn the_naive_consumer_breaks_order_and_the_guarded_one_does_not() {
 }
 
 #[test]
+fn the_write_log_shows_what_a_consumer_wrote_through_a_database_outage() {
+    if skip() {
+        return;
+    }
+    if let Some(why) = ordsim::live::postgres::missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _serial = serial();
+    let file = "examples/own-consumer-db.toml";
+    let with = |command: &str| own::OwnConsumer {
+        command: command.into(),
+        writes: Some(ordsim::live::writelog::WriteLog::parse("rows(k,state)").unwrap()),
+        database: true,
+        ..Default::default()
+    };
+    // Nothing applied is printed: every apply in the history comes from the write log.
+    let naive = run_own(file, with("python3 examples/pg_consumer.py"));
+    assert_eq!(naive.produced, 600);
+    assert!(
+        naive.ordering_violations + naive.stale_writes > 0,
+        "the frozen copy's old messages overwrite newer rows: {naive:?}"
+    );
+    assert_eq!((naive.lost, naive.pending_at_end), (0, 0), "{naive:?}");
+    let guarded = run_own(file, with("python3 examples/pg_consumer.py --guarded"));
+    assert_eq!(
+        (
+            guarded.ordering_violations,
+            guarded.stale_writes,
+            guarded.lost
+        ),
+        (0, 0, 0),
+        "{guarded:?}"
+    );
+    assert!(
+        guarded.applied > 0 && guarded.stale_rejected > 0,
+        "{guarded:?}"
+    );
+}
+
+#[test]
 fn a_consumer_that_exits_at_once_is_refused_with_its_stderr() {
     if skip() {
         return;
@@ -102,6 +152,8 @@ fn a_consumer_that_exits_at_once_is_refused_with_its_stderr() {
         drain_timeout: Duration::from_secs(5),
         strict: false,
         consumer: Some("echo 'cannot reach the database' >&2; exit 3".into()),
+        writes: None,
+        schema: None,
     })
     .err()
     .expect("refused");

@@ -80,6 +80,14 @@ enum Command {
         /// with `sh -c`), reporting what they apply on stdout (docs/live.md, "Your own consumer").
         #[arg(long, value_name = "CMD")]
         consumer: Option<String>,
+        /// With --consumer: read what the consumers applied from this table of their PostgreSQL
+        /// database (a trigger logs each write), e.g. 'rows(k,state)': the key and seq columns.
+        #[arg(long, value_name = "TABLE(KEY,SEQ)")]
+        writes: Option<String>,
+        /// With --consumer: SQL run on the consumers' database before they start (default: a
+        /// table rows(k integer primary key, state integer, version bigint)).
+        #[arg(long, value_name = "FILE")]
+        schema: Option<PathBuf>,
     },
     /// Run each scenario in the simulator over many seeds and live against ActiveMQ over a few
     /// runs; print per strategy and metric the simulator's range beside each live value with a
@@ -422,6 +430,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
             drain_timeout,
             strict,
             consumer,
+            writes,
+            schema,
         } => {
             let drain_timeout = sim::time::Dur::parse(&drain_timeout)
                 .map(|d| std::time::Duration::from_micros(d.micros()))
@@ -435,6 +445,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 drain_timeout,
                 strict,
                 consumer,
+                writes,
+                schema,
             })?;
             out!("{}", outcome.text);
             if strict && !outcome.off.is_empty() {

@@ -310,7 +310,7 @@ pub const OWN_CONSUMER: &[(&str, Staging)] = &[
         "fault.kind",
         Staged(
             "consumer_crash (SIGKILL, started again after `for`), consumer_pause (SIGSTOP, then \
-             SIGCONT), broker_crash",
+             SIGCONT), broker_crash, db_outage (the consumers' database refuses connections)",
         ),
     ),
     (

@@ -22,6 +22,7 @@ pub mod rabbitmq;
 pub mod run;
 pub mod stomp;
 pub mod target;
+pub mod writelog;
 
 use crate::report;
 use crate::trace::TraceHeader;
@@ -52,6 +53,11 @@ pub struct LiveRequest {
     pub strict: bool,
     /// `--consumer CMD`: the consumers are copies of this command ([`own`]).
     pub consumer: Option<String>,
+    /// `--writes TABLE(KEY,SEQ)`: what the consumers applied is read from this table
+    /// ([`writelog`]).
+    pub writes: Option<String>,
+    /// `--schema FILE`: SQL run on the consumers' database before they start.
+    pub schema: Option<PathBuf>,
 }
 
 /// What `sim live` found: the text to print, and what `--strict` fails.
@@ -198,8 +204,10 @@ pub fn refusals_for(text: &str, sc: &Scenario, strategies: &[String], own: bool)
         // db_outage: staged for the db handlers, refused below for the others.
         .filter(|f| {
             let staged = if own {
-                // A pause is a SIGSTOP of the user's process; poison is refused above.
-                f.kind.spec().live || f.kind == FaultKind::ConsumerPause
+                // A pause is a SIGSTOP of the user's process; poison is refused above; the
+                // database the consumers write refuses connections during a db_outage.
+                f.kind.spec().live
+                    || matches!(f.kind, FaultKind::ConsumerPause | FaultKind::DbOutage)
             } else {
                 f.kind.spec().live || f.kind == FaultKind::DbOutage
             };
@@ -207,7 +215,12 @@ pub fn refusals_for(text: &str, sc: &Scenario, strategies: &[String], own: bool)
         })
     {
         let staged: Vec<&str> = if own {
-            vec!["consumer_crash", "consumer_pause", "broker_crash"]
+            vec![
+                "consumer_crash",
+                "consumer_pause",
+                "broker_crash",
+                "db_outage",
+            ]
         } else {
             sim::scenario::FaultKind::ALL
                 .into_iter()
@@ -224,7 +237,7 @@ pub fn refusals_for(text: &str, sc: &Scenario, strategies: &[String], own: bool)
     if sc.consumers.count == 0 {
         out.push("consumers.count = 0".into());
     }
-    if !all_db && sc.faults.iter().any(|f| f.kind == FaultKind::DbOutage) {
+    if !own && !all_db && sc.faults.iter().any(|f| f.kind == FaultKind::DbOutage) {
         out.push(
             "[[fault]] kind = \"db_outage\" with a strategy that writes no database (staged \
              for db_optimistic and notifier only)"
@@ -493,6 +506,44 @@ pub fn needs_postgres(sc: &Scenario, strategies: &[String]) -> Option<String> {
     ))
 }
 
+/// The user's consumer of `req` (`--consumer`, `--writes`, `--schema`), its database checked.
+fn own_consumer(
+    req: &LiveRequest,
+    command: &str,
+    sc: &Scenario,
+) -> Result<own::OwnConsumer, CliError> {
+    let writes = req
+        .writes
+        .as_deref()
+        .map(writelog::WriteLog::parse)
+        .transpose()
+        .map_err(CliError::Usage)?;
+    let schema = req
+        .schema
+        .as_ref()
+        .map(|p| {
+            std::fs::read_to_string(p)
+                .map_err(|e| CliError::Usage(format!("--schema {}: {e}", p.display())))
+        })
+        .transpose()?;
+    let database = writes.is_some()
+        || schema.is_some()
+        || sc.faults.iter().any(|f| f.kind == FaultKind::DbOutage);
+    if let Some(why) = postgres::missing().filter(|_| database) {
+        return Err(CliError::Usage(format!(
+            "sim live --consumer needs PostgreSQL for the consumers' database (--writes, \
+             --schema or a db_outage): {why}"
+        )));
+    }
+    Ok(own::OwnConsumer {
+        command: command.to_string(),
+        subscribe_headers: String::new(),
+        writes,
+        schema,
+        database,
+    })
+}
+
 /// Judges a live history with the simulator's checkers (as `sim judge` does).
 pub fn judge(
     events: &[Event],
@@ -505,6 +556,12 @@ pub fn judge(
 
 /// `sim live`: runs, prints the comparison table (one row per strategy and run).
 pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
+    if req.consumer.is_none() && (req.writes.is_some() || req.schema.is_some()) {
+        return Err(CliError::Usage(
+            "--writes and --schema go with --consumer (they describe your consumer's database)"
+                .into(),
+        ));
+    }
     let text = std::fs::read_to_string(&req.file)
         .map_err(|e| CliError::Usage(format!("{}: {e}", req.file.display())))?;
     let sc = crate::load_text(&req.file.display().to_string(), &text)?;
@@ -531,6 +588,10 @@ pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
     if let Some(why) = needs_postgres(&sc, &names) {
         return Err(CliError::Usage(why));
     }
+    let own = match &req.consumer {
+        Some(command) => Some(own_consumer(req, command, &sc)?),
+        None => None,
+    };
     if let Some(dir) = &req.out {
         crate::create_dir(dir)?;
     }
@@ -544,13 +605,13 @@ pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
         for i in 0..req.runs {
             let seed = seed0 + i as u64;
             let mut p = plan(&sc, strategy, seed, req.drain_timeout).map_err(CliError::Usage)?;
-            p.own = req.consumer.as_ref().map(|command| own::OwnConsumer {
-                command: command.clone(),
+            p.own = own.clone().map(|o| own::OwnConsumer {
                 subscribe_headers: if strategy == LiveStrategy::Single {
                     "activemq.exclusive:true".into()
                 } else {
                     String::new()
                 },
+                ..o
             });
             let r = run::run(&p).map_err(|e| live_error(&e, &entries))?;
             let (n, o) = run_notes(&format!("{name} seed {seed}"), &r);

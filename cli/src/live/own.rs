@@ -23,12 +23,19 @@ type MakeEvent = fn(sim::time::Time, MsgRef, u32) -> Event;
 pub const STDERR_TAIL: usize = 10;
 
 /// The user's consumer command and what a run gives it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct OwnConsumer {
     /// The command line, run with `sh -c`.
     pub command: String,
     /// Extra SUBSCRIBE headers the strategy needs (`activemq.exclusive:true` for `single`).
     pub subscribe_headers: String,
+    /// `--writes`: what it applied is read from this table's write log, not from stdout.
+    pub writes: Option<super::writelog::WriteLog>,
+    /// `--schema`: SQL run on the `target` database before the copies start.
+    pub schema: Option<String>,
+    /// A private PostgreSQL runs beside the broker (`ORDSIM_DATABASE_URL`): with `--writes`,
+    /// `--schema`, or a `db_outage` fault.
+    pub database: bool,
 }
 
 /// One line of a consumer's stdout.
@@ -146,6 +153,7 @@ pub fn env(
     plan: &Plan,
     own: &OwnConsumer,
     ports: &[u16],
+    db_port: Option<u16>,
     c: u32,
     dir: &str,
 ) -> Vec<(String, String)> {
@@ -170,6 +178,22 @@ pub fn env(
         ("ORDSIM_STATE_DIR", dir.to_string()),
     ]
     .into_iter()
+    .chain(db_port.into_iter().flat_map(|port| {
+        // The URL for any client; the PG* variables for one on libpq's defaults. The session's
+        // application_name names the copy in the write log (`--writes`).
+        let app = format!("{}{c}", super::writelog::APP_PREFIX);
+        [
+            (
+                "ORDSIM_DATABASE_URL",
+                format!("postgresql://ordsim@127.0.0.1:{port}/target?application_name={app}"),
+            ),
+            ("PGHOST", "127.0.0.1".into()),
+            ("PGPORT", port.to_string()),
+            ("PGUSER", "ordsim".into()),
+            ("PGDATABASE", "target".into()),
+            ("PGAPPNAME", app),
+        ]
+    }))
     .map(|(k, v)| (k.to_string(), v))
     .collect()
 }
@@ -227,8 +251,9 @@ pub fn show_tail(tail: &Tail) -> String {
 /// its downtime and start it again; when it exits by itself, fail the run naming it.
 pub(super) fn consumer(sh: &Shared, c: u32, plan: &Plan, own: &OwnConsumer, dir: &str) {
     let tail = sh.tails[c as usize].clone();
-    let env = env(plan, own, &sh.ports, c, dir);
+    let env = env(plan, own, &sh.ports, sh.db_port, c, dir);
     let mut warned = false;
+    let mut warned_apply = false;
     loop {
         if sh.aborted() || sh.stop_consumers.load(Ordering::SeqCst) {
             return;
@@ -264,6 +289,16 @@ pub(super) fn consumer(sh: &Shared, c: u32, plan: &Plan, own: &OwnConsumer, dir:
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
             let (key, seq, make): (u32, u32, MakeEvent) = match parse_line(&line) {
+                Line::Apply(..) if own.writes.is_some() => {
+                    if !warned_apply {
+                        warned_apply = true;
+                        eprintln!(
+                            "note: consumer {c}: \"apply\" lines are ignored with --writes (the \
+                             write log is what was applied)"
+                        );
+                    }
+                    continue;
+                }
                 Line::Apply(k, s) => (k, s, |t, msg, c| Event::Apply {
                     t,
                     msg,
@@ -345,6 +380,88 @@ pub(super) fn consumer(sh: &Shared, c: u32, plan: &Plan, own: &OwnConsumer, dir:
     }
 }
 
+/// `--writes`: follows the write log on the server at `port` until `done`, recording each
+/// committed write as an apply at its commit; then takes what is left once more (the copies are
+/// stopped by then). Polls every 10 ms; a refused connection (a `db_outage`) is tried again.
+/// A write that names no produced message stops the run.
+pub(super) fn follow_writes(
+    sh: &Shared,
+    log: &super::writelog::WriteLog,
+    port: u16,
+    done: &std::sync::atomic::AtomicBool,
+) {
+    let mut client = None;
+    let mut warned = false;
+    // Tries after `done`: the log is read within 5 s or the run fails, naming why.
+    let mut tries_after = 0;
+    let mut error = String::new();
+    loop {
+        if sh.aborted() {
+            return;
+        }
+        let finishing = done.load(Ordering::SeqCst);
+        if client.is_none() {
+            client =
+                super::postgres::connect(port, "target", std::time::Duration::from_secs(1)).ok();
+        }
+        let taken = client
+            .as_mut()
+            .map(|c| super::postgres::take_writes(c).map_err(|e| super::postgres::describe(&e)));
+        match taken {
+            Some(Ok(writes)) => {
+                for w in writes {
+                    let recorded = w.applied(log, sh.rec.origin_unix_us()).and_then(|a| {
+                        match sh.rec.find(a.key, a.seq) {
+                            Some(msg) => Ok((a, msg)),
+                            None => Err(format!(
+                                "wrote key {} seq {}, never produced ({})",
+                                a.key,
+                                a.seq,
+                                sh.rec.produced_of(a.key)
+                            )),
+                        }
+                    });
+                    match recorded {
+                        Ok((a, msg)) => {
+                            let c = a.consumer.unwrap_or_else(|| {
+                                if !warned {
+                                    warned = true;
+                                    eprintln!(
+                                        "note: a write to {} by a session whose application_name \
+                                         is {:?}, not ordsim-consumer-N: recorded as consumer 0",
+                                        log.table, w.app
+                                    );
+                                }
+                                0
+                            });
+                            sh.rec.insert_apply(a.t, msg, c);
+                        }
+                        Err(e) => return sh.fail(format!("--writes {}: {e}", log.table), ()),
+                    }
+                }
+                if finishing {
+                    return;
+                }
+            }
+            // Terminated (a `db_outage`) or never connected: a new session next time.
+            Some(Err(e)) => {
+                error = e;
+                client = None;
+            }
+            None => {
+                error = "cannot connect to the target database".into();
+            }
+        }
+        if finishing {
+            tries_after += 1;
+            if tries_after == 500 {
+                return sh.fail(format!("--writes: reading the write log: {error}"), ());
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// Refuses a run whose consumers never reported a message although some were produced.
 pub fn reported(own: &OwnConsumer, events: &[Event], tails: &[Tail]) -> Result<(), String> {
     let produced = events.iter().any(|e| matches!(e, Event::Produce { .. }));
@@ -359,9 +476,17 @@ pub fn reported(own: &OwnConsumer, events: &[Event], tails: &[Tail]) -> Result<(
         .enumerate()
         .map(|(c, t)| format!("consumer {c}: {}", show_tail(t)))
         .collect();
+    let how = match &own.writes {
+        Some(w) => format!(
+            "wrote no row of {} (--writes) and printed no \"skip\" line",
+            w.table
+        ),
+        None => "never reported a message on stdout (one JSON line per message: \
+                 {\"apply\":{\"key\":\"k1\",\"seq\":17}}, docs/live.md)"
+            .into(),
+    };
     Err(format!(
-        "--consumer {:?} never reported a message on stdout (one JSON line per message: \
-         {{\"apply\":{{\"key\":\"k1\",\"seq\":17}}}}, docs/live.md); {}",
+        "--consumer {:?} {how}; {}",
         own.command,
         shown.join("; ")
     ))
@@ -431,6 +556,7 @@ mod tests {
         let own = OwnConsumer {
             command: command.into(),
             subscribe_headers: String::new(),
+            ..Default::default()
         };
         let sh = Shared::new(super::super::run::Recorder::new(2), 1, vec![1]);
         sh.rec.produce(0, 1, false);
@@ -485,6 +611,7 @@ mod tests {
         let own = OwnConsumer {
             command: "x".into(),
             subscribe_headers: String::new(),
+            ..Default::default()
         };
         assert!(reported(&own, &events, &[]).is_ok());
         let silent = &events[..1];
@@ -515,6 +642,7 @@ mod tests {
         let own = OwnConsumer {
             command: "sleep 30 & echo $!; wait".into(),
             subscribe_headers: String::new(),
+            ..Default::default()
         };
         let mut p = start(&own, &[]).unwrap();
         let mut line = String::new();

@@ -9,6 +9,7 @@
 //! user (setuid in the child, so the PID we hold is the postmaster's own).
 
 use super::broker::{free_port, register, unregister, TempDir};
+use super::writelog::{Write, WriteLog, TAKE_SQL};
 use postgres::{Client, NoTls};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -84,6 +85,9 @@ fn account(name: &str) -> Option<(u32, u32)> {
     }
 }
 
+/// A row's (key, seq) as text (`--writes`).
+pub type TextRow = (Option<String>, Option<String>);
+
 /// One PostgreSQL server process and its data directory.
 pub struct Server {
     /// Its TCP port on 127.0.0.1.
@@ -109,6 +113,12 @@ impl Server {
     /// Creates a data directory, starts the server and waits until it accepts connections (at
     /// most `timeout`), creates the `target` and `source` databases with their `rows` tables.
     pub fn start(timeout: Duration) -> Result<Server, String> {
+        Server::start_with(timeout, None)
+    }
+
+    /// [`Server::start`], with `schema` (SQL, `--schema`) run on `target` instead of creating its
+    /// `rows` table.
+    pub fn start_with(timeout: Duration, schema: Option<&str>) -> Result<Server, String> {
         let bin = bin_dir().ok_or("PostgreSQL not found")?;
         let dir = TempDir::new("pg").map_err(|e| format!("temporary directory: {e}"))?;
         if is_root() {
@@ -149,7 +159,7 @@ impl Server {
             admin: None,
         };
         server.spawn(&bin, timeout)?;
-        server.setup()?;
+        server.setup(schema)?;
         Ok(server)
     }
 
@@ -172,6 +182,8 @@ impl Server {
             // commits stay atomic and visible at once, and a loaded disk does not pace the
             // handlers (docs/live.md, "PostgreSQL").
             .args(["-c", "synchronous_commit=off"])
+            // `--writes`: each logged write is timed at its transaction's commit.
+            .args(["-c", "track_commit_timestamp=on"])
             .stdout(out)
             .stderr(err)
             .spawn()
@@ -208,7 +220,7 @@ impl Server {
         }
     }
 
-    fn setup(&mut self) -> Result<(), String> {
+    fn setup(&mut self, schema: Option<&str>) -> Result<(), String> {
         let admin = self.admin.as_mut().ok_or("not started")?;
         // One statement each: CREATE DATABASE cannot run in the implicit transaction of a
         // multi-statement query.
@@ -228,11 +240,41 @@ impl Server {
                 "CREATE TABLE rows (k integer PRIMARY KEY, state integer NOT NULL)",
             ),
         ] {
+            let (sql, what) = match schema.filter(|_| db == "target") {
+                Some(s) => (s, "--schema"),
+                None => (table, "postgres"),
+            };
             self.connect(db, Duration::from_secs(5))
-                .and_then(|mut c| c.batch_execute(table))
-                .map_err(|e| format!("postgres {db}: {}", describe(&e)))?;
+                .and_then(|mut c| c.batch_execute(sql))
+                .map_err(|e| format!("{what} ({db} database): {}", describe(&e)))?;
         }
         Ok(())
+    }
+
+    /// `--writes`: installs the write log on `target` ([`WriteLog::install_sql`]).
+    pub fn install_write_log(&self, log: &WriteLog) -> Result<(), String> {
+        self.connect("target", Duration::from_secs(5))
+            .and_then(|mut c| c.batch_execute(&log.install_sql()))
+            .map_err(|e| {
+                format!(
+                    "--writes {}({},{}): {}",
+                    log.table,
+                    log.key,
+                    log.seq,
+                    describe(&e)
+                )
+            })
+    }
+
+    /// `--writes`: the rows of the consumer's table at the end, (key, seq) as text.
+    pub fn written_rows(&self, log: &WriteLog) -> Result<Vec<TextRow>, String> {
+        let mut c = self
+            .connect("target", Duration::from_secs(5))
+            .map_err(|e| format!("postgres: {}", describe(&e)))?;
+        let rows = c
+            .query(log.final_sql().as_str(), &[])
+            .map_err(|e| format!("postgres: {}", describe(&e)))?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
     /// A new session on database `db` over TCP on 127.0.0.1.
@@ -307,6 +349,23 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// `--writes`: takes the committed entries of the write log, each once, by commit then entry.
+pub fn take_writes(c: &mut Client) -> Result<Vec<Write>, postgres::Error> {
+    let mut w: Vec<Write> = c
+        .query(TAKE_SQL, &[])?
+        .iter()
+        .map(|r| Write {
+            id: r.get(0),
+            key: r.get(1),
+            seq: r.get(2),
+            app: r.get(3),
+            commit_us: r.get::<_, Option<i64>>(4).unwrap_or(0),
+        })
+        .collect();
+    w.sort_by_key(|w| (w.commit_us, w.id));
+    Ok(w)
 }
 
 /// A session on database `db` of the server on 127.0.0.1:`port`.

@@ -249,6 +249,9 @@ pub fn poison_plan(
 /// never goes backwards), messages numbered as they are produced.
 pub struct Recorder {
     start: Instant,
+    /// `start` on the system clock, microseconds since the Unix epoch (a database's commit
+    /// times, `--writes`, are on it).
+    start_unix_us: i64,
     inner: Mutex<RecInner>,
 }
 
@@ -265,8 +268,18 @@ struct RecInner {
 impl Recorder {
     /// Starts the clock.
     pub fn new(keys: u32) -> Recorder {
+        let unix = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as i64)
+        };
+        // The two clocks read back to back, the system clock's reading the middle of two.
+        let before = unix();
+        let start = Instant::now();
+        let after = unix();
         Recorder {
-            start: Instant::now(),
+            start,
+            start_unix_us: before + (after - before) / 2,
             inner: Mutex::new(RecInner {
                 events: Vec::new(),
                 next_seq: vec![0; keys as usize],
@@ -315,6 +328,28 @@ impl Recorder {
         let t = at.saturating_duration_since(self.start).as_micros() as Time;
         let i = g.events.partition_point(|e| e.time() <= t);
         g.events.insert(i, f(t));
+    }
+
+    /// Time 0 of the history on the system clock, microseconds since the Unix epoch.
+    pub fn origin_unix_us(&self) -> i64 {
+        self.start_unix_us
+    }
+
+    /// Records an apply found in the write log (`--writes`) in its place by time `t` (its
+    /// commit), settling its message.
+    pub fn insert_apply(&self, t: Time, msg: MsgRef, consumer: u32) {
+        let mut g = self.lock();
+        g.applied.insert(msg.id);
+        let i = g.events.partition_point(|e| e.time() <= t);
+        g.events.insert(
+            i,
+            Event::Apply {
+                t,
+                msg,
+                consumer,
+                state_seq: msg.seq,
+            },
+        );
     }
 
     /// The instant time 0 of the history stands for.
@@ -484,7 +519,7 @@ pub(super) struct Shared {
     /// Each broker's STOMP port.
     pub(super) ports: Vec<u16>,
     /// The PostgreSQL server's port, when the handler writes to it.
-    db_port: Option<u16>,
+    pub(super) db_port: Option<u16>,
     /// What stopped the run from a producer's thread (its source database failed) or from an
     /// own consumer's (`--consumer`).
     pub(super) error: Mutex<Option<String>>,
@@ -1373,10 +1408,23 @@ pub fn run(plan: &Plan) -> Result<LiveRun, String> {
     let ports: Vec<u16> = brokers.iter().map(|b| b.port()).collect();
     wait_bridges(&ports, Duration::from_secs(30))?;
     // The handlers' PostgreSQL: started for this run, stopped by PID when `db` drops.
-    let mut db = match plan.db {
-        Some(_) => Some(super::postgres::Server::start(Duration::from_secs(60))?),
-        None => None,
+    // `--consumer` with a database: its `--schema` and the `--writes` log installed before the
+    // copies start.
+    let own_db = plan.own.as_ref().filter(|o| o.database);
+    let mut db = match (plan.db, own_db) {
+        (Some(_), _) => Some(super::postgres::Server::start(Duration::from_secs(60))?),
+        (None, Some(o)) => {
+            let server =
+                super::postgres::Server::start_with(Duration::from_secs(60), o.schema.as_deref())?;
+            if let Some(w) = &o.writes {
+                server.install_write_log(w)?;
+            }
+            Some(server)
+        }
+        (None, None) => None,
     };
+    let writes = plan.own.as_ref().and_then(|o| o.writes.as_ref());
+    let writes_done = AtomicBool::new(false);
     let mut shared = Shared::new(Recorder::new(plan.keys), plan.consumers, ports.clone());
     shared.db_port = db.as_ref().map(|d| d.port);
     shared.own = plan.own.is_some();
@@ -1398,6 +1446,10 @@ pub fn run(plan: &Plan) -> Result<LiveRun, String> {
         // the model attaches them at time 0 in index order: the broker's consumer list (its
         // dispatch order, and which one `single`'s exclusive subscription picks) is then the
         // model's. The schedule and the faults start when all are attached.
+        let follower = writes.zip(sh.db_port).map(|(w, port)| {
+            let (sh, done) = (&*sh, &writes_done);
+            s.spawn(move || super::own::follow_writes(sh, w, port, done))
+        });
         let mut consumers = Vec::new();
         for c in 0..plan.consumers {
             let sh = &*sh;
@@ -1455,6 +1507,11 @@ pub fn run(plan: &Plan) -> Result<LiveRun, String> {
         }
         for c in consumers {
             let _ = c.join();
+        }
+        // The copies are gone: the follower takes the last committed writes and returns.
+        writes_done.store(true, Ordering::SeqCst);
+        if let Some(f) = follower {
+            let _ = f.join();
         }
         r
     });
@@ -1534,6 +1591,26 @@ pub fn run(plan: &Plan) -> Result<LiveRun, String> {
                 "the database and the history disagree: {}",
                 off.join("; ")
             ));
+        }
+    }
+    // `--writes`: the table's final rows against the log's last write per key (a write the
+    // trigger did not see, like a DELETE, makes them differ: said, not refused).
+    if let Some((server, w)) = db.as_mut().zip(writes) {
+        let rows: Vec<(u32, u32)> = server
+            .written_rows(w)?
+            .into_iter()
+            .filter_map(|(k, s)| {
+                let k = k?.trim().trim_start_matches('k').parse().ok()?;
+                Some((k, s?.trim().parse().ok()?))
+            })
+            .collect();
+        let off = super::db::disagreements(&rows, &events);
+        if !off.is_empty() {
+            eprintln!(
+                "note: --writes {}: the table's final rows and the write log differ: {}",
+                w.table,
+                off.join("; ")
+            );
         }
     }
     drop(db);
