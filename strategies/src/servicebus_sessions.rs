@@ -160,6 +160,14 @@ pub fn session_lock_end(lease: sim::scenario::LeasePolicy) -> Option<Dur> {
 }
 
 impl ServicebusSessions {
+    /// The session `consumer` holds, if any.
+    fn held_by(&self, consumer: u32) -> Option<usize> {
+        self.holds
+            .get(consumer as usize)
+            .filter(|&&g| g != NIL)
+            .map(|&g| g as usize)
+    }
+
     /// A queue of `keys` sessions and `consumers` receivers; `lock`: the lock duration; `cap`:
     /// how long after its acceptance a held session's lock ends ([`session_lock_end`]).
     pub fn new(
@@ -316,13 +324,9 @@ impl Strategy for ServicebusSessions {
     /// service closes its session link and the session is free at once; what it had not
     /// completed is already back, uncounted (`count_lost = false` under the flavour) [Z1][Z6].
     fn on_detach(&mut self, now: Time, _broker: u16, consumer: u32, _ctl: &mut Control) {
-        let Some(&g) = self.holds.get(consumer as usize) else {
+        let Some(g) = self.held_by(consumer) else {
             return;
         };
-        if g == NIL {
-            return;
-        }
-        let g = g as usize;
         self.release(g, true);
         self.sessions[g].locked_until = now;
     }
@@ -330,13 +334,9 @@ impl Strategy for ServicebusSessions {
     /// The receiver died unnoticed (`crash_detection = "lease"`, not the flavour's): nobody
     /// renews its session lock any more, and the service frees it when it expires.
     fn on_silent_detach(&mut self, now: Time, _broker: u16, consumer: u32, ctl: &mut Control) {
-        let Some(&g) = self.holds.get(consumer as usize) else {
+        let Some(g) = self.held_by(consumer) else {
             return;
         };
-        if g == NIL {
-            return;
-        }
-        let g = g as usize;
         self.release(g, true);
         if let Some(lock) = self.lock {
             let until = now + lock.0;
