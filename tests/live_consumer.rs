@@ -59,9 +59,28 @@ fn run_own(file: &str, own: own::OwnConsumer) -> sim::Metrics {
     let crashes = r
         .events
         .iter()
-        .filter(|e| matches!(e, sim::history::Event::Crash { .. }))
+        .filter(|e| {
+            matches!(
+                e,
+                sim::history::Event::Crash {
+                    node: sim::history::Node::Consumer(_),
+                    ..
+                }
+            )
+        })
         .count();
     assert_eq!(crashes, 1, "consumer 0 was killed once");
+    let blips = sc
+        .faults
+        .iter()
+        .filter(|f| f.kind == sim::scenario::FaultKind::NetworkBlip)
+        .count();
+    let cuts = r
+        .events
+        .iter()
+        .filter(|e| matches!(e, sim::history::Event::Disconnect { .. }))
+        .count();
+    assert_eq!(cuts, blips, "each network_blip cut its copy off once");
     judge(&r.events, sc.workload.keys, sc.workload.kind).unwrap()
 }
 
@@ -76,6 +95,10 @@ fn the_naive_consumer_breaks_order_and_the_guarded_one_does_not() {
     assert!(
         naive.ordering_violations + naive.stale_writes > 0,
         "the frozen copy's old messages overwrite newer state: {naive:?}"
+    );
+    assert!(
+        naive.duplicates > 0,
+        "at the network_blip, the messages copy 0 wrote but had not acked go to copy 1: {naive:?}"
     );
     assert_eq!(naive.stale_rejected, 0);
     let guarded = run_with("python3 examples/guarded_consumer.py");

@@ -17,6 +17,7 @@ pub mod calibrate;
 pub mod db;
 pub mod own;
 pub mod postgres;
+pub mod proxy;
 pub mod rabbit_plan;
 pub mod rabbitmq;
 pub mod run;
@@ -204,10 +205,14 @@ pub fn refusals_for(text: &str, sc: &Scenario, strategies: &[String], own: bool)
         // db_outage: staged for the db handlers, refused below for the others.
         .filter(|f| {
             let staged = if own {
-                // A pause is a SIGSTOP of the user's process; poison is refused above; the
-                // database the consumers write refuses connections during a db_outage.
+                // A pause is a SIGSTOP of the user's process; a blip cuts its proxies
+                // ([`proxy`]); poison is refused above; the database the consumers write refuses
+                // connections during a db_outage.
                 f.kind.spec().live
-                    || matches!(f.kind, FaultKind::ConsumerPause | FaultKind::DbOutage)
+                    || matches!(
+                        f.kind,
+                        FaultKind::ConsumerPause | FaultKind::NetworkBlip | FaultKind::DbOutage
+                    )
             } else {
                 f.kind.spec().live || f.kind == FaultKind::DbOutage
             };
@@ -218,6 +223,7 @@ pub fn refusals_for(text: &str, sc: &Scenario, strategies: &[String], own: bool)
             vec![
                 "consumer_crash",
                 "consumer_pause",
+                "network_blip",
                 "broker_crash",
                 "db_outage",
             ]
@@ -451,6 +457,11 @@ pub fn plan(
                 let d = lasting("a consumer that never resumes")?;
                 faults.push((at, Action::PauseConsumer(consumer)));
                 faults.push((at + d, Action::ResumeConsumer(consumer)));
+            }
+            FaultAction::NetworkBlip { consumer } => {
+                let d = lasting("a connection that never comes back")?;
+                faults.push((at, Action::CutConsumer(consumer)));
+                faults.push((at + d, Action::HealConsumer(consumer)));
             }
             FaultAction::DbOutage => {
                 let d = lasting("a database that never comes back")?;
@@ -837,9 +848,31 @@ service = "1ms"
         let blip = format!(
             "{BASE}[[fault]]\nkind = \"network_blip\"\nconsumer = 0\nat = \"1s\"\nfor = \"1s\"\n"
         );
-        let r = own(&blip, &["competing"]);
+        // A blip cuts the copy's proxies: staged for own consumers, refused for ordsim's.
+        assert!(own(&blip, &["competing"]).is_empty());
+        assert!(refused(&blip, &["competing"])[0].contains("network_blip"));
+        let p = plan(
+            &crate::load_text("t", &blip).unwrap(),
+            LiveStrategy::Competing,
+            1,
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        assert_eq!(
+            p.faults,
+            vec![
+                (Duration::from_secs(1), Action::CutConsumer(0)),
+                (Duration::from_secs(2), Action::HealConsumer(0)),
+            ]
+        );
+        // A staged list names it for own consumers.
+        let slow = format!(
+            "{BASE}[[fault]]\nkind = \"slow_consumer\"\nconsumer = 0\nfactor = 2.0\nat = \"1s\"\nfor = \"1s\"\n"
+        );
+        let r = own(&slow, &["competing"]);
         assert!(
-            r[0].contains("network_blip") && r[0].contains("consumer_pause"),
+            r.iter()
+                .any(|x| x.contains("slow_consumer") && x.contains("network_blip")),
             "{r:?}"
         );
         let p = plan(

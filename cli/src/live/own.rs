@@ -251,7 +251,7 @@ pub fn show_tail(tail: &Tail) -> String {
 /// its downtime and start it again; when it exits by itself, fail the run naming it.
 pub(super) fn consumer(sh: &Shared, c: u32, plan: &Plan, own: &OwnConsumer, dir: &str) {
     let tail = sh.tails[c as usize].clone();
-    let env = env(plan, own, &sh.ports, sh.db_port, c, dir);
+    let env = env(plan, own, &sh.ports_of(c), sh.db_port, c, dir);
     let mut warned = false;
     let mut warned_apply = false;
     loop {

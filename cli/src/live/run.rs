@@ -78,6 +78,11 @@ pub enum Action {
     PauseConsumer(u32),
     /// `--consumer`: consumer `c`'s process group continues (SIGCONT).
     ResumeConsumer(u32),
+    /// `--consumer`: consumer `c`'s connections are cut and refused (`network_blip`,
+    /// [`super::proxy`]).
+    CutConsumer(u32),
+    /// `--consumer`: consumer `c` may connect again.
+    HealConsumer(u32),
     /// `db_outage` starts: the target database refuses connections ([`super::postgres`]).
     DbDown,
     /// `db_outage` ends.
@@ -527,6 +532,9 @@ pub(super) struct Shared {
     own: bool,
     /// `--consumer`: per consumer, the tail of its stderr.
     pub(super) tails: Vec<super::own::Tail>,
+    /// `--consumer` with a `network_blip`: per consumer, a proxy to each broker (by index), the
+    /// ports the copy is given; empty otherwise.
+    pub(super) proxies: Vec<Vec<super::proxy::Proxy>>,
 }
 
 impl Shared {
@@ -547,6 +555,15 @@ impl Shared {
             tails: (0..consumers)
                 .map(|_| super::own::Tail::default())
                 .collect(),
+            proxies: Vec::new(),
+        }
+    }
+
+    /// The brokers' ports as consumer `c` reaches them: through its proxies when it has them.
+    pub(super) fn ports_of(&self, c: u32) -> Vec<u16> {
+        match self.proxies.get(c as usize) {
+            Some(p) => p.iter().map(super::proxy::Proxy::port).collect(),
+            None => self.ports.clone(),
         }
     }
 
@@ -1428,6 +1445,22 @@ pub fn run(plan: &Plan) -> Result<LiveRun, String> {
     let mut shared = Shared::new(Recorder::new(plan.keys), plan.consumers, ports.clone());
     shared.db_port = db.as_ref().map(|d| d.port);
     shared.own = plan.own.is_some();
+    if plan.own.is_some()
+        && plan
+            .faults
+            .iter()
+            .any(|(_, a)| matches!(a, Action::CutConsumer(_)))
+    {
+        shared.proxies = (0..plan.consumers)
+            .map(|_| {
+                ports
+                    .iter()
+                    .map(|&p| super::proxy::Proxy::start(p))
+                    .collect()
+            })
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("network_blip: cannot start a proxy on loopback: {e}"))?;
+    }
     // `--consumer`: a scratch directory the copies share (ORDSIM_STATE_DIR), removed at the end.
     let scratch = match plan.own {
         Some(_) => Some(super::own::state_dir()?),
@@ -1721,6 +1754,37 @@ fn drive(
                     what: format!("consumer {c} {}", if pause { "paused" } else { "resumed" }),
                     planned: *at,
                     actual: sent.map(since),
+                    ready: None,
+                });
+            }
+            Action::CutConsumer(c) | Action::HealConsumer(c) => {
+                let cut = matches!(a, Action::CutConsumer(_));
+                let proxies = sh
+                    .proxies
+                    .get(*c as usize)
+                    .ok_or("network_blip is staged for --consumer only")?;
+                let now = Instant::now();
+                if cut {
+                    // Recorded at the cut, before anything the copy notices of it.
+                    sh.rec.insert_at(now, |t| Event::Disconnect {
+                        t,
+                        node: Node::Consumer(*c),
+                    });
+                }
+                for p in proxies {
+                    if cut {
+                        p.cut();
+                    } else {
+                        p.heal();
+                    }
+                }
+                out.push(FaultTiming {
+                    what: format!(
+                        "consumer {c} {}",
+                        if cut { "cut off" } else { "may reconnect" }
+                    ),
+                    planned: *at,
+                    actual: Some(since(now)),
                     ready: None,
                 });
             }
