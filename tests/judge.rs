@@ -230,6 +230,89 @@ fn unknown_is_shown_as_unknown_and_zero_as_zero() {
     assert_eq!(code, 1, "{err}");
 }
 
+/// With `produce` rows and nothing pending at the end, the fates of messages never applied whose
+/// rows the file lacks are known to be 0 (each such message would be pending); one message left
+/// pending makes them unknown again.
+#[test]
+fn fates_without_rows_are_zero_only_when_every_message_is_accounted_for() {
+    let req = request("h.csv");
+    let fates = |m: &Metrics| {
+        (
+            m.stale_rejected,
+            m.lost,
+            m.dead_lettered,
+            m.dropped,
+            m.lost_commands,
+        )
+    };
+    let names = [
+        "stale_rejected",
+        "lost",
+        "dead_lettered",
+        "dropped",
+        "lost_commands",
+    ];
+    let all =
+        "time,event,key,seq,node\n0,produce,k,1,p\n0,produce,k,2,p\n5,apply,k,1,c\n6,apply,k,2,c\n";
+    let j = judge_text("h.csv", all, &req).unwrap();
+    for n in names {
+        assert!(!j.unknown.contains(&n.to_string()), "{n}: {:?}", j.unknown);
+    }
+    assert_eq!(fates(metrics(&j)), (0, 0, 0, 0, 0));
+    // k 3 never applied: it may have been lost, dead-lettered, dropped or rejected unrecorded.
+    let one_left = format!("{all}0,produce,k,3,p\n");
+    let j = judge_text("h.csv", &one_left, &req).unwrap();
+    assert_eq!(metrics(&j).pending_at_end, 1);
+    for n in &names[..4] {
+        assert!(j.unknown.contains(&n.to_string()), "{n}: {:?}", j.unknown);
+    }
+    // A command workload's lost commands, alike.
+    let mut cmd = request("h.csv");
+    cmd.kind = Some(sim::scenario::WorkloadKind::Command);
+    let lost_commands = "lost_commands".to_string();
+    let j = judge_text("h.csv", all, &cmd).unwrap();
+    assert!(!j.unknown.contains(&lost_commands), "{:?}", j.unknown);
+    let j = judge_text("h.csv", &one_left, &cmd).unwrap();
+    assert!(j.unknown.contains(&lost_commands), "{:?}", j.unknown);
+    // Without produce rows nothing says every message is listed.
+    let applies = "time,event,key,seq,node\n5,apply,k,1,c\n";
+    let j = judge_text("h.csv", applies, &req).unwrap();
+    assert!(j.unknown.contains(&"lost".to_string()), "{:?}", j.unknown);
+}
+
+/// `--strict` exits 1 on a failing verdict, after the table and the --out files; 0 on a passing
+/// one, and without it a failing history exits 0.
+#[test]
+fn strict_fails_the_step_on_a_failing_verdict_after_writing_everything() {
+    let d = dir("strict");
+    let bad = write(
+        &d,
+        "bad.csv",
+        "time,event,key,seq,node\n0,produce,k,1,p\n0,produce,k,2,p\n5,apply,k,2,c\n6,apply,k,1,c\n",
+    );
+    let good = write(
+        &d,
+        "good.csv",
+        "time,event,key,seq,node\n0,produce,k,1,p\n0,produce,k,2,p\n5,apply,k,1,c\n6,apply,k,2,c\n",
+    );
+    let out = d.join("out");
+    let (code, text, err) = sim(&["judge", &bad, "--strict", "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 1, "{text}{err}");
+    assert!(text.contains("FAIL: 1 ordering violation"), "{text}");
+    assert!(
+        err.contains("--strict: bad.csv: FAIL: 1 ordering violation"),
+        "{err}"
+    );
+    assert!(
+        out.join("summary.json").is_file(),
+        "written before the exit"
+    );
+    let (code, _, err) = sim(&["judge", &bad]);
+    assert_eq!(code, 0, "{err}");
+    let (code, text, err) = sim(&["judge", &good, "--strict"]);
+    assert_eq!(code, 0, "{text}{err}");
+}
+
 #[test]
 fn csv_and_json_lines_are_judged_alike() {
     let d = dir("forms");

@@ -449,6 +449,17 @@ const NEEDS: &[(&str, &[Kind])] = &[
     ("max_block_ms", &[Kind::Produce, Kind::Apply]),
 ];
 
+/// The figures that count messages never applied, by how they ended.
+const UNAPPLIED_FATES: &[&str] = &[
+    "stale_rejected",
+    "lost",
+    "dead_lettered",
+    "innocent_dead_lettered",
+    "dropped",
+    "innocent_dropped",
+    "lost_commands",
+];
+
 /// Figures a minimal history never gives: which messages were poison, the drain phase, and the
 /// coverage counters (faults are not rows).
 fn never_known(name: &str) -> bool {
@@ -457,11 +468,18 @@ fn never_known(name: &str) -> bool {
 
 /// The figures (flat names) a minimal history with these rows cannot give, for metrics `m`.
 pub fn unknown_figures(present: &Present, kind: WorkloadKind, m: &Metrics) -> Vec<String> {
+    // Every message the file lists was applied or settled by a row it has: a fate without rows
+    // (rejected, dead-lettered, dropped, lost: each counts only messages never applied) would
+    // have left its messages pending, so its count is known to be 0.
+    let all_accounted = present.has(Kind::Produce) && m.pending_at_end == 0;
     let mut out: Vec<String> = report::metric_columns()
         .into_iter()
         .filter(|name| {
             if never_known(name) {
                 return true;
+            }
+            if all_accounted && UNAPPLIED_FATES.contains(&name.as_str()) {
+                return false;
             }
             if name == "lost_commands" && kind == WorkloadKind::Command {
                 // Every way a command goes missing.
@@ -986,7 +1004,24 @@ fn replace_unknown(v: &mut Value, unknown: &[String], with: &dyn Fn(&Value) -> V
     }
 }
 
+/// "1 key", "2 keys".
+fn counted(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
 impl Judged {
+    /// `--strict`: an error naming the verdict when it fails.
+    pub fn strict(&self) -> Result<(), CliError> {
+        match self.summary.strategies.first() {
+            Some(st) if st.valid == Some(false) => Err(CliError::Verdict(format!(
+                "{}: {}",
+                st.strategy,
+                st.verdict.as_deref().unwrap_or("FAIL")
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// What `sim judge` prints: what was read, then the table.
     pub fn text(&self, file: &Path) -> String {
         let form = match self.form {
@@ -1007,20 +1042,20 @@ impl Judged {
                 .map(|(n, _)| *n)
                 .collect();
             s.push_str(&format!(
-                ": {}; {} keys, {} producer(s), {} consumer(s))\n",
+                ": {}; {}, {}, {})\n",
                 rows.join(", "),
-                self.header.keys,
-                self.header.producers.len(),
-                self.header.consumers.len()
+                counted(self.header.keys as usize, "key"),
+                counted(self.header.producers.len(), "producer"),
+                counted(self.header.consumers.len(), "consumer")
             ));
             if !missing.is_empty() {
                 s.push_str(&format!("no rows of: {}\n", missing.join(", ")));
             }
         } else {
             s.push_str(&format!(
-                ": {} events, {} keys)\n",
-                self.events.len(),
-                self.header.keys
+                ": {}, {})\n",
+                counted(self.events.len(), "event"),
+                counted(self.header.keys as usize, "key")
             ));
         }
         let unknown: Vec<&str> = self.unknown.iter().map(String::as_str).collect();

@@ -46,6 +46,9 @@ pub enum CliError {
     /// `sim run --strict`: some runs did not settle (exit 1).
     #[error("--strict: {0}")]
     Unsettled(String),
+    /// `sim judge --strict`: the judged history fails its verdict (exit 1).
+    #[error("--strict: {0}")]
+    Verdict(String),
     /// `sim check` found no `[expect]` section under its paths: nothing was judged (exit 1).
     #[error("{0}")]
     NothingChecked(String),
@@ -104,6 +107,7 @@ impl CliError {
             | CliError::Live(_)
             | CliError::Failed
             | CliError::Unsettled(_)
+            | CliError::Verdict(_)
             | CliError::NothingChecked(_)
             | CliError::NoAnomaly(_)
             | CliError::Nondeterministic { .. } => 1,

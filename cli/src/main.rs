@@ -132,6 +132,10 @@ enum Command {
         /// timeline.html into this directory.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Exit 1 when the verdict fails (for a CI step); the table and the --out files are
+        /// still written first.
+        #[arg(long)]
+        strict: bool,
     },
     /// Tell one key's story around its first anomaly: a text timeline, and timeline.html with
     /// --out (exit 1 when there is no anomaly to show).
@@ -563,6 +567,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             kind,
             guarantee,
             out,
+            strict,
         } => {
             let kind = kind
                 .map(|k| {
@@ -588,6 +593,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
                     dir.display(),
                     ordsim::judge::JUDGE_FILES.join(",")
                 );
+            }
+            if strict {
+                j.strict()?;
             }
             Ok(())
         }
