@@ -14,6 +14,10 @@ fn skip() -> bool {
         eprintln!("skipped: {why}");
         return true;
     }
+    skip_python()
+}
+
+fn skip_python() -> bool {
     let python = std::process::Command::new("python3")
         .arg("--version")
         .output()
@@ -39,16 +43,22 @@ fn run_with(command: &str) -> sim::Metrics {
 /// One live run of `file` with `own` as its consumers: the judged metrics.
 fn run_own(file: &str, own: own::OwnConsumer) -> sim::Metrics {
     crate::common::at_root();
-    let command = own.command.clone();
     let text = std::fs::read_to_string(file).unwrap();
-    let sc = ordsim::load_text(file, &text).unwrap();
-    let mut p = plan(
-        &sc,
-        run::LiveStrategy::Competing,
-        sc.seed,
-        Duration::from_secs(30),
-    )
-    .unwrap();
+    run_text(file, &text, run::LiveStrategy::Competing, own)
+}
+
+/// One live run of scenario `text` under `strategy` with `own` as its consumers.
+fn run_text(
+    file: &str,
+    text: &str,
+    strategy: run::LiveStrategy,
+    own: own::OwnConsumer,
+) -> sim::Metrics {
+    let command = own.command.clone();
+    let sc = ordsim::load_text(file, text).unwrap();
+    let refused = ordsim::live::refusals_for(text, &sc, &[strategy_name(strategy)], true);
+    assert!(refused.is_empty(), "{refused:?}");
+    let mut p = plan(&sc, strategy, sc.seed, Duration::from_secs(30)).unwrap();
     p.own = Some(own);
     let r = run::run(&p).unwrap_or_else(|e| panic!("{command}: {e}"));
     assert!(own::live_groups().is_empty(), "no consumer is left running");
@@ -157,6 +167,52 @@ fn the_write_log_shows_what_a_consumer_wrote_through_a_database_outage() {
         guarded.applied > 0 && guarded.stale_rejected > 0,
         "{guarded:?}"
     );
+}
+
+fn strategy_name(s: run::LiveStrategy) -> String {
+    match s {
+        run::LiveStrategy::Competing => "competing",
+        run::LiveStrategy::RabbitmqSac => "rabbitmq_sac",
+        _ => unreachable!("not used here"),
+    }
+    .into()
+}
+
+/// The same example on RabbitMQ: the naive consumer breaks order among competing consumers; with
+/// single active consumer (the queue's argument, nothing in the consumer) it does not, though
+/// the crash still duplicates what copy 0 wrote and had not acked.
+#[test]
+fn on_rabbitmq_the_naive_consumer_breaks_order_unless_the_queue_has_one_active_consumer() {
+    if let Some(why) = ordsim::live::rabbitmq::missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    if skip_python() {
+        return;
+    }
+    let _serial = serial();
+    crate::common::at_root();
+    let text = format!(
+        "flavour = \"rabbitmq\"\n{}",
+        std::fs::read_to_string(SCENARIO).unwrap()
+    );
+    let naive = || own::OwnConsumer {
+        command: "python3 examples/naive_consumer.py".into(),
+        ..Default::default()
+    };
+    let competing = run_text(SCENARIO, &text, run::LiveStrategy::Competing, naive());
+    assert_eq!(competing.produced, 600);
+    assert!(
+        competing.ordering_violations + competing.stale_writes > 0,
+        "{competing:?}"
+    );
+    let sac = run_text(SCENARIO, &text, run::LiveStrategy::RabbitmqSac, naive());
+    assert_eq!(
+        (sac.ordering_violations, sac.stale_writes, sac.lost),
+        (0, 0, 0),
+        "{sac:?}"
+    );
+    assert_eq!(sac.applied, 600, "{sac:?}");
 }
 
 #[test]

@@ -57,7 +57,8 @@ enum Command {
     Live {
         /// The scenario file (TOML).
         file: PathBuf,
-        /// Run only this strategy (repeatable; staged: competing, single, message_groups).
+        /// Run only this strategy (repeatable; staged: competing, single, message_groups; on RabbitMQ
+        /// competing, single, rabbitmq_sac, rabbitmq_hash).
         #[arg(long = "strategy")]
         strategies: Vec<String>,
         /// Runs per strategy, with seeds SEED, SEED+1, ...

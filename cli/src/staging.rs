@@ -265,13 +265,14 @@ pub const RABBITMQ: &[(&str, Staging)] = &[
 ];
 
 /// `sim live --consumer CMD` (issue 40): the rows that differ when the consumers are the user's
-/// processes (ActiveMQ only): what ordsim's consumer threads stage is now the consumer's own.
+/// processes: what ordsim's consumer threads stage is now the consumer's own.
 pub const OWN_CONSUMER: &[(&str, Staging)] = &[
     (
         "strategies",
         Staged(
-            "competing, message_groups (JMSXGroupID on every SEND), single \
-             (ORDSIM_SUBSCRIBE_HEADERS asks for an exclusive subscription)",
+            "competing; on ActiveMQ message_groups (JMSXGroupID on every SEND) and single \
+             (ORDSIM_SUBSCRIBE_HEADERS asks for an exclusive subscription); on RabbitMQ \
+             single and rabbitmq_sac (the queue is declared single-active-consumer)",
         ),
     ),
     (
@@ -320,11 +321,11 @@ pub const OWN_CONSUMER: &[(&str, Staging)] = &[
 ];
 
 /// How `path` is staged with the user's consumers (`--consumer`): [`OWN_CONSUMER`]'s row first,
-/// else ActiveMQ's.
-pub fn staging_own(path: &str) -> Option<Staging> {
+/// else the broker's.
+pub fn staging_own(broker: LiveBroker, path: &str) -> Option<Staging> {
     match OWN_CONSUMER.iter().find(|(f, _)| *f == path) {
         Some((_, s)) => Some(*s),
-        None => staging(path),
+        None => staging_on(broker, path),
     }
 }
 
@@ -367,8 +368,8 @@ pub fn refused_fields_on(broker: LiveBroker, doc: &toml_edit::DocumentMut) -> Ve
 }
 
 /// [`refused_fields`] with the user's consumers ([`OWN_CONSUMER`]).
-pub fn refused_fields_own(doc: &toml_edit::DocumentMut) -> Vec<String> {
-    refused_by(staging_own, doc)
+pub fn refused_fields_own(broker: LiveBroker, doc: &toml_edit::DocumentMut) -> Vec<String> {
+    refused_by(|p| staging_own(broker, p), doc)
 }
 
 fn refused_by(

@@ -116,10 +116,7 @@ pub fn refusals_for(text: &str, sc: &Scenario, strategies: &[String], own: bool)
     // Every key written, by its row in the one table (crate::staging::FIELDS).
     let on = rabbit_plan::broker_of(sc);
     if own {
-        out.extend(crate::staging::refused_fields_own(&doc));
-        if on != crate::staging::LiveBroker::ActiveMq {
-            out.push("flavour (--consumer runs against ActiveMQ Classic only)".into());
-        }
+        out.extend(crate::staging::refused_fields_own(on, &doc));
         if has_poison(sc) {
             out.push(
                 "poison (--consumer: the consumer's processing is its own, no poison is staged)"
@@ -127,10 +124,19 @@ pub fn refusals_for(text: &str, sc: &Scenario, strategies: &[String], own: bool)
             );
         }
         for s in strategies {
-            if !matches!(s.as_str(), "competing" | "single" | "message_groups") {
+            if s == "rabbitmq_hash" {
+                out.push(
+                    "strategy \"rabbitmq_hash\" (--consumer: its consumers subscribe to several \
+                     queues, and ORDSIM_QUEUE names one)"
+                        .into(),
+                );
+            } else if !matches!(
+                s.as_str(),
+                "competing" | "single" | "message_groups" | "rabbitmq_sac"
+            ) {
                 out.push(format!(
-                    "strategy {s:?} (--consumer: competing, single, message_groups; the \
-                     consumer is the handler)"
+                    "strategy {s:?} (--consumer: competing, single, message_groups on ActiveMQ, \
+                     rabbitmq_sac on RabbitMQ; the consumer is the handler)"
                 ));
             }
         }
@@ -548,7 +554,6 @@ fn own_consumer(
     }
     Ok(own::OwnConsumer {
         command: command.to_string(),
-        subscribe_headers: String::new(),
         writes,
         schema,
         database,
@@ -616,14 +621,7 @@ pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
         for i in 0..req.runs {
             let seed = seed0 + i as u64;
             let mut p = plan(&sc, strategy, seed, req.drain_timeout).map_err(CliError::Usage)?;
-            p.own = own.clone().map(|o| own::OwnConsumer {
-                subscribe_headers: if strategy == LiveStrategy::Single {
-                    "activemq.exclusive:true".into()
-                } else {
-                    String::new()
-                },
-                ..o
-            });
+            p.own = own.clone();
             let r = run::run(&p).map_err(|e| live_error(&e, &entries))?;
             let (n, o) = run_notes(&format!("{name} seed {seed}"), &r);
             notes.push_str(&n);
@@ -847,6 +845,46 @@ service = "1ms"
         );
         let blip = format!(
             "{BASE}[[fault]]\nkind = \"network_blip\"\nconsumer = 0\nat = \"1s\"\nfor = \"1s\"\n"
+        );
+        // RabbitMQ: competing, single and rabbitmq_sac; rabbitmq_hash and message_groups refused.
+        let rabbit = format!("flavour = \"rabbitmq\"\n{BASE}");
+        assert!(
+            own(&rabbit, &["competing", "single", "rabbitmq_sac"]).is_empty(),
+            "{:?}",
+            own(&rabbit, &["competing", "single", "rabbitmq_sac"])
+        );
+        assert!(own(&rabbit, &["rabbitmq_hash"])[0].contains("several queues"));
+        assert!(own(&rabbit, &["message_groups"])[0].contains("JMSXGroupID"));
+        let env_of = |text: &str, s: LiveStrategy| {
+            let p = plan(
+                &crate::load_text("t", text).unwrap(),
+                s,
+                1,
+                Duration::from_secs(1),
+            )
+            .unwrap();
+            own::env(&p, &[61613], None, 0, "/tmp")
+        };
+        let var = |env: &[(String, String)], k: &str| {
+            env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+        };
+        let e = env_of(&rabbit, LiveStrategy::RabbitmqSac);
+        assert_eq!(
+            var(&e, "ORDSIM_QUEUE").as_deref(),
+            Some("/amq/queue/ordsim")
+        );
+        assert_eq!(
+            var(&e, "ORDSIM_BROKER_PRODUCT").as_deref(),
+            Some("rabbitmq")
+        );
+        assert!(var(&e, "ORDSIM_SUBSCRIBE_HEADERS")
+            .unwrap()
+            .starts_with("prefetch-count:"));
+        let e = env_of(BASE, LiveStrategy::Single);
+        assert_eq!(var(&e, "ORDSIM_QUEUE").as_deref(), Some("/queue/ordsim"));
+        assert_eq!(
+            var(&e, "ORDSIM_SUBSCRIBE_HEADERS").as_deref(),
+            Some("activemq.exclusive:true")
         );
         // A blip cuts the copy's proxies: staged for own consumers, refused for ordsim's.
         assert!(own(&blip, &["competing"]).is_empty());

@@ -27,8 +27,6 @@ pub const STDERR_TAIL: usize = 10;
 pub struct OwnConsumer {
     /// The command line, run with `sh -c`.
     pub command: String,
-    /// Extra SUBSCRIBE headers the strategy needs (`activemq.exclusive:true` for `single`).
-    pub subscribe_headers: String,
     /// `--writes`: what it applied is read from this table's write log, not from stdout.
     pub writes: Option<super::writelog::WriteLog>,
     /// `--schema`: SQL run on the `target` database before the copies start.
@@ -151,7 +149,6 @@ impl Drop for Proc {
 /// The environment of consumer `c` (docs/live.md, "Your own consumer").
 pub fn env(
     plan: &Plan,
-    own: &OwnConsumer,
     ports: &[u16],
     db_port: Option<u16>,
     c: u32,
@@ -163,15 +160,17 @@ pub fn env(
         .collect();
     let first = list.first().copied().unwrap_or(0);
     let all: Vec<String> = list.iter().map(u16::to_string).collect();
+    let (queue, headers) = plan.target.own_subscription(plan.strategy, plan.prefetch);
     [
         ("ORDSIM_BROKER_URL", format!("stomp://127.0.0.1:{first}")),
         ("ORDSIM_BROKER_PROTOCOL", "stomp".into()),
+        ("ORDSIM_BROKER_PRODUCT", plan.target.name().into()),
         ("ORDSIM_BROKER_HOST", "127.0.0.1".into()),
         ("ORDSIM_BROKER_PORT", first.to_string()),
         ("ORDSIM_BROKER_PORTS", all.join(",")),
-        ("ORDSIM_QUEUE", super::run::QUEUE.into()),
+        ("ORDSIM_QUEUE", queue),
         ("ORDSIM_PREFETCH", plan.prefetch.max(1).to_string()),
-        ("ORDSIM_SUBSCRIBE_HEADERS", own.subscribe_headers.clone()),
+        ("ORDSIM_SUBSCRIBE_HEADERS", headers),
         ("ORDSIM_CONSUMER_ID", c.to_string()),
         ("ORDSIM_CONSUMERS", plan.consumers.to_string()),
         ("ORDSIM_KEYS", plan.keys.to_string()),
@@ -251,7 +250,7 @@ pub fn show_tail(tail: &Tail) -> String {
 /// its downtime and start it again; when it exits by itself, fail the run naming it.
 pub(super) fn consumer(sh: &Shared, c: u32, plan: &Plan, own: &OwnConsumer, dir: &str) {
     let tail = sh.tails[c as usize].clone();
-    let env = env(plan, own, &sh.ports_of(c), sh.db_port, c, dir);
+    let env = env(plan, &sh.ports_of(c), sh.db_port, c, dir);
     let mut warned = false;
     let mut warned_apply = false;
     loop {
@@ -555,7 +554,6 @@ mod tests {
         .unwrap();
         let own = OwnConsumer {
             command: command.into(),
-            subscribe_headers: String::new(),
             ..Default::default()
         };
         let sh = Shared::new(super::super::run::Recorder::new(2), 1, vec![1]);
@@ -610,7 +608,6 @@ mod tests {
         assert_eq!(kinds, ["produce", "apply", "ack"]);
         let own = OwnConsumer {
             command: "x".into(),
-            subscribe_headers: String::new(),
             ..Default::default()
         };
         assert!(reported(&own, &events, &[]).is_ok());
@@ -641,7 +638,6 @@ mod tests {
         // The shell's background child is in its group: killed with it.
         let own = OwnConsumer {
             command: "sleep 30 & echo $!; wait".into(),
-            subscribe_headers: String::new(),
             ..Default::default()
         };
         let mut p = start(&own, &[]).unwrap();

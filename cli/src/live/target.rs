@@ -33,6 +33,36 @@ impl Target {
         }
     }
 
+    /// The name the user's consumers get in `ORDSIM_BROKER_PRODUCT`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Target::ActiveMq => "activemq",
+            Target::Rabbit(_) => "rabbitmq",
+        }
+    }
+
+    /// What the user's consumers (`--consumer`) subscribe to under `strategy`: the STOMP
+    /// destination (`ORDSIM_QUEUE`) and the extra SUBSCRIBE headers, `name:value` by commas
+    /// (`ORDSIM_SUBSCRIBE_HEADERS`). ActiveMQ: the queue, an exclusive subscription for
+    /// `single`. RabbitMQ: the declared queue (`/amq/queue/`; single active consumer is the
+    /// queue's argument, declared by the run) and its `prefetch-count`.
+    pub fn own_subscription(&self, strategy: LiveStrategy, prefetch: u32) -> (String, String) {
+        match self {
+            Target::ActiveMq => (
+                run::QUEUE.to_string(),
+                if strategy == LiveStrategy::Single {
+                    "activemq.exclusive:true".into()
+                } else {
+                    String::new()
+                },
+            ),
+            Target::Rabbit(_) => (
+                format!("/amq/queue/{}", rabbitmq::QUEUE),
+                format!("prefetch-count:{}", prefetch.max(1)),
+            ),
+        }
+    }
+
     /// `frame` (from [`run::send_frame`]) addressed to this broker's destination for `key`.
     pub fn send(&self, mut frame: Frame, key: u32) -> Frame {
         if let Target::Rabbit(t) = self {
