@@ -309,6 +309,65 @@ fn fail_rest_keeps_order_where_continue_breaks_it() {
     assert_eq!((rest.applied, rest.lost), (20, 0));
 }
 
+/// AWS Lambda's SQS event source (`commit = "batch"`: a batch is deleted when the invocation
+/// returns): without `ReportBatchItemFailures` (`whole_batch`) a failure in the batch leaves the
+/// messages it already processed undeleted, so they are received again when their visibility
+/// timeout ends (30s after the receive) and applied a second time; with it (`fail_rest`, the
+/// FIFO form), only the failed message and the rest come back, and nothing is applied twice.
+#[test]
+fn a_lambda_batch_that_fails_as_a_whole_brings_its_processed_messages_back() {
+    let text = |mode: &str| {
+        common::outage_window(
+            "strategies = [\"sqs_fifo\"]\nflavour = \"sqs\"",
+            20,
+            &format!("partial_failure = \"{mode}\"\ncommit = \"batch\""),
+            "",
+            ("115ms", "30ms"),
+        )
+    };
+    let (whole, events) = history(&text("whole_batch"), "sqs_fifo");
+    let (rest, _) = history(&text("fail_rest"), "sqs_fifo");
+    assert_eq!((rest.duplicates, rest.lost), (0, 0), "{rest:?}");
+    assert!(whole.duplicates > 0, "{whole:?}");
+    assert_eq!(
+        (whole.applied, whole.lost, whole.pending_at_end),
+        (20, 0, 0)
+    );
+    // Each message applied twice was received again once its lease (30s from its receive) ended.
+    let mut applied = std::collections::BTreeSet::new();
+    let mut received_at = std::collections::BTreeMap::new();
+    let mut again = 0;
+    for e in &events {
+        match *e {
+            Event::Dispatch {
+                t,
+                msg,
+                redelivered: false,
+                ..
+            } => {
+                received_at.insert(msg.id, t);
+            }
+            Event::Dispatch {
+                t,
+                msg,
+                redelivered: true,
+                ..
+            } if applied.contains(&msg.id) => {
+                assert!(
+                    t >= received_at[&msg.id] + 30_000_000,
+                    "{msg:?} back at {t}"
+                );
+                again += 1;
+            }
+            Event::Apply { msg, .. } => {
+                applied.insert(msg.id);
+            }
+            _ => {}
+        }
+    }
+    assert!(again as u64 >= whole.duplicates, "{again} {whole:?}");
+}
+
 /// An outage dead-letters innocent messages (2 deliveries allowed); an operator replays the
 /// dead-letter queue at 12s, after the last message: every message is applied in the end (nothing dead-lettered), but
 /// the replayed ones after newer messages of their keys (ordering violations, stale writes, wrong

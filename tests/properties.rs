@@ -33,7 +33,8 @@ struct Gen {
     lease: u8,
     /// 0: the flavour's, 1: connection, 2: timeout, 3: lease (when there is one).
     crash_detection: u8,
-    fail_rest: bool,
+    /// 0: the flavour's, 1: fail_rest, 2: whole_batch.
+    partial_failure: u8,
     /// 0: the flavour's, 1: head, 2: tail, 3: original.
     requeue: u8,
     /// 0: the flavour's, 1: prefetch, 2: batch.
@@ -68,7 +69,7 @@ fn gen() -> impl Strategy<Value = Gen> {
         ),
         prop::collection::vec((0u8..12, 1u32..=60, 10u32..=3000), 0..4),
         (0u8..3, 0usize..11, 0u8..3),
-        (0u8..3, 0u8..4, any::<bool>(), 0u8..4, 0u8..3, 0u8..4),
+        (0u8..3, 0u8..4, 0u8..3, 0u8..4, 0u8..3, 0u8..4),
         (0u32..=5, prop::option::of(any::<bool>()), any::<bool>()),
         prop::sample::select(vec![
             "competing",
@@ -94,7 +95,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 (poison, nb, maxr, ack, susp, cmd),
                 faults,
                 (counting, flavour, dead_letter),
-                (lease, crash_detection, fail_rest, requeue, receive, commit),
+                (lease, crash_detection, partial_failure, requeue, receive, commit),
                 (max_in_flight, idempotence, retry_backoff),
                 strategy,
             )| Gen {
@@ -131,7 +132,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 strategy,
                 lease,
                 crash_detection,
-                fail_rest,
+                partial_failure,
                 requeue,
                 receive,
                 commit,
@@ -206,8 +207,10 @@ fn toml_of(g: &Gen) -> String {
         (3, true) => writeln!(s, "crash_detection = \"lease\"").unwrap(),
         _ => {}
     }
-    if g.fail_rest {
-        writeln!(s, "partial_failure = \"fail_rest\"").unwrap();
+    match g.partial_failure {
+        1 => writeln!(s, "partial_failure = \"fail_rest\"").unwrap(),
+        2 => writeln!(s, "partial_failure = \"whole_batch\"").unwrap(),
+        _ => {}
     }
     match g.receive {
         1 => writeln!(s, "receive = \"prefetch\"").unwrap(),

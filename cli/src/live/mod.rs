@@ -889,18 +889,22 @@ service = "1ms"
         // A blip cuts the copy's proxies: staged for own consumers, refused for ordsim's.
         assert!(own(&blip, &["competing"]).is_empty());
         assert!(refused(&blip, &["competing"])[0].contains("network_blip"));
-        let p = plan(
-            &crate::load_text("t", &blip).unwrap(),
-            LiveStrategy::Competing,
-            1,
-            Duration::from_secs(1),
-        )
-        .unwrap();
+        let faults_of = |text: &str| {
+            plan(
+                &crate::load_text("t", text).unwrap(),
+                LiveStrategy::Competing,
+                1,
+                Duration::from_secs(1),
+            )
+            .unwrap()
+            .faults
+        };
+        let (one, two) = (Duration::from_secs(1), Duration::from_secs(2));
         assert_eq!(
-            p.faults,
-            vec![
-                (Duration::from_secs(1), Action::CutConsumer(0)),
-                (Duration::from_secs(2), Action::HealConsumer(0)),
+            faults_of(&blip),
+            [
+                (one, Action::CutConsumer(0)),
+                (two, Action::HealConsumer(0))
             ]
         );
         // A staged list names it for own consumers.
@@ -913,18 +917,11 @@ service = "1ms"
                 .any(|x| x.contains("slow_consumer") && x.contains("network_blip")),
             "{r:?}"
         );
-        let p = plan(
-            &crate::load_text("t", &pause).unwrap(),
-            LiveStrategy::Competing,
-            1,
-            Duration::from_secs(1),
-        )
-        .unwrap();
         assert_eq!(
-            p.faults,
-            vec![
-                (Duration::from_secs(1), Action::PauseConsumer(1)),
-                (Duration::from_secs(2), Action::ResumeConsumer(1)),
+            faults_of(&pause),
+            [
+                (one, Action::PauseConsumer(1)),
+                (two, Action::ResumeConsumer(1))
             ]
         );
     }

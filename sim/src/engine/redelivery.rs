@@ -6,7 +6,7 @@ use super::events::Ev;
 use super::state::{Delivery, Job, Loc, Phase};
 use super::Engine;
 use crate::history::{Event, FailReason, Observer};
-use crate::scenario::{PartialFailure, RedeliveryMode, Requeue};
+use crate::scenario::{Commit, PartialFailure, RedeliveryMode, Requeue};
 
 /// Nested failures handled on the stack before the next dispatch waits for the event queue.
 const MAX_FAIL_DEPTH: u32 = 32;
@@ -62,12 +62,23 @@ impl<O: Observer> Engine<'_, O> {
             PartialFailure::Rollback => {
                 (self.cfg.redelivery.mode == RedeliveryMode::NonBlocking).then_some(true)
             }
+            PartialFailure::WholeBatch => Some(false),
         };
-        let gave_back = window_back.is_some() && !self.w.consumers[c as usize].buffer.is_empty();
+        let gave_back = window_back.is_some()
+            && !(self.w.consumers[c as usize].buffer.is_empty()
+                && self.w.consumers[c as usize].uncommitted.is_empty());
         match window_back {
             _ if !gave_back => {}
             Some(true) => self.cancel_window(c),
-            _ => self.give_back_rest(c),
+            _ if self.cfg.partial_failure == PartialFailure::WholeBatch => self.abandon_batch(c),
+            _ => {
+                self.give_back_rest(c);
+                // The batch ends here: what it processed is settled by the batch's commit (Lambda
+                // deletes the messages not named in `batchItemFailures`), not left to expire.
+                if self.cfg.commit == Commit::Batch {
+                    self.commit_now(c);
+                }
+            }
         }
         // A consumer whose connection is gone cannot roll back at the broker: the broker already
         // took the message back when the connection dropped.
@@ -162,6 +173,50 @@ impl<O: Observer> Engine<'_, O> {
         self.drop_orphans(c);
         self.sync_load(c);
         self.return_deliveries(rest);
+    }
+
+    /// Consumer `c`'s invocation fails as a whole (`partial_failure = "whole_batch"`): nothing of
+    /// its batch is settled. The rest (not processed) and the messages processed since its last
+    /// commit stay with the broker as the failed one does: invisible until their lease ends
+    /// (SQS), then received again and counted, the processed ones a second time (duplicates).
+    /// AWS Lambda's SQS event source: "all messages in that batch become visible in the queue
+    /// again by default, including messages that Lambda processed successfully" unless the
+    /// function reports batch item failures (Lambda developer guide, "Handling errors for an
+    /// SQS event source in Lambda").
+    fn abandon_batch(&mut self, c: u32) {
+        let cs = &mut self.w.consumers[c as usize];
+        // Copies of expired receives are not the broker's to take back: they are dropped.
+        let mut back: Vec<Delivery> = cs.buffer.drain(..).filter(|d| d.delivery != 0).collect();
+        back.extend(cs.uncommitted.drain(..).map(|(d, _)| d));
+        self.drop_orphans(c);
+        self.sync_load(c);
+        // Put back one by one: at the head newest first, so that they end up oldest first.
+        if self.cfg.redelivery.requeue == Requeue::Head {
+            back.sort_unstable_by_key(|d| std::cmp::Reverse(d.id));
+        } else {
+            back.sort_unstable_by_key(|d| d.id);
+        }
+        for d in back {
+            if !self.w.slab.valid(&d, c) || !self.w.brokers[d.broker as usize].is_up() {
+                continue;
+            }
+            let delay = self.invisible_for(d.slot, self.w.slab.counted(d.slot));
+            let msg = self.w.slab.get(d.slot).r;
+            self.emit(Event::Redelivery {
+                t: self.now,
+                msg,
+                delay_us: delay,
+                blocking: false,
+            });
+            if delay == 0 {
+                self.requeue(d.broker, d.slot);
+            } else {
+                self.w.slab.get_mut(d.slot).loc = Loc::Held(d.broker);
+                let (slot, id) = (d.slot, d.id);
+                self.q
+                    .push(self.now + delay, Ev::RedeliveryDue { slot, id });
+            }
+        }
     }
 
     /// Consumer `c`'s session rolls back (`partial_failure = "rollback"`): every message it

@@ -558,8 +558,10 @@ pub struct Consumers {
     /// What a consumer does with the rest of its prefetched (received) messages when one fails:
     /// `continue` (process them: a partial-batch failure, later messages overtake the failed
     /// one), `fail_rest` (give them all back unprocessed, as AWS Powertools'
-    /// `SqsFifoPartialProcessor` does to keep a FIFO group's order) or `rollback` (the session
-    /// rolls its whole window back with the failed message, in order: Artemis's JMS client).
+    /// `SqsFifoPartialProcessor` does to keep a FIFO group's order), `rollback` (the session
+    /// rolls its whole window back with the failed message, in order: Artemis's JMS client) or
+    /// `whole_batch` (the rest and the processed but uncommitted messages come back too: AWS
+    /// Lambda without `ReportBatchItemFailures`).
     /// Default: the flavour's (`rollback` for `artemis`, `continue` for the others).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partial_failure: Option<PartialFailure>,
@@ -638,6 +640,12 @@ pub enum PartialFailure {
     /// the client keeps them behind the failed one, as `continue` does (ActiveMQ Classic's
     /// `ActiveMQMessageConsumer.rollback`).
     Rollback,
+    /// The whole received batch fails with it: the rest is not processed, and the messages
+    /// processed since the last commit are not settled either; each comes back as the failed
+    /// one does (SQS: visible again when its visibility timeout ends, received again, counted).
+    /// AWS Lambda's SQS event source without `ReportBatchItemFailures`, with `commit = "batch"`
+    /// (Lambda deletes a batch only when the invocation succeeds).
+    WholeBatch,
 }
 
 /// `[lease]`: a delivery is the consumer's only for a while (SQS visibility timeout, Service Bus
