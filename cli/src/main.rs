@@ -52,8 +52,10 @@ enum Command {
         #[arg(long)]
         strict: bool,
     },
-    /// Run a scenario against a real ActiveMQ Classic started as a child process and judge the
-    /// recorded history with the same checkers (needs the `live` cargo feature; docs/live.md).
+    /// Run a scenario against a real broker (ActiveMQ Classic, or RabbitMQ under a `rabbitmq`
+    /// flavour) started as a child process, with ordsim's consumers or your own (--consumer), and
+    /// judge the recorded history with the same checkers (needs the `live` cargo feature;
+    /// docs/live.md).
     Live {
         /// The scenario file (TOML).
         file: PathBuf,
@@ -78,7 +80,9 @@ enum Command {
         #[arg(long)]
         strict: bool,
         /// Test your own consumer: the scenario's consumers are copies of this command (run
-        /// with `sh -c`), reporting what they apply on stdout (docs/live.md, "Your own consumer").
+        /// with `sh -c`), reporting what they apply on stdout (or see --writes); the file's
+        /// consumer_crash, consumer_pause and network_blip faults are staged on them (docs/live.md,
+        /// "Your own consumer").
         #[arg(long, value_name = "CMD")]
         consumer: Option<String>,
         /// With --consumer: read what the consumers applied from this table of their PostgreSQL
