@@ -138,7 +138,7 @@ impl TraceFault {
                 | FaultKind::SendError
                 | FaultKind::SendTimeout
                 | FaultKind::ClockSkew => matches!(at, Node::Producer(_)),
-                FaultKind::DlqReplay => matches!(at, Node::Broker(_)),
+                FaultKind::DlqReplay | FaultKind::ResetGroups => matches!(at, Node::Broker(_)),
                 _ => true,
             },
         }

@@ -71,6 +71,10 @@ pub enum FaultKind {
     /// producer retries a message the broker already has, which is stored again (a duplicate)
     /// unless the producer is idempotent or the broker's `dedup_window` still remembers it.
     SendTimeout,
+    /// An operator resets a broker's message groups (`broker`; absent: every broker's), an
+    /// instant: ActiveMQ's JMX `removeAllMessageGroups`, Artemis's `resetAllGroups`. Every group
+    /// loses its owner; messages already delivered stay with the old owner.
+    ResetGroups,
 }
 
 /// The optional `[[fault]]` fields whose meaning depends on the kind (`kind`, `at` and `rate`
@@ -86,7 +90,7 @@ pub const FIELD_DOCS: [(&str, &str); 12] = [
     ("at", "scripted: its start time"),
     ("rate", "random: mean occurrences per unit of time during the fault window (at most 1000/s)"),
     ("for", "how long it lasts: a duration, or a duration distribution; absent: never heals"),
-    ("broker", "the target broker, by name (`broker_crash`: absent with `rate`, a random broker each time; `dlq_replay`: absent, every broker)"),
+    ("broker", "the target broker, by name (`broker_crash`: absent with `rate`, a random broker each time; `dlq_replay`, `reset_groups`: absent, every broker)"),
     ("consumer", "the target consumer index, from 0; absent: a random consumer each time"),
     ("producer", "the target producer index, from 0 (`clock_skew`: absent, a random producer each time; `send_error`, `send_timeout`: absent, every producer)"),
     ("factor", "the service-time multiplier, in (0, 1e6]"),
@@ -207,7 +211,7 @@ fn no_default(_: &mut Fault) {}
 
 impl FaultKind {
     /// Every kind, in the order `sim list`, validation messages and `sim explore` use.
-    pub const ALL: [FaultKind; 15] = [
+    pub const ALL: [FaultKind; 16] = [
         FaultKind::BrokerCrash,
         FaultKind::ConsumerCrash,
         FaultKind::NetworkBlip,
@@ -223,6 +227,7 @@ impl FaultKind {
         FaultKind::AddPartitions,
         FaultKind::SendError,
         FaultKind::SendTimeout,
+        FaultKind::ResetGroups,
     ];
 
     /// Its description.
@@ -367,6 +372,15 @@ impl FaultKind {
                 windows_stack: true,
                 ..NODE
             },
+            FaultKind::ResetGroups => KindSpec {
+                name: "reset_groups",
+                doc: "an operator resets the message groups of a broker's queue (`broker`; absent: every broker): every group loses its owner and its next message is assigned afresh, as to a new group (ActiveMQ's JMX `removeAllMessageGroups`, `MessageGroupMap.removeAll`; Artemis's `resetAllGroups`, `QueueImpl.groups.removeAll()` [A17]). Nothing is recalled: messages already dispatched or prefetched stay with the old owner, so a new owner may apply a group's next message while the old one still holds earlier ones (a `reassign` event when the owner changes). Only grouping strategies keep such a map (`message_groups`, `artemis_groups`; Artemis's `group-rebalance-pause-dispatch` guards a consumer's arrival, not this reset); the others ignore it. A broker that is down is skipped",
+                summary: "an operator resets a broker's message groups (`broker`, absent: every broker; an instant: no `for`): each group's next message gets a new owner while the old one keeps what it was sent (`message_groups`, `artemis_groups`)",
+                fields: &["broker"],
+                instant: true,
+                random_needs_duration: false,
+                ..NODE
+            },
         }
     }
 
@@ -478,6 +492,12 @@ pub enum FaultAction {
         /// Probability in [0, 1].
         fraction: f64,
     },
+    /// The message groups of broker `broker` (None: of every broker) lose their owners (an
+    /// instant).
+    ResetGroups {
+        /// Broker index, or every broker.
+        broker: Option<u16>,
+    },
 }
 
 impl FaultAction {
@@ -499,6 +519,7 @@ impl FaultAction {
             FaultAction::AddPartitions { .. } => FaultKind::AddPartitions,
             FaultAction::SendError { .. } => FaultKind::SendError,
             FaultAction::SendTimeout { .. } => FaultKind::SendTimeout,
+            FaultAction::ResetGroups { .. } => FaultKind::ResetGroups,
         }
     }
 
@@ -509,6 +530,9 @@ impl FaultAction {
         match *self {
             FaultAction::BrokerCrash { broker }
             | FaultAction::DlqReplay {
+                broker: Some(broker),
+            }
+            | FaultAction::ResetGroups {
                 broker: Some(broker),
             } => Some(Node::Broker(broker)),
             FaultAction::ConsumerCrash { consumer }
@@ -610,7 +634,7 @@ impl FaultPlan {
                         f.ahead = Some(skew >= 0);
                     }
                     FaultAction::Poison { fraction } => f.fraction = Some(fraction),
-                    FaultAction::DlqReplay { broker } => {
+                    FaultAction::DlqReplay { broker } | FaultAction::ResetGroups { broker } => {
                         f.broker = broker.map(|b| s.brokers[b as usize].name.clone())
                     }
                     FaultAction::SendError { producer, fraction }
@@ -688,6 +712,12 @@ fn instance<R: Rng>(s: &Scenario, f: &Fault, source: usize, at: Time, rng: &mut 
                 .as_ref()
                 .map(|n| s.broker_index(n).expect("validated broker name") as u16),
         },
+        FaultKind::ResetGroups => FaultAction::ResetGroups {
+            broker: f
+                .broker
+                .as_ref()
+                .map(|n| s.broker_index(n).expect("validated broker name") as u16),
+        },
         // No draw: absent `producer` means every producer, not a random one.
         FaultKind::SendError => FaultAction::SendError {
             producer: f.producer,
@@ -735,7 +765,8 @@ impl PlannedFault {
                 Dur(skew.unsigned_abs()).readable()
             )),
             FaultAction::Poison { fraction } => line.push_str(&format!(" fraction {fraction}")),
-            FaultAction::DlqReplay { broker } => match broker {
+            FaultAction::DlqReplay { broker } | FaultAction::ResetGroups { broker } => match broker
+            {
                 Some(b) => line.push_str(&format!(" broker {}", s.brokers[b as usize].name)),
                 None => line.push_str(" every broker"),
             },
@@ -1193,7 +1224,8 @@ service = "1ms"
                 "dlq_replay",
                 "add_partitions",
                 "send_error",
-                "send_timeout"
+                "send_timeout",
+                "reset_groups"
             ]
         );
     }

@@ -285,6 +285,9 @@ pub enum WorldChange {
     BrokerRestarted(u16),
     /// This many partitions were added to the topic (the `add_partitions` fault).
     PartitionsAdded(u32),
+    /// An operator reset the message groups of this broker's queue (the `reset_groups` fault):
+    /// every group loses its owner; what was already dispatched stays where it is.
+    GroupsReset(u16),
 }
 
 /// One request of a strategy to the engine (see the [`Control`] methods that make them).

@@ -22,6 +22,10 @@
 //!   new … consumer". With **`group-rebalance-pause-dispatch`** (default false) the queue stops
 //!   dispatching and starts again only when no consumer has a delivered, unacknowledged message
 //!   (`canDispatch` / `inFlightMessages`): order kept, at the price of a stall.
+//! - **Operator reset** (the `reset_groups` fault: `QueueControl.resetAllGroups` ->
+//!   `QueueImpl.resetAllGroups`, `groups.removeAll()`): every group loses its owner, as with a
+//!   rebalance, but dispatch does not pause even with `group-rebalance-pause-dispatch` (only
+//!   `addConsumer` stops it). Nothing is recalled: the old owner keeps what it was delivered.
 //! - **`group-buckets`** (default -1: every group tracked): with N > 0 a group id is hashed into
 //!   one of N buckets (`(SimpleString.hashCode() & Integer.MAX_VALUE) % N`, the hash of the id's
 //!   UTF-16LE bytes, Java's `31 * h + b`), and a bucket has one owner: several groups share an
@@ -42,7 +46,7 @@
 //! `group_rebalance_pause_dispatch` (false), `group_buckets` (-1).
 
 use serde::{Deserialize, Serialize};
-use sim::strategy::{Control, DispatchCtx, Handler, MsgView, Select, Strategy};
+use sim::strategy::{Control, DispatchCtx, Handler, MsgView, Select, Strategy, WorldChange};
 use sim::time::Time;
 
 /// `[strategy.artemis_groups]` parameters (Artemis address-settings).
@@ -374,6 +378,26 @@ impl Strategy for ArtemisGroups {
         }
     }
 
+    fn on_world(&mut self, _now: Time, change: WorldChange, ctl: &mut Control) {
+        let WorldChange::GroupsReset(b) = change else {
+            return;
+        };
+        // QueueImpl.resetAllGroups: groups.removeAll(), and nothing else (no stopDispatch).
+        let q = &mut self.queues[b as usize];
+        let mut any = false;
+        for (o, last) in q.owner.iter_mut().zip(q.last_owner.iter_mut()) {
+            if *o != NIL {
+                *last = *o;
+                *o = NIL;
+                any = true;
+            }
+        }
+        if any {
+            // A busy owner had stopped the queue: its groups may go elsewhere now.
+            ctl.redispatch();
+        }
+    }
+
     fn on_returned(&mut self, _now: Time, _broker: u16, msg: &MsgView, ctl: &mut Control) {
         if self.tracks_in_flight() {
             self.out_of_flight(msg, ctl);
@@ -551,6 +575,42 @@ mod tests {
         assert_eq!(ctl.reassignments(), vec![(0, 1)]);
         assert_eq!(send(&mut s, 4, 1, &[1], ctl), 1, "group 1 stayed");
         assert_eq!(ctl.reassignments().len(), 1);
+    }
+
+    /// `reset_groups` (`QueueImpl.resetAllGroups`: `groups.removeAll()`): every group of the
+    /// broker loses its owner and goes where the round-robin is, the change recorded; dispatch
+    /// never pauses, even with `group-rebalance-pause-dispatch` (only `addConsumer` stops it).
+    #[test]
+    fn a_reset_gives_every_group_to_the_round_robin_without_pausing() {
+        let mut s = rebalancing(true);
+        attach(&mut s, &[0, 1]);
+        let ctl = &mut Control::default();
+        assert_eq!(send(&mut s, 0, 0, &[0, 1], ctl), 0);
+        assert_eq!(send(&mut s, 1, 1, &[0, 1], ctl), 1);
+        assert_eq!(send(&mut s, 2, 2, &[0, 1], ctl), 0);
+        // Message 0 (group 0) is still in flight at consumer 0.
+        s.on_world(5, WorldChange::GroupsReset(0), ctl);
+        assert!(ctl.redispatch_requested());
+        assert!(!s.queues[0].paused, "a reset does not stop dispatch");
+        // The round-robin is at 1: group 0's next message goes there, past its old owner.
+        assert_eq!(send(&mut s, 3, 0, &[0, 1], ctl), 1);
+        assert_eq!(ctl.reassignments(), vec![(0, 1)]);
+    }
+
+    /// Weakness: `scenarios/group-reset.toml` resets the groups three times while owners hold
+    /// prefetched messages; without the faults the same runs keep every key in order.
+    #[test]
+    fn reset_groups_reorders_groups_held_in_prefetch() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/group-reset.toml");
+        let sc = scenario(&std::fs::read_to_string(path).unwrap());
+        let mut calm = sc.clone();
+        calm.faults.clear();
+        for seed in 1..=2 {
+            let m = run(&sc, "artemis_groups", seed);
+            assert!(m.ordering_violations >= 1, "seed {seed}");
+            assert!(m.coverage.reassignments > 0);
+            assert_eq!(run(&calm, "artemis_groups", seed).ordering_violations, 0);
+        }
     }
 
     /// The round-robin at a consumer that leaves goes on with the one after it; a consumer

@@ -363,7 +363,8 @@ impl Strategy for CachePessimistic {
             | WorldChange::Target { .. }
             | WorldChange::BrokerCrashed(_)
             | WorldChange::BrokerRestarted(_)
-            | WorldChange::PartitionsAdded(_) => {}
+            | WorldChange::PartitionsAdded(_)
+            | WorldChange::GroupsReset(_) => {}
         }
     }
 }

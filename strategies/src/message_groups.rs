@@ -40,10 +40,18 @@
 //!   passed; with only the time set it waits that long. ActiveMQ blocks the whole queue's
 //!   `iterate()`, so ungrouped messages wait too; the model does the same ([`Select::Stop`]).
 //!
+//! - **Operator reset** (the `reset_groups` fault: JMX `QueueView.removeAllMessageGroups` ->
+//!   `MessageGroupMap.removeAll`): every group of the broker loses its owner and its next message
+//!   is assigned as a new group's. Nothing is recalled: the old owner keeps the messages it was
+//!   dispatched (prefetched or in hand), so with a prefetch above 1 the new owner may apply a
+//!   later message first. `CachedMessageGroupMap.removeAll` also clears each consumer's assigned
+//!   group count; `SimpleMessageGroupMap.removeAll` (`max_groups = 0`) does not, so the stale
+//!   counts keep steering new groups away from the old owners.
+//!
 //! What it does not model: consumer priorities and selectors (all consumers are alike), the
 //! network bridge as a group owner (the engine forwards only from a broker without consumers),
-//! the JMX `removeAllMessageGroups` rebalance, and `MessageGroupHashBucket` (a hash of groups into
-//! 1024 buckets: several groups share an owner; ordering-wise it behaves like an unbounded map).
+//! and `MessageGroupHashBucket` (a hash of groups into 1024 buckets: several groups share an
+//! owner; ordering-wise it behaves like an unbounded map).
 //!
 //! Owner changes are recorded with [`Control::reassigned`] only when a group that had an owner on
 //! this broker gets a new one: after the owner left (any new owner, even the same consumer index
@@ -64,7 +72,7 @@
 //! `consumers_before_dispatch` is set).
 
 use serde::{Deserialize, Serialize};
-use sim::strategy::{Control, DispatchCtx, Handler, MsgView, Select, Strategy};
+use sim::strategy::{Control, DispatchCtx, Handler, MsgView, Select, Strategy, WorldChange};
 use sim::time::{Dur, Time};
 
 /// `[strategy.message_groups]` parameters.
@@ -433,6 +441,37 @@ impl Strategy for MessageGroups {
         // The dispatch gate's time is up (gate_open sees it): dispatch again.
         ctl.redispatch();
     }
+
+    fn on_world(&mut self, _now: Time, change: WorldChange, ctl: &mut Control) {
+        let WorldChange::GroupsReset(b) = change else {
+            return;
+        };
+        // QueueView.removeAllMessageGroups -> MessageGroupMap.removeAll: the map is cleared; the
+        // messages the owners were already sent stay with them.
+        let cached = self.params.max_groups > 0;
+        let side = &mut self.brokers[b as usize];
+        if side.len == 0 {
+            return;
+        }
+        for g in 0..side.owner.len() {
+            let o = side.owner[g];
+            if o != NIL {
+                side.owner[g] = NIL;
+                // The consumer is still there: a new owner other than it is a reassignment.
+                side.last_owner[g] = o;
+                if cached {
+                    // CachedMessageGroupMap.removeAll: clearAssignedGroupCount on each consumer.
+                    self.assigned[o as usize] = 0;
+                }
+            }
+        }
+        side.len = 0;
+        side.lru = NIL;
+        side.mru = NIL;
+        side.older.fill(NIL);
+        side.newer.fill(NIL);
+        ctl.redispatch();
+    }
 }
 
 #[cfg(test)]
@@ -491,6 +530,29 @@ service = {{ dist = "exponential", mean = "10ms" }}
             );
             assert!(g.throughput_per_s > 3.5 * s.throughput_per_s);
             assert!(g.latency_ms.p99 < 300.0, "{}", g.latency_ms.p99);
+        }
+    }
+
+    /// Weakness (an operator's `removeAllMessageGroups`, the `reset_groups` fault):
+    /// `scenarios/group-reset.toml` resets the groups three times while each owner holds up to
+    /// 10 prefetched messages. The next message of a group goes to whichever consumer the broker
+    /// picks for a new group; when that is another, quicker consumer it applies seq n+1 while the
+    /// old owner still holds n. Without the faults the same runs keep every key in order and no
+    /// owner ever changes.
+    #[test]
+    fn reset_groups_reorders_groups_held_in_prefetch() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/group-reset.toml");
+        let sc = scenario(&std::fs::read_to_string(path).unwrap());
+        let mut calm = sc.clone();
+        calm.faults.clear();
+        for seed in 1..=3 {
+            let m = groups_run(&sc, seed);
+            assert!(m.ordering_violations >= 1, "seed {seed}");
+            assert!(m.coverage.reassignments > 0, "the resets move groups");
+            assert_eq!((m.lost, m.applied), (0, 20_000));
+            let c = groups_run(&calm, seed);
+            assert_eq!(c.ordering_violations, 0, "seed {seed}");
+            assert_eq!(c.coverage.reassignments, 0);
         }
     }
 
@@ -751,6 +813,53 @@ service = {{ dist = "exponential", mean = "10ms" }}
             vec![],
             "first assignments are not owner changes"
         );
+    }
+
+    /// `reset_groups` (`MessageGroupMap.removeAll`): every group of the broker loses its owner,
+    /// the next message of a group is assigned as a new group's, a new owner other than the old
+    /// is recorded, and dispatch is asked to look again. The default `CachedMessageGroupMap`
+    /// also clears the consumers' group counts; `SimpleMessageGroupMap` (`max_groups = 0`) does
+    /// not, so the stale counts still steer new groups. Another broker's groups stay.
+    #[test]
+    fn a_reset_forgets_every_owner_and_only_the_cached_map_its_counts() {
+        for (max_groups, new_group_to) in [(1024, 0), (0, 1)] {
+            let mut s = attached(map(max_groups), &[0, 1]);
+            s.on_attach(0, 1, 2, &mut Control::default());
+            let ctl = &mut Control::default();
+            assert_eq!(send(&mut s, 0, ctl), 0);
+            assert_eq!(send(&mut s, 1, ctl), 1);
+            assert_eq!(
+                send(&mut s, 2, ctl),
+                0,
+                "as many groups, 0 dispatched to longer ago"
+            );
+            assert_eq!(send(&mut s, 1, ctl), 1, "sticky: 1 is now the most recent");
+            s.brokers[1].owner[3] = 2;
+            s.brokers[1].len = 1;
+            s.on_world(5, WorldChange::GroupsReset(0), ctl);
+            assert!(ctl.redispatch_requested(), "held groups may move now");
+            assert_eq!((0..3).map(|g| owner(&s, g)).collect::<Vec<_>>(), [None; 3]);
+            assert_eq!(s.brokers[1].owner[3], 2, "broker 1 was not reset");
+            // Group 5 is new: fewest groups (cached: 0 and 0, so the least recent, 0; simple:
+            // 2 and 1 still counted, so 1).
+            assert_eq!(
+                send(&mut s, 5, ctl),
+                new_group_to,
+                "max_groups {max_groups}"
+            );
+            assert_eq!(
+                ctl.reassignments(),
+                vec![],
+                "a never-owned group is no change"
+            );
+            // Group 0's next message goes to a consumer other than its old owner 0: recorded.
+            let to = send(&mut s, 0, ctl);
+            assert_eq!(to, 1 - new_group_to);
+            assert_eq!(
+                ctl.reassignments(),
+                if to == 0 { vec![] } else { vec![(0, to)] }
+            );
+        }
     }
 
     #[test]

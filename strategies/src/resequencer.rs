@@ -1274,7 +1274,8 @@ impl Strategy for Resequencer {
             WorldChange::CacheCollapse
             | WorldChange::BrokerCrashed(_)
             | WorldChange::BrokerRestarted(_)
-            | WorldChange::PartitionsAdded(_) => {}
+            | WorldChange::PartitionsAdded(_)
+            | WorldChange::GroupsReset(_) => {}
         }
     }
 }

@@ -72,6 +72,14 @@ impl<O: Observer> Engine<'_, O> {
                     }
                 }
             },
+            FaultAction::ResetGroups { broker } => match broker {
+                Some(b) => self.reset_groups(b),
+                None => {
+                    for b in 0..self.w.brokers.len() as u16 {
+                        self.reset_groups(b);
+                    }
+                }
+            },
         }
         if let Some(mut d) = duration {
             if let FaultAction::BrokerCrash { broker } = action {
@@ -139,9 +147,23 @@ impl<O: Observer> Engine<'_, O> {
             // An instant: the plan never gives it a duration (validation refuses `for`).
             FaultAction::CacheCollapse
             | FaultAction::DlqReplay { .. }
+            | FaultAction::ResetGroups { .. }
             | FaultAction::AddPartitions { .. } => {}
         }
         self.phase_step();
+    }
+
+    /// The `reset_groups` fault on broker `b`: the strategy forgets its group owners there
+    /// ([`WorldChange::GroupsReset`]; one that had owners asks for a redispatch). The answers
+    /// dispatch cached for held messages (a group waiting for its full owner) no longer stand,
+    /// so they are voided. Nothing already dispatched moves. A broker that is down has no queue
+    /// to reset.
+    fn reset_groups(&mut self, b: u16) {
+        if !self.w.brokers[b as usize].is_up() {
+            return;
+        }
+        self.w.brokers[b as usize].members_changed();
+        self.world_change(WorldChange::GroupsReset(b));
     }
 
     /// A planned fault starts or ends: progress (the world changed), and one fewer to come.
