@@ -136,6 +136,22 @@ const STRANDED: &str = "messages that crossed a network bridge wait for a consum
      they reached and are never forwarded again (networkTTL 1, and no message goes back to a \
      broker it came from: ActiveMQ's stuck messages, docs/modelling-your-broker.md)";
 
+/// Why an aggregating strategy without a completion timeout ends stuck (issue 39).
+const BY_SIZE_ONLY: &str = "the aggregator completes by size only (completion_timeout = 0s): \
+     each key's last, incomplete group stays in the aggregation repository for ever";
+
+/// Whether the strategy ran with an aggregator that has a completion size and no timeout.
+fn completes_by_size_only(st: &sim::StrategySummary) -> bool {
+    let value = |name: &str| {
+        st.params
+            .0
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.value.as_str())
+    };
+    value("completion_timeout") == Some("0s") && value("completion_size").is_some_and(|v| v != "0")
+}
+
 /// Whether the scenario has demand-forwarding bridges, which can strand what crossed them.
 fn stranding_network(sc: &Scenario) -> bool {
     sc.brokers.len() > 1 && sc.network.kind == sim::scenario::NetworkKind::Bridge
@@ -164,6 +180,9 @@ pub fn unsettled_warnings(s: &RunSummary, sc: &Scenario) -> Vec<String> {
         let mut causes = likely_causes(&ran);
         if m.ended_by == EndReason::Stuck && stranding_network(sc) {
             causes.insert(0, STRANDED.to_string());
+        }
+        if m.ended_by == EndReason::Stuck && completes_by_size_only(st) {
+            causes.insert(0, BY_SIZE_ONLY.to_string());
         }
         if !cut_off && !causes.is_empty() {
             line.push_str(&format!("; likely cause: {}", causes.join("; ")));
@@ -569,6 +588,34 @@ mod tests {
         let calm = scenario("", "50/s", 1);
         let w = unsettled_warnings(&summary(EndReason::DrainTimeout), &calm);
         assert!(w[0].contains("raise [run] drain_timeout"), "{w:?}");
+    }
+
+    /// Issue 39: a resequencer completing by size only leaves each key's last group behind;
+    /// the warning names that before the network's stranding (it named only the latter).
+    #[test]
+    fn a_stuck_aggregator_without_completion_timeout_is_named() {
+        let sc = scenario("", "50/s", 1);
+        let mut s = summary(EndReason::Stuck);
+        let param = |name: &str, value: &str| sim::ParamValue {
+            name: name.into(),
+            value: value.into(),
+            default: false,
+            warning: None,
+        };
+        s.strategies[0].strategy = "resequencer".into();
+        s.strategies[0].params.0 = vec![
+            param("completion_size", "10"),
+            param("completion_timeout", "0s"),
+        ];
+        let w = unsettled_warnings(&s, &sc);
+        assert!(
+            w[0].contains("likely cause: the aggregator completes by size only"),
+            "{w:?}"
+        );
+        // With a completion timeout the groups complete: not named.
+        s.strategies[0].params.0[1].value = "1s".into();
+        let w = unsettled_warnings(&s, &sc);
+        assert!(!w[0].contains("completes by size only"), "{w:?}");
     }
 
     #[test]

@@ -62,7 +62,13 @@
 //!   elements the inserting (completion) thread waits. `resequencer = "batch"` follows
 //!   `BatchSender`: the first `batch_size` queued elements are sorted and sent as soon as that many
 //!   are queued, or after `batch_timeout` without a new one (the wait restarts after each send);
-//!   no order across batches. Simplification: elements are ordered by (key, seq) with a last
+//!   no order across batches (`Resequencer.BatchSender` drains into a fresh `TreeSet` and empties
+//!   it as it sends; nothing remembers the last sent element). So with several consumers an
+//!   element overtaken on its way (a slower consumer, an optimistic-lock retry, a network bridge,
+//!   an aggregate that completed with its successor) misses its batch and is sent after its
+//!   successors: the route reorders without any fault (the parameter's warning; issue 39). Real
+//!   Camel, not a flaw of the model: the [ActiveMQ+Camel] sample's `<resequence>` is this batch
+//!   mode. Simplification: elements are ordered by (key, seq) with a last
 //!   delivered seq per key, as if each key had its own `ResequencerEngine` (one real engine on a
 //!   per-key seq would take equal seqs of different keys for duplicates; one on (key, seq) keeps a
 //!   single last-delivered element and lets a waiting key block the others).
@@ -82,7 +88,8 @@
 //! cost of that timeout in latency; a shorter timeout reorders (or loses, with `reject_old`); the
 //! unversioned JDBC repository loses acked messages (CAMEL-7810); in-memory state dies with its
 //! consumer; and the route deployed on every consumer resequences only within an aggregate, so
-//! consecutive aggregates of a key, completed on different instances, reorder.
+//! consecutive aggregates of a key, completed on different instances, reorder; the batch
+//! resequencer cannot repair disorder that straddles its batches.
 //!
 //! Parameters (`[strategy.resequencer]`, defaults): `completion_size = 10`, `completion_timeout =
 //! "1s"` ("0s": none; at least one of the two), `completion_timeout_checker_interval = "1s"`,
@@ -1092,7 +1099,11 @@ impl crate::Named for Resequencer {
             range: crate::Range::Any,
             sizes: None,
             models: "Camel resequence().stream() / .batch()",
-            hazard: None,
+            hazard: Some(crate::Hazard {
+                when: "\"batch\" with more than one consumer",
+                applies: |v, sc| v == "batch" && sc.consumers.count > 1,
+                effect: "the batch resequencer sorts each batch alone (batch_size elements, or what came before batch_timeout without a new one) and keeps nothing across batches: a message overtaken on its way to it (competing consumers, an optimistic-lock retry, a network bridge; a key's aggregate that completed with its successor in it) misses its batch and is sent after its successors (reorders without any fault; Camel Resequencer.BatchSender)",
+            }),
         },
         crate::ParamInfo {
             name: "resequencer_scope",
@@ -1565,9 +1576,26 @@ for = "10s"
         assert!(w(&failed, "ignore_invalid_correlation_keys").is_none());
         assert!(w(&single, "ignore_invalid_correlation_keys").is_none());
 
+        // resequencer = "batch" (the [ActiveMQ+Camel] sample's `<resequence>`): each batch is
+        // sorted alone; what misses its batch follows its successors. The same route with the
+        // stream resequencer (above) keeps order.
+        let batch = go(&format!("{SINGLE}\nresequencer = \"batch\""), "");
+        assert!(m(&batch).ordering_violations > 0, "{:?}", m(&batch));
+        assert!(w(&batch, "resequencer").is_some());
+        assert!(w(&single, "resequencer").is_none());
+
         // One consumer: one route instance, nothing to warn about.
         let one = crate::test_util::summary(&sc(1, 50, "", "", ""), "resequencer", 1);
         assert!(one.params.0.iter().all(|p| p.warning.is_none()));
+        // Nor with the batch resequencer: one consumer aggregates in order, and nothing reaches
+        // the resequencer after its successors.
+        let one = crate::test_util::summary(
+            &sc(1, 50, "", &format!("{SINGLE}\nresequencer = \"batch\""), ""),
+            "resequencer",
+            1,
+        );
+        assert!(one.params.0.iter().all(|p| p.warning.is_none()));
+        assert_eq!(m(&one).ordering_violations, 0, "{:?}", m(&one));
     }
 
     /// The apply thread holds while the target is down (the error handler retries every second)
@@ -2072,6 +2100,23 @@ for = "10s"
         assert_eq!(d.ctl.wakes().len(), 1, "no timer for the full batch");
     }
 
+    /// The hazard of issue 39, at the resequencer alone: Camel's `BatchSender` drains a full
+    /// batch into a fresh sorted set and sends it; nothing remembers what it sent. Seq 1 of the
+    /// key reaches the resequencer after seqs 0 and 2 filled a batch of 2 (it was overtaken
+    /// upstream: a slower consumer, an optimistic-lock retry, a bridge, or an aggregate that
+    /// completed without it), so it goes in the next batch, after seq 2.
+    #[test]
+    fn a_message_that_misses_its_batch_follows_its_successors() {
+        let mut d = batch(2, 0);
+        d.agg(0, m(3, 0, 2));
+        d.agg(0, m(1, 0, 0));
+        d.until(100 * MILLI);
+        d.agg(0, m(2, 0, 1));
+        d.until(10 * SECOND);
+        // Ids 1, 3 are seqs 0, 2 (sorted, sent at once); id 2 is seq 1, a timeout later.
+        assert_eq!(d.applied_ms(), vec![(0, 1), (0, 3), (1100, 2)]);
+    }
+
     #[test]
     fn an_element_queued_during_an_apply_waits_a_timeout_after_it() {
         // Applies take 500ms. 1 goes at 1s (applied at 1.5s); 2, queued at 1.2s while the
@@ -2178,6 +2223,8 @@ for = "10s"
             assert_eq!((scope.applies)("route", &sc), warned);
             assert_eq!((ignore.applies)("true", &sc), warned);
             assert_eq!((hazard("repository").applies)("unversioned", &sc), warned);
+            assert_eq!((hazard("resequencer").applies)("batch", &sc), warned);
+            assert!(!(hazard("resequencer").applies)("stream", &sc));
         }
     }
 
