@@ -359,3 +359,35 @@ fn a_pulsar_negative_ack_delay_dies_with_its_client() {
     assert_eq!(redelivered_at(&h), crash_ms * 1000);
     assert_eq!((m.applied, m.lost), (10, 0), "{m:?}");
 }
+
+/// `reset_groups` (issue 39 §2): the group's owner is busy (prefetch 1, a 10s message in hand)
+/// and its next messages wait for it; the reset forgets the owner, so the next one goes to the
+/// idle consumer at the reset's instant. Dispatch remembers which queued messages wait for a full
+/// owner and skips them while the candidates are unchanged: the reset must void that memory, or
+/// the message waits for the old owner's 10s.
+#[test]
+fn a_group_reset_hands_the_waiting_group_to_an_idle_consumer_at_once() {
+    let text = r#"
+strategies = ["message_groups"]
+[workload]
+messages = 5
+rate = "10/s"
+arrival = "constant"
+keys = 1
+[[broker]]
+name = "a"
+[consumers]
+count = 2
+prefetch = 1
+service = "10s"
+[[fault]]
+kind = "reset_groups"
+at = "1s"
+"#;
+    let (m, events) = common::history(text, "message_groups");
+    let first_to_idle = events.iter().find_map(|e| match *e {
+        Event::Dispatch { t, consumer: 1, .. } => Some(t),
+        _ => None,
+    });
+    assert_eq!(first_to_idle, Some(1_000_000), "{m:?}");
+}
