@@ -56,7 +56,12 @@ fn run_text(
 ) -> sim::Metrics {
     let command = own.command.clone();
     let sc = ordsim::load_text(file, text).unwrap();
-    let refused = ordsim::live::refusals_for(text, &sc, &[strategy_name(strategy)], true);
+    let refused = ordsim::live::refusals_for(
+        text,
+        &sc,
+        &[ordsim::live::calibrate::strategy_name(strategy).to_string()],
+        true,
+    );
     assert!(refused.is_empty(), "{refused:?}");
     let mut p = plan(&sc, strategy, sc.seed, Duration::from_secs(30)).unwrap();
     p.own = Some(own);
@@ -167,15 +172,6 @@ fn the_write_log_shows_what_a_consumer_wrote_through_a_database_outage() {
         guarded.applied > 0 && guarded.stale_rejected > 0,
         "{guarded:?}"
     );
-}
-
-fn strategy_name(s: run::LiveStrategy) -> String {
-    match s {
-        run::LiveStrategy::Competing => "competing",
-        run::LiveStrategy::RabbitmqSac => "rabbitmq_sac",
-        _ => unreachable!("not used here"),
-    }
-    .into()
 }
 
 /// The same example on RabbitMQ: the naive consumer breaks order among competing consumers; with

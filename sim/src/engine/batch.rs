@@ -3,7 +3,7 @@
 //! threshold.
 
 use super::events::Ev;
-use super::state::{Delivery, Loc, Phase};
+use super::state::{Delivery, Phase};
 use super::Engine;
 use crate::history::{Event, FailReason, MsgRef, Observer};
 use crate::scenario::Requeue;
@@ -108,14 +108,7 @@ impl<O: Observer> Engine<'_, O> {
                     blocking: false,
                 });
             }
-            if delay == 0 {
-                self.requeue(d.broker, d.slot);
-            } else {
-                self.w.slab.get_mut(d.slot).loc = Loc::Held(d.broker);
-                let (slot, id) = (d.slot, d.id);
-                self.q
-                    .push(self.now + delay, Ev::RedeliveryDue { slot, id });
-            }
+            self.requeue_after(d, delay);
         } else {
             // Roll back: the message returns to the head of the queue at once.
             self.emit(Event::Redelivery {

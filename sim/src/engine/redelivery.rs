@@ -208,14 +208,20 @@ impl<O: Observer> Engine<'_, O> {
                 delay_us: delay,
                 blocking: false,
             });
-            if delay == 0 {
-                self.requeue(d.broker, d.slot);
-            } else {
-                self.w.slab.get_mut(d.slot).loc = Loc::Held(d.broker);
-                let (slot, id) = (d.slot, d.id);
-                self.q
-                    .push(self.now + delay, Ev::RedeliveryDue { slot, id });
-            }
+            self.requeue_after(d, delay);
+        }
+    }
+
+    /// The message of delivery `d` goes back to its broker's queue `delay` from now: at once, or
+    /// held by the broker until [`Ev::RedeliveryDue`] (SQS: invisible until its lease ends).
+    pub(super) fn requeue_after(&mut self, d: Delivery, delay: u64) {
+        if delay == 0 {
+            self.requeue(d.broker, d.slot);
+        } else {
+            self.w.slab.get_mut(d.slot).loc = Loc::Held(d.broker);
+            let (slot, id) = (d.slot, d.id);
+            self.q
+                .push(self.now + delay, Ev::RedeliveryDue { slot, id });
         }
     }
 
