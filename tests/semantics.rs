@@ -391,3 +391,50 @@ at = "1s"
     });
     assert_eq!(first_to_idle, Some(1_000_000), "{m:?}");
 }
+
+/// Unit-of-Order holds a unit's next messages while one is incomplete, and dispatch skips them
+/// on that promise. The poison first message is dead-lettered in the same instant its last
+/// delivery fails, and the dispatch that follows must already know the unit is free: the next
+/// message goes at the dead-letter instant (nothing else arrives later to dispatch again: with
+/// the promise withdrawn only after that dispatch, the rest of the unit never leaves the queue).
+#[test]
+fn a_unit_freed_by_a_dead_letter_sends_its_next_message_at_once() {
+    let text = r#"
+strategies = ["unit_of_order"]
+[workload]
+messages = 3
+rate = "100/s"
+arrival = "constant"
+keys = 1
+[[broker]]
+name = "a"
+[consumers]
+count = 2
+prefetch = 1
+service = "1ms"
+[redelivery]
+mode = "blocking"
+initial_delay = "100ms"
+multiplier = 1.0
+backout_threshold = 2
+[[fault]]
+kind = "poison"
+at = "5ms"
+for = "10ms"
+fraction = 1.0
+"#;
+    let (m, events) = common::history(text, "unit_of_order");
+    let (dead, poison) = events
+        .iter()
+        .find_map(|e| match *e {
+            Event::DeadLetter { t, msg, .. } => Some((t, msg.seq)),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no dead letter: {m:?}"));
+    let next = events.iter().find_map(|e| match e {
+        Event::Dispatch { t, msg, .. } if msg.seq == poison + 1 => Some(*t),
+        _ => None,
+    });
+    assert_eq!(next, Some(dead), "{m:?}");
+    assert_eq!(m.pending_at_end, 0, "{m:?}");
+}

@@ -90,9 +90,10 @@ pub enum Select {
     /// without asking (message groups behind a full owner: a page of them is scanned on every
     /// dispatch otherwise).
     HoldFor(usize),
-    /// [`Select::Hold`], with the promise that until the candidates or their attachments change,
-    /// this message gets the same answer and asking again changes nothing (a group owned by a
-    /// candidate it is not offered to).
+    /// [`Select::Hold`], with the promise that until the candidates or their attachments change
+    /// (or the strategy calls [`Control::holds_changed`] for this broker), this message gets the
+    /// same answer and asking again changes nothing (a group owned by a candidate it is not
+    /// offered to; a unit waiting for its incomplete message).
     HoldWhileMembers,
     /// Leave it, and stop dispatching from this broker until something changes (e.g. the only
     /// eligible consumer is full): saves scanning a page of messages that would all be held.
@@ -343,6 +344,10 @@ pub(crate) enum Request {
 pub struct Control {
     pub(crate) requests: Vec<Request>,
     pub(crate) redispatch: bool,
+    /// Brokers told [`Control::holds_changed`], not yet dispatched since: each voids its kept
+    /// answers at its next dispatch (read there, not after the hook, since a dispatch may run
+    /// first).
+    pub(crate) holds_changed: Vec<u16>,
 }
 
 impl Control {
@@ -363,6 +368,30 @@ impl Control {
         self.redispatch = true;
     }
 
+    /// The answers [`Select::HoldWhileMembers`] promised at broker `broker` may no longer stand
+    /// (what held them changed without a change of candidates, e.g. the message a unit waited
+    /// for completed): the broker asks again about every message it skipped.
+    pub fn holds_changed(&mut self, broker: u16) {
+        if !self.holds_changed.contains(&broker) {
+            self.holds_changed.push(broker);
+        }
+    }
+
+    /// Takes broker `broker`'s [`Self::holds_changed`] notice, if any.
+    #[inline]
+    pub(crate) fn take_holds_changed(&mut self, broker: u16) -> bool {
+        if self.holds_changed.is_empty() {
+            return false;
+        }
+        match self.holds_changed.iter().position(|&b| b == broker) {
+            Some(i) => {
+                self.holds_changed.swap_remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The timers requested so far, `(at, token)` in order (for a strategy's unit tests).
     pub fn wakes(&self) -> Vec<(Time, u64)> {
         let wake = |r: &Request| match *r {
@@ -379,6 +408,11 @@ impl Control {
             _ => None,
         };
         self.requests.iter().filter_map(reassigned).collect()
+    }
+
+    /// The brokers told [`Self::holds_changed`] so far, in order (for unit tests).
+    pub fn holds_changes(&self) -> Vec<u16> {
+        self.holds_changed.clone()
     }
 
     /// Whether a redispatch was asked for (for unit tests).

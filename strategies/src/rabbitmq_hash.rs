@@ -392,10 +392,18 @@ impl Strategy for RabbitmqHash {
                 let back = ctx.consumers.iter().position(|c| c.id == id);
                 back.map_or(Select::Hold, Select::Consumer)
             }
-            // This queue waits; the others go on.
-            Select::Hold | Select::HoldFor(_) | Select::HoldWhileMembers | Select::Stop => {
-                Select::Hold
-            }
+            // This queue waits; the others go on. Behind a full active consumer it waits for
+            // that consumer's room (its rank changes only with an attachment): a promise, so
+            // the broker need not ask again about the queue's backlog on every dispatch (a
+            // poison message redelivered for ever scanned all of it per redelivery).
+            Select::Stop => match self.queues[q as usize].owner(0) {
+                Some(o) => match ctx.consumers.iter().position(|c| c.id == o) {
+                    Some(i) if ctx.consumers[i].free == 0 => Select::HoldFor(i),
+                    _ => Select::Hold,
+                },
+                None => Select::Hold,
+            },
+            Select::Hold | Select::HoldFor(_) | Select::HoldWhileMembers => Select::Hold,
         };
         self.slots = slots;
         out
@@ -563,13 +571,14 @@ mod tests {
             assert_eq!(select_at(&mut same, 0, &all, &m, ctl), Ok(0));
             assert_eq!(select_at(&mut spread, 0, &all, &m, ctl), Ok(qs[k as usize]));
         }
-        // Queue 1's active consumer (1) is full: its message waits, queue 2's goes.
+        // Queue 1's active consumer (1) is full: its message waits for it (a promise the broker
+        // keeps until 1 has room), queue 2's goes.
         let k1 = qs.iter().position(|&q| q == 1).unwrap() as u32;
         let k2 = qs.iter().position(|&q| q == 2).unwrap() as u32;
         let busy = [(0, 5), (1, 0), (2, 5), (3, 5)];
         assert_eq!(
             select_at(&mut spread, 0, &busy, &view(100, k1), ctl),
-            Err(Select::Hold)
+            Err(Select::HoldFor(1))
         );
         assert_eq!(select_at(&mut spread, 0, &busy, &view(101, k2), ctl), Ok(2));
         assert!(ctl.reassignments().is_empty(), "first choices");

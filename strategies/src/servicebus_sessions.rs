@@ -60,7 +60,9 @@
 //! Parameters (`[strategy.servicebus_sessions]`): `session_idle_timeout` (60s).
 
 use serde::{Deserialize, Serialize};
-use sim::strategy::{Control, DispatchCtx, Handler, MsgView, Outcome, Select, Strategy};
+use sim::strategy::{
+    ConsumerSlot, Control, DispatchCtx, Handler, MsgView, Outcome, Select, Strategy,
+};
 use sim::time::{Dur, Time};
 
 /// `[strategy.servicebus_sessions]` parameters.
@@ -194,16 +196,34 @@ impl ServicebusSessions {
         s.owner == NIL && s.in_flight == 0 && now >= s.locked_until
     }
 
-    /// The owner of session `g` lets it go (closed, or its lock lost).
-    fn release(&mut self, g: usize, lost: bool) {
+    /// The owner of session `g` lets it go (closed, or its lock lost): a receiver is free to
+    /// accept a session, so the messages held on a promise ([`Self::held`]) are asked about again.
+    fn release(&mut self, g: usize, lost: bool, ctl: &mut Control) {
         let s = &mut self.sessions[g];
         if s.owner != NIL {
             if let Some(h) = self.holds.get_mut(s.owner as usize) {
                 *h = NIL;
             }
             s.owner = NIL;
+            ctl.holds_changed(0);
         }
         s.lost |= lost;
+    }
+
+    /// The answer for a message of a session nobody holds that cannot be accepted now: while
+    /// every receiver holds a session, nothing changes it until one lets its session go
+    /// ([`Self::release`] withdraws the promise) or the receivers change; otherwise a receiver
+    /// without a session may accept it when it has room or the session's lock ends.
+    fn held(&self, consumers: &[ConsumerSlot]) -> Select {
+        let holds = &self.holds;
+        if consumers
+            .iter()
+            .any(|c| holds.get(c.id as usize).is_some_and(|&h| h == NIL))
+        {
+            Select::Hold
+        } else {
+            Select::HoldWhileMembers
+        }
     }
 
     /// Forgets the abandon mark of `id`; whether it had one.
@@ -275,11 +295,13 @@ impl Strategy for ServicebusSessions {
                     self.sessions[g].in_flight += 1;
                     Select::Consumer(i)
                 }
-                _ => Select::Hold,
+                // Until its owner has room, or lets the session go ([`Self::release`]).
+                Some(i) => Select::HoldFor(i),
+                None => Select::Hold,
             };
         }
         if !self.available(g, ctx.now) {
-            return Select::Hold;
+            return self.held(ctx.consumers);
         }
         // A free receiver (no session held) accepts it, round-robin from `next`.
         let n = ctx.consumers.len();
@@ -293,7 +315,7 @@ impl Strategy for ServicebusSessions {
             let c = ctx.consumers[i];
             c.free > 0 && holds.get(c.id as usize).is_some_and(|&h| h == NIL)
         }) else {
-            return Select::Hold;
+            return self.held(ctx.consumers);
         };
         let c = ctx.consumers[i].id;
         self.next = c + 1;
@@ -323,11 +345,11 @@ impl Strategy for ServicebusSessions {
     /// The receiver's connection closed (its process crashed, or the service dropped it): the
     /// service closes its session link and the session is free at once; what it had not
     /// completed is already back, uncounted (`count_lost = false` under the flavour) [Z1][Z6].
-    fn on_detach(&mut self, now: Time, _broker: u16, consumer: u32, _ctl: &mut Control) {
+    fn on_detach(&mut self, now: Time, _broker: u16, consumer: u32, ctl: &mut Control) {
         let Some(g) = self.held_by(consumer) else {
             return;
         };
-        self.release(g, true);
+        self.release(g, true, ctl);
         self.sessions[g].locked_until = now;
     }
 
@@ -337,7 +359,7 @@ impl Strategy for ServicebusSessions {
         let Some(g) = self.held_by(consumer) else {
             return;
         };
-        self.release(g, true);
+        self.release(g, true, ctl);
         if let Some(lock) = self.lock {
             let until = now + lock.0;
             self.sessions[g].locked_until = until;
@@ -358,7 +380,7 @@ impl Strategy for ServicebusSessions {
         }
     }
 
-    fn on_returned(&mut self, now: Time, _broker: u16, msg: &MsgView, _ctl: &mut Control) {
+    fn on_returned(&mut self, now: Time, _broker: u16, msg: &MsgView, ctl: &mut Control) {
         let Some(g) = msg.group else { return };
         let g = g as usize;
         let abandoned = !self.abandoned.is_empty() && self.take_abandoned(msg.id);
@@ -366,7 +388,7 @@ impl Strategy for ServicebusSessions {
         s.in_flight = s.in_flight.saturating_sub(1);
         if !abandoned {
             // Back without an abandon: the lock expired (or its receiver went away).
-            self.release(g, true);
+            self.release(g, true, ctl);
             self.sessions[g].locked_until = now;
         }
     }
@@ -403,7 +425,7 @@ impl Strategy for ServicebusSessions {
                 .is_some_and(|cap| s.accepted_at.saturating_add(cap.0) == now);
             if s.owner != NIL && held {
                 let c = s.owner;
-                self.release(g, true);
+                self.release(g, true, ctl);
                 self.sessions[g].locked_until = now;
                 ctl.end_leases(c);
             }
@@ -418,7 +440,7 @@ impl Strategy for ServicebusSessions {
         let due = s.idle_since + self.idle.0;
         if now >= due {
             // The receive timed out: the receiver closes the session and accepts another.
-            self.release(g, false);
+            self.release(g, false, ctl);
             ctl.redispatch();
         } else {
             s.idle_wake = true;
@@ -465,11 +487,12 @@ mod tests {
         let ctl = &mut Control::default();
         let all = [(0, 1), (1, 1), (2, 1)];
         assert_eq!(select_at(&mut s, 0, &all, &view(0, 5), ctl), Ok(0));
-        // Receiver 0 is busy: session 5 waits; session 6 goes to a receiver without a session.
+        // Receiver 0 is busy: session 5 waits for it; session 6 goes to a receiver without a
+        // session.
         let busy0 = [(0, 0), (1, 1), (2, 1)];
         assert_eq!(
             select_at(&mut s, 0, &busy0, &view(1, 5), ctl),
-            Err(Select::Hold)
+            Err(Select::HoldFor(0))
         );
         assert_eq!(select_at(&mut s, 0, &busy0, &view(2, 6), ctl), Ok(1));
         // Receiver 0 is done with message 0: it takes the next of its session, and nothing else.
@@ -485,6 +508,36 @@ mod tests {
         assert!(ctl.reassignments().is_empty());
     }
 
+    /// While every receiver holds a session, a message of another session is held on a promise
+    /// (the broker skips it without asking), which a receiver letting its session go withdraws;
+    /// while a receiver without a session is only full, nothing is promised.
+    #[test]
+    fn a_held_session_is_a_promise_until_a_receiver_lets_its_session_go() {
+        let mut s = sessions(2);
+        let ctl = &mut Control::default();
+        let all = [(0, 1), (1, 1)];
+        assert_eq!(select_at(&mut s, 0, &all, &view(0, 5), ctl), Ok(0));
+        let full = [(0, 0), (1, 0)];
+        assert_eq!(
+            select_at(&mut s, 0, &full, &view(1, 6), ctl),
+            Err(Select::Hold),
+            "receiver 1 has no session: it may take session 6 once it has room"
+        );
+        assert_eq!(select_at(&mut s, 0, &all, &view(2, 7), ctl), Ok(1));
+        assert_eq!(
+            select_at(&mut s, 0, &all, &view(3, 6), ctl),
+            Err(Select::HoldWhileMembers)
+        );
+        assert!(ctl.holds_changes().is_empty());
+        // Receiver 1 goes: its session is released.
+        s.on_detach(SECOND, 0, 1, ctl);
+        assert_eq!(ctl.holds_changes(), vec![0]);
+        assert_eq!(
+            select_at(&mut s, SECOND, &[(0, 1)], &view(3, 6), ctl).ok(),
+            None
+        );
+    }
+
     /// `SessionIdleTimeout`: a receiver whose session had nothing for that long closes it and
     /// can accept another; a message in between keeps it.
     #[test]
@@ -497,7 +550,7 @@ mod tests {
         // A message at 30s: still session 1's.
         assert_eq!(
             select_at(&mut s, 30 * SECOND, &[(0, 1)], &view(1, 2), ctl),
-            Err(Select::Hold)
+            Err(Select::HoldWhileMembers)
         );
         assert_eq!(
             select_at(&mut s, 30 * SECOND, &[(0, 1)], &view(2, 1), ctl),
@@ -784,7 +837,7 @@ mod tests {
         assert!(ctl.wakes().is_empty());
         assert_eq!(
             select_at(&mut s, 61 * SECOND, &[(0, 1)], &view(2, 2), ctl),
-            Err(Select::Hold),
+            Err(Select::HoldWhileMembers),
             "receiver 0 still holds session 1"
         );
     }
@@ -812,7 +865,7 @@ mod tests {
         s.on_returned(60 * SECOND, 0, &view(0, 3), ctl);
         assert_eq!(
             select_at(&mut s, 60 * SECOND, &[(0, 0), (1, 1)], &view(0, 3), ctl),
-            Err(Select::Hold)
+            Err(Select::HoldFor(0))
         );
         assert_eq!(
             select_at(&mut s, 60 * SECOND, &all, &view(0, 3), ctl),
@@ -831,7 +884,7 @@ mod tests {
         s.on_returned(1, 0, &view(0, 3), ctl);
         assert_eq!(
             select_at(&mut s, 1, &[(0, 0), (1, 1)], &view(0, 3), ctl),
-            Err(Select::Hold),
+            Err(Select::HoldFor(0)),
             "not to another receiver"
         );
         assert_eq!(select_at(&mut s, 1, &all, &view(0, 3), ctl), Ok(0));

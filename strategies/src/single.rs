@@ -73,6 +73,13 @@ impl Single {
 
 impl Handler for Single {}
 
+impl Single {
+    /// The exclusive consumer at broker `broker`, if one holds it now.
+    pub fn owner(&self, broker: u16) -> Option<u32> {
+        self.brokers[broker as usize].owner
+    }
+}
+
 impl crate::Named for Single {
     const NAME: &'static str = "single";
     const SUMMARY: &'static str =

@@ -279,6 +279,14 @@ impl UnitOfOrder {
         if elsewhere {
             ctl.wake_at(now, 0);
         }
+        // The brokers that skip the unit's held messages on a promise ask about them again.
+        if self.brokers <= 64 {
+            let mut held = st.held_at;
+            while held != 0 {
+                ctl.holds_changed(held.trailing_zeros() as u16);
+                held &= held - 1;
+            }
+        }
         self.units[i] = FREE;
     }
 
@@ -388,7 +396,14 @@ impl Strategy for UnitOfOrder {
         // goes on). The incomplete message itself (back from a redelivery delay) may go.
         if st.inflight != NONE_ID && st.inflight != msg.id {
             st.held_at |= 1u64 << ctx.broker.min(63);
-            return Select::Hold;
+            // Until the unit's message completes ([`Self::complete`] tells the broker), asking
+            // again changes nothing: a poison message retried for ever otherwise has the whole
+            // backlog of its unit asked about on every redelivery.
+            return if self.brokers <= 64 {
+                Select::HoldWhileMembers
+            } else {
+                Select::Hold
+            };
         }
         match self.round_robin(ctx) {
             Some(i) => {
@@ -914,8 +929,14 @@ service = {{ dist = "exponential", mean = "10ms" }}
         let mut s = uoo(2, Routing::None);
         assert_eq!(offer(&mut s, 0, unit_msg(1, 0)), Ok(0));
         assert!(offer(&mut s, 1, unit_msg(2, 0)).is_ok());
-        assert_eq!(offer(&mut s, 0, unit_msg(3, 0)), Err(Select::Hold));
-        assert_eq!(offer(&mut s, 1, unit_msg(4, 0)), Err(Select::Hold));
+        assert_eq!(
+            offer(&mut s, 0, unit_msg(3, 0)),
+            Err(Select::HoldWhileMembers)
+        );
+        assert_eq!(
+            offer(&mut s, 1, unit_msg(4, 0)),
+            Err(Select::HoldWhileMembers)
+        );
         // The message in flight itself (back from a redelivery delay) may go again.
         assert!(offer(&mut s, 0, unit_msg(1, 0)).is_ok());
     }
@@ -925,7 +946,10 @@ service = {{ dist = "exponential", mean = "10ms" }}
     fn completion_wakes(brokers: usize, from: u16, held: u16) -> Vec<(Time, u64)> {
         let mut s = uoo(brokers, Routing::Hash);
         assert_eq!(offer(&mut s, from, unit_msg(1, 0)), Ok(0));
-        assert_eq!(offer(&mut s, held, unit_msg(2, 0)), Err(Select::Hold));
+        assert!(matches!(
+            offer(&mut s, held, unit_msg(2, 0)),
+            Err(Select::Hold | Select::HoldWhileMembers)
+        ));
         let ctl = &mut Control::default();
         s.on_settled(7, &unit_msg(1, 0), ctl);
         assert!(
@@ -947,6 +971,32 @@ service = {{ dist = "exponential", mean = "10ms" }}
         assert_eq!(completion_wakes(65, 0, 0), vec![(7, 0)]);
     }
 
+    /// A held message is a promise (asking again changes nothing until its unit completes, so
+    /// the broker skips it), and the unit completing withdraws it at every broker that held one
+    /// of the unit's messages, and only there. Beyond 64 brokers nothing is promised.
+    #[test]
+    fn completing_a_unit_withdraws_the_promises_of_the_brokers_that_held_it() {
+        let mut s = uoo(3, Routing::Hash);
+        assert_eq!(offer(&mut s, 1, unit_msg(1, 0)), Ok(0));
+        assert_eq!(
+            offer(&mut s, 2, unit_msg(2, 0)),
+            Err(Select::HoldWhileMembers)
+        );
+        assert_eq!(
+            offer(&mut s, 0, unit_msg(3, 0)),
+            Err(Select::HoldWhileMembers)
+        );
+        assert!(offer(&mut s, 1, unit_msg(4, 1)).is_ok(), "another unit");
+        let ctl = &mut Control::default();
+        s.on_settled(7, &unit_msg(4, 1), ctl);
+        assert!(ctl.holds_changes().is_empty(), "nothing held unit 1");
+        s.on_settled(7, &unit_msg(1, 0), ctl);
+        assert_eq!(ctl.holds_changes(), vec![0, 2]);
+        let mut s = uoo(65, Routing::Hash);
+        assert_eq!(offer(&mut s, 1, unit_msg(1, 0)), Ok(0));
+        assert_eq!(offer(&mut s, 0, unit_msg(2, 0)), Err(Select::Hold));
+    }
+
     #[test]
     fn a_consumer_leaving_completes_the_units_it_held_at_that_broker() {
         let mut s = uoo(2, Routing::None);
@@ -958,8 +1008,14 @@ service = {{ dist = "exponential", mean = "10ms" }}
         // Unit 0's message is back in the queue: any message of the unit may go first.
         assert_eq!(offer(&mut s, 0, unit_msg(4, 0)), Ok(0));
         // Consumer 1's unit at broker 0 and consumer 0's at broker 1 are still in flight.
-        assert_eq!(offer(&mut s, 0, unit_msg(5, 1)), Err(Select::Hold));
-        assert_eq!(offer(&mut s, 1, unit_msg(6, 2)), Err(Select::Hold));
+        assert_eq!(
+            offer(&mut s, 0, unit_msg(5, 1)),
+            Err(Select::HoldWhileMembers)
+        );
+        assert_eq!(
+            offer(&mut s, 1, unit_msg(6, 2)),
+            Err(Select::HoldWhileMembers)
+        );
     }
 
     /// Built from a one-broker scenario with `[redelivery] mode = "<mode>"`.
@@ -1004,7 +1060,10 @@ service = {{ dist = "exponential", mean = "10ms" }}
         assert_eq!(only_0(&mut s, unit_msg(2, 0)), Ok(0));
         let failed = Outcome::Failed(sim::history::FailReason::Outage);
         s.on_handled(0, 0, &unit_msg(1, 0), &failed, ctl);
-        assert_eq!(only_0(&mut s, unit_msg(3, 0)), Err(Select::Hold));
+        assert_eq!(
+            only_0(&mut s, unit_msg(3, 0)),
+            Err(Select::HoldWhileMembers)
+        );
         s.on_detach(0, 0, 0, ctl);
         assert_eq!(only_0(&mut s, unit_msg(3, 0)), Ok(0));
     }

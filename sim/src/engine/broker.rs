@@ -542,6 +542,9 @@ impl Broker {
         // message pays nothing for them.
         // (None: not yet checked in this call.)
         let keep = pick.keep;
+        if ctl.take_holds_changed(pick.broker) {
+            self.members_changed();
+        }
         let mut room =
             (keep && !self.waits.head.is_empty()).then(|| self.waits.check(cands, self.members));
         let mut i = 0;

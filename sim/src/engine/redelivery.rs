@@ -110,32 +110,19 @@ impl<O: Observer> Engine<'_, O> {
                     self.q
                         .push(self.now + delay, Ev::BlockingRetry { c, epoch });
                     self.sync_load(c);
-                } else if delay == 0 {
-                    // No delay: back in its queue (at the head, unless `requeue` says otherwise)
-                    // before the next dispatch decision, so nothing overtakes it in the same
-                    // instant.
-                    self.requeue(d.broker, d.slot);
-                    if !suspend {
-                        self.dispatch_after_failure(d.broker);
-                    }
-                } else if r.delay_in_client {
-                    // The client's timer: the message stays the consumer's unacked one.
-                    let due = self.now + delay;
-                    self.w.consumers[c as usize].nacked.push((d, due));
-                    let (slot, id) = (d.slot, d.id);
-                    self.q.push(due, Ev::RedeliveryDue { slot, id });
-                    if !suspend {
-                        self.dispatch_after_failure(d.broker);
-                    }
                 } else {
-                    self.w.slab.get_mut(d.slot).loc = Loc::Held(d.broker);
-                    self.q.push(
-                        self.now + delay,
-                        Ev::RedeliveryDue {
-                            slot: d.slot,
-                            id: d.id,
-                        },
-                    );
+                    if r.delay_in_client && delay != 0 {
+                        // The client's timer: the message stays the consumer's unacked one.
+                        let due = self.now + delay;
+                        self.w.consumers[c as usize].nacked.push((d, due));
+                        let (slot, id) = (d.slot, d.id);
+                        self.q.push(due, Ev::RedeliveryDue { slot, id });
+                    } else {
+                        // Without a delay back in its queue (at the head, unless `requeue` says
+                        // otherwise) before the next dispatch decision, so nothing overtakes it
+                        // in the same instant; with one, held at the broker until it ends.
+                        self.requeue_after(d, delay);
+                    }
                     if !suspend {
                         self.dispatch_after_failure(d.broker);
                     }
