@@ -339,6 +339,7 @@ impl Kafka {
                 ctl.reassigned(broker, n);
             }
         }
+        ctl.holds_changed(broker);
         ctl.redispatch();
     }
 
@@ -351,6 +352,7 @@ impl Kafka {
         if part.unprocessed == 0 {
             if let Some(old) = part.revoking.take() {
                 ctl.commit(old);
+                ctl.holds_changed(0);
                 ctl.redispatch();
             }
         }
@@ -417,23 +419,23 @@ impl crate::Named for Kafka {
 impl Strategy for Kafka {
     fn select(&mut self, ctx: &DispatchCtx, msg: &MsgView, _ctl: &mut Control) -> Select {
         if !self.rejoining.is_empty() {
-            return Select::Hold;
+            // The group is stopped: every record waits, so the rest of the log is not asked.
+            return Select::Stop;
         }
         let p = self.partition_of(msg);
         let part = &self.partitions[p as usize];
         let Some(owner) = part.owner.filter(|_| part.revoking.is_none()) else {
             return Select::Hold;
         };
-        match ctx
-            .consumers
-            .iter()
-            .position(|c| c.id == owner && c.free > 0)
-        {
-            Some(i) => {
+        match ctx.consumers.iter().position(|c| c.id == owner) {
+            Some(i) if ctx.consumers[i].free > 0 => {
                 self.partitions[p as usize].unprocessed += 1;
                 self.holding.insert(msg.id, (p, owner));
                 Select::Consumer(i)
             }
+            // Until its owner has room, or the partition moves (`rebalance` and `done` withdraw
+            // the promise): the broker skips the partition's backlog without asking.
+            Some(i) => Select::HoldFor(i),
             None => Select::Hold,
         }
     }
@@ -654,7 +656,8 @@ mod tests {
         assert_eq!(ctl.commits(), [0]);
         assert_eq!(
             select_at(&mut k, 1, &slots, &msg(1, key0), &mut ctl),
-            Err(Select::Hold)
+            Err(Select::Stop),
+            "the whole group waits: nothing else is asked"
         );
         k.on_detach(2, 0, 1, &mut ctl);
         assert_eq!(select_at(&mut k, 2, &slots, &msg(1, key0), &mut ctl), Ok(0));
@@ -685,9 +688,15 @@ mod tests {
         let full = [(0, 0), (1, 5)];
         assert_eq!(
             select_at(&mut k, 1, &full, &msg(3, a), &mut ctl),
-            Err(Select::Hold)
+            Err(Select::HoldFor(0)),
+            "a promise until owner 0 has room"
         );
         assert_eq!(select_at(&mut k, 1, &full, &msg(4, b), &mut ctl), Ok(1));
+        // The partitions move (a member leaves): the promise is withdrawn.
+        let mut ctl = Control::default();
+        k.on_detach(2, 0, 0, &mut ctl);
+        assert_eq!(ctl.holds_changes(), vec![0]);
+        assert_eq!(select_at(&mut k, 2, &[(1, 5)], &msg(3, a), &mut ctl), Ok(1));
     }
 
     /// A member joins: a partition that moves waits until its old owner has processed what it
@@ -718,6 +727,11 @@ mod tests {
         k.on_handled(3, 0, &msg(1, key1), &applied, &mut ctl);
         assert_eq!(ctl.commits(), [0]);
         assert!(ctl.redispatch_requested());
+        assert_eq!(
+            ctl.holds_changes(),
+            [0],
+            "what waited for the handover is asked again"
+        );
         assert_eq!(select_at(&mut k, 3, &slots, &msg(2, key1), &mut ctl), Ok(1));
         // A zombie's copy (not its holder's) changes nothing; nor does a failure.
         let mut ctl = Control::default();
