@@ -1,13 +1,23 @@
-//! `pulsar_key_shared`: an Apache Pulsar `Key_Shared` subscription (Pulsar 3.x, `AUTO_SPLIT`
-//! mode).
+//! `pulsar_key_shared`: an Apache Pulsar `Key_Shared` subscription (`AUTO_SPLIT` mode), by the
+//! broker's `[[broker]] version` ([`Dispatcher`]).
 //!
-//! The version modelled is 3.x (3.0 LTS to 3.3): the broker's "recently joined consumers" gate
-//! on the cursor's read position (`PersistentStickyKeyDispatcherMultipleConsumers` before
-//! PIP-282 and PIP-379, both new in 4.0; 4.0 keeps it as `...Classic` behind a flag), because it
-//! is what the documentation describes and what most deployments still run [P1][P3]. What the
-//! broker does, from its own code (`PersistentStickyKeyDispatcherMultipleConsumers`,
+//! - 4.0 on (`"4.0"` to `"5.0"`, the default: the current release): PIP-379's dispatcher, the
+//!   default since 4.0 and the only one in 5.0. **Draining hashes** (`DrainingHashesTracker`):
+//!   when a join or a leave moves a sticky key hash to another consumer while the consumer it
+//!   left still has pending acks of it, the hash is blocked for every other consumer until
+//!   those are acknowledged, redelivered (a nack's delay over) or their consumer closes; a hash
+//!   moving back to that consumer is free at once. No join gate: the joiner gets its other keys
+//!   at once, and a message read and held before a join still waits behind its key's earlier
+//!   one. Ring points at `consumerName + "\0" + i`.
+//! - 3.x (`"3.0"`, `"3.3"`; 4.x's `...Classic` behind
+//!   `subscriptionKeySharedUseClassicPersistentImplementation`): the "recently joined consumers"
+//!   gate on the cursor's read position (below, without PIP-282's last-sent positions), ring
+//!   points at `consumerName + i`.
+//!
+//! What the broker does, from its own code (`PersistentStickyKeyDispatcherMultipleConsumers`,
 //! `ConsistentHashingStickyKeyConsumerSelector`, `HashRangeAutoSplitStickyKeyConsumerSelector`,
-//! `StickyKeyConsumerSelector.makeStickyKeyHash`, `Murmur3_32Hash`, `ServiceConfiguration`):
+//! `StickyKeyConsumerSelector.makeStickyKeyHash`, `Murmur3_32Hash`, `ServiceConfiguration`,
+//! `DrainingHashesTracker`; docs/sources.md [P4][P7][P8]):
 //!
 //! - **Key -> hash -> consumer.** A message's sticky key (its key as the producer's
 //!   `key(String)` writes it: here the key in decimal, UTF-8; a message without a key has the
@@ -28,7 +38,7 @@
 //!   Consumer names are the scenario's (`[consumers] names`, else `c0`, `c1`...): a consumer
 //!   that comes back with its configured `consumerName` gets its keys back (the client's default
 //!   is a random name per consumer instance, which would move them elsewhere).
-//! - **The join gate** (`allowOutOfOrderDelivery = false`, the default). When a consumer joins
+//! - **The join gate** (3.x; `allowOutOfOrderDelivery = false`, the default). When a consumer joins
 //!   while another is connected and something read is not acknowledged yet, the broker records
 //!   the cursor's read position (here: one past the newest message dispatch has looked at).
 //!   Until the mark-delete position reaches it (every message before it acknowledged, or
@@ -69,8 +79,9 @@
 //!   original order" [P1]).
 //!
 //! What it does not model: the `STICKY` mode (client-chosen ranges), batching (producers must
-//! use key-based batching or none [P1]), the 4.0 draining hashes (PIP-379), PIP-282's last-sent
-//! positions (4.0), 4.0's look-ahead limits, and the per-read grouping (a replayed message
+//! use key-based batching or none [P1]), PIP-282's last-sent positions, 4.0's look-ahead limits
+//! and `keySharedUnblockingIntervalMs` (10ms before the read after a hash is unblocked), and the
+//! per-read grouping (a replayed message
 //! blocks newer ones of its hash, which the queue's position order already gives here). One
 //! `[[broker]]`: the broker that owns the topic. Dispatch positions are message ids (production
 //! order).
