@@ -46,6 +46,9 @@ struct Gen {
     max_in_flight: u32,
     idempotence: Option<bool>,
     retry_backoff: bool,
+    /// `[[broker]] version` on a versioned flavour: 0 left out (the current release), else
+    /// `Flavour::versions()[n - 1]`.
+    version: u8,
 }
 
 fn gen() -> impl Strategy<Value = Gen> {
@@ -70,7 +73,12 @@ fn gen() -> impl Strategy<Value = Gen> {
         prop::collection::vec((0u8..13, 1u32..=60, 10u32..=3000), 0..4),
         (0u8..3, 0usize..11, 0u8..3),
         (0u8..3, 0u8..4, 0u8..3, 0u8..4, 0u8..3, 0u8..4),
-        (0u32..=5, prop::option::of(any::<bool>()), any::<bool>()),
+        (
+            0u32..=5,
+            prop::option::of(any::<bool>()),
+            any::<bool>(),
+            0u8..=6,
+        ),
         prop::sample::select(vec![
             "competing",
             "single",
@@ -96,7 +104,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 faults,
                 (counting, flavour, dead_letter),
                 (lease, crash_detection, partial_failure, requeue, receive, commit),
-                (max_in_flight, idempotence, retry_backoff),
+                (max_in_flight, idempotence, retry_backoff, version),
                 strategy,
             )| Gen {
                 // An SQS FIFO queue is one queue; a Kafka cluster, the broker that owns a Pulsar topic,
@@ -139,6 +147,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 max_in_flight,
                 idempotence,
                 retry_backoff,
+                version,
             },
         )
 }
@@ -182,6 +191,10 @@ fn toml_of(g: &Gen) -> String {
     if g.retry_backoff {
         writeln!(s, "retry_backoff = \"50ms\"").unwrap();
     }
+    let versions = match flavour {
+        "pulsar" => sim::scenario::Flavour::Pulsar.versions(),
+        _ => &[],
+    };
     for b in 0..g.brokers {
         writeln!(
             s,
@@ -189,6 +202,9 @@ fn toml_of(g: &Gen) -> String {
             g.persistent[b]
         )
         .unwrap();
+        if let Some(v) = versions.get((g.version as usize).wrapping_sub(1)) {
+            writeln!(s, "version = \"{v}\"").unwrap();
+        }
     }
     writeln!(
         s,

@@ -1,13 +1,23 @@
-//! `pulsar_key_shared`: an Apache Pulsar `Key_Shared` subscription (Pulsar 3.x, `AUTO_SPLIT`
-//! mode).
+//! `pulsar_key_shared`: an Apache Pulsar `Key_Shared` subscription (`AUTO_SPLIT` mode), by the
+//! broker's `[[broker]] version` ([`Dispatcher`]).
 //!
-//! The version modelled is 3.x (3.0 LTS to 3.3): the broker's "recently joined consumers" gate
-//! on the cursor's read position (`PersistentStickyKeyDispatcherMultipleConsumers` before
-//! PIP-282 and PIP-379, both new in 4.0; 4.0 keeps it as `...Classic` behind a flag), because it
-//! is what the documentation describes and what most deployments still run [P1][P3]. What the
-//! broker does, from its own code (`PersistentStickyKeyDispatcherMultipleConsumers`,
+//! - 4.0 on (`"4.0"` to `"5.0"`, the default: the current release): PIP-379's dispatcher, the
+//!   default since 4.0 and the only one in 5.0. **Draining hashes** (`DrainingHashesTracker`):
+//!   when a join or a leave moves a sticky key hash to another consumer while the consumer it
+//!   left still has pending acks of it, the hash is blocked for every other consumer until
+//!   those are acknowledged, redelivered (a nack's delay over) or their consumer closes; a hash
+//!   moving back to that consumer is free at once. No join gate: the joiner gets its other keys
+//!   at once, and a message read and held before a join still waits behind its key's earlier
+//!   one. Ring points at `consumerName + "\0" + i`.
+//! - 3.x (`"3.0"`, `"3.3"`; 4.x's `...Classic` behind
+//!   `subscriptionKeySharedUseClassicPersistentImplementation`): the "recently joined consumers"
+//!   gate on the cursor's read position (below, without PIP-282's last-sent positions), ring
+//!   points at `consumerName + i`.
+//!
+//! What the broker does, from its own code (`PersistentStickyKeyDispatcherMultipleConsumers`,
 //! `ConsistentHashingStickyKeyConsumerSelector`, `HashRangeAutoSplitStickyKeyConsumerSelector`,
-//! `StickyKeyConsumerSelector.makeStickyKeyHash`, `Murmur3_32Hash`, `ServiceConfiguration`):
+//! `StickyKeyConsumerSelector.makeStickyKeyHash`, `Murmur3_32Hash`, `ServiceConfiguration`,
+//! `DrainingHashesTracker`; docs/sources.md [P4][P7][P8]):
 //!
 //! - **Key -> hash -> consumer.** A message's sticky key (its key as the producer's
 //!   `key(String)` writes it: here the key in decimal, UTF-8; a message without a key has the
@@ -28,7 +38,7 @@
 //!   Consumer names are the scenario's (`[consumers] names`, else `c0`, `c1`...): a consumer
 //!   that comes back with its configured `consumerName` gets its keys back (the client's default
 //!   is a random name per consumer instance, which would move them elsewhere).
-//! - **The join gate** (`allowOutOfOrderDelivery = false`, the default). When a consumer joins
+//! - **The join gate** (3.x; `allowOutOfOrderDelivery = false`, the default). When a consumer joins
 //!   while another is connected and something read is not acknowledged yet, the broker records
 //!   the cursor's read position (here: one past the newest message dispatch has looked at).
 //!   Until the mark-delete position reaches it (every message before it acknowledged, or
@@ -69,8 +79,9 @@
 //!   original order" [P1]).
 //!
 //! What it does not model: the `STICKY` mode (client-chosen ranges), batching (producers must
-//! use key-based batching or none [P1]), the 4.0 draining hashes (PIP-379), PIP-282's last-sent
-//! positions (4.0), 4.0's look-ahead limits, and the per-read grouping (a replayed message
+//! use key-based batching or none [P1]), PIP-282's last-sent positions, 4.0's look-ahead limits
+//! and `keySharedUnblockingIntervalMs` (10ms before the read after a hash is unblocked), and the
+//! per-read grouping (a replayed message
 //! blocks newer ones of its hash, which the queue's position order already gives here). One
 //! `[[broker]]`: the broker that owns the topic. Dispatch positions are message ids (production
 //! order).
@@ -182,6 +193,34 @@ impl Default for PulsarKeySharedParams {
 /// No consumer.
 const NIL: u32 = u32::MAX;
 
+/// Which Key_Shared dispatcher the broker's version runs: its ordering protection across a
+/// membership change, and its ring's point names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dispatcher {
+    /// 3.x (`PersistentStickyKeyDispatcherMultipleConsumers` before PIP-379, 4.x's
+    /// `...Classic`): the "recently joined consumers" gate on the cursor's read position;
+    /// ring points at `name + i`, colliding consumers picked by `hash % count`.
+    RecentlyJoined,
+    /// 4.0 on (PIP-379): draining hashes. A hash whose consumer changed is blocked for every
+    /// other consumer while the one it left still has unacknowledged messages of it
+    /// (`DrainingHashesTracker`); a joiner gets everything else at once. Ring points at
+    /// `name + "\0" + i`, colliding consumers in name order.
+    DrainingHashes,
+}
+
+impl Dispatcher {
+    /// The dispatcher of release line `version` (`"3.3"`, `"4.0"`...; None: the current one).
+    pub fn of_version(version: Option<&str>) -> Self {
+        let major = version
+            .and_then(|v| v.split('.').next())
+            .and_then(|m| m.parse::<u32>().ok());
+        match major {
+            Some(m) if m < 4 => Dispatcher::RecentlyJoined,
+            _ => Dispatcher::DrainingHashes,
+        }
+    }
+}
+
 /// The key -> consumer selector.
 #[derive(Debug)]
 enum Selector {
@@ -195,6 +234,8 @@ enum Selector {
 #[derive(Debug)]
 pub struct PulsarKeyShared {
     params: PulsarKeySharedParams,
+    /// The broker version's dispatcher.
+    dispatcher: Dispatcher,
     selector: Selector,
     /// Consumer names, by id.
     names: Vec<String>,
@@ -215,11 +256,24 @@ pub struct PulsarKeyShared {
     first_unsettled: u64,
     /// Messages settled after `first_unsettled`.
     settled_ahead: BTreeSet<u64>,
+    /// Draining hashes (4.0 on): each dispatched and unacknowledged message (the consumers'
+    /// `PendingAcksMap`), by id: its consumer and sticky key hash.
+    pending: BTreeMap<u64, (u32, u32)>,
+    /// Per sticky key hash with pending acks, the one consumer holding them and how many. A
+    /// hash held by a consumer that no longer owns it is draining: blocked for the others
+    /// (`DrainingHashesTracker`: the entry's ref count is those pending acks).
+    holders: BTreeMap<u32, (u32, u32)>,
 }
 
 impl PulsarKeyShared {
-    /// A subscription over `keys` keys, consumers named `names` (by id).
-    pub fn new(keys: u32, names: Vec<String>, params: PulsarKeySharedParams) -> Self {
+    /// A subscription over `keys` keys, consumers named `names` (by id), on a broker running
+    /// `dispatcher`.
+    pub fn new(
+        keys: u32,
+        names: Vec<String>,
+        params: PulsarKeySharedParams,
+        dispatcher: Dispatcher,
+    ) -> Self {
         let key_hash: Vec<u32> = (0..keys)
             .map(|k| sticky_key_hash(k.to_string().as_bytes()))
             .collect();
@@ -238,7 +292,10 @@ impl PulsarKeyShared {
             read_pos: 0,
             first_unsettled: 0,
             settled_ahead: BTreeSet::new(),
+            pending: BTreeMap::new(),
+            holders: BTreeMap::new(),
             params,
+            dispatcher,
         }
     }
 
@@ -257,7 +314,11 @@ impl PulsarKeyShared {
                 else {
                     return NIL;
                 };
-                list[(hash % list.len() as u32) as usize]
+                match self.dispatcher {
+                    Dispatcher::RecentlyJoined => list[(hash % list.len() as u32) as usize],
+                    // The first in (priority, name) order: names are unique here.
+                    Dispatcher::DrainingHashes => list[0],
+                }
             }
             Selector::Ranges(ranges) => ranges
                 .range(hash % RANGE_SIZE..)
@@ -266,11 +327,16 @@ impl PulsarKeyShared {
         }
     }
 
-    /// The ring points of consumer `c` (`consumerName + i`, hashed).
+    /// The ring points of consumer `c`: `consumerName + i` hashed (3.x), `consumerName + "\0" + i`
+    /// from 4.0 (`KEY_SEPARATOR`).
     fn points(&self, c: u32) -> Vec<u32> {
         let name = self.name(c);
+        let sep = match self.dispatcher {
+            Dispatcher::RecentlyJoined => "",
+            Dispatcher::DrainingHashes => "\0",
+        };
         (0..self.params.replica_points)
-            .map(|i| sticky_key_hash(format!("{name}{i}").as_bytes()))
+            .map(|i| sticky_key_hash(format!("{name}{sep}{i}").as_bytes()))
             .collect()
     }
 
@@ -382,6 +448,38 @@ impl PulsarKeyShared {
             .any(|s| s.free > 0 && !self.recently_joined.iter().any(|&(x, _)| x == s.id))
     }
 
+    /// Whether draining hashes are tracked: 4.0 on, unless out-of-order delivery is allowed
+    /// (`drainingHashesRequired`).
+    fn drains(&self) -> bool {
+        self.dispatcher == Dispatcher::DrainingHashes && !self.params.allow_out_of_order_delivery
+    }
+
+    /// A pending ack is gone (acknowledged, redelivered, or its consumer closed): the hash's
+    /// count at its holder drops; a draining hash whose count reaches 0 is unblocked
+    /// (`reduceRefCount`, `stickyKeyHashUnblocked`: a new read).
+    fn pending_gone(&mut self, id: u64, ctl: &mut Control) {
+        let Some((c, hash)) = self.pending.remove(&id) else {
+            return;
+        };
+        let Some(h) = self.holders.get_mut(&hash) else {
+            return;
+        };
+        debug_assert_eq!(h.0, c);
+        h.1 -= 1;
+        if h.1 == 0 {
+            self.holders.remove(&hash);
+            if self.select_hash(hash) != c {
+                ctl.redispatch();
+            }
+        }
+    }
+
+    /// Whether sticky key hash `hash` is draining toward `c`: its messages are pending at another
+    /// consumer, the one that had it before a membership change (`shouldBlockStickyKeyHash`).
+    pub fn is_draining_for(&self, hash: u32, c: u32) -> bool {
+        self.holders.get(&hash).is_some_and(|&(h, _)| h != c)
+    }
+
     /// Whether consumer `c` is waiting for the messages before its join position (for tests).
     pub fn is_recently_joined(&self, c: u32) -> bool {
         self.recently_joined.iter().any(|&(x, _)| x == c)
@@ -392,7 +490,7 @@ impl Handler for PulsarKeyShared {}
 
 impl crate::Named for PulsarKeyShared {
     const NAME: &'static str = "pulsar_key_shared";
-    const SUMMARY: &'static str = "Pulsar Key_Shared (3.x): key -> Murmur3 hash -> consumer (consistent hashing or auto-split ranges); a joining consumer gets its keys' new messages only once everything before its join is acked; run with flavour = \"pulsar\" (negative acks redelivered after 60s)";
+    const SUMMARY: &'static str = "Pulsar Key_Shared: key -> Murmur3 hash -> consumer (consistent hashing or auto-split ranges); 4.0 on (the default, [[broker]] version): a key that moved waits only until the consumer it left has acked its messages of it (draining hashes); 3.x: a joining consumer gets its keys' new messages only once everything before its join is acked; run with flavour = \"pulsar\" (negative acks redelivered after 60s)";
     const GUARANTEE: &'static str = "ordering_violations";
     const ROLE: crate::Role = crate::Role::Dispatch;
     const FLAVOUR: sim::scenario::Flavour = sim::scenario::Flavour::Pulsar;
@@ -442,7 +540,12 @@ impl crate::Named for PulsarKeyShared {
         let names = (0..sc.dispatch_targets() as u32)
             .map(|i| sc.consumer_name(i))
             .collect();
-        Ok(PulsarKeyShared::new(sc.workload.keys, names, p))
+        Ok(PulsarKeyShared::new(
+            sc.workload.keys,
+            names,
+            p,
+            Dispatcher::of_version(sc.broker_version(0)),
+        ))
     }
 }
 
@@ -470,6 +573,24 @@ impl Strategy for PulsarKeyShared {
             // skips it until its consumer has permits again).
             return Select::HoldFor(i);
         }
+        if self.drains() {
+            let hash = match msg.group {
+                Some(k) => self
+                    .key_hash
+                    .get(k as usize)
+                    .copied()
+                    .unwrap_or(self.none_hash),
+                None => self.none_hash,
+            };
+            let held = self.holders.entry(hash).or_insert((c, 0));
+            if held.0 != c {
+                // Draining: into the replay set until the previous consumer has acked its
+                // messages of this hash (`canDispatchEntry`, the replay filter).
+                return Select::Hold;
+            }
+            held.1 += 1;
+            self.pending.insert(msg.id, (c, hash));
+        }
         if let Some(&(_, joined_at)) = self.recently_joined.iter().find(|&&(x, _)| x == c) {
             let earliest = self.recently_joined.front().map_or(joined_at, |&(_, p)| p);
             let limit = if replay {
@@ -493,7 +614,8 @@ impl Strategy for PulsarKeyShared {
         self.reassign(broker, ctl);
         // "If this was the 1st consumer, or if all the messages are already acked, then we
         // don't need to do anything special."
-        if !self.params.allow_out_of_order_delivery
+        if self.dispatcher == Dispatcher::RecentlyJoined
+            && !self.params.allow_out_of_order_delivery
             && self.members.len() > 1
             && self.first_unsettled < self.read_pos
         {
@@ -507,6 +629,19 @@ impl Strategy for PulsarKeyShared {
             return;
         };
         self.members.remove(i);
+        // Its pending acks are removed as it closes, so the hashes it was draining are free
+        // (`reduceRefCount(.., closing)`); its messages are replayed to the new owners.
+        if !self.pending.is_empty() {
+            let gone: Vec<u64> = self
+                .pending
+                .iter()
+                .filter(|&(_, &(c, _))| c == consumer)
+                .map(|(&id, _)| id)
+                .collect();
+            for id in gone {
+                self.pending_gone(id, ctl);
+            }
+        }
         self.remove_from_selector(consumer);
         self.reassign(broker, ctl);
         self.recently_joined.retain(|&(c, _)| c != consumer);
@@ -517,7 +652,14 @@ impl Strategy for PulsarKeyShared {
         ctl.redispatch();
     }
 
+    fn on_returned(&mut self, _now: Time, _broker: u16, msg: &MsgView, ctl: &mut Control) {
+        // Redelivered (a negative ack's delay over, its consumer gone): out of the consumer's
+        // pending acks (`redeliverUnacknowledgedMessages`).
+        self.pending_gone(msg.id, ctl);
+    }
+
     fn on_settled(&mut self, _now: Time, msg: &MsgView, ctl: &mut Control) {
+        self.pending_gone(msg.id, ctl);
         if msg.id == self.first_unsettled {
             self.first_unsettled += 1;
             while self.settled_ahead.remove(&self.first_unsettled) {
@@ -538,6 +680,9 @@ impl Strategy for PulsarKeyShared {
         if let WorldChange::BrokerRestarted(_) = change {
             self.read_pos = self.first_unsettled;
             self.recently_joined.clear();
+            // Its consumers' pending acks went with it: nothing drains.
+            self.pending.clear();
+            self.holders.clear();
         }
     }
 }
@@ -547,7 +692,12 @@ mod tests {
     use super::*;
     use crate::test_util::{run, scenario, select_at, view};
 
+    /// A 3.x subscription (the join gate).
     fn key_shared(selector: SelectorKind, allow: bool) -> PulsarKeyShared {
+        key_shared_on(Dispatcher::RecentlyJoined, selector, allow)
+    }
+
+    fn key_shared_on(d: Dispatcher, selector: SelectorKind, allow: bool) -> PulsarKeyShared {
         let names = (0..4).map(|i| format!("c{i}")).collect();
         PulsarKeyShared::new(
             64,
@@ -557,6 +707,7 @@ mod tests {
                 allow_out_of_order_delivery: allow,
                 ..Default::default()
             },
+            d,
         )
     }
 
@@ -884,6 +1035,147 @@ mod tests {
         assert_eq!(select_at(&mut s, 5, &both, &view(2, a), ctl), Ok(1));
     }
 
+    /// The broker's version picks the dispatcher: 3.x the join gate, 4.0 on (and the default)
+    /// draining hashes.
+    #[test]
+    fn the_version_picks_the_dispatcher() {
+        assert_eq!(
+            Dispatcher::of_version(Some("3.0")),
+            Dispatcher::RecentlyJoined
+        );
+        assert_eq!(
+            Dispatcher::of_version(Some("3.3")),
+            Dispatcher::RecentlyJoined
+        );
+        for v in [Some("4.0"), Some("4.2"), Some("5.0"), None] {
+            assert_eq!(
+                Dispatcher::of_version(v),
+                Dispatcher::DrainingHashes,
+                "{v:?}"
+            );
+        }
+        let sc = pulsar_on("3.3", r#""pulsar_key_shared""#, 200, 10, "");
+        let s = <PulsarKeyShared as crate::Named>::build(&sc, Default::default()).unwrap();
+        assert_eq!(s.dispatcher, Dispatcher::RecentlyJoined);
+        let sc = pulsar(r#""pulsar_key_shared""#, 200, 10, "");
+        let s = <PulsarKeyShared as crate::Named>::build(&sc, Default::default()).unwrap();
+        assert_eq!(s.dispatcher, Dispatcher::DrainingHashes);
+    }
+
+    /// 4.0's ring names its points `consumerName + "\0" + i` (3.x: `consumerName + i`), and a
+    /// point two consumers share goes to the first by name (3.x: `hash % count`).
+    #[test]
+    fn the_4x_ring_separates_name_and_index() {
+        let ctl = &mut Control::default();
+        for (d, sep) in [
+            (Dispatcher::RecentlyJoined, ""),
+            (Dispatcher::DrainingHashes, "\0"),
+        ] {
+            let mut s = key_shared_on(d, SelectorKind::ConsistentHashing, false);
+            s.on_attach(0, 0, 0, ctl);
+            s.on_attach(0, 0, 1, ctl);
+            let p = sticky_key_hash(format!("c1{sep}7").as_bytes());
+            assert_eq!(s.select_hash(p), 1, "{d:?}: c1's 8th point");
+            let q = sticky_key_hash(format!("c0{sep}7").as_bytes());
+            assert_eq!(s.select_hash(q), 0, "{d:?}: c0's 8th point");
+        }
+        let mut a = key_shared_on(
+            Dispatcher::RecentlyJoined,
+            SelectorKind::ConsistentHashing,
+            false,
+        );
+        let mut b = key_shared_on(
+            Dispatcher::DrainingHashes,
+            SelectorKind::ConsistentHashing,
+            false,
+        );
+        for c in 0..4 {
+            a.on_attach(0, 0, c, ctl);
+            b.on_attach(0, 0, c, ctl);
+        }
+        assert_ne!(a.owner, b.owner, "the same keys land elsewhere");
+    }
+
+    /// Draining hashes (4.0 on): consumer 1 joins while c0 holds message 0 of key `a` (which
+    /// moves to 1) and message 1 of key `b` (which stays). Only `a` waits, and only for message
+    /// 0's ack: 1 gets no recently-joined gate, and the unacked message 1 of another key holds
+    /// nothing back (3.x: the joiner waits for the mark-delete position to pass both).
+    #[test]
+    fn a_moved_key_drains_until_the_consumer_it_left_acks_it() {
+        let mut s = key_shared_on(Dispatcher::DrainingHashes, SelectorKind::AutoSplit, false);
+        let (a, b) = moving_and_staying(&s);
+        let ha = s.key_hash[a as usize];
+        let ctl = &mut Control::default();
+        s.on_attach(0, 0, 0, ctl);
+        assert_eq!(select_at(&mut s, 0, &[(0, 10)], &view(0, a), ctl), Ok(0));
+        assert_eq!(select_at(&mut s, 0, &[(0, 10)], &view(1, b), ctl), Ok(0));
+        s.on_attach(0, 0, 1, ctl);
+        assert!(!s.is_recently_joined(1), "no join gate from 4.0");
+        assert!(s.is_draining_for(ha, 1));
+        let both = [(0, 10), (1, 10)];
+        assert_eq!(
+            select_at(&mut s, 0, &both, &view(2, a), ctl),
+            Err(Select::Hold)
+        );
+        assert_eq!(select_at(&mut s, 0, &both, &view(3, b), ctl), Ok(0));
+        // Message 0 acked: `a` is free although message 1 (key b) is still unacked.
+        let ctl = &mut Control::default();
+        s.on_settled(0, &view(0, a), ctl);
+        assert!(ctl.redispatch_requested(), "stickyKeyHashUnblocked");
+        assert!(!s.is_draining_for(ha, 1));
+        assert_eq!(select_at(&mut s, 0, &both, &view(2, a), ctl), Ok(1));
+        // The same run on 3.x: `a` waits for message 1 too (the mark-delete position).
+        let mut s = key_shared_on(Dispatcher::RecentlyJoined, SelectorKind::AutoSplit, false);
+        let ctl = &mut Control::default();
+        s.on_attach(0, 0, 0, ctl);
+        assert_eq!(select_at(&mut s, 0, &[(0, 10)], &view(0, a), ctl), Ok(0));
+        assert_eq!(select_at(&mut s, 0, &[(0, 10)], &view(1, b), ctl), Ok(0));
+        s.on_attach(0, 0, 1, ctl);
+        s.on_settled(0, &view(0, a), ctl);
+        assert_eq!(
+            select_at(&mut s, 0, &both, &view(2, a), ctl),
+            Err(Select::Hold)
+        );
+    }
+
+    /// Draining ends when the consumer it left gives the messages back (a nack's redelivery, or
+    /// it leaves: its pending acks go as it closes), and a key that moves back to the consumer
+    /// that holds its messages is not draining at all.
+    #[test]
+    fn draining_ends_with_a_redelivery_a_leave_or_the_key_coming_back() {
+        let mut s = key_shared_on(Dispatcher::DrainingHashes, SelectorKind::AutoSplit, false);
+        let (a, _) = moving_and_staying(&s);
+        let ha = s.key_hash[a as usize];
+        let ctl = &mut Control::default();
+        s.on_attach(0, 0, 0, ctl);
+        assert_eq!(select_at(&mut s, 0, &[(0, 10)], &view(0, a), ctl), Ok(0));
+        assert_eq!(select_at(&mut s, 0, &[(0, 10)], &view(1, a), ctl), Ok(0));
+        s.on_attach(0, 0, 1, ctl);
+        assert!(s.is_draining_for(ha, 1));
+        // Redelivered (a nack's delay over): one of two pending acks gone, still draining.
+        s.on_returned(0, 0, &view(0, a), ctl);
+        assert!(s.is_draining_for(ha, 1));
+        // Consumer 1 leaves: `a` comes back to 0, which holds its message: no draining.
+        s.on_detach(0, 0, 1, ctl);
+        assert!(!s.is_draining_for(ha, 0));
+        assert_eq!(select_at(&mut s, 0, &[(0, 10)], &view(0, a), ctl), Ok(0));
+        // 1 joins again, then 0 leaves: its pending acks go with it, 1 is served at once.
+        s.on_attach(0, 0, 1, ctl);
+        assert!(s.is_draining_for(ha, 1));
+        s.on_detach(0, 0, 0, ctl);
+        assert!(!s.is_draining_for(ha, 1));
+        assert_eq!(select_at(&mut s, 0, &[(1, 10)], &view(0, a), ctl), Ok(1));
+        // With allowOutOfOrderDelivery nothing drains.
+        let mut s = key_shared_on(Dispatcher::DrainingHashes, SelectorKind::AutoSplit, true);
+        s.on_attach(0, 0, 0, ctl);
+        assert_eq!(select_at(&mut s, 0, &[(0, 10)], &view(0, a), ctl), Ok(0));
+        s.on_attach(0, 0, 1, ctl);
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 10), (1, 10)], &view(1, a), ctl),
+            Ok(1)
+        );
+    }
+
     /// A consumer without permits gets nothing (its keys wait, others go on).
     #[test]
     fn a_full_consumer_holds_only_its_keys() {
@@ -965,8 +1257,24 @@ factor = 100
     }
 
     /// 3000 messages over 40 keys at `rate` per second to four consumers (10ms per message) with
-    /// a receiver queue of `prefetch`, on the `pulsar` flavour.
+    /// a receiver queue of `prefetch`, on the `pulsar` flavour (its current release).
     fn pulsar(strategies: &str, rate: u32, prefetch: u32, extra: &str) -> sim::Scenario {
+        pulsar_on("", strategies, rate, prefetch, extra)
+    }
+
+    /// [`pulsar`] on release line `version` (`""`: the default).
+    fn pulsar_on(
+        version: &str,
+        strategies: &str,
+        rate: u32,
+        prefetch: u32,
+        extra: &str,
+    ) -> sim::Scenario {
+        let version = if version.is_empty() {
+            String::new()
+        } else {
+            format!("version = \"{version}\"")
+        };
         scenario(&format!(
             r#"
 flavour = "pulsar"
@@ -977,6 +1285,7 @@ rate = "{rate}/s"
 keys = 40
 [[broker]]
 name = "pulsar"
+{version}
 [consumers]
 count = 4
 prefetch = {prefetch}
@@ -1046,16 +1355,91 @@ for = "1s"
         }
     }
 
-    /// Weakness (3.x, what PIP-282 fixes in 4.0): with a small receiver queue under load, a
-    /// message held because its consumer was full counts as read; when the key moves to a
-    /// joining consumer, that message is older than the join position and goes to the joiner
+    /// Weakness (3.x, what PIP-282 and PIP-379 fix in 4.0): with a small receiver queue under
+    /// load, a message held because its consumer was full counts as read; when the key moves to
+    /// a joining consumer, that message is older than the join position and goes to the joiner
     /// at once, while the old owner still has an earlier one of its key queued.
     #[test]
     fn a_held_message_goes_to_the_joiner_before_an_earlier_one() {
-        let sc = pulsar(r#""pulsar_key_shared""#, 350, 50, CRASHES_AND_LEAVES);
+        for version in ["3.0", "3.3"] {
+            let sc = pulsar_on(
+                version,
+                r#""pulsar_key_shared""#,
+                350,
+                50,
+                CRASHES_AND_LEAVES,
+            );
+            for seed in 1..=2 {
+                let m = run(&sc, "pulsar_key_shared", seed);
+                assert!(m.ordering_violations > 0, "{version} seed {seed}: {m:?}");
+            }
+        }
+    }
+
+    /// 4.0 on (the default): the same run keeps every key in order. A key that moves is
+    /// draining while the consumer it left has unacknowledged messages of it, so the held
+    /// message waits for the earlier one's ack however old it is (`DrainingHashesTracker`).
+    #[test]
+    fn draining_hashes_keep_a_held_message_behind_the_earlier_one() {
+        for version in ["", "4.0", "5.0"] {
+            let sc = pulsar_on(
+                version,
+                r#""pulsar_key_shared""#,
+                350,
+                50,
+                CRASHES_AND_LEAVES,
+            );
+            for seed in 1..=2 {
+                let m = run(&sc, "pulsar_key_shared", seed);
+                assert!(m.coverage.reassignments > 0, "keys moved");
+                assert_eq!(m.ordering_violations, 0, "{version:?} seed {seed}: {m:?}");
+                assert_eq!(m.final_state_mismatches, 0, "{version:?} seed {seed}");
+                assert_eq!(m.applied, 3000);
+            }
+        }
+    }
+
+    /// The price of 3.x's gate next to 4.x's draining: a message nacked in a database outage
+    /// waits a minute at its consumer (the client's `negativeAckRedeliveryDelay`), holding the
+    /// mark-delete position back. A consumer that joins meanwhile (3.x) gets none of its keys'
+    /// new messages until that minute is over; from 4.0 it waits only for the keys it took
+    /// whose messages are still pending at the consumer it took them from.
+    #[test]
+    fn a_nacked_message_stalls_a_joiners_keys_in_3x_only() {
+        let faults = r#"
+[[fault]]
+kind = "db_outage"
+at = "2s"
+for = "200ms"
+[[fault]]
+kind = "consumer_leave"
+consumer = 3
+at = "4s"
+for = "1s"
+"#;
         for seed in 1..=2 {
-            let m = run(&sc, "pulsar_key_shared", seed);
-            assert!(m.ordering_violations > 0, "seed {seed}: {m:?}");
+            let old = run(
+                &pulsar_on("3.3", r#""pulsar_key_shared""#, 200, 1000, faults),
+                "pulsar_key_shared",
+                seed,
+            );
+            let new = run(
+                &pulsar(r#""pulsar_key_shared""#, 200, 1000, faults),
+                "pulsar_key_shared",
+                seed,
+            );
+            assert!(old.redeliveries > 0 && new.redeliveries > 0);
+            assert!(
+                old.latency_ms.p99 > 20_000.0,
+                "3.x: the joiner's keys wait for the nacks: {:?}",
+                old.latency_ms
+            );
+            assert!(
+                new.latency_ms.p99 < old.latency_ms.p99 / 2.0,
+                "4.x: {:?} against 3.x {:?}",
+                new.latency_ms,
+                old.latency_ms
+            );
         }
     }
 

@@ -91,8 +91,9 @@ pub enum Flavour {
     /// Apache Kafka (a partitioned log; consumer groups commit offsets), with Spring Kafka's
     /// default error handler.
     Kafka,
-    /// Apache Pulsar 3.x with the Java client: negative acks redelivered after a minute, no ack
-    /// timeout, unlimited redeliveries unless a `DeadLetterPolicy` is set.
+    /// Apache Pulsar with the Java client: negative acks redelivered after a minute, no ack
+    /// timeout, unlimited redeliveries unless a `DeadLetterPolicy` is set. Versioned
+    /// ([`Flavour::versions`]): 3.x or 4.0 on (the Key_Shared dispatcher), 5.0 by default.
     Pulsar,
     /// RabbitMQ with a classic queue: requeue to the original position, no delivery limit.
     Rabbitmq,
@@ -368,6 +369,38 @@ impl Flavour {
     /// How many queued messages dispatch looks at ([`Defaults`]).
     pub fn page_size(self) -> u32 {
         self.defaults().page_size
+    }
+
+    /// The release lines a `[[broker]] version` may name for this product, oldest first, where
+    /// the model's behaviour depends on the version (empty: it does not, and `version` is
+    /// refused). The last is the current release, the default. One list per product, decided
+    /// here: a flavour gains versions by adding its line, its strategies read
+    /// [`crate::Scenario::broker_version`].
+    pub const fn versions(self) -> &'static [&'static str] {
+        match self {
+            // Key_Shared: 3.x's "recently joined consumers" gate (3.0 LTS, 3.3); PIP-379's
+            // draining hashes from 4.0 on (4.0 LTS, 4.1, 4.2; 5.0 removed the classic
+            // dispatcher, #26687). 5.0 is the current release (5.0.1 on Maven Central).
+            Flavour::Pulsar => &["3.0", "3.3", "4.0", "4.1", "4.2", "5.0"],
+            Flavour::Activemq
+            | Flavour::Artemis
+            | Flavour::IbmMq
+            | Flavour::Weblogic
+            | Flavour::Sqs
+            | Flavour::Kafka
+            | Flavour::Rabbitmq
+            | Flavour::RabbitmqQuorum
+            | Flavour::Servicebus => &[],
+        }
+    }
+
+    /// The current release ([`Flavour::versions`]' last): the default `version`; None for a
+    /// product without versions.
+    pub const fn default_version(self) -> Option<&'static str> {
+        match self.versions() {
+            [.., last] => Some(last),
+            [] => None,
+        }
     }
 
     /// The name a scenario file uses.
@@ -1010,6 +1043,55 @@ mod tests {
         )
         .unwrap();
         assert_eq!(sc.flavour, FlavourChoice::Product(Flavour::Pulsar));
+    }
+
+    /// A `[[broker]] version`: the product's list, the current release by default, a friendly
+    /// error naming the allowed values, refused on a flavour without versions and under native.
+    #[test]
+    fn broker_versions_are_the_products_and_default_to_the_current_release() {
+        let file = |flavour: &str, version: &str| {
+            format!(
+                "flavour = \"{flavour}\"\nstrategies = [\"single\"]\n[workload]\nmessages = 1\nrate = \"1/s\"\n\
+                 keys = 1\n[[broker]]\nname = \"a\"\n{version}\n[consumers]\ncount = 1\nservice = \"1ms\""
+            )
+        };
+        let parse = |flavour: &str, version: &str| -> crate::scenario::Scenario {
+            toml::from_str(&file(flavour, version)).unwrap()
+        };
+        let problems = |sc: &crate::scenario::Scenario| {
+            crate::scenario::validate(sc)
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        assert_eq!(Flavour::Pulsar.default_version(), Some("5.0"));
+        assert_eq!(Flavour::Activemq.default_version(), None);
+        for f in Flavour::ALL {
+            assert_eq!(f.default_version(), f.versions().last().copied());
+        }
+        let sc = parse("pulsar", "");
+        assert_eq!(sc.broker_version(0), Some("5.0"));
+        assert_eq!(problems(&sc), "");
+        let sc = parse("pulsar", "version = \"3.3\"");
+        assert_eq!(sc.broker_version(0), Some("3.3"));
+        assert_eq!(problems(&sc), "");
+        let bad = problems(&parse("pulsar", "version = \"3.11\""));
+        assert!(
+            bad.contains("broker[0].version") || bad.contains("version"),
+            "{bad}"
+        );
+        assert!(bad.contains("\"3.3\"") && bad.contains("\"5.0\""), "{bad}");
+        let sc = parse("activemq", "version = \"5.18\"");
+        assert_eq!(sc.broker_version(0), None);
+        assert!(
+            problems(&sc).contains("leave `version` out"),
+            "{}",
+            problems(&sc)
+        );
+        assert_eq!(problems(&parse("activemq", "")), "");
+        let native = problems(&parse("native", "version = \"4.0\""));
+        assert!(native.contains("native"), "{native}");
     }
 
     /// RabbitMQ: a classic queue requeues to the original position and has no delivery limit;

@@ -439,6 +439,12 @@ pub struct Broker {
     /// flavour's (`failback` in [`Flavour::defaults`]). Set on either member of a pair.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failback: Option<bool>,
+    /// The broker product's release line (`"3.3"`, `"4.0"`...), for a flavour whose behaviour
+    /// depends on it: one of [`Flavour::versions`]; refused on a flavour without versions.
+    /// Absent: the current release ([`Flavour::default_version`]). Read it through
+    /// [`Scenario::broker_version`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 /// Network of brokers: how a broker's messages reach consumers attached to another broker.
@@ -907,6 +913,20 @@ impl Scenario {
     /// `[lease]` with the flavour's defaults filled in: None when deliveries are not leased.
     pub fn lease_policy(&self) -> Option<LeasePolicy> {
         LeasePolicy::resolve(self.flavour.product(), &self.lease)
+    }
+
+    /// The release line broker `i` runs: its `version`, else the flavour's current release;
+    /// None on a flavour without versions (or under `native`, before [`Scenario::on_flavour`]).
+    pub fn broker_version(&self, i: usize) -> Option<&str> {
+        let product = match self.flavour {
+            FlavourChoice::Product(f) => f,
+            FlavourChoice::Native => return None,
+        };
+        product.default_version()?;
+        self.brokers
+            .get(i)
+            .and_then(|b| b.version.as_deref())
+            .or(product.default_version())
     }
 
     /// Index of a broker by name.

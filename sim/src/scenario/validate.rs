@@ -44,6 +44,38 @@ fn probability(v: f64) -> bool {
     v.is_finite() && (0.0..=1.0).contains(&v)
 }
 
+/// Why `[[broker]] version = v` does not fit `flavour` (None: it does).
+fn version_problem(flavour: super::FlavourChoice, v: &str) -> Option<String> {
+    let f =
+        match flavour {
+            super::FlavourChoice::Product(f) => f,
+            super::FlavourChoice::Native => return Some(
+                "a version is one broker product's: set `flavour` to that product (not \"native\")"
+                    .into(),
+            ),
+        };
+    let allowed = f.versions();
+    if allowed.is_empty() {
+        return Some(format!(
+            "flavour {:?} does not depend on its version here: leave `version` out",
+            f.name()
+        ));
+    }
+    if allowed.contains(&v) {
+        return None;
+    }
+    let list = allowed
+        .iter()
+        .map(|a| format!("{a:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(format!(
+        "{v:?} is not a {} version this model knows: one of {list} (default {:?}, the current release)",
+        f.name(),
+        f.default_version().unwrap_or_default()
+    ))
+}
+
 /// All problems of meaning in `s` (empty when it is valid).
 pub fn validate(s: &Scenario) -> Vec<FieldError> {
     let mut e = Vec::new();
@@ -213,6 +245,11 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
         }
         if let Some(Err(m)) = b.restart_time.as_ref().map(|d| d.0.check()) {
             err(path("restart_time"), m);
+        }
+        if let Some(v) = &b.version {
+            if let Some(m) = version_problem(s.flavour, v) {
+                err(path("version"), m);
+            }
         }
     }
     let names: std::collections::BTreeSet<&str> =
