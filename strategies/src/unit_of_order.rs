@@ -25,14 +25,20 @@
 //!   routing (`routing = "none"`) every broker is its own destination: the state is kept per
 //!   (broker, unit), and two servers holding messages of one name serve them independently, which
 //!   is exactly why UoO "does not work" for a clustered HA setup whose producers fail over between
-//!   servers ([Coherence+Hibernate]). On a distributed queue (hash or Path Service routing) a
-//!   unit's messages "reside on only one physical member", so the unit has one state for the whole
-//!   queue. This matters only when the engine moves messages between brokers itself: its
-//!   store-and-forward (ActiveMQ's network of brokers) sends a member's messages to a member with
-//!   consumers, which a WebLogic distributed queue does not do by default (Forward Delay -1).
-//!   Per-member state would then let the origin member, once it has consumers again, serve a unit's
-//!   newer messages while its older ones wait at the other member; a queue-wide state keeps them in
-//!   one line, as the documented invariant implies.
+//!   servers ([Coherence+Hibernate]). On a distributed queue each member is a destination of its
+//!   own, and a unit's messages "reside on only one physical member" only because routing sends
+//!   them all there; nothing coordinates a unit across members. So the state is kept per (member
+//!   the message was *routed to*, unit). Until a membership change (the `member_leave` fault) every
+//!   unit has one member, and this is one state per unit for the whole queue: messages the engine
+//!   moves between brokers itself (ActiveMQ's network of brokers, `idle_forward`; a WebLogic
+//!   distributed queue does not forward by default, Forward Delay -1) stay in line with the rest
+//!   of their unit, as the documented invariant implies, rather than being served independently by
+//!   the broker they were moved to. After a leave moves a unit ([W2]: the unit goes to another
+//!   member), its new member serves its new messages while the old one still holds the earlier
+//!   ones, which is how hash routing loses order across a reconfiguration. The documents support
+//!   the per-member reading: a unit is defined "within a destination", and an administrator who
+//!   moves a unit's messages to another destination "violate[s] the delivery rules" ([WebLogic
+//!   UoO], on JMS message management).
 //!
 //! - **Routing** (producer side) on a distributed queue, all `[[broker]]`s being its members, in
 //!   file order. The producer's connected server is irrelevant to where a unit's message goes
@@ -48,7 +54,11 @@
 //!     correlate with the workload's `key % producers` ownership (a plain `key % members` would
 //!     put all of one producer's units on one member when producers = members). If the member is
 //!     down the send fails with `JMSOrderException` and is *not* rerouted (Oracle's own test
-//!     [W2]: sends failed while the member was configured but shut down).
+//!     [W2]: sends failed while the member was configured but shut down). The member list is the
+//!     destination's configuration: a `member_leave` takes a member out of it (the hash then
+//!     picks each of its units' next-best member: rendezvous hashing moves only those) and puts
+//!     it back at the window's end (they move back) [W2][W5]; with no member listed every unit
+//!     send fails.
 //!   - `routing = "path_service"`: a persistent map unit -> member. A unit's first send picks the
 //!     member load-balanced (round-robin over the members that are up) and records it; every
 //!     later send goes to the recorded member, failing while it is down. Every unit send needs
@@ -57,7 +67,10 @@
 //!     `path_service_migratable = true` (the recommended migratable target, "so that a member
 //!     server will not be a single point of failure" [W3]): then it is available while any server
 //!     is up (migration is taken as instantaneous, a simplification in the Path Service's favour).
-//!     Entries never expire (simplification).
+//!     Entries never expire (simplification). A member out of the list (`member_leave`) gets no
+//!     new units, and its recorded units' sends fail until it is back (an assumption: the
+//!     documents say the map is persistent, not what it does with a removed member), so the
+//!     Path Service keeps order through a reconfiguration where hash routing does not.
 //!   - `routing = "none"`: a single server (or independent servers): plain sends to the connected
 //!     broker.
 //!
@@ -136,12 +149,13 @@ const NO_CONSUMER: u32 = u32::MAX;
 /// No member listed to route to.
 const NO_MEMBER: u16 = u16::MAX;
 
-/// One unit (at one broker without routing; queue-wide with routing).
 /// Shows an unset `path_service_broker` as what it means.
 fn first_broker<S: serde::Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(v.as_deref().unwrap_or("(first broker)"))
 }
 
+/// One unit at one member (the dispatching broker without routing; the member its messages were
+/// routed to with hash routing; the whole queue with the Path Service).
 #[derive(Clone, Copy, Debug)]
 struct UnitState {
     /// The message whose processing is not complete (NONE_ID: the unit is free).
@@ -150,7 +164,8 @@ struct UnitState {
     consumer: u32,
     /// The broker that dispatched it.
     broker: u16,
-    /// Brokers where a message of the unit was held since (bit b: broker b; queue-wide scope).
+    /// Brokers where a message of the unit was held since (bit b: broker b; a broker other than
+    /// the dispatching one holds it after the engine's store-and-forward).
     held_at: u64,
 }
 
