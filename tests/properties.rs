@@ -70,7 +70,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             0u32..=3,
             any::<bool>(),
         ),
-        prop::collection::vec((0u8..13, 1u32..=60, 10u32..=3000), 0..4),
+        prop::collection::vec((0u8..14, 1u32..=60, 10u32..=3000), 0..4),
         (0u8..3, 0usize..11, 0u8..3),
         (0u8..3, 0u8..4, 0u8..3, 0u8..4, 0u8..3, 0u8..4),
         (
@@ -283,6 +283,7 @@ fn toml_of(g: &Gen) -> String {
             "send_error",
             "send_timeout",
             "reset_groups",
+            "member_leave",
         ][kind as usize];
         writeln!(s, "[[fault]]\nkind = \"{kind}\"\nrate = \"{per_min}/min\"").unwrap();
         if kind == "add_partitions" {

@@ -75,6 +75,11 @@ pub enum FaultKind {
     /// instant: ActiveMQ's JMX `removeAllMessageGroups`, Artemis's `resetAllGroups`. Every group
     /// loses its owner; messages already delivered stay with the old owner.
     ResetGroups,
+    /// A member of a distributed destination (`broker`; absent: a random broker each time) is
+    /// taken out of its member list for `for` (absent: for good) and added back at the window's
+    /// end: routing that hashes over the members (WebLogic Unit-of-Order's hash routing) moves
+    /// its units to other members and back. The server stays up.
+    MemberLeave,
 }
 
 /// The optional `[[fault]]` fields whose meaning depends on the kind (`kind`, `at` and `rate`
@@ -90,7 +95,7 @@ pub const FIELD_DOCS: [(&str, &str); 12] = [
     ("at", "scripted: its start time"),
     ("rate", "random: mean occurrences per unit of time during the fault window (at most 1000/s)"),
     ("for", "how long it lasts: a duration, or a duration distribution; absent: never heals"),
-    ("broker", "the target broker, by name (`broker_crash`: absent with `rate`, a random broker each time; `dlq_replay`, `reset_groups`: absent, every broker)"),
+    ("broker", "the target broker, by name (`broker_crash`, `member_leave`: absent, a random broker each time; `dlq_replay`, `reset_groups`: absent, every broker)"),
     ("consumer", "the target consumer index, from 0; absent: a random consumer each time"),
     ("producer", "the target producer index, from 0 (`clock_skew`: absent, a random producer each time; `send_error`, `send_timeout`: absent, every producer)"),
     ("factor", "the service-time multiplier, in (0, 1e6]"),
@@ -211,7 +216,7 @@ fn no_default(_: &mut Fault) {}
 
 impl FaultKind {
     /// Every kind, in the order `sim list`, validation messages and `sim explore` use.
-    pub const ALL: [FaultKind; 16] = [
+    pub const ALL: [FaultKind; 17] = [
         FaultKind::BrokerCrash,
         FaultKind::ConsumerCrash,
         FaultKind::NetworkBlip,
@@ -228,6 +233,7 @@ impl FaultKind {
         FaultKind::SendError,
         FaultKind::SendTimeout,
         FaultKind::ResetGroups,
+        FaultKind::MemberLeave,
     ];
 
     /// Its description.
@@ -381,6 +387,13 @@ impl FaultKind {
                 random_needs_duration: false,
                 ..NODE
             },
+            FaultKind::MemberLeave => KindSpec {
+                name: "member_leave",
+                doc: "a member of a distributed destination (`broker`; absent: a random broker each time) is removed from its member list, its server staying up, and added back after `for` (absent: for good): WebLogic's uniform distributed queue, whose members follow its targeting. `unit_of_order`'s hash routing hashes each unit over the members in the list, so the leaving member's units go to other members from the next send, while their earlier messages are still on it; the re-add moves them back [W2][W5]. Each member keeps its own units' state, so a unit split over two members may be delivered out of order. The Path Service's map keeps a unit's recorded member: its sends fail while that member is out (and are retried), new units are load-balanced over the members in the list. Nothing else routes by member: the other strategies ignore it",
+                summary: "a member leaves a distributed destination's member list (its server stays up) and is added back after `for`: `unit_of_order`'s hash routing moves its units away and back",
+                fields: &["broker"],
+                ..NODE
+            },
         }
     }
 
@@ -498,6 +511,12 @@ pub enum FaultAction {
         /// Broker index, or every broker.
         broker: Option<u16>,
     },
+    /// Broker `broker` leaves the distributed destination's member list (and is added back at
+    /// the fault's end).
+    MemberLeave {
+        /// Broker index.
+        broker: u16,
+    },
 }
 
 impl FaultAction {
@@ -520,6 +539,7 @@ impl FaultAction {
             FaultAction::SendError { .. } => FaultKind::SendError,
             FaultAction::SendTimeout { .. } => FaultKind::SendTimeout,
             FaultAction::ResetGroups { .. } => FaultKind::ResetGroups,
+            FaultAction::MemberLeave { .. } => FaultKind::MemberLeave,
         }
     }
 
@@ -529,6 +549,7 @@ impl FaultAction {
         use crate::history::Node;
         match *self {
             FaultAction::BrokerCrash { broker }
+            | FaultAction::MemberLeave { broker }
             | FaultAction::DlqReplay {
                 broker: Some(broker),
             }
@@ -616,7 +637,7 @@ impl FaultPlan {
                     ..Fault::of(p.action.kind())
                 };
                 match p.action {
-                    FaultAction::BrokerCrash { broker } => {
+                    FaultAction::BrokerCrash { broker } | FaultAction::MemberLeave { broker } => {
                         f.broker = Some(s.brokers[broker as usize].name.clone())
                     }
                     FaultAction::ConsumerCrash { consumer }
@@ -664,12 +685,16 @@ fn instance<R: Rng>(s: &Scenario, f: &Fault, source: usize, at: Time, rng: &mut 
         f.consumer
             .unwrap_or_else(|| rng.random_range(0..s.consumers.count))
     };
+    let broker = |rng: &mut R| match &f.broker {
+        Some(n) => s.broker_index(n).expect("validated broker name") as u16,
+        None => rng.random_range(0..s.brokers.len()) as u16,
+    };
     let action = match f.kind {
         FaultKind::BrokerCrash => FaultAction::BrokerCrash {
-            broker: match &f.broker {
-                Some(n) => s.broker_index(n).expect("validated broker name") as u16,
-                None => rng.random_range(0..s.brokers.len()) as u16,
-            },
+            broker: broker(rng),
+        },
+        FaultKind::MemberLeave => FaultAction::MemberLeave {
+            broker: broker(rng),
         },
         FaultKind::ConsumerCrash => FaultAction::ConsumerCrash {
             consumer: consumer(rng),
@@ -746,7 +771,7 @@ impl PlannedFault {
             self.action.kind().name()
         );
         match self.action {
-            FaultAction::BrokerCrash { broker } => {
+            FaultAction::BrokerCrash { broker } | FaultAction::MemberLeave { broker } => {
                 line.push_str(&format!(" broker {}", s.brokers[broker as usize].name))
             }
             FaultAction::ConsumerCrash { consumer }

@@ -289,6 +289,11 @@ pub enum WorldChange {
     /// An operator reset the message groups of this broker's queue (the `reset_groups` fault):
     /// every group loses its owner; what was already dispatched stays where it is.
     GroupsReset(u16),
+    /// This broker left the distributed destination's member list (the `member_leave` fault):
+    /// routing by member must pick among the others; the server stays up.
+    MemberLeft(u16),
+    /// This broker is a member again (the `member_leave` fault's end).
+    MemberJoined(u16),
 }
 
 /// One request of a strategy to the engine (see the [`Control`] methods that make them).

@@ -364,7 +364,9 @@ impl Strategy for CachePessimistic {
             | WorldChange::BrokerCrashed(_)
             | WorldChange::BrokerRestarted(_)
             | WorldChange::PartitionsAdded(_)
-            | WorldChange::GroupsReset(_) => {}
+            | WorldChange::GroupsReset(_)
+            | WorldChange::MemberLeft(_)
+            | WorldChange::MemberJoined(_) => {}
         }
     }
 }

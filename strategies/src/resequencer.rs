@@ -1286,7 +1286,9 @@ impl Strategy for Resequencer {
             | WorldChange::BrokerCrashed(_)
             | WorldChange::BrokerRestarted(_)
             | WorldChange::PartitionsAdded(_)
-            | WorldChange::GroupsReset(_) => {}
+            | WorldChange::GroupsReset(_)
+            | WorldChange::MemberLeft(_)
+            | WorldChange::MemberJoined(_) => {}
         }
     }
 }

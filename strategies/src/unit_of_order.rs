@@ -25,14 +25,20 @@
 //!   routing (`routing = "none"`) every broker is its own destination: the state is kept per
 //!   (broker, unit), and two servers holding messages of one name serve them independently, which
 //!   is exactly why UoO "does not work" for a clustered HA setup whose producers fail over between
-//!   servers ([Coherence+Hibernate]). On a distributed queue (hash or Path Service routing) a
-//!   unit's messages "reside on only one physical member", so the unit has one state for the whole
-//!   queue. This matters only when the engine moves messages between brokers itself: its
-//!   store-and-forward (ActiveMQ's network of brokers) sends a member's messages to a member with
-//!   consumers, which a WebLogic distributed queue does not do by default (Forward Delay -1).
-//!   Per-member state would then let the origin member, once it has consumers again, serve a unit's
-//!   newer messages while its older ones wait at the other member; a queue-wide state keeps them in
-//!   one line, as the documented invariant implies.
+//!   servers ([Coherence+Hibernate]). On a distributed queue each member is a destination of its
+//!   own, and a unit's messages "reside on only one physical member" only because routing sends
+//!   them all there; nothing coordinates a unit across members. So the state is kept per (member
+//!   the message was *routed to*, unit). Until a membership change (the `member_leave` fault) every
+//!   unit has one member, and this is one state per unit for the whole queue: messages the engine
+//!   moves between brokers itself (ActiveMQ's network of brokers, `idle_forward`; a WebLogic
+//!   distributed queue does not forward by default, Forward Delay -1) stay in line with the rest
+//!   of their unit, as the documented invariant implies, rather than being served independently by
+//!   the broker they were moved to. After a leave moves a unit ([W2]: the unit goes to another
+//!   member), its new member serves its new messages while the old one still holds the earlier
+//!   ones, which is how hash routing loses order across a reconfiguration. The documents support
+//!   the per-member reading: a unit is defined "within a destination", and an administrator who
+//!   moves a unit's messages to another destination "violate[s] the delivery rules" ([WebLogic
+//!   UoO], on JMS message management).
 //!
 //! - **Routing** (producer side) on a distributed queue, all `[[broker]]`s being its members, in
 //!   file order. The producer's connected server is irrelevant to where a unit's message goes
@@ -48,7 +54,11 @@
 //!     correlate with the workload's `key % producers` ownership (a plain `key % members` would
 //!     put all of one producer's units on one member when producers = members). If the member is
 //!     down the send fails with `JMSOrderException` and is *not* rerouted (Oracle's own test
-//!     [W2]: sends failed while the member was configured but shut down).
+//!     [W2]: sends failed while the member was configured but shut down). The member list is the
+//!     destination's configuration: a `member_leave` takes a member out of it (the hash then
+//!     picks each of its units' next-best member: rendezvous hashing moves only those) and puts
+//!     it back at the window's end (they move back) [W2][W5]; with no member listed every unit
+//!     send fails.
 //!   - `routing = "path_service"`: a persistent map unit -> member. A unit's first send picks the
 //!     member load-balanced (round-robin over the members that are up) and records it; every
 //!     later send goes to the recorded member, failing while it is down. Every unit send needs
@@ -57,7 +67,10 @@
 //!     `path_service_migratable = true` (the recommended migratable target, "so that a member
 //!     server will not be a single point of failure" [W3]): then it is available while any server
 //!     is up (migration is taken as instantaneous, a simplification in the Path Service's favour).
-//!     Entries never expire (simplification).
+//!     Entries never expire (simplification). A member out of the list (`member_leave`) gets no
+//!     new units, and its recorded units' sends fail until it is back (an assumption: the
+//!     documents say the map is persistent, not what it does with a removed member), so the
+//!     Path Service keeps order through a reconfiguration where hash routing does not.
 //!   - `routing = "none"`: a single server (or independent servers): plain sends to the connected
 //!     broker.
 //!
@@ -83,9 +96,10 @@
 use serde::{Deserialize, Serialize};
 use sim::scenario::RedeliveryMode;
 use sim::strategy::{
-    Control, DispatchCtx, Handler, MsgView, Outcome, Route, RouteCtx, Select, Strategy,
+    Control, DispatchCtx, Handler, MsgView, Outcome, Route, RouteCtx, Select, Strategy, WorldChange,
 };
 use sim::time::Time;
+use std::collections::HashMap;
 
 /// How a unit's messages are routed to the members of the distributed queue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -132,13 +146,16 @@ pub struct UnitOfOrderParams {
 /// No message / no consumer.
 const NONE_ID: u64 = u64::MAX;
 const NO_CONSUMER: u32 = u32::MAX;
+/// No member listed to route to.
+const NO_MEMBER: u16 = u16::MAX;
 
-/// One unit (at one broker without routing; queue-wide with routing).
 /// Shows an unset `path_service_broker` as what it means.
 fn first_broker<S: serde::Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(v.as_deref().unwrap_or("(first broker)"))
 }
 
+/// One unit at one member (the dispatching broker without routing; the member its messages were
+/// routed to with hash routing; the whole queue with the Path Service).
 #[derive(Clone, Copy, Debug)]
 struct UnitState {
     /// The message whose processing is not complete (NONE_ID: the unit is free).
@@ -147,7 +164,8 @@ struct UnitState {
     consumer: u32,
     /// The broker that dispatched it.
     broker: u16,
-    /// Brokers where a message of the unit was held since (bit b: broker b; queue-wide scope).
+    /// Brokers where a message of the unit was held since (bit b: broker b; a broker other than
+    /// the dispatching one holds it after the engine's store-and-forward).
     held_at: u64,
 }
 
@@ -164,14 +182,29 @@ pub struct UnitOfOrder {
     params: UnitOfOrderParams,
     keys: usize,
     brokers: usize,
-    /// Without routing, one state per (broker, unit): `units[broker * keys + unit]`; with
-    /// routing, one per unit: `units[unit]`.
-    per_broker: bool,
+    /// One state per (member, unit), `units[member * keys + unit]`, where the member is the
+    /// dispatching broker without routing, and with hash routing the member the message was
+    /// routed to; the Path Service never moves a unit, so one state per unit, `units[unit]`.
+    per_member: bool,
     units: Vec<UnitState>,
     /// Round-robin dispatch, as `competing`.
     dispatch: crate::Competing,
-    /// Hash routing: the member of each unit.
+    /// Hash routing: the member of each unit over the members listed now (`NO_MEMBER`: none).
     hash_member: Vec<u16>,
+    /// Hash routing: the member of each unit over every configured member (where every message
+    /// routed before the first `member_leave` went).
+    first_member: Vec<u16>,
+    /// Hash routing: a member has left the list at some point, so a unit may have messages on two
+    /// members; from then on each routed message's member is recorded in `homes`.
+    reconfigured: bool,
+    /// Hash routing after a membership change: the member each unsettled message was routed to
+    /// (looked up by id, never iterated; removed when the message settles).
+    homes: HashMap<u64, u16>,
+    /// The members' names, in file order (hash routing hashes them).
+    names: Vec<String>,
+    /// Whether each broker is in the distributed destination's member list now (the
+    /// `member_leave` fault takes one out for its window).
+    listed: Vec<bool>,
     /// Path Service: the recorded member of each unit.
     path: Vec<Option<u16>>,
     /// Path Service: the next member in the load-balancing rotation.
@@ -191,6 +224,13 @@ fn fnv1a(parts: &[&[u8]]) -> u64 {
 
 /// Rendezvous hashing: the member with the highest `fnv1a(unit ++ name)`; ties go to the earlier.
 pub fn hash_member(unit: u32, members: &[&str]) -> u16 {
+    hash_member_among(unit, members, |_| true).unwrap_or(0)
+}
+
+/// [`hash_member`] over the members `listed` keeps (by index): a member taken out of the list
+/// gives its units to their next-highest scores, the others' units stay (rendezvous hashing).
+/// None when no member is listed.
+fn hash_member_among(unit: u32, members: &[&str], listed: impl Fn(usize) -> bool) -> Option<u16> {
     fn fmix64(mut h: u64) -> u64 {
         h ^= h >> 33;
         h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
@@ -199,17 +239,17 @@ pub fn hash_member(unit: u32, members: &[&str]) -> u16 {
         h ^ (h >> 33)
     }
     let key = unit.to_le_bytes();
-    let mut best = (0u64, 0u16);
-    for (i, name) in members.iter().enumerate() {
+    let mut best: Option<(u64, u16)> = None;
+    for (i, name) in members.iter().enumerate().filter(|(i, _)| listed(*i)) {
         // FNV-1a alone mixes its last input byte poorly: names that differ only in their last
         // byte ("a", "b", "c") would split units 50/25/25. A 64-bit finaliser (MurmurHash3's
         // fmix64) spreads every input bit over the score.
         let score = fmix64(fnv1a(&[&key, name.as_bytes()]));
-        if i == 0 || score > best.0 {
-            best = (score, i as u16);
+        if best.is_none_or(|(b, _)| score > b) {
+            best = Some((score, i as u16));
         }
     }
-    best.1
+    best.map(|(_, i)| i)
 }
 
 impl UnitOfOrder {
@@ -230,10 +270,13 @@ impl UnitOfOrder {
         };
         let keys = keys as usize;
         let brokers = members.len();
-        let per_broker = params.routing == Routing::None;
-        let scopes = if per_broker { brokers } else { 1 };
+        let per_member = params.routing != Routing::PathService;
+        let scopes = if per_member { brokers } else { 1 };
         Ok(UnitOfOrder {
             hash_member: (0..keys as u32).map(|u| hash_member(u, members)).collect(),
+            first_member: (0..keys as u32).map(|u| hash_member(u, members)).collect(),
+            names: members.iter().map(|m| m.to_string()).collect(),
+            listed: vec![true; members.len()],
             path: vec![None; keys],
             path_next: 0,
             path_host,
@@ -241,26 +284,43 @@ impl UnitOfOrder {
             dispatch: crate::Competing::new(brokers),
             keys,
             brokers,
-            per_broker,
+            per_member,
+            reconfigured: false,
+            homes: HashMap::new(),
             non_blocking,
             params,
         })
     }
 
-    /// The state of `unit` as seen from `broker`.
+    /// The state of `msg`'s unit `unit` dispatched by `broker`: the dispatching broker's without
+    /// routing; with hash routing, the state at the member `msg` was routed to (a broker that got
+    /// it by the engine's store-and-forward serves it under its member's state); with the Path
+    /// Service, the unit's only state.
     #[inline]
-    fn idx(&self, broker: u16, unit: u32) -> usize {
-        if self.per_broker {
-            broker as usize * self.keys + unit as usize
+    fn idx(&self, broker: u16, msg: &MsgView, unit: u32) -> usize {
+        let member = match self.params.routing {
+            Routing::None => broker,
+            Routing::PathService => return unit as usize,
+            Routing::Hash => self.home(msg.id, unit),
+        };
+        member as usize * self.keys + unit as usize
+    }
+
+    /// Hash routing: the member message `id` of `unit` was routed to.
+    #[inline]
+    fn home(&self, id: u64, unit: u32) -> u16 {
+        let first = self.first_member[unit as usize];
+        if self.reconfigured {
+            self.homes.get(&id).copied().unwrap_or(first)
         } else {
-            unit as usize
+            first
         }
     }
 
     /// The states that may hold `unit`.
     #[inline]
     fn scopes(&self, unit: u32) -> impl Iterator<Item = usize> {
-        let (n, keys) = (if self.per_broker { self.brokers } else { 1 }, self.keys);
+        let (n, keys) = (if self.per_member { self.brokers } else { 1 }, self.keys);
         (0..n).map(move |b| b * keys + unit as usize)
     }
 
@@ -390,7 +450,7 @@ impl Strategy for UnitOfOrder {
                 None => Select::Stop,
             };
         };
-        let idx = self.idx(ctx.broker, u);
+        let idx = self.idx(ctx.broker, msg, u);
         let st = &mut self.units[idx];
         // Another message of the unit is not complete: this one waits (the rest of the queue
         // goes on). The incomplete message itself (back from a redelivery delay) may go.
@@ -426,7 +486,10 @@ impl Strategy for UnitOfOrder {
             Routing::None => Route::Connected,
             Routing::Hash => {
                 let m = self.hash_member[u];
-                if ctx.up[m as usize] {
+                if m != NO_MEMBER && ctx.up[m as usize] {
+                    if self.reconfigured {
+                        self.homes.insert(msg.id, m);
+                    }
                     Route::Broker(m)
                 } else {
                     self.fail()
@@ -441,14 +504,16 @@ impl Strategy for UnitOfOrder {
                 if !service_up {
                     return self.fail();
                 }
+                // A recorded member out of the list keeps its units (the map is persistent):
+                // their sends fail like sends to a member that is down.
                 match self.path[u] {
-                    Some(m) if ctx.up[m as usize] => Route::Broker(m),
+                    Some(m) if ctx.up[m as usize] && self.listed[m as usize] => Route::Broker(m),
                     Some(_) => self.fail(),
                     None => {
                         let n = self.brokers;
                         let Some(m) = (0..n)
                             .map(|k| (self.path_next + k) % n)
-                            .find(|&m| ctx.up[m])
+                            .find(|&m| ctx.up[m] && self.listed[m])
                         else {
                             return self.fail();
                         };
@@ -458,6 +523,23 @@ impl Strategy for UnitOfOrder {
                     }
                 }
             }
+        }
+    }
+
+    fn on_world(&mut self, _now: Time, change: WorldChange, _ctl: &mut Control) {
+        let (b, listed) = match change {
+            WorldChange::MemberLeft(b) => (b, false),
+            WorldChange::MemberJoined(b) => (b, true),
+            _ => return,
+        };
+        self.listed[b as usize] = listed;
+        self.reconfigured = true;
+        // Hash routing hashes over the members listed now: the leaver's units move to their
+        // next member, and back at its return. Messages already sent stay where they are.
+        let names: Vec<&str> = self.names.iter().map(String::as_str).collect();
+        let in_list = &self.listed;
+        for (u, m) in self.hash_member.iter_mut().enumerate() {
+            *m = hash_member_among(u as u32, &names, |i| in_list[i]).unwrap_or(NO_MEMBER);
         }
     }
 
@@ -501,6 +583,9 @@ impl Strategy for UnitOfOrder {
                 if self.units[i].inflight == msg.id {
                     self.complete(now, i, ctl);
                 }
+            }
+            if self.reconfigured {
+                self.homes.remove(&msg.id);
             }
         }
     }
@@ -788,6 +873,91 @@ service = {{ dist = "exponential", mean = "10ms" }}
         assert!(worst > 10, "{worst}");
     }
 
+    /// Three members (alpha, beta, gamma: 35, 29 and 36 of the 100 units by the hash), two
+    /// consumers each, 300/s for 10s. Gamma's two consumers run 4 times slower from 1s to 6s, so
+    /// a backlog of its units builds up there; `leave` is added to the faults (the operator's
+    /// `member_leave` of gamma, if any).
+    fn three_members(params: &str, leave: &str) -> Scenario {
+        scenario(&format!(
+            r#"
+strategies = ["unit_of_order"]
+[workload]
+messages = 3000
+rate = "300/s"
+keys = 100
+[producers]
+count = 3
+key_ownership = "owned"
+connect = "spread"
+reconnect_delay = "500ms"
+[[broker]]
+name = "alpha"
+[[broker]]
+name = "beta"
+[[broker]]
+name = "gamma"
+[network]
+kind = "idle_forward"
+[consumers]
+count = 6
+service = {{ dist = "exponential", mean = "15ms" }}
+connect = "spread"
+[[fault]]
+kind = "slow_consumer"
+consumer = 2
+factor = 4.0
+at = "1s"
+for = "5s"
+[[fault]]
+kind = "slow_consumer"
+consumer = 5
+factor = 4.0
+at = "1s"
+for = "5s"
+{leave}
+[strategy.unit_of_order]
+{params}
+"#
+        ))
+    }
+
+    const GAMMA_LEAVES: &str =
+        "[[fault]]\nkind = \"member_leave\"\nbroker = \"gamma\"\nat = \"4s\"\nfor = \"3s\"\n";
+
+    /// Weakness ([W2]: removing a member moves its units to another member; [WebLogic UoO]: the
+    /// hash is of the unit name and the members): gamma leaves the distributed queue at 4s with a
+    /// backlog of its units and is added back at 7s. Hash routing sends those units' new
+    /// messages to alpha and beta, which deliver them while the older ones still wait at gamma
+    /// (each member keeps its own units' state): ordering violations, none without the leave.
+    #[test]
+    fn a_member_leaving_moves_its_units_and_reorders_them_under_hash_routing() {
+        let calm = three_members("routing = \"hash\"", "");
+        let left = three_members("routing = \"hash\"", GAMMA_LEAVES);
+        for seed in 1..=2 {
+            let c = run(&calm, "unit_of_order", seed);
+            assert_eq!(c.ordering_violations, 0, "seed {seed}");
+            let m = run(&left, "unit_of_order", seed);
+            assert!(m.ordering_violations > 50, "seed {seed}: {m:?}");
+            assert_eq!(m.coverage.send_failures, 0, "seed {seed}");
+            assert_eq!(m.applied, 3000, "seed {seed}");
+        }
+    }
+
+    /// Strength: the Path Service's persistent map keeps each unit on its recorded member, so
+    /// the units recorded on gamma are not moved; their sends fail while gamma is out of the list
+    /// and the producers retry them: order holds, availability pays (the median latency).
+    #[test]
+    fn the_path_service_keeps_order_through_a_member_leave() {
+        let sc = three_members("routing = \"path_service\"", GAMMA_LEAVES);
+        for seed in 1..=2 {
+            let m = run(&sc, "unit_of_order", seed);
+            assert_eq!(m.ordering_violations, 0, "seed {seed}");
+            assert!(m.coverage.send_failures > 0, "seed {seed}");
+            assert!(m.latency_ms.p50 > 500.0, "seed {seed}: {:?}", m.latency_ms);
+            assert_eq!(m.applied, 3000, "seed {seed}");
+        }
+    }
+
     /// Messages without the UoO name belong to no unit: with several consumers they reorder.
     #[test]
     fn messages_without_a_unit_are_not_ordered() {
@@ -839,6 +1009,59 @@ service = {{ dist = "exponential", mean = "10ms" }}
         assert_eq!(s.route(&ctx(&[false, true]), &free), Route::Connected);
         // Reversing the member order does not move a unit (rendezvous hashing).
         assert!((0..50).all(|u| hash_member(u, &["b", "a"]) == 1 - hash_member(u, &members)));
+    }
+
+    /// A member leaving the list gives its units to their next member by the hash, the other
+    /// units stay; its return moves them back; with no member listed every unit send fails. The
+    /// Path Service keeps a recorded unit on its member (failing while it is out) and gives new
+    /// units to members in the list only.
+    #[test]
+    fn a_member_leaving_moves_only_its_units_and_back() {
+        let members = ["a", "b", "c"];
+        let up = [true, true, true];
+        let mut s = UnitOfOrder::new(&members, 60, false, UnitOfOrderParams::default()).unwrap();
+        let ctl = &mut Control::default();
+        s.on_world(1, WorldChange::MemberLeft(2), ctl);
+        let mut moved = 0;
+        for u in 0..60 {
+            let before = hash_member(u, &members);
+            let now = s.route(&ctx(&up), &view(u));
+            if before == 2 {
+                moved += 1;
+                assert_eq!(now, Route::Broker(hash_member(u, &["a", "b"])), "unit {u}");
+            } else {
+                assert_eq!(now, Route::Broker(before), "unit {u}");
+            }
+        }
+        assert!(moved > 10, "{moved}");
+        s.on_world(2, WorldChange::MemberJoined(2), ctl);
+        for u in 0..60 {
+            assert_eq!(
+                s.route(&ctx(&up), &view(u)),
+                Route::Broker(hash_member(u, &members))
+            );
+        }
+        for b in 0..3 {
+            s.on_world(3, WorldChange::MemberLeft(b), ctl);
+        }
+        assert_eq!(s.route(&ctx(&up), &view(0)), Route::Fail { block: true });
+
+        let params = UnitOfOrderParams {
+            routing: Routing::PathService,
+            on_send_failure: OnSendFailure::Buffer,
+            path_service_broker: None,
+            path_service_migratable: false,
+        };
+        let mut p = UnitOfOrder::new(&members, 10, false, params).unwrap();
+        assert_eq!(p.route(&ctx(&up), &view(0)), Route::Broker(0));
+        assert_eq!(p.route(&ctx(&up), &view(1)), Route::Broker(1));
+        p.on_world(1, WorldChange::MemberLeft(1), ctl);
+        assert_eq!(p.route(&ctx(&up), &view(1)), Route::Fail { block: false });
+        // A new unit skips the member out of the list.
+        assert_eq!(p.route(&ctx(&up), &view(2)), Route::Broker(2));
+        assert_eq!(p.route(&ctx(&up), &view(3)), Route::Broker(0));
+        p.on_world(2, WorldChange::MemberJoined(1), ctl);
+        assert_eq!(p.route(&ctx(&up), &view(1)), Route::Broker(1));
     }
 
     /// The Path Service records a unit's member at its first send (round-robin over members up)
@@ -939,6 +1162,31 @@ service = {{ dist = "exponential", mean = "10ms" }}
         );
         // The message in flight itself (back from a redelivery delay) may go again.
         assert!(offer(&mut s, 0, unit_msg(1, 0)).is_ok());
+    }
+
+    /// Hash routing keeps a unit's state at the member its messages were routed to ([WebLogic
+    /// UoO]: a unit is one "within a destination", and each member is a destination): before any
+    /// membership change a unit has one member, so a message the engine forwarded to another
+    /// broker still waits for its predecessor; after a leave moves the unit, the new member's
+    /// messages do not wait for the old member's.
+    #[test]
+    fn hash_routing_keeps_a_units_state_at_the_member_it_was_routed_to() {
+        let members = ["m0", "m1"];
+        let u = (0..50).find(|&u| hash_member(u, &members) == 0).unwrap();
+        let up = [true, true];
+        let mut s = UnitOfOrder::new(&members, 50, false, UnitOfOrderParams::default()).unwrap();
+        let msg = |id| MsgView { id, ..view(u) };
+        assert_eq!(s.route(&ctx(&up), &msg(1)), Route::Broker(0));
+        assert_eq!(s.route(&ctx(&up), &msg(2)), Route::Broker(0));
+        assert_eq!(offer(&mut s, 0, msg(1)), Ok(0));
+        // Message 2 forwarded to m1 by the engine: still m0's unit, held behind message 1.
+        assert_eq!(offer(&mut s, 1, msg(2)), Err(Select::Hold));
+        let ctl = &mut Control::default();
+        s.on_world(5, WorldChange::MemberLeft(0), ctl);
+        assert_eq!(s.route(&ctx(&up), &msg(3)), Route::Broker(1));
+        // Message 3 was routed to m1: m1's state of the unit, free while m0's still waits.
+        assert_eq!(offer(&mut s, 1, msg(3)), Ok(0));
+        assert_eq!(offer(&mut s, 0, msg(2)), Err(Select::Hold));
     }
 
     /// Unit 0's message 1 in flight from broker `from`; message 2 of unit 0 offered at `held`

@@ -786,6 +786,10 @@ service = "1ms"
             "{BASE}[[fault]]\nkind = \"network_blip\"\nconsumer = 0\nat = \"1s\"\nfor = \"1s\"\n"
         );
         assert!(refused(&t, &["competing"])[0].contains("network_blip"));
+        let t = format!(
+            "{BASE}[[fault]]\nkind = \"member_leave\"\nbroker = \"a\"\nat = \"1s\"\nfor = \"1s\"\n"
+        );
+        assert!(refused(&t, &["competing"])[0].contains("\"member_leave\" (staged: "));
         let t = BASE.replace(
             "service = \"1ms\"",
             "service = \"1ms\"\nsuspend_after_failures = 3",

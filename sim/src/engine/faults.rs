@@ -18,6 +18,9 @@ impl<O: Observer> Engine<'_, O> {
             FaultAction::NetworkBlip { consumer } => self.blip_start(consumer),
             FaultAction::ConsumerPause { consumer } => self.pause_start(consumer),
             FaultAction::ConsumerLeave { consumer } => self.leave_start(consumer),
+            FaultAction::MemberLeave { broker } => {
+                self.world_change(WorldChange::MemberLeft(broker))
+            }
             FaultAction::AddPartitions { count } => {
                 self.world_change(WorldChange::PartitionsAdded(count))
             }
@@ -102,6 +105,9 @@ impl<O: Observer> Engine<'_, O> {
             FaultAction::NetworkBlip { consumer } => self.blip_end(consumer),
             FaultAction::ConsumerPause { consumer } => self.pause_end(consumer),
             FaultAction::ConsumerLeave { consumer } => self.leave_end(consumer),
+            FaultAction::MemberLeave { broker } => {
+                self.world_change(WorldChange::MemberJoined(broker))
+            }
             FaultAction::DbOutage => {
                 self.w.db_down -= 1;
                 if self.w.db_down == 0 {
