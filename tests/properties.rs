@@ -46,6 +46,9 @@ struct Gen {
     max_in_flight: u32,
     idempotence: Option<bool>,
     retry_backoff: bool,
+    /// Under `rabbitmq_quorum`: 0 the defaults; else `[[broker]] version` ("3.13", "4.2",
+    /// "4.3" by `(rabbit - 1) / 2`) and `return_with` (`nack` when odd, `reject` when even).
+    rabbit: u8,
 }
 
 fn gen() -> impl Strategy<Value = Gen> {
@@ -68,7 +71,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             any::<bool>(),
         ),
         prop::collection::vec((0u8..13, 1u32..=60, 10u32..=3000), 0..4),
-        (0u8..3, 0usize..11, 0u8..3),
+        (0u8..3, 0usize..11, 0u8..3, 0u8..7),
         (0u8..3, 0u8..4, 0u8..3, 0u8..4, 0u8..3, 0u8..4),
         (0u32..=5, prop::option::of(any::<bool>()), any::<bool>()),
         prop::sample::select(vec![
@@ -94,7 +97,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 (brokers, persistent, consumers, prefetch, messages, rate, keys),
                 (poison, nb, maxr, ack, susp, cmd),
                 faults,
-                (counting, flavour, dead_letter),
+                (counting, flavour, dead_letter, rabbit),
                 (lease, crash_detection, partial_failure, requeue, receive, commit),
                 (max_in_flight, idempotence, retry_backoff),
                 strategy,
@@ -139,6 +142,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 max_in_flight,
                 idempotence,
                 retry_backoff,
+                rabbit,
             },
         )
 }
@@ -182,6 +186,7 @@ fn toml_of(g: &Gen) -> String {
     if g.retry_backoff {
         writeln!(s, "retry_backoff = \"50ms\"").unwrap();
     }
+    let rabbit = flavour == "rabbitmq_quorum" && g.rabbit > 0;
     for b in 0..g.brokers {
         writeln!(
             s,
@@ -189,6 +194,10 @@ fn toml_of(g: &Gen) -> String {
             g.persistent[b]
         )
         .unwrap();
+        if rabbit {
+            let v = ["3.13", "4.2", "4.3"][(g.rabbit as usize - 1) / 2];
+            writeln!(s, "version = \"{v}\"").unwrap();
+        }
     }
     writeln!(
         s,
@@ -206,6 +215,10 @@ fn toml_of(g: &Gen) -> String {
         .unwrap(),
         (3, true) => writeln!(s, "crash_detection = \"lease\"").unwrap(),
         _ => {}
+    }
+    if rabbit {
+        let verb = if g.rabbit % 2 == 1 { "nack" } else { "reject" };
+        writeln!(s, "return_with = \"{verb}\"").unwrap();
     }
     match g.partial_failure {
         1 => writeln!(s, "partial_failure = \"fail_rest\"").unwrap(),

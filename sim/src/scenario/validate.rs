@@ -1,7 +1,7 @@
 //! Checks of meaning that types cannot express: counts, probabilities, names that must exist,
 //! overlapping scripted faults. Every problem is reported, not just the first.
 
-use super::{FaultKind, FieldError, PathSeg, Scenario};
+use super::{FaultKind, FieldError, Flavour, PathSeg, Scenario};
 use crate::time::Dur;
 
 /// Largest number of keys, consumers, producers or brokers accepted: beyond this the per-key and
@@ -42,6 +42,38 @@ fn p(segs: &[&str]) -> Vec<PathSeg> {
 
 fn probability(v: f64) -> bool {
     v.is_finite() && (0.0..=1.0).contains(&v)
+}
+
+/// Why `[[broker]] version = v` does not fit `flavour` (None: it does).
+fn version_problem(flavour: super::FlavourChoice, v: &str) -> Option<String> {
+    let f =
+        match flavour {
+            super::FlavourChoice::Product(f) => f,
+            super::FlavourChoice::Native => return Some(
+                "a version is one broker product's: set `flavour` to that product (not \"native\")"
+                    .into(),
+            ),
+        };
+    let allowed = f.versions();
+    if allowed.is_empty() {
+        return Some(format!(
+            "flavour {:?} does not depend on its version here: leave `version` out",
+            f.name()
+        ));
+    }
+    if allowed.contains(&v) {
+        return None;
+    }
+    let list = allowed
+        .iter()
+        .map(|a| format!("{a:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(format!(
+        "{v:?} is not a {} version this model knows: one of {list} (default {:?}, the current release)",
+        f.name(),
+        f.default_version().unwrap_or_default()
+    ))
 }
 
 /// All problems of meaning in `s` (empty when it is valid).
@@ -214,6 +246,34 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
         if let Some(Err(m)) = b.restart_time.as_ref().map(|d| d.0.check()) {
             err(path("restart_time"), m);
         }
+        if let Some(v) = &b.version {
+            if let Some(m) = version_problem(s.flavour, v) {
+                err(path("version"), m);
+            } else if s.flavour == Flavour::RabbitmqQuorum
+                && s.broker_version(i) != s.broker_version(0)
+            {
+                // One redelivery policy per run: the quorum queue's rules are the first broker's.
+                err(
+                    path("version"),
+                    format!(
+                        "{v:?} differs from broker {:?}'s {:?}: a run's brokers share one \
+                         rabbitmq_quorum version",
+                        s.brokers[0].name,
+                        s.broker_version(0).unwrap_or_default()
+                    ),
+                );
+            }
+        }
+    }
+    if s.consumers.return_with.is_some() && s.flavour != Flavour::RabbitmqQuorum {
+        err(
+            p(&["consumers", "return_with"]),
+            format!(
+                "only a RabbitMQ quorum queue tells basic.nack from basic.reject (flavour = \
+                 \"rabbitmq_quorum\"); flavour {:?} has no such choice: leave it out",
+                s.flavour.name()
+            ),
+        );
     }
     let names: std::collections::BTreeSet<&str> =
         s.brokers.iter().map(|b| b.name.as_str()).collect();
