@@ -79,6 +79,12 @@ fn the_node_and_its_epmd_listen_on_loopback_only_and_are_stopped_by_pid() {
 }
 
 fn scenario(flavour: &str, strategies: &str, extra: &str) -> sim::Scenario {
+    // A quorum queue is staged on the installed server's release line only (Debian 12: 3.10).
+    let version = if flavour == "rabbitmq_quorum" {
+        "version = \"3.10\""
+    } else {
+        ""
+    };
     ordsim::load_text(
         "tiny-rabbit",
         &format!(
@@ -92,6 +98,7 @@ arrival = "constant"
 keys = 5
 [[broker]]
 name = "rabbit"
+{version}
 [consumers]
 count = 2
 prefetch = 5

@@ -31,6 +31,7 @@ mod pause;
 mod physics;
 mod producer;
 mod properties;
+mod rabbit_versions;
 mod reports;
 mod resend;
 mod restart;

@@ -49,6 +49,9 @@ struct Gen {
     /// `[[broker]] version` on a versioned flavour: 0 left out (the current release), else
     /// `Flavour::versions()[n - 1]`.
     version: u8,
+    /// Under `rabbitmq_quorum`: 0 the defaults; else `[[broker]] version` ("3.13", "4.2",
+    /// "4.3" by `(rabbit - 1) / 2`) and `return_with` (`nack` when odd, `reject` when even).
+    rabbit: u8,
 }
 
 fn gen() -> impl Strategy<Value = Gen> {
@@ -71,7 +74,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             any::<bool>(),
         ),
         prop::collection::vec((0u8..14, 1u32..=60, 10u32..=3000), 0..4),
-        (0u8..3, 0usize..11, 0u8..3),
+        (0u8..3, 0usize..11, 0u8..3, 0u8..7),
         (0u8..3, 0u8..4, 0u8..3, 0u8..4, 0u8..3, 0u8..4),
         (
             0u32..=5,
@@ -102,7 +105,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 (brokers, persistent, consumers, prefetch, messages, rate, keys),
                 (poison, nb, maxr, ack, susp, cmd),
                 faults,
-                (counting, flavour, dead_letter),
+                (counting, flavour, dead_letter, rabbit),
                 (lease, crash_detection, partial_failure, requeue, receive, commit),
                 (max_in_flight, idempotence, retry_backoff, version),
                 strategy,
@@ -148,6 +151,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 idempotence,
                 retry_backoff,
                 version,
+                rabbit,
             },
         )
 }
@@ -195,6 +199,7 @@ fn toml_of(g: &Gen) -> String {
         "pulsar" => sim::scenario::Flavour::Pulsar.versions(),
         _ => &[],
     };
+    let rabbit = flavour == "rabbitmq_quorum" && g.rabbit > 0;
     for b in 0..g.brokers {
         writeln!(
             s,
@@ -203,6 +208,9 @@ fn toml_of(g: &Gen) -> String {
         )
         .unwrap();
         if let Some(v) = versions.get((g.version as usize).wrapping_sub(1)) {
+            writeln!(s, "version = \"{v}\"").unwrap();
+        } else if rabbit {
+            let v = ["3.13", "4.2", "4.3"][(g.rabbit as usize - 1) / 2];
             writeln!(s, "version = \"{v}\"").unwrap();
         }
     }
@@ -222,6 +230,10 @@ fn toml_of(g: &Gen) -> String {
         .unwrap(),
         (3, true) => writeln!(s, "crash_detection = \"lease\"").unwrap(),
         _ => {}
+    }
+    if rabbit {
+        let verb = if g.rabbit % 2 == 1 { "nack" } else { "reject" };
+        writeln!(s, "return_with = \"{verb}\"").unwrap();
     }
     match g.partial_failure {
         1 => writeln!(s, "partial_failure = \"fail_rest\"").unwrap(),

@@ -831,6 +831,9 @@ pub fn redelivery_phrase(sc: &sim::Scenario) -> String {
             let deliveries = if n == 1 { "delivery" } else { "deliveries" };
             let on = if p.redrive_on_receive {
                 " (on the next receive)"
+            } else if !p.count_failed {
+                // A RabbitMQ 4.3 quorum queue under nacks: only consumer deaths count.
+                " ended by a consumer's death (a nack is not counted)"
             } else {
                 ""
             };
@@ -840,7 +843,11 @@ pub fn redelivery_phrase(sc: &sim::Scenario) -> String {
             )
         }
     };
-    format!("{} redelivery: {mode} {delay}, {limit}", sc.flavour.name())
+    let name = match sc.broker_version(0) {
+        Some(v) => format!("{} {v}", sc.flavour.name()),
+        None => sc.flavour.name().to_string(),
+    };
+    format!("{name} redelivery: {mode} {delay}, {limit}")
 }
 
 /// Which setting makes the redelivery limit what it is, for messages about it.

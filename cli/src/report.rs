@@ -124,6 +124,12 @@ pub fn likely_causes(sc: &Scenario) -> Vec<String> {
             "poison messages are retried forever (no redelivery limit: {})",
             crate::limit_source(sc)
         ));
+    } else if poison && !sc.redelivery_policy().count_failed {
+        causes.push(format!(
+            "poison messages are retried forever (rabbitmq_quorum {} does not count a nack against \
+             its delivery limit: [consumers] return_with = \"reject\" would)",
+            sc.broker_version(0).unwrap_or_default()
+        ));
     }
     if sc.consumers.suspend_after_failures > 0 && sc.consumers.resume_after.is_none() {
         causes.push("a suspended endpoint never resumes (resume_after = \"never\")".to_string());

@@ -103,6 +103,10 @@ pub const FIELDS: &[(&str, Staging)] = &[
     ("broker.takeover", Refused("HA pairs are not staged")),
     ("broker.failback", Refused("HA pairs are not staged")),
     (
+        "broker.version",
+        Refused("one ActiveMQ release here; the activemq flavours have no versions"),
+    ),
+    (
         "network.kind",
         Staged("\"bridge\" only (ActiveMQ's network)"),
     ),
@@ -144,6 +148,7 @@ pub const FIELDS: &[(&str, Staging)] = &[
     ("consumers.restart_takes_over", Refused("not staged")),
     ("consumers.max_poll_interval", Refused("Kafka's consumer")),
     ("consumers.partial_failure", Refused("not staged")),
+    ("consumers.return_with", Refused("RabbitMQ's client")),
     ("consumers.receive", Refused("not staged")),
     ("consumers.suspend_after_failures", Refused("not staged")),
     ("consumers.resume_after", Refused("not staged")),
@@ -216,6 +221,14 @@ pub const RABBITMQ: &[(&str, Staging)] = &[
     (
         "broker.dispatch_latency",
         Broker("RabbitMQ's transit from SEND to MESSAGE"),
+    ),
+    (
+        "broker.version",
+        Staged("the installed server's release line only (written or the default; others refused)"),
+    ),
+    (
+        "consumers.return_with",
+        Staged("\"nack\" (STOMP's NACK is a basic.nack); \"reject\" where the server counts both alike (before 4.3)"),
     ),
     (
         "broker.restart_time",

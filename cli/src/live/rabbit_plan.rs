@@ -2,17 +2,18 @@
 //! queue arguments, where producers send, what a poison message's NACK does, what is refused,
 //! and where the installed server's version differs from the modelled one.
 //!
-//! The flavours model RabbitMQ 4.0-4.2 (sim/src/scenario/flavour.rs); Debian 12 ships 3.10.
-//! Where they differ the flavour's version decides the simulator's side and the installed server
-//! the live side, and the run says so ([`version_notes`]): a quorum queue with a delivery limit
-//! puts a nacked message at the back of the queue on 3.x (at the front on 4.x), and 3.x has no
-//! default delivery limit (the run declares the flavour's, `x-delivery-limit = 20`).
+//! `rabbitmq_quorum` models the release its `[[broker]] version` names (the current release, 4.3,
+//! by default; sim/src/scenario/flavour.rs); Debian 12 ships 3.10. A run stages only the installed
+//! server's release line: any other version, written or the default, is refused with the field
+//! named ([`refusals`]), so that the simulator and the live run model one release. Where the
+//! model (rabbit_fifo's source) and a measurement of the installed server still differ, the run
+//! says so ([`version_notes`]).
 
 use super::rabbitmq::{self, QueueType, Topology};
 use super::run::{LiveRedelivery, LiveStrategy};
 use super::target::Target;
 use crate::staging::LiveBroker;
-use sim::scenario::{DeadLetter, Flavour, Limit, RedeliveryMode, Requeue};
+use sim::scenario::{DeadLetter, Flavour, Limit, RedeliveryMode, Requeue, ReturnWith};
 use sim::Scenario;
 
 /// The live broker of the scenario's flavour.
@@ -48,6 +49,50 @@ fn installed_major() -> u32 {
         .as_deref()
         .and_then(rabbitmq::major)
         .unwrap_or(3)
+}
+
+/// The release line (`"3.10"`) of a server version (`"3.10.8"`).
+pub fn release_line(v: &str) -> String {
+    v.split('.').take(2).collect::<Vec<_>>().join(".")
+}
+
+/// Why the scenario's `rabbitmq_quorum` version cannot be staged on a server of version
+/// `installed` (None: it can): only the installed release line is; `return_with = "reject"`
+/// only where the server counts a reject as a nack (before 4.3), as STOMP's NACK is a nack.
+pub fn version_refusal(sc: &Scenario, installed: &str) -> Option<String> {
+    if queue_type(sc) != QueueType::Quorum {
+        return None;
+    }
+    let line = release_line(installed);
+    let want = sc.broker_version(0).unwrap_or_default();
+    if want != line {
+        let written = sc.brokers.first().is_some_and(|b| b.version.is_some());
+        let how = if written {
+            ""
+        } else {
+            ", the default: the current release"
+        };
+        let fix = if Flavour::RabbitmqQuorum.versions().contains(&line.as_str()) {
+            format!("set it to \"{line}\" to stage it")
+        } else {
+            format!("the model has no version {line}")
+        };
+        return Some(format!(
+            "[[broker]] version = \"{want}\"{how} (the installed RabbitMQ is {installed}: {fix})"
+        ));
+    }
+    // The model of this line counts a nack as a failure: a reject is the same there.
+    let counts_alike = Flavour::RabbitmqQuorum
+        .defaults_on(Some(&line), ReturnWith::Nack)
+        .redelivery
+        .count_failed;
+    if sc.consumers.return_with == Some(ReturnWith::Reject) && !counts_alike {
+        return Some(format!(
+            "consumers.return_with = \"reject\" (the live client's STOMP NACK is a basic.nack, \
+             which RabbitMQ {installed} does not count against the delivery limit)"
+        ));
+    }
+    None
 }
 
 fn queue_type(sc: &Scenario) -> QueueType {
@@ -192,6 +237,10 @@ pub fn refusals(doc: &toml_edit::DocumentMut, sc: &Scenario) -> Vec<String> {
     if let Some(t) = sc.strategy.get("rabbitmq_sac") {
         out.extend(t.keys().map(|k| format!("[strategy.rabbitmq_sac] {k}")));
     }
+    out.extend(version_refusal(
+        sc,
+        &rabbitmq::version().unwrap_or_else(|| "3.10".into()),
+    ));
     // A requeue position written in the file must be the installed server's.
     let written = doc
         .get("redelivery")
@@ -214,7 +263,7 @@ pub fn refusals(doc: &toml_edit::DocumentMut, sc: &Scenario) -> Vec<String> {
     out
 }
 
-/// Where the installed server differs from the flavour's modelled version, one line each (empty
+/// Where the installed server differs from the model of its release line, one line each (empty
 /// when it does not): printed with the run, and in docs/live.md.
 pub fn version_notes(sc: &Scenario, strategies: &[String]) -> String {
     if broker_of(sc) != LiveBroker::RabbitMq {
@@ -229,15 +278,9 @@ pub fn version_notes(sc: &Scenario, strategies: &[String]) -> String {
         let live = requeue_on(QueueType::Quorum, limited, major);
         if super::has_poison(sc) && model != live {
             out.push_str(&format!(
-                "version: rabbitmq_quorum models RabbitMQ 4.0-4.2, where a NACKed message is \
-                 delivered next ({model:?}); the installed {v} puts it at the back ({live:?}): \
-                 the simulator runs 4.x, the live run {v}\n"
-            ));
-        }
-        if let Some(n) = delivery_limit(sc) {
-            out.push_str(&format!(
-                "version: {v} has no default delivery limit; the run declares the modelled \
-                 limit, x-delivery-limit = {n} (the flavour's default, as 4.x's, is 20)\n"
+                "version: the model follows rabbit_fifo's 3.x source, where a nack with a delivery \
+                 limit goes to `returns` and is delivered next ({model:?}); the installed {v} was \
+                 measured putting it at the back ({live:?})\n"
             ));
         }
     }
@@ -260,5 +303,46 @@ mod tests {
         assert_eq!(requeue_on(QueueType::Quorum, true, 3), Requeue::Tail);
         assert_eq!(requeue_on(QueueType::Quorum, true, 4), Requeue::Head);
         assert_eq!(requeue_on(QueueType::Quorum, false, 4), Requeue::Tail);
+    }
+
+    fn quorum(broker: &str, consumers: &str) -> Scenario {
+        crate::load_text(
+            "t.toml",
+            &format!(
+                "flavour = \"rabbitmq_quorum\"\nstrategies = [\"competing\"]\n[workload]\n\
+                 messages = 1\nrate = \"1/s\"\nkeys = 1\n[[broker]]\nname = \"a\"\n{broker}\n\
+                 [consumers]\ncount = 1\nservice = \"1ms\"\n{consumers}"
+            ),
+        )
+        .unwrap()
+    }
+
+    /// A live run stages only the installed release line: the default (4.3) and any other
+    /// version are refused naming the field and the value that stages; a reject only where
+    /// the server counts it as STOMP's nack.
+    #[test]
+    fn only_the_installed_release_line_is_staged() {
+        let e = version_refusal(&quorum("", ""), "3.10.8").unwrap();
+        assert!(
+            e.contains("version = \"4.3\", the default") && e.contains("\"3.10\""),
+            "{e}"
+        );
+        let e = version_refusal(&quorum("version = \"4.2\"", ""), "3.10.8").unwrap();
+        assert!(e.starts_with("[[broker]] version = \"4.2\" ("), "{e}");
+        assert_eq!(
+            version_refusal(&quorum("version = \"3.10\"", ""), "3.10.8"),
+            None
+        );
+        let reject = "return_with = \"reject\"";
+        assert_eq!(
+            version_refusal(&quorum("version = \"3.10\"", reject), "3.10.8"),
+            None
+        );
+        assert_eq!(version_refusal(&quorum("", ""), "4.3.5"), None);
+        let e = version_refusal(&quorum("", reject), "4.3.5").unwrap();
+        assert!(e.starts_with("consumers.return_with"), "{e}");
+        assert!(version_refusal(&quorum("", ""), "3.7.1")
+            .unwrap()
+            .contains("no version 3.7"));
     }
 }

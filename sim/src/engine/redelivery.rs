@@ -84,6 +84,11 @@ impl<O: Observer> Engine<'_, O> {
         // took the message back when the connection dropped.
         if self.w.slab.valid(&d, c) && self.w.brokers[d.broker as usize].is_up() {
             let r = self.cfg.redelivery;
+            if !r.count_failed {
+                // Returned without counting (a RabbitMQ 4.3 quorum queue's `basic.nack`): the
+                // limit reads the deliveries that failed otherwise (a consumer's death).
+                self.w.slab.uncount(d.slot);
+            }
             let deliveries = self.w.slab.counted(d.slot);
             if r.gives_up(deliveries) && !r.redrive_on_receive {
                 self.give_up(d.broker, d.slot);

@@ -135,8 +135,10 @@ pub(super) struct Slab {
     pub live: u64,
     /// Per message id in a slot, how many of its deliveries the broker does not count against
     /// its limit: given back when their consumer's connection closed, under a flavour that
-    /// counts only lock expiries and abandons (`count_lost = false`: Service Bus). Out of line
-    /// (empty under every other flavour) so that `Msg` stays 72 bytes.
+    /// counts only lock expiries and abandons (`count_lost = false`: Service Bus), or failed
+    /// under one that does not count failures (`count_failed = false`: a RabbitMQ 4.3 quorum
+    /// queue's `basic.nack`). Out of line (empty under every other flavour) so that `Msg`
+    /// stays 72 bytes.
     uncounted: BTreeMap<u64, u32>,
 }
 

@@ -21,7 +21,7 @@
 //! go to its replay set [P7]); its consumers' `receiverQueueSize` (1000) is `[consumers]
 //! prefetch`, which a flavour does not set. `ackTimeout` is 0 (disabled): no lease.
 //! | `rabbitmq` (classic queue) | non-blocking, no delay: a requeued message goes back to its original position | 0 | none: classic queues have no delivery limit | (never) |
-//! | `rabbitmq_quorum` (quorum queue, 4.0-4.2) | non-blocking, no delay: a returned message is delivered next (`returns` before `messages`) | 0 | `delivery-limit` 20: dropped on the 21st return (21 deliveries) | dropped: no dead-letter exchange by default |
+//! | `rabbitmq_quorum` (quorum queue, 4.3 by default: `[[broker]] version`) | non-blocking, no delay: a returned message is delivered next (`returns` before `messages`) | 0 | `delivery-limit` 20: dropped on the 21st counted return (21 deliveries; 4.3 counts a reject and a consumer's death, not a nack: `[consumers] return_with`; 3.x has no default limit) | dropped: no dead-letter exchange by default |
 //!
 //! `rabbitmq_quorum` with `max_redeliveries = -1` (`x-delivery-limit = -1`, no limit) puts a
 //! nacked message at the back of the queue (`rabbit_fifo` re-enqueues it) but still gives a gone
@@ -69,6 +69,7 @@
 
 use super::{
     Broker, Commit, CrashDetection, Lease, PartialFailure, Receive, Redelivery, RedeliveryMode,
+    ReturnWith,
 };
 use crate::time::Dur;
 use serde::{Deserialize, Serialize};
@@ -97,8 +98,9 @@ pub enum Flavour {
     Pulsar,
     /// RabbitMQ with a classic queue: requeue to the original position, no delivery limit.
     Rabbitmq,
-    /// RabbitMQ (4.0-4.2) with a quorum queue: returns delivered first, delivery limit 20, then
-    /// dropped.
+    /// RabbitMQ with a quorum queue: returns delivered first, delivery limit 20, then dropped.
+    /// Versioned ([`Flavour::versions`]): 3.x, 4.0-4.2 or 4.3 (the default), which counts a
+    /// client's reject but not its nack ([`Flavour::defaults_on`]).
     RabbitmqQuorum,
     /// Azure Service Bus (session-enabled queues): peek-lock with a renewable 60s lock,
     /// `MaxDeliveryCount` 10, dead-letter subqueue.
@@ -153,6 +155,7 @@ impl Flavour {
                 delay_in_client: false,
                 redrive_on_receive: false,
                 count_lost: true,
+                count_failed: true,
             },
         };
         // No delay, no limit, back at the head, dead-lettered: what the others differ by.
@@ -168,6 +171,7 @@ impl Flavour {
             delay_in_client: false,
             redrive_on_receive: false,
             count_lost: true,
+            count_failed: true,
         };
         /// Requeued to the original position everywhere.
         const fn original(r: RedeliveryDefaults) -> RedeliveryDefaults {
@@ -374,14 +378,21 @@ impl Flavour {
     /// The release lines a `[[broker]] version` may name for this product, oldest first, where
     /// the model's behaviour depends on the version (empty: it does not, and `version` is
     /// refused). The last is the current release, the default. One list per product, decided
-    /// here: a flavour gains versions by adding its line, its strategies read
-    /// [`crate::Scenario::broker_version`].
+    /// here: a flavour gains versions by adding its line, and what each changes is decided in
+    /// [`Flavour::defaults_on`] (or by the strategies, through [`crate::Scenario::broker_version`]).
     pub const fn versions(self) -> &'static [&'static str] {
         match self {
             // Key_Shared: 3.x's "recently joined consumers" gate (3.0 LTS, 3.3); PIP-379's
             // draining hashes from 4.0 on (4.0 LTS, 4.1, 4.2; 5.0 removed the classic
             // dispatcher, #26687). 5.0 is the current release (5.0.1 on Maven Central).
             Flavour::Pulsar => &["3.0", "3.3", "4.0", "4.1", "4.2", "5.0"],
+            // Quorum queues (3.8 on): 3.x without a default delivery limit; 4.0-4.2 with
+            // `delivery-limit` 20 counting every return (`acquired_count`); 4.3 counting only
+            // failed deliveries (`delivery_count`) [B3][B8][B9]. 4.3 is the current release
+            // (v4.3.5, 2026-08-13, the newest tag of rabbitmq-server).
+            Flavour::RabbitmqQuorum => &[
+                "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "4.0", "4.1", "4.2", "4.3",
+            ],
             Flavour::Activemq
             | Flavour::Artemis
             | Flavour::IbmMq
@@ -389,7 +400,6 @@ impl Flavour {
             | Flavour::Sqs
             | Flavour::Kafka
             | Flavour::Rabbitmq
-            | Flavour::RabbitmqQuorum
             | Flavour::Servicebus => &[],
         }
     }
@@ -401,6 +411,36 @@ impl Flavour {
             [.., last] => Some(last),
             [] => None,
         }
+    }
+
+    /// This product's defaults on release `version` (None or not one of [`Flavour::versions`]:
+    /// the current release), with a client that returns a failed message with `return_with`.
+    ///
+    /// `rabbitmq_quorum` (`rabbit_fifo`): 3.x has no default delivery limit, so a nacked
+    /// message is re-enqueued at the back (rabbitmq-server#10499) while a gone consumer's go
+    /// back to `returns`, in front; 4.0-4.2 default `delivery-limit` to 20 and count every
+    /// return against it (`acquired_count`), [`Flavour::defaults`]; 4.3 counts only
+    /// `delivery_count`, which `basic.reject` and a consumer's death raise but `basic.nack`
+    /// does not (#15387), and without a limit puts a rejected message (a `modify` with
+    /// `delivery_failed`) in `returns` but a nacked one at the back [B3][B8][B9].
+    pub fn defaults_on(self, version: Option<&str>, return_with: ReturnWith) -> Defaults {
+        let mut d = self.defaults();
+        if self == Flavour::RabbitmqQuorum {
+            let v = version
+                .filter(|v| self.versions().contains(v))
+                .or(self.default_version())
+                .unwrap_or_default();
+            let r = &mut d.redelivery;
+            match v.split('.').next() {
+                Some("3") => r.limit = Limit::Unlimited,
+                _ if v == "4.3" => match return_with {
+                    ReturnWith::Nack => r.count_failed = false,
+                    ReturnWith::Reject => r.requeue_unlimited = Requeue::Head,
+                },
+                _ => {}
+            }
+        }
+        d
     }
 
     /// The name a scenario file uses.
@@ -609,6 +649,11 @@ pub struct RedeliveryDefaults {
     /// delivery count rises when a lock expires or a message is abandoned, not when a session
     /// is closed (its receiver's connection with it) with messages not completed [Z1].
     pub count_lost: bool,
+    /// A failure (the consumer's rollback, nack or reject) counts against the limit: false for a
+    /// RabbitMQ 4.3 quorum queue whose client returns failed messages with `basic.nack`, which
+    /// raises `acquired_count` but not the `delivery_count` the limit reads [B9]
+    /// ([`Flavour::defaults_on`]).
+    pub count_failed: bool,
 }
 
 /// The largest `max_in_flight` an idempotent producer may have: Kafka's broker keeps the sequence
@@ -702,16 +747,30 @@ pub struct RedeliveryPolicy {
     pub redrive_on_receive: bool,
     /// A gone consumer's deliveries count against the limit ([`RedeliveryDefaults`]).
     pub count_lost: bool,
+    /// A failed delivery counts against the limit ([`RedeliveryDefaults::count_failed`]).
+    pub count_failed: bool,
     /// What it does then, when the file says (else per broker: [`RedeliveryPolicy::dead_letter`]).
     dead_letter: Option<DeadLetter>,
     flavour: Flavour,
 }
 
 impl RedeliveryPolicy {
-    /// The policy of `r` under `flavour` (with `lease`: SQS redelivers after the visibility
-    /// timeout).
+    /// The policy of `r` under `flavour`'s current release, with the client's default verb
+    /// (with `lease`: SQS redelivers after the visibility timeout).
     pub fn resolve(flavour: Flavour, r: &Redelivery, lease: &Lease) -> Self {
-        let d = flavour.defaults().redelivery;
+        let d = flavour.defaults_on(None, ReturnWith::default());
+        Self::resolve_on(flavour, &d, r, lease)
+    }
+
+    /// The policy of `r` under `flavour` with its defaults `defaults` (of one release and
+    /// client: [`Flavour::defaults_on`]).
+    pub fn resolve_on(
+        flavour: Flavour,
+        defaults: &Defaults,
+        r: &Redelivery,
+        lease: &Lease,
+    ) -> Self {
+        let d = defaults.redelivery;
         let (mode, limit) = (d.mode, d.limit);
         let leased = LeasePolicy::resolve(flavour, lease);
         let delay = d
@@ -743,6 +802,7 @@ impl RedeliveryPolicy {
             until_lease_end,
             redrive_on_receive: d.redrive_on_receive,
             count_lost: d.count_lost,
+            count_failed: d.count_failed,
             dead_letter: r.dead_letter,
             flavour,
         }
@@ -817,6 +877,37 @@ mod tests {
 
     fn broker(persistent: bool) -> Broker {
         toml::from_str(&format!("name = \"a\"\npersistent = {persistent}")).unwrap()
+    }
+
+    /// `rabbitmq_quorum` by release: 3.x no default limit (a nack at the back); 4.0-4.2 a limit
+    /// of 20 returns, every return counted; 4.3 (the default) counts a reject, not a nack, and
+    /// without a limit puts a reject first. Every other flavour has no versions.
+    #[test]
+    fn rabbitmq_quorum_releases_differ_in_limit_position_and_counting() {
+        let q = Flavour::RabbitmqQuorum;
+        assert_eq!(q.default_version(), Some("4.3"));
+        let r = |v: &str, w| q.defaults_on(Some(v), w).redelivery;
+        let v3 = r("3.13", ReturnWith::Nack);
+        assert_eq!(
+            (v3.limit, v3.requeue_unlimited),
+            (Limit::Unlimited, Requeue::Tail)
+        );
+        assert_eq!(v3.requeue_lost, Requeue::Head);
+        let v42 = r("4.2", ReturnWith::Nack);
+        assert_eq!(v42, r("4.0", ReturnWith::Reject));
+        assert_eq!(v42, q.defaults().redelivery);
+        assert!(v42.count_failed && v42.limit == Limit::Deliveries(21));
+        let nack = r("4.3", ReturnWith::Nack);
+        assert!(!nack.count_failed && nack.count_lost);
+        assert_eq!(nack.requeue_unlimited, Requeue::Tail);
+        let reject = r("4.3", ReturnWith::Reject);
+        assert!(reject.count_failed);
+        assert_eq!(reject.requeue_unlimited, Requeue::Head);
+        assert_eq!(q.defaults_on(None, ReturnWith::Nack).redelivery, nack);
+        for f in Flavour::ALL.into_iter().filter(|f| *f != q) {
+            assert_eq!(f.default_version(), None, "{f:?}");
+            assert_eq!(f.defaults_on(None, ReturnWith::Nack), f.defaults(), "{f:?}");
+        }
     }
 
     #[test]
@@ -1095,8 +1186,8 @@ mod tests {
     }
 
     /// RabbitMQ: a classic queue requeues to the original position and has no delivery limit;
-    /// a quorum queue (4.0-4.2) delivers returns first and drops a message on its 21st return
-    /// (`delivery-limit` 20, no dead-letter exchange); with `x-delivery-limit = -1` a nack goes to
+    /// a quorum queue (4.0-4.2, and 4.3 by default) delivers returns first and drops a message on
+    /// its 21st return (`delivery-limit` 20, no dead-letter exchange); with `x-delivery-limit = -1` a nack goes to
     /// the back while a gone consumer's messages still come back first [B1][B3].
     #[test]
     fn rabbitmq_classic_and_quorum_queues() {

@@ -439,7 +439,7 @@ pub struct Broker {
     /// flavour's (`failback` in [`Flavour::defaults`]). Set on either member of a pair.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failback: Option<bool>,
-    /// The broker product's release line (`"3.3"`, `"4.0"`...), for a flavour whose behaviour
+    /// The broker product's release line (`"3.3"`, `"4.3"`...), for a flavour whose behaviour
     /// depends on it: one of [`Flavour::versions`]; refused on a flavour without versions.
     /// Absent: the current release ([`Flavour::default_version`]). Read it through
     /// [`Scenario::broker_version`].
@@ -571,6 +571,15 @@ pub struct Consumers {
     /// Default: the flavour's (`rollback` for `artemis`, `continue` for the others).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partial_failure: Option<PartialFailure>,
+    /// How a RabbitMQ client returns a message it failed to process: `nack` (`basic.nack` with
+    /// requeue) or `reject` (`basic.reject` with requeue). A quorum queue from 4.3 on counts
+    /// only a reject (and a consumer's death) against its delivery limit; before 4.3 both alike.
+    /// Only with `flavour = "rabbitmq_quorum"`. Default: `nack`, what Spring AMQP's default
+    /// listener container sends for a failed listener (`BlockingQueueConsumer`
+    /// `.rollbackOnExceptionIfNecessary`, a cumulative `basicNack`), as the STOMP adapter's NACK
+    /// and amqplib's `nack` do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub return_with: Option<ReturnWith>,
     /// How a consumer takes messages: `prefetch` (the broker keeps up to `prefetch` unacked
     /// messages pushed to it, topping up as it acks: JMS) or `batch` (it asks for up to
     /// `prefetch` messages, and again only once it has settled all of them: an SQS
@@ -652,6 +661,19 @@ pub enum PartialFailure {
     /// AWS Lambda's SQS event source without `ReportBatchItemFailures`, with `commit = "batch"`
     /// (Lambda deletes a batch only when the invocation succeeds).
     WholeBatch,
+}
+
+/// `[consumers] return_with`: the AMQP 0-9-1 method a RabbitMQ client returns a failed message
+/// with (rabbitmq-server#15387: since 4.3 `basic.reject` raises the quorum queue's
+/// `delivery_count`, `basic.nack` does not).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReturnWith {
+    /// `basic.nack` with requeue: the message is released, not failed.
+    #[default]
+    Nack,
+    /// `basic.reject` with requeue: a failed delivery attempt.
+    Reject,
 }
 
 /// `[lease]`: a delivery is the consumer's only for a while (SQS visibility timeout, Service Bus
@@ -907,12 +929,17 @@ impl Scenario {
 
     /// `[redelivery]` with the flavour's defaults filled in.
     pub fn redelivery_policy(&self) -> RedeliveryPolicy {
-        RedeliveryPolicy::resolve(self.flavour.product(), &self.redelivery, &self.lease)
+        let f = self.flavour.product();
+        RedeliveryPolicy::resolve_on(f, &self.flavour_defaults(), &self.redelivery, &self.lease)
     }
 
-    /// `[lease]` with the flavour's defaults filled in: None when deliveries are not leased.
-    pub fn lease_policy(&self) -> Option<LeasePolicy> {
-        LeasePolicy::resolve(self.flavour.product(), &self.lease)
+    /// The flavour's defaults on the release its brokers run ([`Scenario::broker_version`] of
+    /// the first: a validated file gives them all one) with its consumers' `return_with`.
+    pub fn flavour_defaults(&self) -> Defaults {
+        let return_with = self.consumers.return_with.unwrap_or_default();
+        self.flavour
+            .product()
+            .defaults_on(self.broker_version(0), return_with)
     }
 
     /// The release line broker `i` runs: its `version`, else the flavour's current release;
@@ -927,6 +954,11 @@ impl Scenario {
             .get(i)
             .and_then(|b| b.version.as_deref())
             .or(product.default_version())
+    }
+
+    /// `[lease]` with the flavour's defaults filled in: None when deliveries are not leased.
+    pub fn lease_policy(&self) -> Option<LeasePolicy> {
+        LeasePolicy::resolve(self.flavour.product(), &self.lease)
     }
 
     /// Index of a broker by name.

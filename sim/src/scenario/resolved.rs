@@ -111,7 +111,7 @@ impl Scenario {
             ))
         };
         let flavour = self.flavour.product();
-        let d = flavour.defaults();
+        let d = self.flavour_defaults();
         let c = &self.consumers;
         let pr = &self.producers;
         let receive = c.receive.unwrap_or(d.receive);

@@ -1,7 +1,7 @@
 //! Checks of meaning that types cannot express: counts, probabilities, names that must exist,
 //! overlapping scripted faults. Every problem is reported, not just the first.
 
-use super::{FaultKind, FieldError, PathSeg, Scenario};
+use super::{FaultKind, FieldError, Flavour, PathSeg, Scenario};
 use crate::time::Dur;
 
 /// Largest number of keys, consumers, producers or brokers accepted: beyond this the per-key and
@@ -249,8 +249,31 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
         if let Some(v) = &b.version {
             if let Some(m) = version_problem(s.flavour, v) {
                 err(path("version"), m);
+            } else if s.flavour == Flavour::RabbitmqQuorum
+                && s.broker_version(i) != s.broker_version(0)
+            {
+                // One redelivery policy per run: the quorum queue's rules are the first broker's.
+                err(
+                    path("version"),
+                    format!(
+                        "{v:?} differs from broker {:?}'s {:?}: a run's brokers share one \
+                         rabbitmq_quorum version",
+                        s.brokers[0].name,
+                        s.broker_version(0).unwrap_or_default()
+                    ),
+                );
             }
         }
+    }
+    if s.consumers.return_with.is_some() && s.flavour != Flavour::RabbitmqQuorum {
+        err(
+            p(&["consumers", "return_with"]),
+            format!(
+                "only a RabbitMQ quorum queue tells basic.nack from basic.reject (flavour = \
+                 \"rabbitmq_quorum\"); flavour {:?} has no such choice: leave it out",
+                s.flavour.name()
+            ),
+        );
     }
     let names: std::collections::BTreeSet<&str> =
         s.brokers.iter().map(|b| b.name.as_str()).collect();
