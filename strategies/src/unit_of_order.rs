@@ -1180,13 +1180,13 @@ for = "5s"
         assert_eq!(s.route(&ctx(&up), &msg(2)), Route::Broker(0));
         assert_eq!(offer(&mut s, 0, msg(1)), Ok(0));
         // Message 2 forwarded to m1 by the engine: still m0's unit, held behind message 1.
-        assert_eq!(offer(&mut s, 1, msg(2)), Err(Select::Hold));
+        assert_eq!(offer(&mut s, 1, msg(2)), Err(Select::HoldWhileMembers));
         let ctl = &mut Control::default();
         s.on_world(5, WorldChange::MemberLeft(0), ctl);
         assert_eq!(s.route(&ctx(&up), &msg(3)), Route::Broker(1));
         // Message 3 was routed to m1: m1's state of the unit, free while m0's still waits.
         assert_eq!(offer(&mut s, 1, msg(3)), Ok(0));
-        assert_eq!(offer(&mut s, 0, msg(2)), Err(Select::Hold));
+        assert_eq!(offer(&mut s, 0, msg(2)), Err(Select::HoldWhileMembers));
     }
 
     /// Unit 0's message 1 in flight from broker `from`; message 2 of unit 0 offered at `held`

@@ -904,9 +904,19 @@ mod tests {
         assert!(reject.count_failed);
         assert_eq!(reject.requeue_unlimited, Requeue::Head);
         assert_eq!(q.defaults_on(None, ReturnWith::Nack).redelivery, nack);
+        // Another product's defaults do not depend on a version (Pulsar's version is read by
+        // its strategy, not here).
         for f in Flavour::ALL.into_iter().filter(|f| *f != q) {
-            assert_eq!(f.default_version(), None, "{f:?}");
+            let expected = (f == Flavour::Pulsar).then_some("5.0");
+            assert_eq!(f.default_version(), expected, "{f:?}");
             assert_eq!(f.defaults_on(None, ReturnWith::Nack), f.defaults(), "{f:?}");
+            for v in f.versions() {
+                assert_eq!(
+                    f.defaults_on(Some(v), ReturnWith::Reject),
+                    f.defaults(),
+                    "{f:?} {v}"
+                );
+            }
         }
     }
 
