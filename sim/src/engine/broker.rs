@@ -3,7 +3,7 @@
 //! handling of it: dispatch with prefetch through the strategy's policy, the one requeue of every
 //! path, and a message's settlement (ack or dead-letter queue).
 
-use super::state::{Delivery, Loc, Msg, Slab};
+use super::state::{sort_for_put_back, Delivery, Loc, Msg, Slab};
 use super::Engine;
 use crate::dist::Sampler;
 use crate::history::{DiscardReason, Event, Observer};
@@ -690,13 +690,8 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         let mut returned = std::mem::take(&mut self.w.returned);
-        // Pushed to the front one by one: newest first, so that they end up oldest first.
         let requeue = self.cfg.redelivery.requeue_lost;
-        if requeue == Requeue::Head {
-            returned.sort_unstable_by_key(|d| std::cmp::Reverse(d.id));
-        } else {
-            returned.sort_unstable_by_key(|d| d.id);
-        }
+        sort_for_put_back(&mut returned, requeue);
         for d in &returned {
             let m = self.w.slab.get(d.slot);
             if m.r.id == d.id

@@ -3,10 +3,10 @@
 //! or by the broker (non-blocking: later messages go on).
 
 use super::events::Ev;
-use super::state::{Delivery, Job, Loc, Phase};
+use super::state::{sort_for_put_back, Delivery, Job, Loc, Phase};
 use super::Engine;
 use crate::history::{Event, FailReason, Observer};
-use crate::scenario::{Commit, PartialFailure, RedeliveryMode, Requeue};
+use crate::scenario::{Commit, PartialFailure, RedeliveryMode};
 
 /// Nested failures handled on the stack before the next dispatch waits for the event queue.
 const MAX_FAIL_DEPTH: u32 = 32;
@@ -182,12 +182,7 @@ impl<O: Observer> Engine<'_, O> {
         back.extend(cs.uncommitted.drain(..).map(|(d, _)| d));
         self.drop_orphans(c);
         self.sync_load(c);
-        // Put back one by one: at the head newest first, so that they end up oldest first.
-        if self.cfg.redelivery.requeue == Requeue::Head {
-            back.sort_unstable_by_key(|d| std::cmp::Reverse(d.id));
-        } else {
-            back.sort_unstable_by_key(|d| d.id);
-        }
+        sort_for_put_back(&mut back, self.cfg.redelivery.requeue);
         for d in back {
             if !self.w.slab.valid(&d, c) || !self.w.brokers[d.broker as usize].is_up() {
                 continue;
@@ -232,12 +227,7 @@ impl<O: Observer> Engine<'_, O> {
         self.drop_orphans(c);
         self.sync_load(c);
         let r = self.cfg.redelivery;
-        // Put back one by one: at the head newest first, so that they end up oldest first.
-        if r.requeue == Requeue::Head {
-            rest.sort_unstable_by_key(|d| std::cmp::Reverse(d.id));
-        } else {
-            rest.sort_unstable_by_key(|d| d.id);
-        }
+        sort_for_put_back(&mut rest, r.requeue);
         for d in &rest {
             let m = self.w.slab.get_mut(d.slot);
             let current =

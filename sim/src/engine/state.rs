@@ -127,6 +127,16 @@ pub(super) struct Delivery {
     pub broker: u16,
 }
 
+/// Orders deliveries to be put back one by one at `at`: at the head newest first, so that they
+/// end up oldest first; at the tail oldest first.
+pub(super) fn sort_for_put_back(back: &mut [Delivery], at: crate::scenario::Requeue) {
+    if at == crate::scenario::Requeue::Head {
+        back.sort_unstable_by_key(|d| std::cmp::Reverse(d.id));
+    } else {
+        back.sort_unstable_by_key(|d| d.id);
+    }
+}
+
 /// Messages in flight, in reusable slots: memory follows messages in flight, not produced.
 #[derive(Default)]
 pub(super) struct Slab {

@@ -431,9 +431,12 @@ impl Flavour {
                 .or(self.default_version())
                 .unwrap_or_default();
             let r = &mut d.redelivery;
-            match v.split('.').next() {
-                Some("3") => r.limit = Limit::Unlimited,
-                _ if v == "4.3" => match return_with {
+            // (major, minor): a release after 4.3 keeps 4.3's counting until it is modelled.
+            let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+            let release = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+            match release {
+                (..=3, _) => r.limit = Limit::Unlimited,
+                _ if release >= (4, 3) => match return_with {
                     ReturnWith::Nack => r.count_failed = false,
                     ReturnWith::Reject => r.requeue_unlimited = Requeue::Head,
                 },
