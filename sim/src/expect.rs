@@ -133,8 +133,6 @@ impl Serialize for Bound {
 }
 
 /// The table form of a bound: `{ value = "> 0", fraction = 0.75 }`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct BoundTable {
     value: BoundValue,
     fraction: f64,
@@ -178,8 +176,28 @@ impl<'de> Deserialize<'de> for Bound {
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Bound, E> {
                 Bound::parse(v).map_err(E::custom)
             }
-            fn visit_map<A: de::MapAccess<'de>>(self, m: A) -> Result<Bound, A::Error> {
-                let t = BoundTable::deserialize(de::value::MapAccessDeserializer::new(m))?;
+            fn visit_map<A: de::MapAccess<'de>>(self, mut m: A) -> Result<Bound, A::Error> {
+                // Read by hand, so that a dotted name (`coverage.reassignments = 2`, which TOML
+                // reads as a table) is answered with how to write it.
+                let (mut value, mut fraction) = (None, None);
+                while let Some(k) = m.next_key::<String>()? {
+                    match k.as_str() {
+                        "value" => value = Some(m.next_value::<BoundValue>()?),
+                        "fraction" => fraction = Some(m.next_value::<f64>()?),
+                        other => {
+                            return Err(de::Error::custom(format!(
+                                "a table here is a bound {{ value = \"> 0\", fraction = 0.75 }}, \
+                                 not a group of figures (`{other}`): quote a dotted name, \
+                                 \"latency_ms.p99\" = \"< 50\", or write it with underscores \
+                                 (latency_ms_p99; a coverage counter also by its own name)"
+                            )))
+                        }
+                    }
+                }
+                let t = BoundTable {
+                    value: value.ok_or_else(|| de::Error::missing_field("value"))?,
+                    fraction: fraction.ok_or_else(|| de::Error::missing_field("fraction"))?,
+                };
                 let mut b = match t.value {
                     BoundValue::Int(v) => Bound {
                         op: Op::Eq,
@@ -524,6 +542,15 @@ mod tests {
         assert_eq!(back, e);
         assert!(
             toml::from_str::<Expect>("[single]\nlost = { value = 0, fraction = 2.0 }").is_err()
+        );
+        assert!(toml::from_str::<Expect>("[single]\nlost = { value = 0 }").is_err());
+        // A dotted name is a TOML table: the answer says how to write it.
+        let dotted = toml::from_str::<Expect>("[single]\ncoverage.reassignments = 2")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            dotted.contains("(`reassignments`): quote a dotted name"),
+            "{dotted}"
         );
     }
 

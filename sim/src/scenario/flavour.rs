@@ -1186,6 +1186,11 @@ mod tests {
             "{bad}"
         );
         assert!(bad.contains("\"3.3\"") && bad.contains("\"5.0\""), "{bad}");
+        // A patch release is pointed to its line.
+        let patch = problems(&parse("pulsar", "version = \"4.0.2\""));
+        assert!(patch.contains("release line, \"4.0\""), "{patch}");
+        let unknown = problems(&parse("pulsar", "version = \"4.9.2\""));
+        assert!(unknown.contains("one of"), "{unknown}");
         let sc = parse("activemq", "version = \"5.18\"");
         assert_eq!(sc.broker_version(0), None);
         assert!(

@@ -349,8 +349,15 @@ fn meaning(
     problems.extend(extra(scenario));
     problems.retain(|p| {
         let path = p.path_string();
+        let table = path.rsplit_once('.').map_or("", |(t, _)| t);
         !skip.iter().any(|s| {
-            path == *s || path.starts_with(&format!("{s}.")) || path.starts_with(&format!("{s}["))
+            // A field of the same table whose check names the one reported (a bad `at` read as
+            // none: "give either `at` or `rate`") is its consequence too.
+            let (s_table, s_key) = s.rsplit_once('.').unwrap_or(("", s));
+            path == *s
+                || path.starts_with(&format!("{s}."))
+                || path.starts_with(&format!("{s}["))
+                || (table == s_table && p.message.contains(&format!("`{s_key}`")))
         })
     });
     // Causes before their consequences: a misspelt strategy or broker name also breaks every
@@ -981,6 +988,20 @@ service = "1ms"
         let one = GOOD.replace("keys = 2", "keys = 2\nkeyz = 3");
         let e = load_str("x.toml", &one, &none).unwrap_err();
         assert!(matches!(e, ScenarioError::Syntax { .. }), "{e}");
+    }
+
+    /// A check that names a field already reported (read as absent) is not reported beside it.
+    #[test]
+    fn a_check_naming_a_reported_field_is_its_consequence() {
+        let bad = GOOD.to_string()
+            + "[[fault]]\nkind = \"consumer_crash\"\nat = \"5000000000h\"\nconsumer = 0\n";
+        let e = load_str("x.toml", &bad, &none).unwrap_err().to_string();
+        assert!(e.contains("field `fault[0].at`: duration"), "{e}");
+        assert!(!e.contains("give either"), "{e}");
+        // Other problems of the same table still show.
+        let two = bad.replace("consumer = 0", "consumer = 9");
+        let e = load_str("x.toml", &two, &none).unwrap_err().to_string();
+        assert!(e.contains("fault[0].consumer"), "{e}");
     }
 
     #[test]

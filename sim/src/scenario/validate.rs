@@ -64,6 +64,17 @@ fn version_problem(flavour: super::FlavourChoice, v: &str) -> Option<String> {
     if allowed.contains(&v) {
         return None;
     }
+    // A patch release ("4.0.2"): the model knows release lines, within which it behaves alike.
+    let mut parts = v.splitn(3, '.');
+    if let (Some(major), Some(minor), Some(_)) = (parts.next(), parts.next(), parts.next()) {
+        let line = format!("{major}.{minor}");
+        if allowed.contains(&line.as_str()) {
+            return Some(format!(
+                "write the release line, {line:?}: the model knows {} by its major.minor lines",
+                f.name()
+            ));
+        }
+    }
     let list = allowed
         .iter()
         .map(|a| format!("{a:?}"))
