@@ -78,6 +78,16 @@ impl Single {
     pub fn owner(&self, broker: u16) -> Option<u32> {
         self.brokers[broker as usize].owner
     }
+
+    /// `consumer` becomes the exclusive consumer at `broker` now (a queue that chooses among its
+    /// consumers by its own rule, e.g. RabbitMQ's consumer priorities); a change of owner is
+    /// recorded as a reassignment.
+    pub fn take_over(&mut self, broker: u16, consumer: u32, ctl: &mut Control) {
+        let side = &mut self.brokers[broker as usize];
+        if side.owner != Some(consumer) {
+            side.take(broker, consumer, ctl);
+        }
+    }
 }
 
 impl crate::Named for Single {
