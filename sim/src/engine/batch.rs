@@ -2,6 +2,7 @@
 //! retries on a resource outage; a poison message rolled back to the head until its backout
 //! threshold.
 
+use super::broker::{Delay, PutBack};
 use super::events::Ev;
 use super::state::{Delivery, Phase};
 use super::Engine;
@@ -96,29 +97,27 @@ impl<O: Observer> Engine<'_, O> {
                 .push(self.now + delay, Ev::BlockingRetry { c, epoch });
             return;
         }
-        if r.until_lease_end {
-            // SQS: the job does not delete it; it is received again (or redriven, past the
-            // limit) once the visibility timeout started by its receive ends [Q4][Q8].
-            let delay = self.invisible_for(d.slot, deliveries);
-            if !r.gives_up(deliveries) {
-                self.emit(Event::Redelivery {
-                    t: self.now,
-                    msg,
-                    delay_us: delay,
-                    blocking: false,
-                });
+        // SQS: the job does not delete it; it is received again (or redriven, past the limit)
+        // once the visibility timeout started by its receive ends [Q4][Q8]. Else a rollback:
+        // the message returns to the head of the queue at once.
+        let how = if r.until_lease_end {
+            PutBack {
+                at: r.requeue,
+                holder: Some(c),
+                live_broker: true,
+                delay: Delay::Invisible,
+                announce: !r.gives_up(deliveries),
             }
-            self.requeue_after(d, delay);
         } else {
-            // Roll back: the message returns to the head of the queue at once.
-            self.emit(Event::Redelivery {
-                t: self.now,
-                msg,
-                delay_us: 0,
-                blocking: false,
-            });
-            self.requeue_at(d.broker, d.slot, Requeue::Head);
-        }
+            PutBack {
+                at: Requeue::Head,
+                holder: Some(c),
+                live_broker: true,
+                delay: Delay::None,
+                announce: true,
+            }
+        };
+        self.put_back_one(d, how);
         if reason == FailReason::Outage {
             self.end_job(c, true);
         } else {

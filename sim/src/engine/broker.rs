@@ -3,6 +3,7 @@
 //! handling of it: dispatch with prefetch through the strategy's policy, the one requeue of every
 //! path, and a message's settlement (ack or dead-letter queue).
 
+use super::events::Ev;
 use super::state::{sort_for_put_back, Delivery, Loc, Msg, Slab};
 use super::Engine;
 use crate::dist::Sampler;
@@ -12,6 +13,46 @@ use crate::strategy::{ConsumerSlot, Control, DispatchCtx, Select, Strategy};
 use crate::time::Time;
 use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
+
+/// How deliveries go back to their broker ([`Engine::put_back`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct PutBack {
+    /// Where each lands in its queue, which also sets the order they go back in.
+    pub at: Requeue,
+    /// Only a delivery still held by this consumer goes back (None: still current, whoever
+    /// holds it).
+    pub holder: Option<u32>,
+    /// Only while its broker is up (a consumer's own request: a broker that is down already took
+    /// its messages back).
+    pub live_broker: bool,
+    /// How long each stays undeliverable.
+    pub delay: Delay,
+    /// Each is recorded as a non-blocking redelivery.
+    pub announce: bool,
+}
+
+impl PutBack {
+    /// A gone consumer's deliveries: back at once, silently.
+    pub const LOST: PutBack = PutBack {
+        at: Requeue::Head,
+        holder: None,
+        live_broker: false,
+        delay: Delay::None,
+        announce: false,
+    };
+}
+
+/// How long a delivery put back stays undeliverable ([`PutBack::delay`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Delay {
+    /// Not at all.
+    None,
+    /// Cancelled back unconsumed (a rolled-back window): not counted as a delivery, then held
+    /// for the redelivery delay of its count until [`Ev::ReturnDue`].
+    Cancelled,
+    /// As a failed delivery ([`Engine::invisible_for`]), held until [`Ev::RedeliveryDue`].
+    Invisible,
+}
 
 /// One broker: its own state, changed only through its methods.
 pub(super) struct Broker {
@@ -689,19 +730,71 @@ impl<O: Observer> Engine<'_, O> {
         if self.w.returned.is_empty() {
             return;
         }
-        let mut returned = std::mem::take(&mut self.w.returned);
-        let requeue = self.cfg.redelivery.requeue_lost;
-        sort_for_put_back(&mut returned, requeue);
-        for d in &returned {
-            let m = self.w.slab.get(d.slot);
-            if m.r.id == d.id
-                && matches!(m.loc, Loc::Delivered { delivery, .. } if delivery == d.delivery)
-            {
-                self.requeue_at(d.broker, d.slot, requeue);
-            }
-        }
-        returned.clear();
+        let returned = std::mem::take(&mut self.w.returned);
+        let how = PutBack {
+            at: self.cfg.redelivery.requeue_lost,
+            ..PutBack::LOST
+        };
+        let returned = self.put_back(returned, how);
         self.w.returned = returned;
+    }
+
+    /// The one way deliveries go back to their brokers (a consumer gone, a rolled-back window,
+    /// an abandoned batch): ordered for `how.at`, each still current (and, with `how.holder`,
+    /// still its holder's) put back at once or held for its delay, as `how` says. Returns the
+    /// emptied vector for reuse.
+    pub(super) fn put_back(&mut self, mut back: Vec<Delivery>, how: PutBack) -> Vec<Delivery> {
+        sort_for_put_back(&mut back, how.at);
+        for &d in &back {
+            self.put_back_one(d, how);
+        }
+        back.clear();
+        back
+    }
+
+    /// [`Self::put_back`] of one delivery.
+    pub(super) fn put_back_one(&mut self, d: Delivery, how: PutBack) {
+        let m = self.w.slab.get(d.slot);
+        let current = match how.holder {
+            Some(c) => self.w.slab.valid(&d, c),
+            None => {
+                m.r.id == d.id
+                    && matches!(m.loc, Loc::Delivered { delivery, .. } if delivery == d.delivery)
+            }
+        };
+        if !current || (how.live_broker && !self.w.brokers[d.broker as usize].is_up()) {
+            return;
+        }
+        let delay = match how.delay {
+            Delay::None => 0,
+            Delay::Cancelled => {
+                // Not a delivery: its count goes back, and the delay is the one for that count.
+                let m = self.w.slab.get_mut(d.slot);
+                m.deliveries -= 1;
+                self.cfg.redelivery.delay(m.deliveries).0
+            }
+            Delay::Invisible => self.invisible_for(d.slot, self.w.slab.counted(d.slot)),
+        };
+        if how.announce {
+            let msg = self.w.slab.get(d.slot).r;
+            self.emit(Event::Redelivery {
+                t: self.now,
+                msg,
+                delay_us: delay,
+                blocking: false,
+            });
+        }
+        if delay == 0 {
+            self.requeue_at(d.broker, d.slot, how.at);
+        } else {
+            self.w.slab.get_mut(d.slot).loc = Loc::Held(d.broker);
+            let (slot, id) = (d.slot, d.id);
+            let ev = match how.delay {
+                Delay::Cancelled => Ev::ReturnDue { slot, id },
+                _ => Ev::RedeliveryDue { slot, id },
+            };
+            self.q.push(self.now + delay, ev);
+        }
     }
 
     /// A message taken back from a consumer is deliverable again at broker `b`: back in its

@@ -2,8 +2,9 @@
 //! is reached, else redelivered after the policy's delay, held by the consumer (blocking: its session waits)
 //! or by the broker (non-blocking: later messages go on).
 
+use super::broker::{Delay, PutBack};
 use super::events::Ev;
-use super::state::{sort_for_put_back, Delivery, Job, Loc, Phase};
+use super::state::{Delivery, Job, Loc, Phase};
 use super::Engine;
 use crate::history::{Event, FailReason, Observer};
 use crate::scenario::{Commit, PartialFailure, RedeliveryMode};
@@ -126,7 +127,14 @@ impl<O: Observer> Engine<'_, O> {
                         // Without a delay back in its queue (at the head, unless `requeue` says
                         // otherwise) before the next dispatch decision, so nothing overtakes it
                         // in the same instant; with one, held at the broker until it ends.
-                        self.requeue_after(d, delay);
+                        let how = PutBack {
+                            at: r.requeue,
+                            holder: Some(c),
+                            live_broker: true,
+                            delay: Delay::Invisible,
+                            announce: false,
+                        };
+                        self.put_back_one(d, how);
                     }
                     if !suspend {
                         self.dispatch_after_failure(d.broker);
@@ -182,34 +190,14 @@ impl<O: Observer> Engine<'_, O> {
         back.extend(cs.uncommitted.drain(..).map(|(d, _)| d));
         self.drop_orphans(c);
         self.sync_load(c);
-        sort_for_put_back(&mut back, self.cfg.redelivery.requeue);
-        for d in back {
-            if !self.w.slab.valid(&d, c) || !self.w.brokers[d.broker as usize].is_up() {
-                continue;
-            }
-            let delay = self.invisible_for(d.slot, self.w.slab.counted(d.slot));
-            let msg = self.w.slab.get(d.slot).r;
-            self.emit(Event::Redelivery {
-                t: self.now,
-                msg,
-                delay_us: delay,
-                blocking: false,
-            });
-            self.requeue_after(d, delay);
-        }
-    }
-
-    /// The message of delivery `d` goes back to its broker's queue `delay` from now: at once, or
-    /// held by the broker until [`Ev::RedeliveryDue`] (SQS: invisible until its lease ends).
-    pub(super) fn requeue_after(&mut self, d: Delivery, delay: u64) {
-        if delay == 0 {
-            self.requeue(d.broker, d.slot);
-        } else {
-            self.w.slab.get_mut(d.slot).loc = Loc::Held(d.broker);
-            let (slot, id) = (d.slot, d.id);
-            self.q
-                .push(self.now + delay, Ev::RedeliveryDue { slot, id });
-        }
+        let how = PutBack {
+            at: self.cfg.redelivery.requeue,
+            holder: Some(c),
+            live_broker: true,
+            delay: Delay::Invisible,
+            announce: true,
+        };
+        self.put_back(back, how);
     }
 
     /// Consumer `c`'s session rolls back (`partial_failure = "rollback"`): every message it
@@ -223,28 +211,15 @@ impl<O: Observer> Engine<'_, O> {
     fn cancel_window(&mut self, c: u32) {
         let cs = &mut self.w.consumers[c as usize];
         // Copies of expired receives are not the broker's to take back: they are dropped.
-        let mut rest: Vec<Delivery> = cs.buffer.drain(..).filter(|d| d.delivery != 0).collect();
+        let rest: Vec<Delivery> = cs.buffer.drain(..).filter(|d| d.delivery != 0).collect();
         self.drop_orphans(c);
         self.sync_load(c);
-        let r = self.cfg.redelivery;
-        sort_for_put_back(&mut rest, r.requeue);
-        for d in &rest {
-            let m = self.w.slab.get_mut(d.slot);
-            let current =
-                matches!(m.loc, Loc::Delivered { delivery, .. } if delivery == d.delivery);
-            if m.r.id != d.id || !current {
-                continue;
-            }
-            m.deliveries -= 1;
-            let delay = r.delay(m.deliveries).0;
-            if delay == 0 {
-                self.requeue(d.broker, d.slot);
-            } else {
-                m.loc = Loc::Held(d.broker);
-                let (slot, id) = (d.slot, d.id);
-                self.q.push(self.now + delay, Ev::ReturnDue { slot, id });
-            }
-        }
+        let how = PutBack {
+            at: self.cfg.redelivery.requeue,
+            delay: Delay::Cancelled,
+            ..PutBack::LOST
+        };
+        self.put_back(rest, how);
     }
 
     /// Consumer `c`'s negative-ack timer for `d` (`delay_in_client`) has run out: true when the
