@@ -8,6 +8,7 @@ mod common;
 
 mod check;
 mod cli;
+mod clustered_grouping;
 mod determinism;
 mod docs_map;
 mod explore;

@@ -279,6 +279,19 @@ fn toml_of(g: &Gen) -> String {
     if g.strategy == "kafka" {
         writeln!(s, "[strategy.kafka]\npartitions = 3").unwrap();
     }
+    // Artemis clustered grouping on half the Artemis draws (`version` is unused there): the
+    // LOCAL handler on the last broker, a short timeout so that held sends end within the run.
+    if g.strategy == "artemis_groups"
+        && matches!(flavour, "artemis" | "native")
+        && g.version % 2 == 1
+    {
+        writeln!(
+            s,
+            "[strategy.artemis_groups]\ngrouping_handler = \"b{}\"\ngrouping_handler_timeout = \"20ms\"",
+            g.brokers - 1
+        )
+        .unwrap();
+    }
     writeln!(s, "[run]\ndrain_timeout = \"2m\"").unwrap();
     for &(kind, per_min, ms) in &g.faults {
         let kind = [

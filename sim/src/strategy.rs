@@ -126,6 +126,14 @@ pub enum Route {
         /// Whether later sends wait.
         block: bool,
     },
+    /// To this broker, stored for it even while it is down: the send succeeds and the message
+    /// waits there until the broker serves again (an Artemis cluster's store-and-forward queue
+    /// toward a node that is down, the node's binding kept). To its HA partner if that serves.
+    Stored(u16),
+    /// The broker answers the send only after this long (Artemis's grouping handler waiting for
+    /// its arbiter): no failure is seen, the producer's later sends wait behind it, and then the
+    /// send is routed again (the strategy is asked anew).
+    Wait(Time),
 }
 
 /// What happens when processing of a delivery starts.

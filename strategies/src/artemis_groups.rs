@@ -33,9 +33,28 @@
 //!   The group id is the message's key in decimal, as a JMS producer's `setStringProperty` would
 //!   carry it.
 //!
+//! - **Clustered grouping** (`grouping_handler`: the broker whose grouping handler is LOCAL; the
+//!   others' are REMOTE; A18 in docs/sources.md: `LocalGroupingHandler`, `RemoteGroupingHandler`,
+//!   `BindingsImpl.routeUsingStrictOrdering`). A group's first send is proposed to the LOCAL
+//!   handler: the first proposal wins and binds the group to the receiving node's queue (the
+//!   producer's connected broker: "use a local queue first"); the answer is broadcast to every
+//!   node up and cached there, so every later send of the group goes to that node
+//!   ([`Route::Stored`]: to a node that is down too, as the receiving node's store-and-forward
+//!   queue keeps it; a crash only disconnects bindings, so no group moves). The LOCAL map is
+//!   journaled (kept through its node's crash); a REMOTE cache is memory (lost in its crash).
+//!   While the LOCAL node is down, a send of a group the receiving node does not know is held
+//!   ([`Route::Wait`]) one `grouping_handler_timeout` per proposal, 11 proposals (the first and
+//!   `MAX_GROUP_RETRY` 10), then routed to the connected broker without grouping information,
+//!   the group still unbound (AMQ222209); no exception reaches the sender, whatever the
+//!   documentation says. Groups the node knows go on. Simplifications: a proposal made while
+//!   the LOCAL node is down is answered at the next proposal after it is back (the broker's
+//!   `resendPending` may answer sooner); the client's `callTimeout` (30 s), which ends a
+//!   blocking send held longer, is not modelled; `group-timeout` (-1: never) and the reaper are
+//!   not modelled.
+//!
 //! What it does not model: consumer priorities, exclusive queues (`single` is that), `group-first-key`
 //! (a header only), `JMSXGroupSeq = -1` closing a group (producers here never close groups),
-//! clustered grouping handlers, and `consumers-before-dispatch` / `delay-before-dispatch`.
+//! and `consumers-before-dispatch` / `delay-before-dispatch`.
 //!
 //! The handler is the plain one. Redelivery is the engine's, on the `artemis` flavour non-blocking
 //! with no delay: a rolled-back message goes back to the head of the queue and to its owner again;
@@ -43,11 +62,14 @@
 //! first.
 //!
 //! Parameters (`[strategy.artemis_groups]`): `group_rebalance` (false),
-//! `group_rebalance_pause_dispatch` (false), `group_buckets` (-1).
+//! `group_rebalance_pause_dispatch` (false), `group_buckets` (-1), `grouping_handler` (none),
+//! `grouping_handler_timeout` (5s).
 
 use serde::{Deserialize, Serialize};
-use sim::strategy::{Control, DispatchCtx, Handler, MsgView, Select, Strategy, WorldChange};
-use sim::time::Time;
+use sim::strategy::{
+    Control, DispatchCtx, Handler, MsgView, Route, RouteCtx, Select, Strategy, WorldChange,
+};
+use sim::time::{Dur, Time};
 
 /// `[strategy.artemis_groups]` parameters (Artemis address-settings).
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -64,10 +86,107 @@ pub struct ArtemisGroupsParams {
     /// buckets that each have one owner.
     #[serde(default = "default_buckets")]
     pub group_buckets: i32,
+    /// Clustered grouping: the broker whose grouping handler is `LOCAL` (the arbiter); every
+    /// other broker's is `REMOTE`. Absent: no grouping handler (each broker's queue groups on
+    /// its own, sends go to the connected broker).
+    #[serde(default, serialize_with = "no_handler")]
+    pub grouping_handler: Option<String>,
+    /// The grouping handler's `timeout`: how long a REMOTE handler waits for the LOCAL one's
+    /// answer to a proposal (Artemis default 5000 ms).
+    #[serde(default = "default_handler_timeout")]
+    pub grouping_handler_timeout: Dur,
 }
 
 fn default_buckets() -> i32 {
     -1
+}
+
+fn default_handler_timeout() -> Dur {
+    Dur::from_millis(5000)
+}
+
+/// Shows an unset `grouping_handler` as what it means.
+fn no_handler<S: serde::Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(v.as_deref().unwrap_or("(none)"))
+}
+
+/// Proposals a send of a group without a binding makes before the broker routes it without
+/// grouping information: the first and `BindingsImpl.MAX_GROUP_RETRY` (10) more.
+pub const PROPOSALS: u64 = 11;
+
+/// No node.
+const NO_NODE: u16 = u16::MAX;
+/// No held send.
+const NO_WAIT: (u64, Time) = (u64::MAX, 0);
+
+/// An Artemis cluster's grouping handlers (`LocalGroupingHandler`, `RemoteGroupingHandler`,
+/// `BindingsImpl.routeUsingStrictOrdering`).
+#[derive(Debug)]
+struct Cluster {
+    /// The node whose handler is LOCAL.
+    handler: u16,
+    /// Its `timeout`.
+    timeout: Time,
+    /// The LOCAL handler's map, group id -> node whose queue has the group. Persistent (the
+    /// journal's grouping records): kept through its node's crash. Bindings never expire
+    /// (`group-timeout` -1, the default).
+    bound: Vec<u16>,
+    /// Per node, per group: whether its handler has the group's binding without asking (a
+    /// REMOTE's cache of the proposal responses broadcast to it, in memory: lost in its crash).
+    known: Vec<Vec<bool>>,
+    /// Per producer: its send the broker holds (message id, when its first proposal went out).
+    waiting: Vec<(u64, Time)>,
+}
+
+impl Cluster {
+    /// Where a send of group `g` received by the producer's connected node goes.
+    fn route(&mut self, ctx: &RouteCtx, id: u64, g: usize) -> Route {
+        let r = ctx.connected;
+        let b = self.bound[g];
+        // A binding the receiving node has (LocalGroupingHandler.getProposal's map, or
+        // RemoteGroupingHandler's response cache): no arbiter needed. A node that is down keeps
+        // its binding (the cluster bridge only disconnects it): the message waits in the
+        // receiving node's store-and-forward queue until the node is back.
+        if b != NO_NODE && (r == self.handler || self.known[r as usize][g]) {
+            return Route::Stored(b);
+        }
+        let p = ctx.producer as usize;
+        if ctx.up[self.handler as usize] {
+            // The LOCAL handler answers: the first proposal wins, and the receiving node proposes
+            // its own queue (the docs: "use a local queue first"); the answer is broadcast to
+            // every node up (PROPOSAL_RESPONSE -> RemoteGroupingHandler.proposed).
+            let b = if b == NO_NODE {
+                self.bound[g] = r;
+                r
+            } else {
+                b
+            };
+            for (n, k) in self.known.iter_mut().enumerate() {
+                if ctx.up[n] {
+                    k[g] = true;
+                }
+            }
+            self.waiting[p] = NO_WAIT;
+            return Route::Stored(b);
+        }
+        // No answer: each proposal waits `timeout` (RemoteGroupingHandler.propose returns null),
+        // BindingsImpl retries MAX_GROUP_RETRY times, then routes the message without grouping
+        // information (AMQ222209), the group still unbound. No exception reaches the sender.
+        let started = match self.waiting[p] {
+            (m, t) if m == id => t,
+            _ => {
+                self.waiting[p] = (id, ctx.now);
+                ctx.now
+            }
+        };
+        let waited = ctx.now - started;
+        if waited >= PROPOSALS * self.timeout {
+            self.waiting[p] = NO_WAIT;
+            return Route::Connected;
+        }
+        // The next proposal goes out when this one times out.
+        Route::Wait((waited / self.timeout + 1) * self.timeout - waited)
+    }
 }
 
 impl Default for ArtemisGroupsParams {
@@ -76,6 +195,8 @@ impl Default for ArtemisGroupsParams {
             group_rebalance: false,
             group_rebalance_pause_dispatch: false,
             group_buckets: default_buckets(),
+            grouping_handler: None,
+            grouping_handler_timeout: default_handler_timeout(),
         }
     }
 }
@@ -113,6 +234,8 @@ pub struct ArtemisGroups {
     holder: Vec<(u32, u32)>,
     /// Per broker: consumers attached there (for the in-flight sum).
     attached: Vec<Vec<u32>>,
+    /// The cluster's grouping handlers (None: no `grouping_handler`).
+    cluster: Option<Cluster>,
 }
 
 /// Java's `String.hashCode`-style hash over an Artemis `SimpleString`'s bytes: each UTF-16
@@ -154,8 +277,23 @@ impl ArtemisGroups {
             epoch: vec![0; consumers],
             holder: Vec::new(),
             attached: vec![Vec::new(); brokers],
+            cluster: None,
             params,
         }
+    }
+
+    /// With clustered grouping: `handler` is the node whose grouping handler is LOCAL, the
+    /// others' are REMOTE; `producers` producers send `keys` group ids.
+    pub fn with_grouping_handler(mut self, handler: u16, keys: usize, producers: usize) -> Self {
+        let brokers = self.queues.len();
+        self.cluster = Some(Cluster {
+            handler,
+            timeout: self.params.grouping_handler_timeout.micros().max(1),
+            bound: vec![NO_NODE; keys],
+            known: vec![vec![false; keys]; brokers],
+            waiting: vec![NO_WAIT; producers],
+        });
+        self
     }
 
     /// The group-map slot of `msg` (None: ungrouped, or grouping disabled).
@@ -281,18 +419,81 @@ impl crate::Named for ArtemisGroups {
                 effect: "group_buckets = 0 disables grouping: plain competing consumers, which reorder without any fault",
             }),
         },
+        crate::ParamInfo {
+            name: "grouping_handler",
+            meaning: "clustered grouping: the broker whose grouping handler is LOCAL (the arbiter of each group's node), the others REMOTE; a group's first send is proposed to it, and while it is down sends of groups the receiving node does not know wait 11 x the timeout, then go ungrouped",
+            unit: "broker name",
+            default: "(none)",
+            range: crate::Range::Any,
+            sizes: None,
+            models: "Artemis broker.xml grouping-handler type LOCAL / REMOTE",
+            hazard: None,
+        },
+        crate::ParamInfo {
+            name: "grouping_handler_timeout",
+            meaning: "with grouping_handler: how long a REMOTE handler waits for the LOCAL one's answer to each proposal",
+            unit: "duration",
+            default: "5s",
+            range: crate::Range::dur_from(Dur::from_millis(1)),
+            sizes: None,
+            models: "Artemis grouping-handler timeout",
+            hazard: None,
+        },
     ];
+    fn check(sc: &sim::Scenario, p: &ArtemisGroupsParams) -> Vec<(&'static str, String)> {
+        let Some(name) = &p.grouping_handler else {
+            return Vec::new();
+        };
+        let mut errs = Vec::new();
+        if !sc.brokers.iter().any(|b| &b.name == name) {
+            errs.push((
+                "grouping_handler",
+                format!(
+                    "{name:?} is not a [[broker]] (brokers: {})",
+                    sc.brokers
+                        .iter()
+                        .take(10)
+                        .map(|b| format!("{:?}", b.name))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+        if let sim::scenario::FlavourChoice::Product(f) = sc.flavour {
+            if f != sim::scenario::Flavour::Artemis {
+                errs.push((
+                    "grouping_handler",
+                    format!(
+                        "a grouping handler is an ActiveMQ Artemis cluster's: allowed with flavour = \"artemis\" (or \"native\"), not {:?}",
+                        f.name()
+                    ),
+                ));
+            }
+        }
+        errs
+    }
     fn build(sc: &sim::Scenario, p: ArtemisGroupsParams) -> Result<Self, String> {
-        Ok(ArtemisGroups::new(
-            sc.brokers.len(),
-            sc.dispatch_targets(),
-            sc.workload.keys as usize,
-            p,
-        ))
+        let handler = p
+            .grouping_handler
+            .as_ref()
+            .and_then(|name| sc.brokers.iter().position(|b| &b.name == name));
+        let keys = sc.workload.keys as usize;
+        let g = ArtemisGroups::new(sc.brokers.len(), sc.dispatch_targets(), keys, p);
+        Ok(match handler {
+            Some(h) => g.with_grouping_handler(h as u16, keys, sc.producers.count as usize),
+            None => g,
+        })
     }
 }
 
 impl Strategy for ArtemisGroups {
+    fn route(&mut self, ctx: &RouteCtx, msg: &MsgView) -> Route {
+        match (&mut self.cluster, msg.group) {
+            (Some(c), Some(g)) => c.route(ctx, msg.id, g as usize),
+            _ => Route::Connected,
+        }
+    }
+
     fn select(&mut self, ctx: &DispatchCtx, msg: &MsgView, ctl: &mut Control) -> Select {
         let b = ctx.broker as usize;
         if self.queues[b].paused {
@@ -379,6 +580,12 @@ impl Strategy for ArtemisGroups {
     }
 
     fn on_world(&mut self, _now: Time, change: WorldChange, ctl: &mut Control) {
+        if let (WorldChange::BrokerCrashed(n), Some(c)) = (change, &mut self.cluster) {
+            // A REMOTE handler's response cache is memory only; the LOCAL one's map is journaled.
+            if n != c.handler {
+                c.known[n as usize].fill(false);
+            }
+        }
         let WorldChange::GroupsReset(b) = change else {
             return;
         };
@@ -865,5 +1072,105 @@ factor = 50.0
             a.latency_ms.p50,
             m.latency_ms.p50
         );
+    }
+
+    fn clustered(timeout_ms: u64) -> ArtemisGroups {
+        ArtemisGroups::new(
+            3,
+            4,
+            8,
+            ArtemisGroupsParams {
+                grouping_handler_timeout: Dur::from_millis(timeout_ms),
+                ..Default::default()
+            },
+        )
+        .with_grouping_handler(0, 8, 2)
+    }
+
+    fn at(now: Time, producer: u32, connected: u16, up: &[bool]) -> RouteCtx<'_> {
+        RouteCtx {
+            now,
+            producer,
+            connected,
+            up,
+        }
+    }
+
+    /// The first proposal binds a group to the receiving node's queue; every node then routes
+    /// the group there, wherever the send arrives, without the arbiter.
+    #[test]
+    fn the_local_handler_binds_a_group_to_the_first_proposers_node() {
+        let mut g = clustered(5000);
+        let up = [true; 3];
+        assert_eq!(g.route(&at(0, 0, 1, &up), &view(1, 3)), Route::Stored(1));
+        assert_eq!(g.route(&at(1, 1, 2, &up), &view(2, 3)), Route::Stored(1));
+        assert_eq!(g.route(&at(2, 1, 2, &up), &view(3, 4)), Route::Stored(2));
+        // Without a handler: the connected broker.
+        let mut plain = ArtemisGroups::new(3, 4, 8, ArtemisGroupsParams::default());
+        assert_eq!(
+            plain.route(&at(0, 0, 1, &up), &view(1, 3)),
+            Route::Connected
+        );
+    }
+
+    /// With the LOCAL handler's node down, a group the receiving node knows goes on (to its
+    /// node, even a node that is down: stored for it); a new group's send is held one timeout
+    /// per proposal, 11 proposals, then routed without grouping to the connected node, still
+    /// unbound (BindingsImpl.routeAndCheckNull, MAX_GROUP_RETRY).
+    #[test]
+    fn with_the_local_handler_down_new_groups_wait_and_known_ones_go_on() {
+        let t = 5000 * sim::time::MILLI;
+        let mut g = clustered(5000);
+        let up = [true; 3];
+        assert_eq!(g.route(&at(0, 0, 1, &up), &view(1, 3)), Route::Stored(1));
+        let down = [false, true, true];
+        assert_eq!(g.route(&at(10, 1, 2, &down), &view(2, 3)), Route::Stored(1));
+        let b_down = [false, false, true];
+        assert_eq!(
+            g.route(&at(11, 1, 2, &b_down), &view(3, 3)),
+            Route::Stored(1)
+        );
+        // New group 5 from producer 0: held to the end of each proposal.
+        assert_eq!(g.route(&at(100, 0, 1, &down), &view(4, 5)), Route::Wait(t));
+        assert_eq!(
+            g.route(&at(100 + 3 * t / 2, 0, 1, &down), &view(4, 5)),
+            Route::Wait(t / 2)
+        );
+        assert_eq!(
+            g.route(&at(100 + 10 * t, 0, 1, &down), &view(4, 5)),
+            Route::Wait(t)
+        );
+        assert_eq!(
+            g.route(&at(100 + 11 * t, 0, 1, &down), &view(4, 5)),
+            Route::Connected
+        );
+        // Still unbound: its next message waits again; once the handler is back it is bound.
+        assert_eq!(
+            g.route(&at(100 + 11 * t, 0, 1, &down), &view(5, 5)),
+            Route::Wait(t)
+        );
+        assert_eq!(
+            g.route(&at(100 + 12 * t, 0, 1, &up), &view(5, 5)),
+            Route::Stored(1)
+        );
+    }
+
+    /// A REMOTE node's cache dies with it: after its restart, with the handler still down, a
+    /// group bound before must be asked about again and waits; the LOCAL node's map survives.
+    #[test]
+    fn a_remote_node_forgets_its_cache_in_a_crash() {
+        let mut g = clustered(1000);
+        let mut ctl = Control::default();
+        let up = [true; 3];
+        assert_eq!(g.route(&at(0, 0, 1, &up), &view(1, 3)), Route::Stored(1));
+        g.on_world(1, WorldChange::BrokerCrashed(0), &mut ctl);
+        g.on_world(1, WorldChange::BrokerCrashed(2), &mut ctl);
+        let down = [false, true, true];
+        assert_eq!(g.route(&at(2, 0, 1, &down), &view(2, 3)), Route::Stored(1));
+        assert!(matches!(
+            g.route(&at(2, 1, 2, &down), &view(3, 3)),
+            Route::Wait(_)
+        ));
+        assert_eq!(g.route(&at(3, 1, 0, &up), &view(4, 3)), Route::Stored(1));
     }
 }

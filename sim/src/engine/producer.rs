@@ -1,6 +1,8 @@
 //! Producers: a message is born (key, seq, producer clock), goes through the strategy's routing,
 //! and is stored at a broker; sends that fail (a Unit-of-Order member down, a `send_error` fault)
-//! are retried after the retry backoff. Whether later sends wait behind a failed one or overtake
+//! are retried after the retry backoff; a send the strategy holds (`Route::Wait`: Artemis's
+//! grouping handler waiting for its arbiter) is no failure, waits, and is routed again when the
+//! hold ends, the producer's later sends behind it. Whether later sends wait behind a failed one or overtake
 //! it (`max_in_flight`, `idempotence`): [`Engine::send_behind_failure`].
 //! A producer without a connection buffers its sends (its failover transport: `failover.rs`).
 //! The producer is a node that owns its state ([`Producer`], private fields behind methods).
@@ -289,6 +291,19 @@ impl<O: Observer> Engine<'_, O> {
                 _ => return Err(true),
             },
             Route::Fail { block } => return Err(block),
+            Route::Stored(b) => match self.w.brokers[b as usize].partner() {
+                Some(s)
+                    if !self.w.brokers[b as usize].is_up()
+                        && self.w.brokers[s as usize].is_up() =>
+                {
+                    s
+                }
+                _ => b,
+            },
+            Route::Wait(d) => {
+                self.w.producers[p as usize].hold = Some(self.now + d.max(1));
+                return Err(true);
+            }
         };
         if !self.w.producers[p as usize].resent.is_empty() && self.resend(p, slot, b) {
             return Ok(b);
@@ -301,6 +316,14 @@ impl<O: Observer> Engine<'_, O> {
     /// The strategy's routing refused a send (e.g. a Unit-of-Order member down): retried after
     /// the retry backoff; `block`: later sends wait behind it.
     pub(super) fn send_failed(&mut self, p: u32, slot: u32, block: bool) {
+        if let Some(at) = self.w.producers[p as usize].hold.take() {
+            // Not a failure: the broker holds the send (`Route::Wait`), later sends wait.
+            let ps = &mut self.w.producers[p as usize];
+            ps.failed.push_back(slot);
+            ps.failed_block = true;
+            self.schedule_producer_retry_at(p, at);
+            return;
+        }
         self.emit_send_fail(p, slot);
         let ps = &mut self.w.producers[p as usize];
         ps.failed.push_back(slot);
@@ -310,10 +333,16 @@ impl<O: Observer> Engine<'_, O> {
 
     /// A retry of `p`'s failed sends after its retry backoff, unless one is already scheduled.
     fn schedule_producer_retry(&mut self, p: u32) {
+        let at = self.now + self.cfg.retry_backoff.0.max(1);
+        self.schedule_producer_retry_at(p, at);
+    }
+
+    /// A retry of `p`'s waiting sends at `at`, unless one is already scheduled (a held send
+    /// retried early is asked about again and waits the rest).
+    fn schedule_producer_retry_at(&mut self, p: u32, at: Time) {
         let ps = &mut self.w.producers[p as usize];
         if !ps.retrying {
             ps.retrying = true;
-            let at = self.now + self.cfg.retry_backoff.0.max(1);
             self.q.push(at, Ev::ProducerRetry(p));
         }
     }
@@ -338,6 +367,7 @@ impl<O: Observer> Engine<'_, O> {
         let mut pending = std::mem::take(&mut ps.failed);
         let mut still = VecDeque::new();
         let mut block = false;
+        let mut held = None;
         while let Some(slot) = pending.pop_front() {
             let overtakes = self.w.producers[p as usize].overtakes;
             if block || overtakes == Some(0) {
@@ -358,7 +388,11 @@ impl<O: Observer> Engine<'_, O> {
                     }
                 }
                 Err(b) => {
-                    self.emit_send_fail(p, slot);
+                    // A held send (`Route::Wait`) is no failure: it waits, and so do the rest.
+                    held = self.w.producers[p as usize].hold.take();
+                    if held.is_none() {
+                        self.emit_send_fail(p, slot);
+                    }
                     still.push_back(slot);
                     block = b;
                     self.w.producers[p as usize].failed_block = b;
@@ -369,6 +403,8 @@ impl<O: Observer> Engine<'_, O> {
         ps.failed = still;
         if ps.failed.is_empty() {
             ps.overtakes = None;
+        } else if let Some(at) = held {
+            self.schedule_producer_retry_at(p, at);
         } else {
             self.schedule_producer_retry(p);
         }
@@ -404,6 +440,9 @@ pub(super) struct Producer {
     /// `send_timeout`): (slot, when it was stored, where). Its resend is deduplicated or stored
     /// again ([`crate::engine::Engine`]'s `resend`).
     resent: Vec<(u32, Time, u16)>,
+    /// Set by a send the broker holds (`Route::Wait`): when to route it again. Taken at once by
+    /// the caller that saw the send refused.
+    hold: Option<Time>,
     /// Draws whether a send fails during a `send_error` fault (its own stream, so the draws
     /// move nothing else).
     send_rng: ChaCha8Rng,
@@ -435,6 +474,7 @@ impl Producer {
             retrying: false,
             overtakes: None,
             resent: Vec::new(),
+            hold: None,
             send_rng,
             clock_offset,
         }
