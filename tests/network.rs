@@ -105,19 +105,21 @@ fn the_bridge_never_holds_more_than_its_prefetch_and_never_sends_back() {
 /// prefetched by its consumers and unacknowledged, or taken by its bridge and not yet stored by
 /// `b`) are exactly the messages its bridge forwards after it returns (it has no consumer left):
 /// nothing else arrives late through it, and each of them is applied only then. On some seed a
-/// message was on the bridge when `a` died: it stayed with `a` (the bridge acks only what `b`
-/// stored) and was forwarded again after the restart.
+/// message was on the wire when `a` died (the bridge sends at once: no `dispatch_latency`): `b`
+/// stored it after the kill and it is not among the late ones (`a`'s resend after the restart
+/// is a duplicate `b` drops).
 #[test]
 fn exactly_the_messages_a_held_arrive_late() {
     let sc = scenario(&file("network-of-brokers-crash.toml"));
-    let mut bridge_held_somewhere = false;
+    let mut on_wire_somewhere = false;
     for strategy in ["competing", "single", "message_groups"] {
         for seed in 1..=5 {
             let (mut crash, mut recover) = (None, None);
             let mut at_a = BTreeSet::new(); // enqueued at a, neither acked nor stored at b yet
             let mut on_bridge = BTreeSet::new(); // forwarded by a, not yet stored at b
             let mut held = BTreeSet::new();
-            let mut bridge_held = BTreeSet::new();
+            let mut on_wire = BTreeSet::new();
+            let mut stored_at_b_after = BTreeSet::new();
             let mut late = BTreeSet::new();
             let mut applied_after = BTreeSet::new();
             run_with(&sc, strategy, seed, |e| match *e {
@@ -126,13 +128,16 @@ fn exactly_the_messages_a_held_arrive_late() {
                     ..
                 } => {
                     crash = Some(e.time());
-                    held = at_a.clone();
-                    bridge_held = on_bridge.clone();
+                    held = at_a.difference(&on_bridge).copied().collect();
+                    on_wire = on_bridge.clone();
                 }
                 Event::Recover {
                     node: Node::Broker(0),
                     t,
                 } => recover = Some(t),
+                Event::Enqueue { msg, broker: 1, .. } if crash.is_some() => {
+                    stored_at_b_after.insert(msg.id);
+                }
                 Event::Enqueue { msg, broker, .. } if crash.is_none() => {
                     if broker == 0 {
                         at_a.insert(msg.id);
@@ -162,18 +167,22 @@ fn exactly_the_messages_a_held_arrive_late() {
             });
             assert!(crash.is_some() && recover.is_some());
             assert!(
-                !held.is_empty() || strategy == "single",
-                "{strategy} seed {seed}: a held nothing"
+                !held.is_empty() || !on_wire.is_empty() || strategy == "single",
+                "{strategy} seed {seed}: a held nothing and sent nothing"
             );
             assert_eq!(late, held, "{strategy} seed {seed}");
             assert!(held.is_subset(&applied_after), "{strategy} seed {seed}");
-            assert!(bridge_held.is_subset(&held));
-            bridge_held_somewhere |= !bridge_held.is_empty();
+            assert!(
+                on_wire.is_subset(&stored_at_b_after),
+                "{strategy} seed {seed}"
+            );
+            assert!(on_wire.is_disjoint(&late), "{strategy} seed {seed}");
+            on_wire_somewhere |= !on_wire.is_empty();
         }
     }
     assert!(
-        bridge_held_somewhere,
-        "no seed had a message on the bridge when a died"
+        on_wire_somewhere,
+        "no seed had a message on the wire when a died"
     );
 }
 
@@ -274,8 +283,9 @@ fn network_fields_are_checked_with_their_location() {
     );
 }
 
-/// The same crash with a non-persistent store at `a`: what its bridge had taken and `b` had not
-/// stored is lost with `a`'s store (a `discard` at the crash), not forwarded later.
+/// The same crash with a non-persistent store at `a`: what its bridge had taken and not sent is
+/// lost with `a`'s store (a `discard` at the crash), not forwarded later; what was on the wire
+/// (here everything taken and not stored by `b`: the bridge sends at once) reaches `b`.
 #[test]
 fn a_non_persistent_broker_loses_what_its_bridge_had_not_handed_over() {
     let text = file("network-of-brokers-crash.toml").replacen(
@@ -290,6 +300,7 @@ fn a_non_persistent_broker_loses_what_its_bridge_had_not_handed_over() {
         let mut on_bridge = BTreeSet::new();
         let (mut at_crash, mut discarded, mut forwarded_late) =
             (BTreeSet::new(), BTreeSet::new(), 0);
+        let mut stored_at_b_after = BTreeSet::new();
         run_with(&sc, "competing", seed, |e| match *e {
             Event::Crash {
                 node: Node::Broker(0),
@@ -305,15 +316,20 @@ fn a_non_persistent_broker_loses_what_its_bridge_had_not_handed_over() {
                     on_bridge.insert(msg.id);
                 }
             }
-            Event::Enqueue { msg, broker: 1, .. } if !crashed => {
-                on_bridge.remove(&msg.id);
+            Event::Enqueue { msg, broker: 1, .. } => {
+                if crashed {
+                    stored_at_b_after.insert(msg.id);
+                } else {
+                    on_bridge.remove(&msg.id);
+                }
             }
             Event::Discard { msg, .. } => {
                 discarded.insert(msg.id);
             }
             _ => {}
         });
-        assert!(at_crash.is_subset(&discarded), "seed {seed}");
+        assert!(at_crash.is_disjoint(&discarded), "seed {seed}");
+        assert!(at_crash.is_subset(&stored_at_b_after), "seed {seed}");
         assert_eq!(forwarded_late, 0, "seed {seed}: a's store was lost");
         seen += at_crash.len();
     }
@@ -376,4 +392,71 @@ fn messages_stranded_behind_a_bridge_end_the_run_stuck() {
         );
         assert!(!w.contains("drain_timeout"), "{w}");
     }
+}
+
+/// Issue 39 §1, the bridge's window at a kill: with consumers on `b` only, every message of `a`
+/// crosses its bridge, reaching the bridge `dispatch_latency` (5 ms here) after `a` dispatches
+/// it and then `forward_delay` (20 ms) on the wire to `b`'s store. When `a` is killed, exactly
+/// the forwards its bridge had not sent yet (taken in the last 5 ms) are stranded: forwarded again
+/// after the restart. Those already on the wire (taken 5-25 ms before) reach `b` after the kill
+/// and are not forwarded again (`b` drops `a`'s resend as a duplicate). The old model kept every
+/// forward `b` had not stored with `a`: taken up to 20 ms before the kill.
+#[test]
+fn a_kill_strands_only_the_forwards_the_bridge_had_not_sent() {
+    let text = file("calibration/net-consumers-on-survivor.toml")
+        .replace(
+            "dispatch_latency = { dist = \"lognormal\", mean = \"1.7ms\", sigma = 0.7 }",
+            "dispatch_latency = \"5ms\"",
+        )
+        .replace("forward_delay = \"1ms\"", "forward_delay = \"20ms\"")
+        .replace("rate = \"50/s\"", "rate = \"400/s\"")
+        .replace("messages = 300", "messages = 2000");
+    let sc = scenario(&text);
+    let (mut unsent_somewhere, mut on_wire_somewhere) = (false, false);
+    for seed in 1..=5 {
+        let mut crash = None;
+        let mut taken = std::collections::BTreeMap::new(); // id -> last take by a before the kill
+        let mut stored_at_b_after = BTreeSet::new();
+        let mut late = BTreeSet::new();
+        run_with(&sc, "competing", seed, |e| match *e {
+            Event::Crash {
+                node: Node::Broker(0),
+                t,
+            } => crash = Some(t),
+            Event::Forward {
+                msg, from: 0, t, ..
+            } => {
+                if crash.is_none() {
+                    taken.insert(msg.id, t);
+                } else {
+                    late.insert(msg.id);
+                }
+            }
+            Event::Enqueue {
+                msg, broker: 1, t, ..
+            } if crash.is_some_and(|c| t > c) => {
+                stored_at_b_after.insert(msg.id);
+            }
+            _ => {}
+        });
+        let k = crash.expect("a was killed");
+        let unsent: BTreeSet<u64> = taken
+            .iter()
+            .filter(|&(_, &t)| t + 5_000 > k)
+            .map(|(&id, _)| id)
+            .collect();
+        let on_wire: BTreeSet<u64> = taken
+            .iter()
+            .filter(|&(_, &t)| t + 5_000 <= k && t + 25_000 > k)
+            .map(|(&id, _)| id)
+            .collect();
+        assert_eq!(late, unsent, "seed {seed}: stranded = taken and not sent");
+        assert!(
+            on_wire.is_subset(&stored_at_b_after) && on_wire.is_disjoint(&late),
+            "seed {seed}: what was on the wire reached b and was not sent again"
+        );
+        unsent_somewhere |= !unsent.is_empty();
+        on_wire_somewhere |= !on_wire.is_empty();
+    }
+    assert!(unsent_somewhere && on_wire_somewhere);
 }

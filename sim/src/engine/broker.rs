@@ -322,6 +322,10 @@ pub(super) struct Bridge {
     pub in_flight: u32,
     /// The peer has consumers attached: the bridge is offered to dispatch.
     pub demand: bool,
+    /// When its latest take goes on the wire to the peer: the bridge's one local consumer
+    /// receives the queue's dispatches in order and sends them in that order, so a take never
+    /// leaves before the one before it.
+    pub sent: Time,
 }
 
 impl Broker {

@@ -93,7 +93,8 @@ impl<O: Observer> Engine<'_, O> {
         for slot in 0..self.w.slab.msgs.len() as u32 {
             let at_b = match self.w.slab.get(slot).loc {
                 Loc::Queued(x) | Loc::Held(x) => x == b,
-                Loc::Forwarding { from, .. } => from == b,
+                // Sent before the crash: on the wire, the peer stores it.
+                Loc::Forwarding { from, orphan, .. } => from == b && !orphan,
                 _ => false,
             };
             if at_b {

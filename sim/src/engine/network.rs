@@ -6,12 +6,21 @@
 //!   `[network] prefetch` credit. Dispatch offers it to the strategy's `select` after the local
 //!   consumers, as consumer `consumers.count + peer` (the bridge's subscription copies the remote
 //!   consumer's, at equal priority: it can own a message group or be the exclusive consumer). A
-//!   message it takes travels `forward_delay`; the peer stores it and acks at that instant, which
-//!   gives the credit back. A message that came over a bridge is never offered to a bridge again
-//!   (`networkTTL` 1 and the bridge's loop suppression), so it waits for a local consumer. A
-//!   broker that dies keeps what its bridges had taken and the peer had not stored yet (lost if
-//!   its store is not persistent); a peer that dies sends the messages travelling to it back to
-//!   their source.
+//!   message it takes first reaches the bridge's local consumer, a draw of the source's
+//!   `dispatch_latency` (none without one; in the queue's order), and goes on the wire to the
+//!   peer then (`remoteBroker.asyncRequest`); it travels `forward_delay`, the peer stores it, and
+//!   the credit comes back. A message that came over a bridge is never offered to a bridge again
+//!   (`networkTTL` 1 and the bridge's loop suppression), so it waits for a local consumer.
+//!
+//!   The bridge's window at a crash of the source: the source acks a forward only when the peer's
+//!   response comes back (`localBroker.oneway(new MessageAck(..))` in the callback: one
+//!   individual ack per message, none batched), so everything taken and not acked stays in its
+//!   store. What the bridge had not sent yet is stranded until the source restarts (lost if its
+//!   store is not persistent); what was already on the wire reaches the peer, which stores and
+//!   delivers it, and the source's copy, forwarded again after the restart, is dropped by the
+//!   peer's cursor audit as a duplicate send (`AbstractStoreCursor.recoverMessage`): nothing is
+//!   modelled for it. So what a crash strands depends on where each forward is at that instant.
+//!   A peer that dies sends the messages travelling to it back to their source.
 //! - `idle_forward`: a broker with no consumers at all forwards its whole store to the first
 //!   peer that is up and has some (store-and-forward, WebLogic distributed destinations).
 
@@ -58,6 +67,7 @@ impl<O: Observer> Engine<'_, O> {
             from,
             to,
             due: at as u32,
+            orphan: false,
         };
         let (msg, id) = (m.r, m.r.id);
         self.emit(Event::Forward {
@@ -70,11 +80,18 @@ impl<O: Observer> Engine<'_, O> {
     }
 
     /// The bridge `bridge` of broker `from` takes the message at `slot` (already out of the queue).
+    /// It reaches the bridge's local consumer after a draw of `from`'s `dispatch_latency` (the
+    /// bridge is one of its consumers), not before the bridge's previous take, and goes on the
+    /// wire then.
     pub(super) fn bridge_take(&mut self, from: u16, bridge: usize, slot: u32) {
+        let transit = self.w.brokers[from as usize].transit_delay().unwrap_or(0);
         let br = &mut self.w.brokers[from as usize].bridges_mut()[bridge];
         br.in_flight += 1;
-        let to = br.peer;
-        let at = self.now + self.sc.network.forward_delay.0;
+        br.sent = br.sent.max(self.now + transit);
+        let (to, sent) = (br.peer, br.sent);
+        let at = sent + self.sc.network.forward_delay.0;
+        // When it reaches the bridge and goes on the wire: a crash of `from` before strands it.
+        self.w.slab.get_mut(slot).arrives = sent;
         self.send_over(from, to, slot, at);
     }
 
@@ -82,14 +99,21 @@ impl<O: Observer> Engine<'_, O> {
     /// if the peer went down it stays with the sender.
     pub(super) fn forward_arrive(&mut self, slot: u32, id: u64) {
         let m = self.w.slab.get(slot);
-        let Loc::Forwarding { from, to, due } = m.loc else {
+        let Loc::Forwarding {
+            from,
+            to,
+            due,
+            orphan,
+        } = m.loc
+        else {
             return;
         };
         // An arrival of an earlier trip, recalled by a crash: not this one.
         if m.r.id != id || due != self.now as u32 {
             return;
         }
-        let was_full = self.bridged() && self.bridge_landed(from, to);
+        // An orphan's bridge closed with its source: no credit to give back.
+        let was_full = self.bridged() && !orphan && self.bridge_landed(from, to);
         if self.w.brokers[to as usize].is_up() {
             self.w.slab.get_mut(slot).crossed = true;
             self.enqueue_back(to, slot);
@@ -148,15 +172,19 @@ impl<O: Observer> Engine<'_, O> {
     /// Broker `s` (up) gets a bridge toward `p`, last in its dispatch order.
     fn open_bridge(&mut self, s: u16, p: u16) {
         let bridges = self.w.brokers[s as usize].bridges_mut();
-        let in_flight = match bridges.iter().position(|b| b.peer == p) {
+        let (in_flight, sent) = match bridges.iter().position(|b| b.peer == p) {
             Some(i) if bridges[i].demand => return,
-            Some(i) => bridges.remove(i).in_flight,
-            None => 0,
+            Some(i) => {
+                let old = bridges.remove(i);
+                (old.in_flight, old.sent)
+            }
+            None => (0, 0),
         };
         bridges.push(Bridge {
             peer: p,
             in_flight,
             demand: true,
+            sent,
         });
         let id = self.bridge_id(p);
         self.strategy.on_attach(self.now, s, id, &mut self.ctl);
@@ -183,16 +211,26 @@ impl<O: Observer> Engine<'_, O> {
         self.dispatch(s);
     }
 
-    /// Broker `b` is going down (`bridge`): its bridges close, and every message travelling from
-    /// it (the peer has not stored it: it stays with `b`) or to it (it goes back to its source)
-    /// returns to the head of its source's queue, in message order.
+    /// Broker `b` is going down (`bridge`): its bridges close; every message its bridges had
+    /// taken and not yet sent (stranded: it stays with `b`) or travelling to it (it goes back to
+    /// its source) returns to the head of its source's queue, in message order. What `b`'s
+    /// bridges had sent goes on to its peer (an orphan: `b`'s copy, sent again after the
+    /// restart, is a duplicate the peer drops).
     pub(super) fn bridges_broker_down(&mut self, b: u16) {
         let mut recalled: Vec<(u64, u32, u16)> = Vec::new();
         for slot in 0..self.w.slab.msgs.len() as u32 {
-            let m = self.w.slab.get(slot);
-            if let Loc::Forwarding { from, to, .. } = m.loc {
-                if from == b || to == b {
+            let m = self.w.slab.get_mut(slot);
+            if let Loc::Forwarding {
+                from,
+                to,
+                ref mut orphan,
+                ..
+            } = m.loc
+            {
+                if to == b || (from == b && m.arrives > self.now) {
                     recalled.push((m.r.id, slot, from));
+                } else if from == b {
+                    *orphan = true;
                 }
             }
         }

@@ -90,7 +90,14 @@ pub(super) enum Loc {
     Held(u16),
     /// Travelling between brokers; `due` is the low 32 bits of its arrival time, so that an
     /// arrival event of an earlier trip (recalled when a broker crashed) is told apart.
-    Forwarding { from: u16, to: u16, due: u32 },
+    /// `orphan`: its source died after the bridge had sent it (it still reaches the peer, and
+    /// its arrival gives no credit back to a bridge that is gone).
+    Forwarding {
+        from: u16,
+        to: u16,
+        due: u32,
+        orphan: bool,
+    },
 }
 
 /// A message and where it is.

@@ -455,7 +455,8 @@ pub struct Network {
     /// consumers forwards its whole store: WebLogic distributed destinations as modelled here).
     #[serde(default)]
     pub kind: NetworkKind,
-    /// Time for a forwarded message to reach the peer's store.
+    /// Time for a forwarded message to reach the peer's store once sent (a bridge sends what it
+    /// takes a draw of its broker's `dispatch_latency` after the dispatch).
     #[serde(default = "defaults::forward_delay")]
     pub forward_delay: Dur,
     /// The bridge's prefetch: messages it may hold taken but not yet stored by the peer
