@@ -11,6 +11,7 @@ mod cli;
 mod determinism;
 mod docs_map;
 mod explore;
+mod groups;
 mod ha;
 mod hostile;
 mod hostile3;
