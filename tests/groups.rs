@@ -66,14 +66,14 @@ fn the_outputs_carry_the_figure_only_with_groups() {
         assert_eq!(code, 0, "{err}");
         assert_eq!(table.contains("incomplete"), grouped, "{table}");
         let csv = std::fs::read_to_string(out.join("summary.csv")).unwrap();
-        let mut lines = csv.lines();
-        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-        let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let mut r = csv::Reader::from_reader(csv.as_bytes());
+        let header = r.headers().unwrap().clone();
+        let row = r.records().next().unwrap().unwrap();
         assert_eq!(header.len(), row.len(), "{csv}");
-        match header.iter().position(|h| *h == "incomplete_groups") {
+        match header.iter().position(|h| h == "incomplete_groups") {
             Some(i) => {
                 assert!(grouped);
-                assert_eq!(row[i], "2");
+                assert_eq!(&row[i], "2");
             }
             None => assert!(!grouped, "{csv}"),
         }

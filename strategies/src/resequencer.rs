@@ -46,7 +46,12 @@
 //!   of `n` started `i/n` of an interval late). So in a cluster a group completes as soon as the
 //!   timeout of *any* instance that added to it expires, with whatever the repository holds then.
 //!   Completing by size clears only the completing instance's entry. A restarted instance re-arms
-//!   an entry for every group of a persistent repository.
+//!   an entry for every group of a persistent repository. With fixed-size correlation groups
+//!   (`[workload] group_size = n`, an order and its lines) the correlation expression is the order
+//!   (key, seq / n) and the completion size n, whatever `completion_size` says (Camel's
+//!   `completionSizeExpression`, which takes precedence over `completionSize` in
+//!   `AggregateProcessor.isCompleted`: C8): an order a line of which never arrives (dead-lettered)
+//!   never completes by size, and stays in the repository unless the timeout releases it.
 //! - **Resequencer**: the completed aggregate is split, in aggregation order, into the
 //!   resequencer of the instance that completed it (`resequencer_scope = "route"`, default: what
 //!   deploying the post's route on every consumer gives), or into one shared resequencer
