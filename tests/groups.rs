@@ -97,3 +97,32 @@ fn a_group_size_that_cannot_be_produced_whole_is_refused() {
         assert!(e.contains(needle), "{e}");
     }
 }
+
+/// A trace carries `group_size` in its header, so `sim judge` of it counts the incomplete orders
+/// as the run did.
+#[test]
+fn a_judged_trace_counts_the_incomplete_groups() {
+    common::at_root();
+    let dir = common::fresh_dir("groups", "judge");
+    let trace = dir.join("t.jsonl").display().to_string();
+    let (code, _, err) = common::sim(&[
+        "run",
+        FILE,
+        "--strategy",
+        "unit_of_order",
+        "--trace",
+        &trace,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (_, table, err) = common::sim(&["judge", &trace]);
+    let lines: Vec<&str> = table.lines().collect();
+    let head = lines
+        .iter()
+        .position(|l| l.starts_with("strategy"))
+        .expect(&err);
+    let cols: Vec<&str> = lines[head].split_whitespace().collect();
+    let row: Vec<&str> = lines[head + 2].split_whitespace().collect();
+    let i = cols.iter().position(|c| *c == "incomplete").expect(&table);
+    assert_eq!(row[i], "2", "{table}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
