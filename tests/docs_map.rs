@@ -131,3 +131,38 @@ fn the_docs_trace_examples_find_an_anomaly() {
         );
     }
 }
+
+/// Every `[workload]` field is in docs/scenarios.md's table, and every figure only some workloads
+/// have (absent from a default summary, e.g. `incomplete_groups`) is named in docs/design.md and
+/// docs/metrics.md, with the field that brings it.
+#[test]
+fn docs_name_every_workload_field_and_optional_figure() {
+    let scenarios = read("docs/scenarios.md");
+    let sc = crate::common::scenario(
+        &std::fs::read_to_string(root().join("scenarios/correlation-groups.toml")).unwrap(),
+    );
+    let mut w = sc.workload.clone();
+    w.zipf_exponent = Some(1.0);
+    let table = toml::Value::try_from(&w).expect("workload serializes");
+    let fields: Vec<String> = table.as_table().unwrap().keys().cloned().collect();
+    assert!(fields.iter().any(|f| f == "group_size"), "{fields:?}");
+    let gone = missing_code(&scenarios, fields.iter().map(String::as_str));
+    assert!(
+        gone.is_empty(),
+        "docs/scenarios.md lacks [workload] {gone:?}"
+    );
+    let all = sim::Metrics::every().fields();
+    let plain = sim::Metrics::default().fields();
+    let optional: Vec<&str> = all
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .filter(|k| !plain.iter().any(|(p, _)| p == k))
+        .collect();
+    assert_eq!(optional, ["incomplete_groups"]);
+    for doc in ["docs/design.md", "docs/metrics.md"] {
+        let text = read(doc);
+        let gone = missing_code(&text, optional.iter().copied());
+        assert!(gone.is_empty(), "{doc} lacks {gone:?}");
+        assert!(text.contains("`[workload] group_size"), "{doc}");
+    }
+}

@@ -12,6 +12,7 @@ mod clustered_grouping;
 mod determinism;
 mod docs_map;
 mod explore;
+mod groups;
 mod ha;
 mod hostile;
 mod hostile3;

@@ -361,6 +361,25 @@ proptest! {
         }
     }
 
+    /// With correlation groups (`[workload] group_size`, drawn 1..=5; `messages` rounded down to
+    /// a multiple) the figure `incomplete_groups` is present, and bounded by the messages never
+    /// applied: at least one group per `group_size` of them, at most one per message, and 0 when
+    /// every message was applied. Nothing else about the run's accounting changes.
+    #[test]
+    fn incomplete_groups_are_bounded_by_the_unapplied(g in gen(), n in 1u64..=5, seed in 0u64..1000) {
+        let g = Gen { messages: g.messages / n * n, ..g };
+        let text = toml_of(&g).replacen("[workload]\n", &format!("[workload]\ngroup_size = {n}\n"), 1);
+        let sc = common::scenario(&text);
+        let m = common::run(&sc, g.strategy, seed);
+        prop_assert_eq!(m.produced, g.messages);
+        prop_assert_eq!(m.produced, m.applied + m.stale_rejected + m.dead_lettered + m.dropped + m.pending_at_end + m.lost);
+        let unapplied = m.produced - m.applied;
+        let incomplete = m.incomplete_groups.expect("grouped");
+        prop_assert!(incomplete <= unapplied, "{} > {}", incomplete, unapplied);
+        prop_assert!(incomplete >= unapplied.div_ceil(n), "{} < {} / {}", incomplete, unapplied, n);
+        prop_assert!(incomplete <= m.produced / n);
+    }
+
     /// A run is a pure function of (scenario, seed).
     #[test]
     fn runs_are_deterministic(g in gen(), seed in 0u64..1000) {

@@ -30,7 +30,18 @@ pub fn judge_events(
     keys: u32,
     kind: WorkloadKind,
 ) -> Result<Metrics, SelfCheckError> {
-    let mut ch = Checkers::new(keys, kind);
+    judge_events_grouped(events, keys, kind, None)
+}
+
+/// [`judge_events`] of a workload in fixed-size correlation groups (`[workload] group_size`, as a
+/// trace header carries it): the figures include `incomplete_groups`.
+pub fn judge_events_grouped(
+    events: &[Event],
+    keys: u32,
+    kind: WorkloadKind,
+    group_size: Option<u32>,
+) -> Result<Metrics, SelfCheckError> {
+    let mut ch = Checkers::new(keys, kind).grouped(group_size);
     for e in events {
         ch.observe(e);
     }
@@ -802,6 +813,7 @@ pub fn build(name: &str, mut rows: Vec<Row>, kind: WorkloadKind) -> Result<Built
         seed: None,
         keys: keys.names.len() as u32,
         kind,
+        group_size: None,
         brokers: vec!["broker".into()],
         producers: shown(producers.names),
         consumers: shown(consumers.names),
@@ -893,6 +905,7 @@ pub fn judge_text(name: &str, text: &str, req: &JudgeRequest) -> Result<Judged, 
                 .max()
                 .map_or(0, |k| k + 1),
             kind: WorkloadKind::State,
+            group_size: None,
             brokers: vec![],
             producers: vec![],
             consumers: vec![],
@@ -914,7 +927,7 @@ pub fn judge_text(name: &str, text: &str, req: &JudgeRequest) -> Result<Judged, 
         let b = build(name, rows, req.kind.unwrap_or_default()).map_err(bad)?;
         (b.header, b.events, b.keys, form, Some(b.present))
     };
-    let m = judge_events(&events, header.keys, header.kind)
+    let m = judge_events_grouped(&events, header.keys, header.kind, header.group_size)
         .map_err(|e| CliError::Usage(format!("{name}: the history breaks a self-check: {e}")))?;
     let (m, unknown) = match &present {
         Some(p) => {
@@ -1081,7 +1094,7 @@ impl Judged {
 
     /// summary.csv: unknown figures are empty cells.
     pub fn csv(&self) -> Result<String, csv::Error> {
-        let header = report::csv_header();
+        let header = report::csv_header_for(report::grouped(&self.summary));
         let mut w = csv::Writer::from_writer(Vec::new());
         w.write_record(&header)?;
         for r in report::csv_records(&self.summary) {

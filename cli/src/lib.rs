@@ -721,7 +721,7 @@ pub fn run_report(r: &RunResult, file: &Path) -> String {
         "\n![{} compared, seed {}](chart.svg)\n\n",
         r.summary.scenario, r.summary.seed
     ));
-    s.push_str(&columns_legend());
+    s.push_str(&columns_legend_for(report::grouped(&r.summary)));
     s.push_str(
         "\nData: [summary.csv](summary.csv), [summary.json](summary.json); charts also as \
          [PNG](chart.png), and what order costs: [cost.svg](cost.svg) ([PNG](cost.png)).\n",
@@ -732,8 +732,15 @@ pub fn run_report(r: &RunResult, file: &Path) -> String {
 /// What each table column is, generated from the metric definitions (the full reference:
 /// docs/metrics.md, `sim list --metrics`).
 pub fn columns_legend() -> String {
+    columns_legend_for(false)
+}
+
+/// [`columns_legend`], with the columns of correlation groups when `grouped`.
+pub fn columns_legend_for(grouped: bool) -> String {
+    let shown = report::columns(grouped);
     let cols: Vec<String> = sim::metric_defs::METRICS
         .iter()
+        .filter(|d| shown.iter().any(|(_, flat)| *flat == d.flat()))
         .filter_map(|d| {
             d.column
                 .map(|c| format!("`{c}` = {} ({})", d.title.to_lowercase(), d.unit))

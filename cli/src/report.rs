@@ -5,12 +5,26 @@ use sim::summary::{EndReason, Metrics, RunSummary, Status, StrategySummary};
 use sim::Scenario;
 
 /// The terminal table's columns: the figures of [`sim::metric_defs::METRICS`] that have one, in
-/// its order, as (header, flat field name).
-fn columns() -> Vec<(&'static str, String)> {
+/// its order, as (header, flat field name); a figure only some workloads have
+/// (`incomplete_groups`) only when `grouped`.
+pub fn columns(grouped: bool) -> Vec<(&'static str, String)> {
+    let present = metric_columns_for(grouped);
     sim::metric_defs::METRICS
         .iter()
         .filter_map(|d| d.column.map(|c| (c, d.flat())))
+        .filter(|(_, flat)| present.contains(flat))
         .collect()
+}
+
+/// Whether the summary has the figures of fixed-size correlation groups (`[workload]
+/// group_size`): then its table and CSV have their columns, else not (the bytes of every other
+/// summary stay as they were).
+pub fn grouped(s: &RunSummary) -> bool {
+    s.strategies.iter().any(|st| {
+        st.metrics
+            .as_ref()
+            .is_some_and(|m| m.incomplete_groups.is_some())
+    })
 }
 
 /// A figure as the table shows it: counts as integers, other numbers with one decimal (none from
@@ -146,6 +160,11 @@ const STRANDED: &str = "messages that crossed a network bridge wait for a consum
 const BY_SIZE_ONLY: &str = "the aggregator completes by size only (completion_timeout = 0s): \
      each key's last, incomplete group stays in the aggregation repository for ever";
 
+/// [`BY_SIZE_ONLY`] with correlation groups (`[workload] group_size`): the group's own size.
+const BY_ORDER_SIZE_ONLY: &str =
+    "the aggregator completes a group by its size only (completion_timeout = 0s): a group \
+     missing a member (incomplete_groups) stays in the aggregation repository for ever";
+
 /// Whether the strategy ran with an aggregator that has a completion size and no timeout.
 fn completes_by_size_only(st: &sim::StrategySummary) -> bool {
     let value = |name: &str| {
@@ -188,7 +207,11 @@ pub fn unsettled_warnings(s: &RunSummary, sc: &Scenario) -> Vec<String> {
             causes.insert(0, STRANDED.to_string());
         }
         if m.ended_by == EndReason::Stuck && completes_by_size_only(st) {
-            causes.insert(0, BY_SIZE_ONLY.to_string());
+            let why = match m.incomplete_groups {
+                Some(_) => BY_ORDER_SIZE_ONLY,
+                None => BY_SIZE_ONLY,
+            };
+            causes.insert(0, why.to_string());
         }
         if !cut_off && !causes.is_empty() {
             line.push_str(&format!("; likely cause: {}", causes.join("; ")));
@@ -227,7 +250,7 @@ pub const UNKNOWN_NOTE: &str =
 /// under it: about strategies that could not run, what a `≥` means, and what a `?` means (the
 /// figures named in `unknown`, flat names).
 fn table_cells(s: &RunSummary, unknown: &[&str]) -> (Vec<Vec<String>>, Vec<String>) {
-    let cols = columns();
+    let cols = columns(grouped(s));
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut header = vec!["strategy".to_string()];
     header.extend(cols.iter().map(|(h, _)| h.to_string()));
@@ -366,58 +389,86 @@ pub fn table_markdown(s: &RunSummary) -> String {
     out
 }
 
-/// The metric columns, derived from [`Metrics`] itself so the CSV can never drift from the JSON.
+/// The metric columns, derived from [`Metrics`] itself so the CSV can never drift from the JSON
+/// (without the figures of correlation groups: [`metric_columns_for`]).
 pub fn metric_columns() -> Vec<String> {
-    Metrics::default()
-        .fields()
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect()
+    metric_columns_for(false)
+}
+
+/// The metric columns, with those of fixed-size correlation groups (`incomplete_groups`) when
+/// `grouped`.
+pub fn metric_columns_for(grouped: bool) -> Vec<String> {
+    Metrics {
+        incomplete_groups: grouped.then_some(0),
+        ..Metrics::default()
+    }
+    .fields()
+    .into_iter()
+    .map(|(k, _)| k)
+    .collect()
 }
 
 /// The columns of a strategy's entry: `status`, `reason`, every metric, then the verdict
 /// (`valid`, `verdict`), last so that the metrics' columns keep their places.
 pub fn strategy_columns() -> Vec<String> {
+    strategy_columns_for(false)
+}
+
+/// [`strategy_columns`], with the figures of correlation groups when `grouped`.
+pub fn strategy_columns_for(grouped: bool) -> Vec<String> {
     let mut h: Vec<String> = ["status", "reason"].map(String::from).to_vec();
-    h.extend(metric_columns());
+    h.extend(metric_columns_for(grouped));
     h.extend(["valid", "verdict"].map(String::from));
     h
 }
 
 /// The CSV header: identification columns, then [`strategy_columns`].
 pub fn csv_header() -> Vec<String> {
+    csv_header_for(false)
+}
+
+/// [`csv_header`], with the figures of correlation groups when `grouped`.
+pub fn csv_header_for(grouped: bool) -> Vec<String> {
     let mut h: Vec<String> = ["scenario", "seed", "strategy"].map(String::from).to_vec();
-    h.extend(strategy_columns());
+    h.extend(strategy_columns_for(grouped));
     h
 }
 
 /// A strategy's [`strategy_columns`] as CSV cells (empty metrics and verdict when it did not
 /// run).
 pub fn strategy_cells(st: &StrategySummary) -> Vec<String> {
+    strategy_cells_for(st, false)
+}
+
+/// A strategy's [`strategy_columns_for`] as CSV cells: each column's figure, empty when the
+/// entry has none.
+pub fn strategy_cells_for(st: &StrategySummary, grouped: bool) -> Vec<String> {
     let status = match st.status {
         Status::Ok => "ok",
         Status::NotApplicable => "not_applicable",
     };
     let mut r = vec![status.to_string(), st.reason.clone().unwrap_or_default()];
-    match &st.metrics {
-        Some(m) => r.extend(m.fields().into_iter().map(|(_, v)| match v {
-            serde_json::Value::String(s) => s,
-            other => other.to_string(),
-        })),
-        None => r.extend(metric_columns().iter().map(|_| String::new())),
-    }
+    let fields = st.metrics.as_ref().map(Metrics::fields).unwrap_or_default();
+    r.extend(metric_columns_for(grouped).iter().map(|c| {
+        match fields.iter().find(|(k, _)| k == c).map(|(_, v)| v) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => String::new(),
+        }
+    }));
     r.push(st.valid.map(|v| v.to_string()).unwrap_or_default());
     r.push(st.verdict.clone().unwrap_or_default());
     r
 }
 
-/// One CSV record per strategy, in [`csv_header`] order.
+/// One CSV record per strategy, in [`csv_header_for`] order ([`grouped`]).
 pub fn csv_records(s: &RunSummary) -> Vec<Vec<String>> {
+    let grouped = grouped(s);
     s.strategies
         .iter()
         .map(|st| {
             let mut r = vec![s.scenario.clone(), s.seed.to_string(), st.strategy.clone()];
-            r.extend(strategy_cells(st));
+            r.extend(strategy_cells_for(st, grouped));
             r
         })
         .collect()
@@ -426,7 +477,7 @@ pub fn csv_records(s: &RunSummary) -> Vec<Vec<String>> {
 /// The summary as CSV text.
 pub fn csv(s: &RunSummary) -> Result<String, csv::Error> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(csv_header())?;
+    w.write_record(csv_header_for(grouped(s)))?;
     for r in csv_records(s) {
         w.write_record(&r)?;
     }

@@ -64,6 +64,10 @@ pub const FIELDS: &[(&str, Staging)] = &[
         "workload.group_header_missing",
         Refused("every SEND carries its group"),
     ),
+    (
+        "workload.group_size",
+        Refused("the live producers draw every message's key: no orders of fixed size"),
+    ),
     ("producers.count", Staged("one thread and connection each")),
     ("producers.names", Unused("labels")),
     ("producers.brokers", Staged("the failover list")),

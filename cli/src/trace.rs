@@ -58,6 +58,10 @@ pub struct TraceHeader {
     pub keys: u32,
     /// `state` or `command`.
     pub kind: WorkloadKind,
+    /// `[workload] group_size`: fixed-size correlation groups (absent: none), so that a replay of
+    /// the history counts `incomplete_groups` as the run did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_size: Option<u32>,
     /// Broker names, by index.
     pub brokers: Vec<String>,
     /// Producer names, by index.
@@ -170,6 +174,7 @@ impl TraceHeader {
             seed,
             keys: sc.workload.keys,
             kind: sc.workload.kind,
+            group_size: sc.workload.group_size,
             brokers: sc.brokers.iter().map(|b| b.name.clone()).collect(),
             producers: (0..sc.producers.count)
                 .map(|i| sc.producer_name(i))
@@ -229,7 +234,8 @@ impl<W: Write> TraceWriter<W> {
         let error = line(&mut out, header).err();
         TraceWriter {
             out,
-            checkers: Checkers::with_sink(header.keys, header.kind, Vec::new()),
+            checkers: Checkers::with_sink(header.keys, header.kind, Vec::new())
+                .grouped(header.group_size),
             events: 0,
             last_t: 0,
             error,
@@ -844,7 +850,8 @@ fn unplace(kind: u8, i: u32) -> Node {
 }
 
 fn scan(src: &Source, header: &TraceHeader, key: Option<u32>, aim: &Aim) -> Result<Scan, CliError> {
-    let mut ch = Checkers::with_sink(header.keys, header.kind, Vec::new());
+    let mut ch =
+        Checkers::with_sink(header.keys, header.kind, Vec::new()).grouped(header.group_size);
     let faults = &header.faults;
     let mut s = Scan {
         first: None,
@@ -973,6 +980,7 @@ pub fn trace(req: &TraceRequest) -> Result<Story, CliError> {
                     seed: None,
                     keys,
                     kind: WorkloadKind::State,
+                    group_size: None,
                     brokers: vec![],
                     producers: vec![],
                     consumers: vec![],

@@ -418,7 +418,13 @@ impl Expect {
             measured,
             held,
             reason: reason.or_else(|| {
-                (verdict == Verdict::Unknown).then(|| format!("no numeric figure named {field:?}"))
+                (verdict == Verdict::Unknown).then(|| {
+                    if Metrics::every().numeric(field).is_some() {
+                        format!("{field:?} is counted only with [workload] group_size")
+                    } else {
+                        format!("no numeric figure named {field:?}")
+                    }
+                })
             }),
         }
     }
@@ -449,7 +455,7 @@ pub fn validate(e: &Expect, strategies: &[String]) -> Vec<(Vec<String>, String)>
             ));
         }
         for f in fields.keys() {
-            if Metrics::default().numeric(f).is_none() {
+            if Metrics::every().numeric(f).is_none() {
                 let shown: Vec<&str> = names.iter().map(|n| n.as_str()).collect();
                 errs.push((
                     vec!["expect".into(), s.clone(), f.clone()],

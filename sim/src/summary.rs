@@ -149,6 +149,12 @@ pub struct Metrics {
     /// fast.
     #[serde(default)]
     pub undelivered: u64,
+    /// With fixed-size correlation groups (`[workload] group_size`) only: groups (a key's seqs
+    /// `g*n .. g*n+n-1`) at least one member of which was never applied (dead-lettered, dropped,
+    /// stale-rejected, lost or pending at the end): an order that never completed. Absent
+    /// without groups, so that the summaries of other scenarios keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete_groups: Option<u64>,
     /// Keys whose final target state differs from applying all their non-poison messages in order.
     pub final_state_mismatches: u64,
     /// Deliveries marked redelivered.
@@ -349,9 +355,18 @@ impl Metrics {
         out
     }
 
+    /// Figures of zero, with every figure only some workloads have present (`incomplete_groups`):
+    /// what the lists of names are taken from.
+    pub fn every() -> Self {
+        Metrics {
+            incomplete_groups: Some(0),
+            ..Metrics::default()
+        }
+    }
+
     /// The names of every numeric figure (what an expectation may bound).
     pub fn numeric_field_names() -> Vec<String> {
-        Metrics::default()
+        Metrics::every()
             .fields()
             .into_iter()
             .filter(|(_, v)| v.is_number())

@@ -46,7 +46,12 @@
 //!   of `n` started `i/n` of an interval late). So in a cluster a group completes as soon as the
 //!   timeout of *any* instance that added to it expires, with whatever the repository holds then.
 //!   Completing by size clears only the completing instance's entry. A restarted instance re-arms
-//!   an entry for every group of a persistent repository.
+//!   an entry for every group of a persistent repository. With fixed-size correlation groups
+//!   (`[workload] group_size = n`, an order and its lines) the correlation expression is the order
+//!   (key, seq / n) and the completion size n, whatever `completion_size` says (Camel's
+//!   `completionSizeExpression`, which takes precedence over `completionSize` in
+//!   `AggregateProcessor.isCompleted`: C8): an order a line of which never arrives (dead-lettered)
+//!   never completes by size, and stays in the repository unless the timeout releases it.
 //! - **Resequencer**: the completed aggregate is split, in aggregation order, into the
 //!   resequencer of the instance that completed it (`resequencer_scope = "route"`, default: what
 //!   deploying the post's route on every consumer gives), or into one shared resequencer
@@ -320,13 +325,21 @@ struct Conflict;
 #[derive(Debug)]
 pub struct Resequencer {
     p: ResequencerParams,
-    keys: usize,
+    consumers: usize,
+    /// `[workload] group_size` (0: none): the correlation expression is the order (key, seq /
+    /// group_size) and the completion size this (Camel's `completionSizeExpression`).
+    group_size: u32,
+    /// Correlations seen so far: the key, or with groups the order's (key, group) numbered in
+    /// the order first aggregated ([`Resequencer::corr`]).
+    corrs: usize,
+    corr_of: BTreeMap<(u32, u32), u32>,
     /// Round-robin dispatch, as `competing`.
     dispatch: crate::Competing,
-    /// Repository rows: by key (persistent) or by consumer * keys + key (in memory).
+    /// Repository rows: by correlation (persistent) or as [`Resequencer::fire_index`] (in
+    /// memory).
     rows: Vec<AggRow>,
     snap: Vec<Snap>,
-    /// Per consumer * keys + key: when that instance's timeout checker completes the group.
+    /// By [`Resequencer::fire_index`]: when that instance's timeout checker completes the group.
     agg_fire: Vec<Time>,
     /// When each consumer (its timeout checker) started.
     started: Vec<Time>,
@@ -351,7 +364,10 @@ impl Resequencer {
             Scope::Single => 1,
         };
         Resequencer {
-            keys,
+            consumers,
+            group_size: 0,
+            corrs: keys,
+            corr_of: BTreeMap::new(),
             dispatch: crate::Competing::new(brokers),
             rows: (0..rows).map(|_| AggRow::default()).collect(),
             snap: (0..consumers).map(|_| Snap::default()).collect(),
@@ -371,11 +387,65 @@ impl Resequencer {
         }
     }
 
-    fn row_index(&self, c: u32, key: u32) -> usize {
-        if self.p.persistent {
-            key as usize
+    /// With fixed-size correlation groups of `n` (`[workload] group_size`; 0: none): the
+    /// aggregator correlates on the order, not the key, and completes an order at `n` messages
+    /// (a `completionSizeExpression` reading the order's size, which takes precedence over
+    /// `completion_size`).
+    pub fn with_groups(mut self, n: u32) -> Self {
+        if n > 0 {
+            self.group_size = n;
+            self.corrs = 0;
+            self.rows.clear();
+            self.agg_fire.clear();
+        }
+        self
+    }
+
+    /// `msg`'s correlation: its key, or with groups its order, numbered on first sight (new
+    /// repository rows and timeout entries for it).
+    fn corr(&mut self, msg: &MsgView) -> u32 {
+        if self.group_size == 0 {
+            return msg.key;
+        }
+        let next = self.corrs as u32;
+        let c = *self
+            .corr_of
+            .entry((msg.key, msg.seq / self.group_size))
+            .or_insert(next);
+        if c == next {
+            self.corrs += 1;
+            let rows = if self.p.persistent { 1 } else { self.consumers };
+            self.rows.extend((0..rows).map(|_| AggRow::default()));
+            self.agg_fire.extend((0..self.consumers).map(|_| NONE));
+        }
+        c
+    }
+
+    /// The completion size: the order's size with groups, else `completion_size` (0: none).
+    fn completion_size(&self) -> u32 {
+        if self.group_size > 0 {
+            self.group_size
         } else {
-            c as usize * self.keys + key as usize
+            self.p.completion_size
+        }
+    }
+
+    fn row_index(&self, c: u32, corr: u32) -> usize {
+        if self.p.persistent {
+            corr as usize
+        } else {
+            self.fire_index(c, corr)
+        }
+    }
+
+    /// Index of consumer `c`'s entry for `corr` (its timeout; its in-memory row): consumer *
+    /// keys + key without groups, where the keys are known at the start; with groups, which
+    /// appear as they are produced, correlation * consumers + consumer.
+    fn fire_index(&self, c: u32, corr: u32) -> usize {
+        if self.group_size == 0 {
+            c as usize * self.corrs + corr as usize
+        } else {
+            corr as usize * self.consumers + c as usize
         }
     }
 
@@ -417,9 +487,9 @@ impl Resequencer {
         }
     }
 
-    /// `get`: consumer `c` reads its group's aggregate.
-    fn read(&mut self, c: u32, key: u32) {
-        let idx = self.row_index(c, key);
+    /// `get`: consumer `c` reads its group's aggregate (`corr`: [`Resequencer::corr`]).
+    fn read(&mut self, c: u32, corr: u32) {
+        let idx = self.row_index(c, corr);
         let row = &self.rows[idx];
         let s = &mut self.snap[c as usize];
         s.exists = row.exists;
@@ -452,14 +522,15 @@ impl Resequencer {
         msg: MsgView,
         ctl: &mut Control,
     ) -> Result<(), Conflict> {
-        let key = msg.key;
-        let idx = self.row_index(c, key);
+        let corr = self.corr(&msg);
+        let idx = self.row_index(c, corr);
         let (s_exists, s_version, s_len) = {
             let s = &self.snap[c as usize];
             (s.exists, s.version, s.contents.len())
         };
         let size = s_len as u64 + 1;
-        let complete = self.p.completion_size > 0 && size >= self.p.completion_size as u64;
+        let n = self.completion_size();
+        let complete = n > 0 && size >= n as u64;
         let row = &self.rows[idx];
         if self.p.persistent && self.p.repository == Repository::Versioned {
             let same = row.exists && row.version == s_version;
@@ -473,7 +544,7 @@ impl Resequencer {
             }
         }
         self.hold(msg);
-        let ci = c as usize * self.keys + key as usize;
+        let ci = self.fire_index(c, corr);
         if complete {
             // Camel removes the group only if it read one (`original != null`).
             if s_exists {
@@ -487,7 +558,7 @@ impl Resequencer {
             self.hand_over(h, now, ctl);
         } else {
             self.write(idx, c, msg, true, ctl);
-            self.arm_timeout(c, key, now, ctl);
+            self.arm_timeout(c, corr, now, ctl);
         }
         Ok(())
     }
@@ -532,8 +603,8 @@ impl Resequencer {
         self.snap[c as usize].contents = snap;
     }
 
-    /// Consumer `c` added to `key`'s group: its timeout map entry is (re)set.
-    fn arm_timeout(&mut self, c: u32, key: u32, now: Time, ctl: &mut Control) {
+    /// Consumer `c` added to the group `corr`: its timeout map entry is (re)set.
+    fn arm_timeout(&mut self, c: u32, corr: u32, now: Time, ctl: &mut Control) {
         let t = self.p.completion_timeout.micros();
         if t == 0 {
             return;
@@ -546,29 +617,30 @@ impl Resequencer {
         } else {
             start + (deadline - start).div_ceil(i) * i
         };
-        self.agg_fire[c as usize * self.keys + key as usize] = fire;
-        ctl.wake_at(fire, token(W_AGG, c, key));
+        let ci = self.fire_index(c, corr);
+        self.agg_fire[ci] = fire;
+        ctl.wake_at(fire, token(W_AGG, c, corr));
     }
 
-    /// Consumer `c`'s timeout checker found `key`'s entry expired: it completes whatever the
-    /// repository holds for the group.
-    fn on_agg_timeout(&mut self, c: u32, key: u32, now: Time, ctl: &mut Control) {
-        let ci = c as usize * self.keys + key as usize;
+    /// Consumer `c`'s timeout checker found the entry of group `corr` expired: it completes
+    /// whatever the repository holds for the group.
+    fn on_agg_timeout(&mut self, c: u32, corr: u32, now: Time, ctl: &mut Control) {
+        let ci = self.fire_index(c, corr);
         if self.agg_fire[ci] != now {
             return;
         }
         self.agg_fire[ci] = NONE;
         if self.aggregating[c as usize] {
             // The checker waits for the aggregator's lock.
-            self.deferred[c as usize].push(key);
+            self.deferred[c as usize].push(corr);
             return;
         }
-        self.evict(c, key, now, ctl);
+        self.evict(c, corr, now, ctl);
     }
 
     /// `onEviction`: complete the group with what the repository holds.
-    fn evict(&mut self, c: u32, key: u32, now: Time, ctl: &mut Control) {
-        let idx = self.row_index(c, key);
+    fn evict(&mut self, c: u32, corr: u32, now: Time, ctl: &mut Control) {
+        let idx = self.row_index(c, corr);
         if !self.rows[idx].exists {
             return; // completed by someone else already ("eviction stolen")
         }
@@ -847,15 +919,15 @@ impl Resequencer {
     }
 
     fn crash(&mut self, c: u32, ctl: &mut Control) {
-        let k = self.keys;
-        for x in &mut self.agg_fire[c as usize * k..(c as usize + 1) * k] {
-            *x = NONE;
+        for corr in 0..self.corrs as u32 {
+            let i = self.fire_index(c, corr);
+            self.agg_fire[i] = NONE;
         }
         self.aggregating[c as usize] = false;
         self.deferred[c as usize].clear();
         if !self.p.persistent {
-            for key in 0..k {
-                let idx = c as usize * k + key;
+            for corr in 0..self.corrs as u32 {
+                let idx = self.row_index(c, corr);
                 let row = &mut self.rows[idx];
                 if row.exists {
                     row.exists = false;
@@ -907,9 +979,9 @@ impl Resequencer {
             host.idle_since = now;
         }
         if self.p.persistent {
-            for key in 0..self.keys as u32 {
-                if self.rows[key as usize].exists {
-                    self.arm_timeout(c, key, now, ctl);
+            for corr in 0..self.corrs as u32 {
+                if self.rows[corr as usize].exists {
+                    self.arm_timeout(c, corr, now, ctl);
                 }
             }
         }
@@ -920,7 +992,8 @@ impl Handler for Resequencer {
     fn begin(&mut self, ctx: &HandlerCtx, msg: &MsgView, _ctl: &mut Control) -> Begin {
         // `get`: read the group's aggregate (the aggregation spans the service time).
         if msg.group.is_some() {
-            self.read(ctx.consumer, msg.key);
+            let corr = self.corr(msg);
+            self.read(ctx.consumer, corr);
             self.aggregating[ctx.consumer as usize] = true;
         }
         Begin::Proceed
@@ -932,8 +1005,8 @@ impl Handler for Resequencer {
         // The aggregator's lock is released: the timeout checker goes on.
         self.aggregating[c as usize] = false;
         let mut deferred = std::mem::take(&mut self.deferred[c as usize]);
-        for &key in &deferred {
-            self.evict(c, key, ctx.now, ctl);
+        for &corr in &deferred {
+            self.evict(c, corr, ctx.now, ctl);
         }
         deferred.clear();
         self.deferred[c as usize] = deferred;
@@ -967,7 +1040,8 @@ impl Resequencer {
         if ctx.step > 0 {
             // A retry re-reads the aggregate (and aggregates at once); the first attempt uses
             // what `begin` read (a handle always follows the begin of its message).
-            self.read(c, msg.key);
+            let corr = self.corr(msg);
+            self.read(c, corr);
         }
         match self.aggregate(ctx.now, c, *msg, ctl) {
             Ok(()) => Outcome::Buffered,
@@ -1224,8 +1298,10 @@ impl crate::Named for Resequencer {
             }),
         },
     ];
-    fn check(_sc: &sim::Scenario, p: &ResequencerParams) -> Vec<(&'static str, String)> {
-        if p.completion_size == 0 && p.completion_timeout == Dur::ZERO {
+    fn check(sc: &sim::Scenario, p: &ResequencerParams) -> Vec<(&'static str, String)> {
+        // With correlation groups the order's size completes it (`completionSizeExpression`).
+        let by_size = p.completion_size > 0 || sc.workload.group_size.is_some();
+        if !by_size && p.completion_timeout == Dur::ZERO {
             return vec![(
                 "completion_size",
                 "[strategy.resequencer]: set completion_size or completion_timeout (both are 0: no aggregate would ever complete)".to_string(),
@@ -1239,7 +1315,8 @@ impl crate::Named for Resequencer {
             sc.consumers.count as usize,
             sc.workload.keys as usize,
             p,
-        ))
+        )
+        .with_groups(sc.workload.group_size.unwrap_or(0)))
     }
 }
 
@@ -1326,6 +1403,89 @@ service = {{ dist = "exponential", mean = "10ms" }}
     }
 
     const SINGLE: &str = "resequencer_scope = \"single\"";
+
+    /// Orders of four lines (`group_size = 4`), some lines poison: each poison line goes to the
+    /// DLQ after 3 deliveries.
+    const ORDERS: &str = "group_size = 4\npoison_fraction = 0.003";
+    const BACKOUT: &str = "[redelivery]\ninitial_delay = \"100ms\"\nbackout_threshold = 3";
+
+    /// Issue 39 §2: the aggregator correlates on the order and completes it by its size
+    /// (Camel's `completionSizeExpression`, which takes precedence over `completion_size`). An
+    /// order with a poison line dead-lettered never reaches its size: without a completion timeout
+    /// its other lines stay in the repository for ever (pending at the end, exactly the
+    /// non-poison members of the incomplete orders), and the checker reports the order
+    /// incomplete. (Correlating on the key, as without `group_size`, completes aggregates of
+    /// lines of different orders: the pending lines are not those of the broken orders.)
+    #[test]
+    fn an_order_with_a_poison_line_is_held_for_ever_and_reported_incomplete() {
+        let m = sc(
+            4,
+            200,
+            ORDERS,
+            "completion_timeout = \"0s\"\ncompletion_size = 10",
+            BACKOUT,
+        );
+        for seed in 1..=3 {
+            let x = reseq(&m, seed);
+            let g = x.incomplete_groups.expect("grouped");
+            assert!(x.poison_dead_lettered > 0 && g > 0, "seed {seed}: {x:?}");
+            assert_eq!(
+                x.pending_at_end,
+                4 * g - x.poison_dead_lettered,
+                "seed {seed}: {x:?}"
+            );
+            assert_eq!(
+                (x.lost, x.innocent_dead_lettered),
+                (0, 0),
+                "seed {seed}: {x:?}"
+            );
+            assert_eq!(
+                x.applied + x.pending_at_end + x.poison_dead_lettered,
+                x.produced
+            );
+        }
+    }
+
+    /// Every line delivered: every order completes by size, nothing is held, none incomplete.
+    #[test]
+    fn orders_with_every_line_delivered_all_complete() {
+        let m = sc(
+            4,
+            200,
+            "group_size = 4",
+            "completion_timeout = \"0s\"",
+            BACKOUT,
+        );
+        for seed in 1..=3 {
+            let x = reseq(&m, seed);
+            assert_eq!(x.incomplete_groups, Some(0), "seed {seed}: {x:?}");
+            assert_eq!(
+                (x.pending_at_end, x.applied),
+                (0, x.produced),
+                "seed {seed}: {x:?}"
+            );
+        }
+    }
+
+    /// With a completion timeout the lines of an order missing one are released without it
+    /// (Camel completes the group "by timeout"): nothing is held, the order is still incomplete.
+    #[test]
+    fn an_order_missing_a_line_is_released_by_the_timeout_without_it() {
+        let m = sc(4, 200, ORDERS, "completion_timeout = \"1s\"", BACKOUT);
+        for seed in 1..=3 {
+            let x = reseq(&m, seed);
+            assert!(
+                x.incomplete_groups.is_some_and(|g| g > 0),
+                "seed {seed}: {x:?}"
+            );
+            assert_eq!(x.pending_at_end, 0, "seed {seed}: {x:?}");
+            assert_eq!(
+                x.applied + x.poison_dead_lettered,
+                x.produced,
+                "seed {seed}: {x:?}"
+            );
+        }
+    }
     const SINGLE_5S: &str = "resequencer_scope = \"single\"\ntimeout = \"5s\"";
 
     /// Strength: with one resequencer behind eight competing consumers, applies come out in seq

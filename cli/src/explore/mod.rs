@@ -137,7 +137,7 @@ impl Property {
 /// describes the scenario's own faults, which the exploration replaces.
 pub fn is_coverage(name: &str) -> bool {
     let flat = name.replace('.', "_");
-    let fields = Metrics::default().fields();
+    let fields = Metrics::every().fields();
     let has = |n: &str| fields.iter().any(|(k, _)| k == n);
     flat.starts_with("coverage_") || (!has(&flat) && has(&format!("coverage_{flat}")))
 }
@@ -160,7 +160,7 @@ pub fn parse_property(p: &str) -> Result<(String, Bound), CliError> {
     if name.is_empty() {
         return Err(bad("no figure named".into()));
     }
-    if Metrics::default().numeric(name).is_none() {
+    if Metrics::every().numeric(name).is_none() {
         let names = Metrics::numeric_field_names();
         return Err(bad(format!(
             "no summary figure named {name:?} (`sim list --metrics`){}",

@@ -169,6 +169,11 @@ struct Tally {
     /// command) was produced: its latency is censored at the run's end. The innocent
     /// dead-lettered are in `dead_lettered_at`, where a replay can take them back.
     undelivered_produced_at: Vec<Time>,
+    /// `[workload] group_size` (0: no correlation groups).
+    group_size: u32,
+    /// Correlation groups (key, seq / group_size) with members classified as never applied,
+    /// and how many: a replay from a dead-letter queue takes one back. Only while grouped.
+    unapplied_groups: BTreeMap<(u32, u32), u32>,
 }
 
 /// A message counted dead-lettered.
@@ -194,6 +199,9 @@ impl Tally {
     #[cold]
     #[inline(never)]
     fn classify_unapplied(&mut self, r: &Rec, key: u32, seq: u32) {
+        if let Some(g) = seq.checked_div(self.group_size) {
+            *self.unapplied_groups.entry((key, g)).or_insert(0) += 1;
+        }
         if r.rejected {
             self.stale_rejected += 1;
             if self.rejected_is_loss {
@@ -228,6 +236,22 @@ impl Tally {
             self.undelivered_produced_at.push(r.produced_at);
         } else {
             self.unaccounted += 1;
+        }
+    }
+}
+
+impl Tally {
+    /// `msg`, counted never applied, is open again (replayed from a dead-letter queue).
+    fn take_back_unapplied(&mut self, msg: MsgRef) {
+        if self.group_size == 0 {
+            return;
+        }
+        let g = (msg.key, msg.seq / self.group_size);
+        if let Some(n) = self.unapplied_groups.get_mut(&g) {
+            *n -= 1;
+            if *n == 0 {
+                self.unapplied_groups.remove(&g);
+            }
         }
     }
 }
@@ -312,6 +336,16 @@ impl Checkers {
     /// Checkers for `keys` keys of a workload of `kind`.
     pub fn new(keys: u32, kind: WorkloadKind) -> Self {
         Checkers::build(keys, kind, Off)
+    }
+}
+
+impl<A: Annotations> Checkers<A> {
+    /// The workload comes in fixed-size correlation groups (`[workload] group_size`): each key's
+    /// seqs `g*n .. g*n+n-1` are its group `g`, and the figures include `incomplete_groups`.
+    /// `None` or 0: no groups (the figure is absent).
+    pub fn grouped(mut self, group_size: Option<u32>) -> Self {
+        self.tally.group_size = group_size.unwrap_or(0);
+        self
     }
 }
 
@@ -571,6 +605,7 @@ impl<A: Annotations> Checkers<A> {
         };
         let produced_at = t.dead_lettered_at.swap_remove(i).produced_at;
         t.dead_lettered -= 1;
+        t.take_back_unapplied(msg);
         if poison {
             t.poison_dead_lettered -= 1;
         } else {
@@ -1019,6 +1054,7 @@ impl<A: Annotations> Checkers<A> {
             drain_start_s: self.drain_start.unwrap_or(end) as f64 / 1e6,
             ended_by: Default::default(),
             coverage: self.coverage,
+            incomplete_groups: (t.group_size > 0).then_some(t.unapplied_groups.len() as u64),
         })
     }
 }

@@ -2247,3 +2247,65 @@ fn a_run_that_delivers_everything_is_not_censored() {
     assert_eq!(x.latency_ms.max, 2.0);
     assert_eq!(x.throughput_per_s, 500.0);
 }
+
+// --- Fixed-size correlation groups (`[workload] group_size`) ------------------------------------
+
+/// Groups of two over two keys: a group with a poison member dead-lettered and one with a member
+/// still pending are incomplete; groups whose members were all applied are not, whatever order
+/// they were applied in. Without groups the figure is absent.
+#[test]
+fn a_group_with_a_member_never_applied_is_incomplete() {
+    let history = |grouped: Option<u32>| {
+        let mut h = H::new(2, WorkloadKind::State);
+        h.c = Checkers::new(2, WorkloadKind::State).grouped(grouped);
+        // key 0: group 0 = seqs 0, 1 (applied out of order); group 1 = seqs 2 (poison), 3.
+        let (a0, a1, a2, a3) = (m(0, 0, 0), m(1, 0, 1), m(2, 0, 2), m(3, 0, 3));
+        // key 1: group 0 = seqs 0 (pending at the end), 1; group 1 = seqs 2, 3.
+        let (b0, b1, b2, b3) = (m(4, 1, 0), m(5, 1, 1), m(6, 1, 2), m(7, 1, 3));
+        h.produce(0, a0).produce(0, a1).poison(0, a2).produce(0, a3);
+        for x in [b0, b1, b2, b3] {
+            h.produce(0, x);
+        }
+        h.deliver_stored(MS, a1).deliver_stored(MS, a0);
+        h.dead_letter(2 * MS, a2).deliver_stored(2 * MS, a3);
+        h.deliver_stored(3 * MS, b1)
+            .deliver_stored(3 * MS, b2)
+            .deliver_stored(3 * MS, b3);
+        h.pending(9 * MS, b0);
+        h.metrics(10 * MS)
+    };
+    let x = history(Some(2));
+    assert_eq!(x.incomplete_groups, Some(2), "{x:?}");
+    assert_eq!((x.poison_dead_lettered, x.pending_at_end), (1, 1));
+    // As groups of four, each key's single group misses a member.
+    assert_eq!(history(Some(4)).incomplete_groups, Some(2));
+    // As groups of one, each unapplied message is its own incomplete group.
+    assert_eq!(history(Some(1)).incomplete_groups, Some(2));
+    assert_eq!(history(None).incomplete_groups, None);
+}
+
+/// Every member applied: no incomplete group.
+#[test]
+fn a_group_whose_members_were_all_applied_is_complete() {
+    let mut h = H::state();
+    h.c = Checkers::new(1, WorkloadKind::State).grouped(Some(3));
+    for i in 0..6 {
+        h.deliver(i as Time * MS, m(i, 0, i as u32));
+    }
+    assert_eq!(h.metrics(10 * MS).incomplete_groups, Some(0));
+}
+
+/// A member dead-lettered, counted, then replayed from the dead-letter queue and applied: its
+/// group completed after all.
+#[test]
+fn a_replayed_member_applied_completes_its_group() {
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.c = Checkers::new(1, WorkloadKind::State).grouped(Some(2));
+    h.produce(0, a).produce(0, b).dead_letter(MS, a);
+    h.deliver_stored(2 * MS, b);
+    h.replay(3 * MS, a, false).deliver_stored(4 * MS, a);
+    let x = h.metrics(10 * MS);
+    assert_eq!((x.applied, x.dead_lettered), (2, 0));
+    assert_eq!(x.incomplete_groups, Some(0));
+}

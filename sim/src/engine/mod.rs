@@ -238,7 +238,8 @@ impl<'a, O: Observer> Engine<'a, O> {
             hooks: strategy.hooks(),
             strategy,
             observer,
-            checkers: Checkers::new(sc.workload.keys, sc.workload.kind),
+            checkers: Checkers::new(sc.workload.keys, sc.workload.kind)
+                .grouped(sc.workload.group_size),
             q: EventQueue::new(),
             now: 0,
             events: 0,

@@ -50,6 +50,12 @@ pub(super) struct KeyPicker {
     group_missing: f64,
     ownership: KeyOwnership,
     producers: u32,
+    /// `[workload] group_size` (0: no groups).
+    group_size: u32,
+    /// Members of the current group still to produce after this one, and its key and producer.
+    group_left: u32,
+    group_key: u32,
+    group_producer: u32,
 }
 
 impl KeyPicker {
@@ -67,28 +73,88 @@ impl KeyPicker {
             group_missing: w.group_header_missing,
             ownership: sc.producers.key_ownership,
             producers: sc.producers.count,
+            group_size: w.group_size.unwrap_or(0),
+            group_left: 0,
+            group_key: 0,
+            group_producer: 0,
         }
     }
 
     /// (key, seq, producer, poison, group header set) of the next message. Draw order: key,
-    /// poison, producer, group header.
+    /// poison, producer, group header. With correlation groups (`group_size`), the key and the
+    /// producer are drawn for a group's first member only: the rest follow it back to back.
     #[inline]
     pub fn next(&mut self, poison_boost: f64) -> (u32, u32, u32, bool, bool) {
-        let key = match &self.zipf {
-            Some(z) => (z.sample(&mut self.rng) as u32).clamp(1, self.keys) - 1,
-            None => self.rng.random_range(0..self.keys),
+        let in_group = self.group_left > 0;
+        let key = if in_group {
+            self.group_key
+        } else {
+            match &self.zipf {
+                Some(z) => (z.sample(&mut self.rng) as u32).clamp(1, self.keys) - 1,
+                None => self.rng.random_range(0..self.keys),
+            }
         };
         let p = self.poison.max(poison_boost);
         let poison = p > 0.0 && self.rng.random_bool(p);
-        let producer = match self.ownership {
-            KeyOwnership::Owned => key % self.producers,
-            KeyOwnership::Shared if self.producers > 1 => self.rng.random_range(0..self.producers),
-            KeyOwnership::Shared => 0,
+        let producer = if in_group {
+            self.group_producer
+        } else {
+            match self.ownership {
+                KeyOwnership::Owned => key % self.producers,
+                KeyOwnership::Shared if self.producers > 1 => {
+                    self.rng.random_range(0..self.producers)
+                }
+                KeyOwnership::Shared => 0,
+            }
         };
+        if in_group {
+            self.group_left -= 1;
+        } else if self.group_size > 1 {
+            (self.group_left, self.group_key, self.group_producer) =
+                (self.group_size - 1, key, producer);
+        }
         let group = !(self.group_missing > 0.0 && self.rng.random_bool(self.group_missing));
         let s = &mut self.next_seq[key as usize];
         let seq = *s;
         *s += 1;
         (key, seq, producer, poison, group)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn picker(extra: &str) -> KeyPicker {
+        let text = format!(
+            "name = \"t\"\nstrategies = [\"competing\"]\n[workload]\nmessages = 60\n\
+             rate = \"100/s\"\nkeys = 5\n{extra}\n[producers]\ncount = 3\n\
+             key_ownership = \"shared\"\n[[broker]]\nname = \"a\"\n[consumers]\ncount = 1\n\
+             service = \"1ms\"\n"
+        );
+        let sc = crate::scenario::load_str("t.toml", &text, &|_| Vec::new()).expect("scenario");
+        KeyPicker::new(&sc, 7)
+    }
+
+    /// With `group_size = 4` every run of four messages has one key and one producer, and each
+    /// key's seqs come in whole groups; without it the key changes within such runs.
+    #[test]
+    fn groups_are_produced_back_to_back() {
+        let mut g = picker("group_size = 4");
+        let draws: Vec<_> = (0..60).map(|_| g.next(0.0)).collect();
+        for chunk in draws.chunks(4) {
+            assert!(chunk.iter().all(|d| (d.0, d.2) == (chunk[0].0, chunk[0].2)));
+            assert_eq!(
+                chunk[0].1 % 4,
+                0,
+                "a group starts at a multiple of its size"
+            );
+            for (i, d) in chunk.iter().enumerate() {
+                assert_eq!(d.1, chunk[0].1 + i as u32);
+            }
+        }
+        let mut plain = picker("");
+        let draws: Vec<_> = (0..60).map(|_| plain.next(0.0)).collect();
+        assert!(draws.chunks(4).any(|c| c.iter().any(|d| d.0 != c[0].0)));
     }
 }

@@ -267,6 +267,13 @@ pub struct Workload {
     /// in [0, 1]: producers the team does not control.
     #[serde(default)]
     pub group_header_missing: f64,
+    /// Fixed-size correlation groups (an order and its lines): when set, messages come in groups
+    /// of this many, produced back to back for one key by one producer, so each key's seqs
+    /// `g*n .. g*n+n-1` form its group `g`. The checkers report the groups some member of which
+    /// never took effect (`incomplete_groups`); an aggregator correlates on the group and
+    /// completes it at this size. Absent: no groups (nothing changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_size: Option<u32>,
 }
 
 /// Arrival process of the workload.

@@ -154,6 +154,21 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
             ),
         );
     }
+    match w.group_size {
+        Some(0) => err(
+            p(&["workload", "group_size"]),
+            "must be at least 1 (messages per correlation group), or absent for no groups".into(),
+        ),
+        Some(n) if !w.messages.is_multiple_of(u64::from(n)) => err(
+            p(&["workload", "group_size"]),
+            format!(
+                "must divide [workload] messages ({}) so that every group is produced whole, \
+                 got {n}",
+                w.messages
+            ),
+        ),
+        _ => {}
+    }
     if !probability(w.poison_fraction) {
         err(
             p(&["workload", "poison_fraction"]),
