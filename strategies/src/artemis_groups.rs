@@ -446,18 +446,7 @@ impl crate::Named for ArtemisGroups {
         };
         let mut errs = Vec::new();
         if !sc.brokers.iter().any(|b| &b.name == name) {
-            errs.push((
-                "grouping_handler",
-                format!(
-                    "{name:?} is not a [[broker]] (brokers: {})",
-                    sc.brokers
-                        .iter()
-                        .take(10)
-                        .map(|b| format!("{:?}", b.name))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            ));
+            errs.push(("grouping_handler", crate::not_a_broker(sc, name)));
         }
         if let sim::scenario::FlavourChoice::Product(f) = sc.flavour {
             if f != sim::scenario::Flavour::Artemis {

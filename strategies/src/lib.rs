@@ -159,6 +159,20 @@ pub fn param_u64(sc: &Scenario, strategy: &str, param: &str, default: u64) -> u6
         .unwrap_or(default)
 }
 
+/// The error for a parameter naming a broker the scenario does not have: the name, and the
+/// brokers it has (the first ten).
+pub(crate) fn not_a_broker(sc: &Scenario, name: &str) -> String {
+    format!(
+        "{name:?} is not a [[broker]] (brokers: {})",
+        sc.brokers
+            .iter()
+            .take(10)
+            .map(|b| format!("{:?}", b.name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
 /// The consumer joins and leaves a run may see, each a rebalance of a group: every consumer
 /// joins once, and each fault occurrence may take one away and back.
 pub fn rebalances(sc: &Scenario) -> u64 {

@@ -565,9 +565,10 @@ service = {{ dist = "exponential", mean = "10ms" }}
     /// of `a`'s consumers had in hand (applied at the crash, its ack lost: applied again 45s later,
     /// a duplicate and a violation), and messages prefetched but not started (the [ActiveMQ+Camel]
     /// post's m1: first applied 45s late). The load is light (45% per consumer), so few messages
-    /// are in flight at the crash: a few violations per seed, and none for some seeds (7 and 8:
-    /// nothing was in flight at `a`'s consumers at that instant) -- "most of the time, things works
-    /// fine", as the post says. Nothing is lost: the store is persistent.
+    /// are in flight at the crash: a few violations per seed, and none for some seeds (2 and 5
+    /// here: nothing was in flight at `a`'s consumers at that instant; forwards already on the
+    /// wire to `b` arrive) -- "most of the time, things works fine", as the post says. Nothing is
+    /// lost: the store is persistent.
     #[test]
     fn broker_failover_in_a_network_of_brokers_breaks_order() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/failover.toml");
@@ -588,7 +589,7 @@ service = {{ dist = "exponential", mean = "10ms" }}
             }
             stranded_first_apply |= m.latency_ms.max >= 45_000.0;
         }
-        assert_eq!(seeds_with_violations, 5);
+        assert_eq!(seeds_with_violations, 3, "seeds 1, 3 and 4");
         assert!(
             stranded_first_apply,
             "some message waits out the crash in a's store and is first applied after newer ones"

@@ -211,11 +211,8 @@ pub enum Dispatcher {
 impl Dispatcher {
     /// The dispatcher of release line `version` (`"3.3"`, `"4.0"`...; None: the current one).
     pub fn of_version(version: Option<&str>) -> Self {
-        let major = version
-            .and_then(|v| v.split('.').next())
-            .and_then(|m| m.parse::<u32>().ok());
-        match major {
-            Some(m) if m < 4 => Dispatcher::RecentlyJoined,
+        match version.map(sim::scenario::release) {
+            Some(r) if r < (4, 0) => Dispatcher::RecentlyJoined,
             _ => Dispatcher::DrainingHashes,
         }
     }

@@ -79,11 +79,8 @@ impl PriorityRule {
         if flavour != Flavour::RabbitmqQuorum {
             return PriorityRule::AtTakeover;
         }
-        let major = version
-            .and_then(|v| v.split('.').next())
-            .and_then(|m| m.parse::<u32>().ok());
-        match major {
-            Some(m) if m < 4 => PriorityRule::Ignored,
+        match version.map(sim::scenario::release) {
+            Some(r) if r < (4, 0) => PriorityRule::Ignored,
             _ => PriorityRule::Displaces,
         }
     }

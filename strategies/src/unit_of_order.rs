@@ -416,18 +416,9 @@ impl crate::Named for UnitOfOrder {
     ];
     fn check(sc: &sim::Scenario, p: &UnitOfOrderParams) -> Vec<(&'static str, String)> {
         match &p.path_service_broker {
-            Some(name) if !sc.brokers.iter().any(|b| &b.name == name) => vec![(
-                "path_service_broker",
-                format!(
-                    "{name:?} is not a [[broker]] (brokers: {})",
-                    sc.brokers
-                        .iter()
-                        .take(10)
-                        .map(|b| format!("{:?}", b.name))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            )],
+            Some(name) if !sc.brokers.iter().any(|b| &b.name == name) => {
+                vec![("path_service_broker", crate::not_a_broker(sc, name))]
+            }
             _ => Vec::new(),
         }
     }

@@ -107,6 +107,13 @@ pub enum Flavour {
     Servicebus,
 }
 
+/// A release line `"MAJOR.MINOR"` as a pair of numbers, so that releases compare in order
+/// (a part that is missing or not a number reads 0).
+pub fn release(version: &str) -> (u32, u32) {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
 impl Flavour {
     /// Every flavour, in documentation order.
     pub const ALL: [Flavour; 10] = [
@@ -431,9 +438,8 @@ impl Flavour {
                 .or(self.default_version())
                 .unwrap_or_default();
             let r = &mut d.redelivery;
-            // (major, minor): a release after 4.3 keeps 4.3's counting until it is modelled.
-            let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-            let release = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+            // A release after 4.3 keeps 4.3's counting until it is modelled.
+            let release = release(v);
             match release {
                 (..=3, _) => r.limit = Limit::Unlimited,
                 _ if release >= (4, 3) => match return_with {

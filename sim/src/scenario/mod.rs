@@ -9,7 +9,7 @@ mod resolved;
 mod validate;
 
 pub use flavour::{
-    DeadLetter, Defaults, Flavour, FlavourChoice, LeasePolicy, Limit, RedeliveryDefaults,
+    release, DeadLetter, Defaults, Flavour, FlavourChoice, LeasePolicy, Limit, RedeliveryDefaults,
     RedeliveryPolicy, Requeue, MAX_IDEMPOTENT_IN_FLIGHT,
 };
 
