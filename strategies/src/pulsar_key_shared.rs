@@ -901,6 +901,16 @@ mod tests {
         );
     }
 
+    /// Consumer 0 attaches and is handed message `i` of key `keys[i]`, each in turn; then
+    /// consumer 1 joins.
+    fn held_by_0_then_1_joins(s: &mut PulsarKeyShared, keys: &[u32], ctl: &mut Control) {
+        s.on_attach(0, 0, 0, ctl);
+        for (i, &k) in keys.iter().enumerate() {
+            assert_eq!(select_at(s, 0, &[(0, 10)], &view(i as u64, k), ctl), Ok(0));
+        }
+        s.on_attach(0, 0, 1, ctl);
+    }
+
     /// A key that moves to consumer 1 when it joins the auto-split ranges of consumer 0, and one
     /// that stays with 0.
     fn moving_and_staying(s: &PulsarKeyShared) -> (u32, u32) {
@@ -955,9 +965,7 @@ mod tests {
         assert!(!s.is_recently_joined(1));
 
         let mut s = key_shared(SelectorKind::AutoSplit, true);
-        s.on_attach(0, 0, 0, ctl);
-        assert_eq!(select_at(&mut s, 0, &[(0, 10)], &view(0, a), ctl), Ok(0));
-        s.on_attach(0, 0, 1, ctl);
+        held_by_0_then_1_joins(&mut s, &[a], ctl);
         assert!(!s.is_recently_joined(1));
         assert_eq!(
             select_at(&mut s, 0, &[(0, 10), (1, 10)], &view(2, a), ctl),
@@ -1103,10 +1111,7 @@ mod tests {
         let (a, b) = moving_and_staying(&s);
         let ha = s.key_hash[a as usize];
         let ctl = &mut Control::default();
-        s.on_attach(0, 0, 0, ctl);
-        assert_eq!(select_at(&mut s, 0, &[(0, 10)], &view(0, a), ctl), Ok(0));
-        assert_eq!(select_at(&mut s, 0, &[(0, 10)], &view(1, b), ctl), Ok(0));
-        s.on_attach(0, 0, 1, ctl);
+        held_by_0_then_1_joins(&mut s, &[a, b], ctl);
         assert!(!s.is_recently_joined(1), "no join gate from 4.0");
         assert!(s.is_draining_for(ha, 1));
         let both = [(0, 10), (1, 10)];
@@ -1124,10 +1129,7 @@ mod tests {
         // The same run on 3.x: `a` waits for message 1 too (the mark-delete position).
         let mut s = key_shared_on(Dispatcher::RecentlyJoined, SelectorKind::AutoSplit, false);
         let ctl = &mut Control::default();
-        s.on_attach(0, 0, 0, ctl);
-        assert_eq!(select_at(&mut s, 0, &[(0, 10)], &view(0, a), ctl), Ok(0));
-        assert_eq!(select_at(&mut s, 0, &[(0, 10)], &view(1, b), ctl), Ok(0));
-        s.on_attach(0, 0, 1, ctl);
+        held_by_0_then_1_joins(&mut s, &[a, b], ctl);
         s.on_settled(0, &view(0, a), ctl);
         assert_eq!(
             select_at(&mut s, 0, &both, &view(2, a), ctl),
@@ -1144,10 +1146,7 @@ mod tests {
         let (a, _) = moving_and_staying(&s);
         let ha = s.key_hash[a as usize];
         let ctl = &mut Control::default();
-        s.on_attach(0, 0, 0, ctl);
-        assert_eq!(select_at(&mut s, 0, &[(0, 10)], &view(0, a), ctl), Ok(0));
-        assert_eq!(select_at(&mut s, 0, &[(0, 10)], &view(1, a), ctl), Ok(0));
-        s.on_attach(0, 0, 1, ctl);
+        held_by_0_then_1_joins(&mut s, &[a, a], ctl);
         assert!(s.is_draining_for(ha, 1));
         // Redelivered (a nack's delay over): one of two pending acks gone, still draining.
         s.on_returned(0, 0, &view(0, a), ctl);
@@ -1164,9 +1163,7 @@ mod tests {
         assert_eq!(select_at(&mut s, 0, &[(1, 10)], &view(0, a), ctl), Ok(1));
         // With allowOutOfOrderDelivery nothing drains.
         let mut s = key_shared_on(Dispatcher::DrainingHashes, SelectorKind::AutoSplit, true);
-        s.on_attach(0, 0, 0, ctl);
-        assert_eq!(select_at(&mut s, 0, &[(0, 10)], &view(0, a), ctl), Ok(0));
-        s.on_attach(0, 0, 1, ctl);
+        held_by_0_then_1_joins(&mut s, &[a], ctl);
         assert_eq!(
             select_at(&mut s, 0, &[(0, 10), (1, 10)], &view(1, a), ctl),
             Ok(1)

@@ -205,14 +205,13 @@ impl Strategy for RabbitmqSac {
             return self.single.select(ctx, msg, ctl);
         };
         let b = ctx.broker;
-        let active = self
-            .single
-            .owner(b)
-            .and_then(|o| ctx.consumers.iter().position(|c| c.id == o).map(|i| (o, i)));
+        let owner = self.single.owner(b);
+        let active =
+            owner.and_then(|o| ctx.consumers.iter().position(|c| c.id == o).map(|i| (o, i)));
         let chosen = match active {
             // None active (or it is not among the candidates, e.g. paused): as `single`, except
             // that a queue with none active picks the highest priority.
-            None if self.single.owner(b).is_some() => return self.single.select(ctx, msg, ctl),
+            None if owner.is_some() => return self.single.select(ctx, msg, ctl),
             None => match self.best(ctx, None) {
                 Some(i) => {
                     self.single.take_over(b, ctx.consumers[i].id, ctl);

@@ -32,14 +32,16 @@ pub(super) struct PutBack {
 }
 
 impl PutBack {
-    /// A gone consumer's deliveries: back at once, silently.
-    pub const LOST: PutBack = PutBack {
-        at: Requeue::Head,
-        holder: None,
-        live_broker: false,
-        delay: Delay::None,
-        announce: false,
-    };
+    /// Back at `at` at once, silently, whoever holds them (a gone consumer's deliveries).
+    pub const fn returned(at: Requeue) -> PutBack {
+        PutBack {
+            at,
+            holder: None,
+            live_broker: false,
+            delay: Delay::None,
+            announce: false,
+        }
+    }
 }
 
 /// How long a delivery put back stays undeliverable ([`PutBack::delay`]).
@@ -735,10 +737,7 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         let returned = std::mem::take(&mut self.w.returned);
-        let how = PutBack {
-            at: self.cfg.redelivery.requeue_lost,
-            ..PutBack::LOST
-        };
+        let how = PutBack::returned(self.cfg.redelivery.requeue_lost);
         let returned = self.put_back(returned, how);
         self.w.returned = returned;
     }

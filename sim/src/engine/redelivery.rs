@@ -215,9 +215,8 @@ impl<O: Observer> Engine<'_, O> {
         self.drop_orphans(c);
         self.sync_load(c);
         let how = PutBack {
-            at: self.cfg.redelivery.requeue,
             delay: Delay::Cancelled,
-            ..PutBack::LOST
+            ..PutBack::returned(self.cfg.redelivery.requeue)
         };
         self.put_back(rest, how);
     }
