@@ -214,10 +214,17 @@ fn toml_of(g: &Gen) -> String {
             writeln!(s, "version = \"{v}\"").unwrap();
         }
     }
+    // IBM MQ's client gets persistent messages one at a time (validation refuses more).
+    let prefetch =
+        if flavour == "ibm_mq" && g.receive != 2 && g.persistent[..g.brokers].contains(&true) {
+            1
+        } else {
+            g.prefetch
+        };
     writeln!(
         s,
         "[consumers]\ncount = {}\nprefetch = {}\nservice = {{ dist = \"exponential\", mean = \"8ms\" }}\nconnect = \"spread\"\nack_latency = \"{}ms\"\nsuspend_after_failures = {}\nresume_after = \"2s\"",
-        g.consumers, g.prefetch, g.ack_ms, g.suspend_after
+        g.consumers, prefetch, g.ack_ms, g.suspend_after
     )
     .unwrap();
     let leased = g.lease > 0 || flavour == "sqs" || flavour == "servicebus";
@@ -289,6 +296,19 @@ fn toml_of(g: &Gen) -> String {
             s,
             "[strategy.artemis_groups]\ngrouping_handler = \"b{}\"\ngrouping_handler_timeout = \"20ms\"",
             g.brokers - 1
+        )
+        .unwrap();
+    }
+    // Consumer priorities (`x-priority`) on the draws with a version: equal and distinct values,
+    // weighed by the rule of the flavour and version drawn (classic, quorum before and from 4.0).
+    if g.strategy == "rabbitmq_sac" && g.version > 0 {
+        let p: Vec<String> = (0..g.consumers)
+            .map(|i| ((u32::from(g.version) * 7 + i * 3) % 5).to_string())
+            .collect();
+        writeln!(
+            s,
+            "[strategy.rabbitmq_sac]\npriorities = [{}]",
+            p.join(", ")
         )
         .unwrap();
     }

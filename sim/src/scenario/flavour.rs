@@ -150,6 +150,7 @@ impl Flavour {
             page_size: 200,
             takeover: Some(Dur::from_secs(10)),
             failback: false,
+            read_ahead: ReadAhead::Any,
             redelivery: RedeliveryDefaults {
                 mode: RedeliveryMode::Blocking,
                 delay: Some(Dur::from_secs(1)),
@@ -211,6 +212,7 @@ impl Flavour {
             },
             Flavour::IbmMq => Defaults {
                 takeover: None,
+                read_ahead: ReadAhead::NonPersistentOnly,
                 redelivery: original(NON_BLOCKING),
                 ..JMS
             },
@@ -620,8 +622,23 @@ pub struct Defaults {
     /// `allow-failback` (true: the primary writes `FAILINGBACK` and the backup stops) [A13];
     /// ActiveMQ Classic has no failback (the restarted master waits for the lock as the slave).
     pub failback: bool,
+    /// Which messages the client may hold ahead of the one in hand (`[consumers] prefetch`
+    /// above 1).
+    pub read_ahead: ReadAhead,
     /// What `[redelivery]` leaves out ([`RedeliveryPolicy::resolve`]).
     pub redelivery: RedeliveryDefaults,
+}
+
+/// Which messages a broker's client may take ahead of the one its application is processing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadAhead {
+    /// Any message, up to the consumer's prefetch.
+    Any,
+    /// Only non-persistent ones received outside a transaction: IBM MQ's classes for JMS read
+    /// ahead only those, and only when the queue's `DEFREADA` and the destination's
+    /// `READAHEADALLOWED` allow it (off by default); a persistent message is got one at a time
+    /// [I2].
+    NonPersistentOnly,
 }
 
 /// A broker product's defaults for `[redelivery]` (the module's table).

@@ -9,8 +9,8 @@ mod resolved;
 mod validate;
 
 pub use flavour::{
-    release, DeadLetter, Defaults, Flavour, FlavourChoice, LeasePolicy, Limit, RedeliveryDefaults,
-    RedeliveryPolicy, Requeue, MAX_IDEMPOTENT_IN_FLIGHT,
+    release, DeadLetter, Defaults, Flavour, FlavourChoice, LeasePolicy, Limit, ReadAhead,
+    RedeliveryDefaults, RedeliveryPolicy, Requeue, MAX_IDEMPOTENT_IN_FLIGHT,
 };
 
 pub use load::{

@@ -8,7 +8,7 @@
 
 use super::{
     Commit, CrashDetection, Defaults, FieldError, Flavour, LeasePolicy, PartialFailure, PathSeg,
-    Receive, RedeliveryPolicy, Scenario, MAX_IDEMPOTENT_IN_FLIGHT,
+    ReadAhead, Receive, RedeliveryPolicy, Scenario, MAX_IDEMPOTENT_IN_FLIGHT,
 };
 use crate::dist::{DurDist, DurSpec};
 use crate::time::{Dur, Time};
@@ -187,6 +187,26 @@ impl Scenario {
             );
         }
 
+        if c.prefetch > 1
+            && receive == Receive::Prefetch
+            && d.read_ahead == ReadAhead::NonPersistentOnly
+        {
+            if let Some(b) = self.brokers.iter().find(|b| b.persistent) {
+                err(
+                    &["consumers", "prefetch"],
+                    format!(
+                        "is {}, but the `{}` client reads ahead only non-persistent messages \
+                         (and only outside a transaction, where the queue's DEFREADA allows it): \
+                         it gets each persistent message of broker {:?} one at a time. Set \
+                         prefetch = 1, or persistent = false on the brokers",
+                        c.prefetch,
+                        flavour.name(),
+                        b.name
+                    ),
+                );
+            }
+        }
+
         let partners = self.ha_partners();
         let mut brokers = Vec::with_capacity(self.brokers.len());
         for (b, cfg) in self.brokers.iter().enumerate() {
@@ -312,6 +332,28 @@ mod tests {
 
     /// A setting that needs another default is refused naming the flavours whose defaults give
     /// it, read from their defaults (not restated).
+    /// IBM MQ's client gets persistent messages one at a time: a prefetch above 1 on a
+    /// persistent broker is refused, with the broker and the two ways out named.
+    #[test]
+    fn ibm_mq_reads_ahead_only_non_persistent_messages() {
+        let e = scenario("ibm_mq", "prefetch = 2").resolve().unwrap_err();
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].path_string(), "consumers.prefetch");
+        assert!(
+            e[0].message.starts_with("is 2, but the `ibm_mq` client"),
+            "{e:?}"
+        );
+        assert!(e[0].message.contains("broker \"a\""), "{e:?}");
+        assert!(e[0].message.ends_with("persistent = false on the brokers"));
+        assert!(scenario("ibm_mq", "prefetch = 1").resolve().is_ok());
+        let mut s = scenario("ibm_mq", "prefetch = 2");
+        s.brokers[0].persistent = false;
+        assert!(s.resolve().is_ok());
+        for other in ["activemq", "weblogic", "artemis"] {
+            assert!(scenario(other, "prefetch = 2").resolve().is_ok(), "{other}");
+        }
+    }
+
     #[test]
     fn a_setting_needing_a_default_names_the_flavours_that_give_it() {
         let e = scenario("activemq", "commit_interval = \"1s\"")
