@@ -101,6 +101,57 @@ fn with_the_local_handler_down_new_groups_wait_and_known_groups_go_on() {
     );
 }
 
+/// With the default handler timeout (5s: 11 proposals last 55s) the client's `callTimeout`
+/// (30s on the artemis flavour) ends a held send first: at 30s after its hold began the
+/// producer sees the send fail, fails its connection, reconnects and sends the message again,
+/// while the broker still stores the first send when the handler answers: a duplicate. With
+/// `call_timeout = "0s"` the client waits it out: no failure, no resend.
+#[test]
+fn the_clients_call_timeout_ends_a_held_send_before_the_broker_does() {
+    let text = file().replace(
+        "grouping_handler_timeout = \"2s\"",
+        "grouping_handler_timeout = \"5s\"",
+    );
+    let sc = scenario(&text);
+    let mut produced = BTreeMap::new();
+    let (mut fails, mut at_30s, mut resent) = (0, 0, 0);
+    run_with(&sc, "artemis_groups", 1, |e| match *e {
+        Event::Produce { t, msg, .. } => {
+            produced.insert(msg.id, t);
+        }
+        Event::SendFail { t, msg, .. } => {
+            fails += 1;
+            let waited = t - produced[&msg.id];
+            assert!(waited >= 30_000 * MS, "{msg:?} failed after {waited}us");
+            at_30s += usize::from(waited == 30_000 * MS);
+        }
+        Event::Resend {
+            deduplicated,
+            of,
+            msg,
+            ..
+        } => {
+            assert!(!deduplicated, "artemis deduplicates nothing by default");
+            assert_ne!(msg.id, of);
+            resent += 1;
+        }
+        _ => {}
+    });
+    assert!(fails >= 2, "{fails} sends failed");
+    assert!(at_30s >= 1, "no send failed 30s after it was held");
+    assert_eq!(resent, fails, "each failed send is sent again");
+    let m = run(&sc, "artemis_groups", 1);
+    assert!(m.duplicates >= 1, "{} duplicates", m.duplicates);
+
+    let patient = scenario(&text.replace(
+        "reconnect_delay = \"500ms\"",
+        "reconnect_delay = \"500ms\"\ncall_timeout = \"0s\"",
+    ));
+    let m = run(&patient, "artemis_groups", 1);
+    let c = &m.coverage;
+    assert_eq!((c.send_failures, c.resends_stored, m.duplicates), (0, 0, 0));
+}
+
 /// The setting names the field and what it allows: a broker of the file, on the artemis
 /// flavour (or native).
 #[test]

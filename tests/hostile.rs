@@ -78,6 +78,7 @@ const FIELDS: &[(&str, &str)] = &[
     ("producers", "max_in_flight"),
     ("producers", "idempotence"),
     ("producers", "retry_backoff"),
+    ("producers", "call_timeout"),
 ];
 
 fn toml_value() -> impl Strategy<Value = toml::Value> {

@@ -85,6 +85,10 @@ pub const FIELDS: &[(&str, Staging)] = &[
     ("producers.max_in_flight", Refused("Kafka's producer")),
     ("producers.idempotence", Refused("Kafka's producer")),
     ("producers.retry_backoff", Refused("Kafka's producer")),
+    (
+        "producers.call_timeout",
+        Refused("Artemis's client; no live broker holds a send"),
+    ),
     ("broker.name", Staged("one ActiveMQ process per broker")),
     (
         "broker.persistent",

@@ -110,6 +110,11 @@ pub struct RouteCtx<'a> {
     pub connected: u16,
     /// Which brokers are up, by index.
     pub up: &'a [bool],
+    /// Since when the broker has held this send (`Route::Wait`): None for a send asked about
+    /// the first time. The engine keeps it per held send, so that a send the broker goes on
+    /// holding after its producer gave up (the client's `call_timeout`) and the producer's own
+    /// resend each have their own.
+    pub held_since: Option<Time>,
 }
 
 /// Where a send goes.

@@ -48,9 +48,10 @@
 //!   the group still unbound (AMQ222209); no exception reaches the sender, whatever the
 //!   documentation says. Groups the node knows go on. Simplifications: a proposal made while
 //!   the LOCAL node is down is answered at the next proposal after it is back (the broker's
-//!   `resendPending` may answer sooner); the client's `callTimeout` (30 s), which ends a
-//!   blocking send held longer, is not modelled; `group-timeout` (-1: never) and the reaper are
-//!   not modelled.
+//!   `resendPending` may answer sooner); `group-timeout` (-1: never) and the reaper are not
+//!   modelled. How long a send has been held is the engine's (`RouteCtx::held_since`): the
+//!   client's `callTimeout` (`[producers] call_timeout`, 30 s) may end the producer's wait
+//!   first, while the broker goes on holding the send (A20).
 //!
 //! What it does not model: consumer priorities, exclusive queues (`single` is that), `group-first-key`
 //! (a header only), `JMSXGroupSeq = -1` closing a group (producers here never close groups),
@@ -116,8 +117,6 @@ pub const PROPOSALS: u64 = 11;
 
 /// No node.
 const NO_NODE: u16 = u16::MAX;
-/// No held send.
-const NO_WAIT: (u64, Time) = (u64::MAX, 0);
 
 /// An Artemis cluster's grouping handlers (`LocalGroupingHandler`, `RemoteGroupingHandler`,
 /// `BindingsImpl.routeUsingStrictOrdering`).
@@ -134,13 +133,11 @@ struct Cluster {
     /// Per node, per group: whether its handler has the group's binding without asking (a
     /// REMOTE's cache of the proposal responses broadcast to it, in memory: lost in its crash).
     known: Vec<Vec<bool>>,
-    /// Per producer: its send the broker holds (message id, when its first proposal went out).
-    waiting: Vec<(u64, Time)>,
 }
 
 impl Cluster {
     /// Where a send of group `g` received by the producer's connected node goes.
-    fn route(&mut self, ctx: &RouteCtx, id: u64, g: usize) -> Route {
+    fn route(&mut self, ctx: &RouteCtx, g: usize) -> Route {
         let r = ctx.connected;
         let b = self.bound[g];
         // A binding the receiving node has (LocalGroupingHandler.getProposal's map, or
@@ -150,7 +147,6 @@ impl Cluster {
         if b != NO_NODE && (r == self.handler || self.known[r as usize][g]) {
             return Route::Stored(b);
         }
-        let p = ctx.producer as usize;
         if ctx.up[self.handler as usize] {
             // The LOCAL handler answers: the first proposal wins, and the receiving node proposes
             // its own queue (the docs: "use a local queue first"); the answer is broadcast to
@@ -166,22 +162,14 @@ impl Cluster {
                     k[g] = true;
                 }
             }
-            self.waiting[p] = NO_WAIT;
             return Route::Stored(b);
         }
         // No answer: each proposal waits `timeout` (RemoteGroupingHandler.propose returns null),
         // BindingsImpl retries MAX_GROUP_RETRY times, then routes the message without grouping
-        // information (AMQ222209), the group still unbound. No exception reaches the sender.
-        let started = match self.waiting[p] {
-            (m, t) if m == id => t,
-            _ => {
-                self.waiting[p] = (id, ctx.now);
-                ctx.now
-            }
-        };
-        let waited = ctx.now - started;
+        // information (AMQ222209), the group still unbound. No exception reaches the sender from
+        // the broker; its client's own `call_timeout` may give up first (the engine's part).
+        let waited = ctx.now - ctx.held_since.unwrap_or(ctx.now);
         if waited >= PROPOSALS * self.timeout {
-            self.waiting[p] = NO_WAIT;
             return Route::Connected;
         }
         // The next proposal goes out when this one times out.
@@ -283,15 +271,14 @@ impl ArtemisGroups {
     }
 
     /// With clustered grouping: `handler` is the node whose grouping handler is LOCAL, the
-    /// others' are REMOTE; `producers` producers send `keys` group ids.
-    pub fn with_grouping_handler(mut self, handler: u16, keys: usize, producers: usize) -> Self {
+    /// others' are REMOTE; producers send `keys` group ids.
+    pub fn with_grouping_handler(mut self, handler: u16, keys: usize) -> Self {
         let brokers = self.queues.len();
         self.cluster = Some(Cluster {
             handler,
             timeout: self.params.grouping_handler_timeout.micros().max(1),
             bound: vec![NO_NODE; keys],
             known: vec![vec![false; keys]; brokers],
-            waiting: vec![NO_WAIT; producers],
         });
         self
     }
@@ -469,7 +456,7 @@ impl crate::Named for ArtemisGroups {
         let keys = sc.workload.keys as usize;
         let g = ArtemisGroups::new(sc.brokers.len(), sc.dispatch_targets(), keys, p);
         Ok(match handler {
-            Some(h) => g.with_grouping_handler(h as u16, keys, sc.producers.count as usize),
+            Some(h) => g.with_grouping_handler(h as u16, keys),
             None => g,
         })
     }
@@ -478,7 +465,7 @@ impl crate::Named for ArtemisGroups {
 impl Strategy for ArtemisGroups {
     fn route(&mut self, ctx: &RouteCtx, msg: &MsgView) -> Route {
         match (&mut self.cluster, msg.group) {
-            (Some(c), Some(g)) => c.route(ctx, msg.id, g as usize),
+            (Some(c), Some(g)) => c.route(ctx, g as usize),
             _ => Route::Connected,
         }
     }
@@ -1073,7 +1060,15 @@ factor = 50.0
                 ..Default::default()
             },
         )
-        .with_grouping_handler(0, 8, 2)
+        .with_grouping_handler(0, 8)
+    }
+
+    /// A send held since `since`, asked about again at `now`.
+    fn held(now: Time, since: Time, connected: u16, up: &[bool]) -> RouteCtx<'_> {
+        RouteCtx {
+            held_since: Some(since),
+            ..at(now, 0, connected, up)
+        }
     }
 
     fn at(now: Time, producer: u32, connected: u16, up: &[bool]) -> RouteCtx<'_> {
@@ -1082,6 +1077,7 @@ factor = 50.0
             producer,
             connected,
             up,
+            held_since: None,
         }
     }
 
@@ -1122,15 +1118,15 @@ factor = 50.0
         // New group 5 from producer 0: held to the end of each proposal.
         assert_eq!(g.route(&at(100, 0, 1, &down), &view(4, 5)), Route::Wait(t));
         assert_eq!(
-            g.route(&at(100 + 3 * t / 2, 0, 1, &down), &view(4, 5)),
+            g.route(&held(100 + 3 * t / 2, 100, 1, &down), &view(4, 5)),
             Route::Wait(t / 2)
         );
         assert_eq!(
-            g.route(&at(100 + 10 * t, 0, 1, &down), &view(4, 5)),
+            g.route(&held(100 + 10 * t, 100, 1, &down), &view(4, 5)),
             Route::Wait(t)
         );
         assert_eq!(
-            g.route(&at(100 + 11 * t, 0, 1, &down), &view(4, 5)),
+            g.route(&held(100 + 11 * t, 100, 1, &down), &view(4, 5)),
             Route::Connected
         );
         // Still unbound: its next message waits again; once the handler is back it is bound.

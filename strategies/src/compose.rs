@@ -425,6 +425,7 @@ service = "1ms"
             producer: 4,
             connected: 0,
             up: &[true, true],
+            held_since: None,
         };
         assert_eq!(s.route(&rctx, &m), Route::Broker(1));
         s.on_attach(15, 1, 5, ctl);

@@ -827,6 +827,7 @@ mod tests {
                 producer: 0,
                 connected: 0,
                 up: &[true],
+                held_since: None,
             };
             k.route(&ctx, &msg(id, 0))
         };

@@ -700,6 +700,7 @@ mod tests {
             producer: 0,
             connected: 0,
             up: &[true],
+            held_since: None,
         };
         assert_eq!(s.route(&rctx, &view(1000, 0)), Route::Connected);
         let after = queues_of(&s, 1000);
@@ -757,6 +758,7 @@ mod tests {
             producer: 0,
             connected: 0,
             up: &[true],
+            held_since: None,
         };
         s.route(&rctx, &view(500, 0));
         let after = queues_of(&s, 500);

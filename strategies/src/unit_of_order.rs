@@ -977,6 +977,7 @@ for = "5s"
             producer: 0,
             connected: 0,
             up,
+            held_since: None,
         }
     }
 

@@ -46,6 +46,11 @@ pub(super) enum Ev {
     /// A delivery to consumer `c` has crossed `dispatch_latency`: it may start it.
     Transit(u32),
     ProducerRetry(u32),
+    /// A send the broker holds after its producer gave up on it may be routed (`producer.rs`).
+    HeldSend {
+        slot: u32,
+        id: u64,
+    },
     /// HA pair member `broker`, passive, may take over its dead partner's store (`failover.rs`).
     Takeover(u16),
     /// The end of consumer `c`'s suspension number `serial` (`resume_after`).

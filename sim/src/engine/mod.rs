@@ -231,6 +231,7 @@ impl<'a, O: Observer> Engine<'a, O> {
             acks_free: Vec::new(),
             held: BTreeMap::new(),
             orphans: Vec::new(),
+            held_sends: Vec::new(),
         };
         Engine {
             sc,
@@ -352,6 +353,7 @@ impl<'a, O: Observer> Engine<'a, O> {
             Ev::ConsumerReconnect { c, epoch } => self.consumer_reconnect(c, epoch),
             Ev::ParkTimeout { c, epoch, serial } => self.park_timeout(c, epoch, serial),
             Ev::ProducerRetry(p) => self.producer_retry(p),
+            Ev::HeldSend { slot, id } => self.held_send(slot, id),
             Ev::JobStart(c) => self.job_start(c),
             Ev::Transit(c) => self.transit_done(c),
             Ev::Takeover(b) => self.takeover(b),

@@ -8,7 +8,7 @@
 //! The producer is a node that owns its state ([`Producer`], private fields behind methods).
 
 use super::events::Ev;
-use super::state::{Loc, Msg};
+use super::state::{HeldSend, Loc, Msg};
 use super::Engine;
 use crate::history::{Event, MsgRef, Observer};
 use crate::scenario::Producers;
@@ -263,13 +263,15 @@ impl<O: Observer> Engine<'_, O> {
     // Inlined into the send path (it stopped being when the message grew its lease fields).
     #[inline(always)]
     pub(super) fn route_and_enqueue(&mut self, p: u32, slot: u32) -> Result<u16, bool> {
-        let connected = self.w.producers[p as usize].broker.expect("connected");
+        let ps = &self.w.producers[p as usize];
+        let connected = ps.broker.expect("connected");
         let view = self.view(slot);
         let ctx = RouteCtx {
             now: self.now,
             producer: p,
             connected,
             up: &self.w.broker_up,
+            held_since: ps.held(slot),
         };
         let route = if self.hooks.route {
             self.strategy.route(&ctx, &view)
@@ -282,35 +284,133 @@ impl<O: Observer> Engine<'_, O> {
             );
             plain
         };
-        let b = match route {
-            Route::Connected => connected,
-            Route::Broker(b) if self.w.brokers[b as usize].is_up() => b,
-            // A send to an HA pair reaches the member serving it.
-            Route::Broker(b) => match self.w.brokers[b as usize].partner() {
-                Some(s) if self.w.brokers[s as usize].is_up() => s,
-                _ => return Err(true),
-            },
-            Route::Fail { block } => return Err(block),
-            Route::Stored(b) => match self.w.brokers[b as usize].partner() {
-                Some(s)
-                    if !self.w.brokers[b as usize].is_up()
-                        && self.w.brokers[s as usize].is_up() =>
-                {
-                    s
+        let b = match self.routed_to(route, connected) {
+            Ok(b) => b,
+            Err(Some(d)) => {
+                // Asked again when the hold ends, or when the client's blocking call gives up.
+                let ps = &mut self.w.producers[p as usize];
+                let since = ps.held(slot).unwrap_or(self.now);
+                ps.held_since = Some((slot, since));
+                let mut at = self.now + d.max(1);
+                if let Some(limit) = self.cfg.call_timeout {
+                    at = at.min((since + limit.0).max(self.now + 1));
                 }
-                _ => b,
-            },
-            Route::Wait(d) => {
-                self.w.producers[p as usize].hold = Some(self.now + d.max(1));
+                ps.hold = Some(at);
                 return Err(true);
             }
+            Err(None) => {
+                self.w.producers[p as usize].release_hold(slot);
+                return Err(route_blocks(route));
+            }
         };
+        self.w.producers[p as usize].release_hold(slot);
         if !self.w.producers[p as usize].resent.is_empty() && self.resend(p, slot, b) {
             return Ok(b);
         }
         self.enqueue_back(b, slot);
         self.dispatch(b);
         Ok(b)
+    }
+
+    /// The broker a send routed `route` by a producer connected to `connected` is stored at;
+    /// `Err(Some(d))`: the broker holds it `d` longer (`Route::Wait`); `Err(None)`: refused.
+    #[inline(always)]
+    fn routed_to(&self, route: Route, connected: u16) -> Result<u16, Option<Time>> {
+        let brokers = &self.w.brokers;
+        match route {
+            Route::Connected => Ok(connected),
+            Route::Broker(b) if brokers[b as usize].is_up() => Ok(b),
+            // A send to an HA pair reaches the member serving it.
+            Route::Broker(b) => match brokers[b as usize].partner() {
+                Some(s) if brokers[s as usize].is_up() => Ok(s),
+                _ => Err(None),
+            },
+            Route::Fail { .. } => Err(None),
+            Route::Stored(b) => match brokers[b as usize].partner() {
+                Some(s) if !brokers[b as usize].is_up() && brokers[s as usize].is_up() => Ok(s),
+                _ => Ok(b),
+            },
+            Route::Wait(d) => Err(Some(d)),
+        }
+    }
+
+    /// The producer's blocking call for its held send `slot` timed out (`call_timeout`, held
+    /// since `since`): the client fails its connection (Artemis's `ChannelImpl.sendBlocking`:
+    /// `connection.asyncFail`) and the application sends the message again once reconnected,
+    /// ahead of its later sends, while the broker goes on holding the first send and stores it
+    /// when the strategy lets it ([`Engine::held_send`]). The resend is a copy, as after a
+    /// `send_timeout` ([`Engine::resend`]): stored again unless the broker deduplicates it.
+    /// `waiting`: the producer's waiting sends, in order, the copy to go at `at`.
+    fn call_timed_out(
+        &mut self,
+        p: u32,
+        slot: u32,
+        since: Time,
+        mut waiting: VecDeque<u32>,
+        at: usize,
+    ) {
+        let broker = self.w.producers[p as usize]
+            .broker
+            .expect("a held send has a connection");
+        self.emit_send_fail(p, slot);
+        let copy = self.alloc(*self.w.slab.get(slot));
+        let id = self.w.slab.get(slot).r.id;
+        self.w.held_sends.push(HeldSend {
+            slot,
+            producer: p,
+            broker,
+            since,
+        });
+        self.q.push(self.now, Ev::HeldSend { slot, id });
+        let ps = &mut self.w.producers[p as usize];
+        ps.held_since = None;
+        // The window of a deduplicating broker is counted from the hold's start.
+        ps.resent.push((copy, since, broker));
+        waiting.insert(at, copy);
+        ps.failed_block = true;
+        ps.overtakes = None;
+        self.producer_lost_broker(p);
+        // Disconnected: its waiting sends join its buffer, in order, for the reconnect.
+        let ps = &mut self.w.producers[p as usize];
+        for slot in waiting.into_iter().rev() {
+            ps.buffer.push_front(slot);
+        }
+    }
+
+    /// A held send whose producer gave up on it ([`Engine::call_timed_out`]) is asked about
+    /// again: stored where the strategy routes it, or held on.
+    pub(super) fn held_send(&mut self, slot: u32, id: u64) {
+        let Some(i) = self.w.held_sends.iter().position(|h| h.slot == slot) else {
+            return;
+        };
+        let h = self.w.held_sends[i];
+        if self.w.slab.get(slot).r.id != id {
+            return;
+        }
+        let view = self.view(slot);
+        let ctx = RouteCtx {
+            now: self.now,
+            producer: h.producer,
+            connected: h.broker,
+            up: &self.w.broker_up,
+            held_since: Some(h.since),
+        };
+        let route = self.strategy.route(&ctx, &view);
+        match self.routed_to(route, h.broker) {
+            Ok(b) => {
+                self.w.held_sends.swap_remove(i);
+                self.enqueue_back(b, slot);
+                self.dispatch(b);
+            }
+            Err(Some(d)) => self.q.push(self.now + d.max(1), Ev::HeldSend { slot, id }),
+            // Refused at last (no bundled strategy does this after holding): the receiving
+            // node stores it, as an unbound group's send is.
+            Err(None) => {
+                self.w.held_sends.swap_remove(i);
+                self.enqueue_back(h.broker, slot);
+                self.dispatch(h.broker);
+            }
+        }
     }
 
     /// The strategy's routing refused a send (e.g. a Unit-of-Order member down): retried after
@@ -365,6 +465,15 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         let mut pending = std::mem::take(&mut ps.failed);
+        if let (Some((slot, since)), Some(limit)) = (ps.held_since, self.cfg.call_timeout) {
+            if self.now >= since + limit.0 {
+                if let Some(i) = pending.iter().position(|&s| s == slot) {
+                    pending.remove(i);
+                    self.call_timed_out(p, slot, since, pending, i);
+                    return;
+                }
+            }
+        }
         let mut still = VecDeque::new();
         let mut block = false;
         let mut held = None;
@@ -411,6 +520,14 @@ impl<O: Observer> Engine<'_, O> {
     }
 }
 
+/// Whether a refused send keeps the producer's later sends behind it.
+fn route_blocks(route: Route) -> bool {
+    match route {
+        Route::Fail { block } => block,
+        _ => true,
+    }
+}
+
 /// One producer's connection and clock.
 pub(super) struct Producer {
     /// Failover list (broker indices, in the order tried).
@@ -443,6 +560,8 @@ pub(super) struct Producer {
     /// Set by a send the broker holds (`Route::Wait`): when to route it again. Taken at once by
     /// the caller that saw the send refused.
     hold: Option<Time>,
+    /// The send the broker holds (`Route::Wait`) and since when.
+    held_since: Option<(u32, Time)>,
     /// Draws whether a send fails during a `send_error` fault (its own stream, so the draws
     /// move nothing else).
     send_rng: ChaCha8Rng,
@@ -475,6 +594,7 @@ impl Producer {
             overtakes: None,
             resent: Vec::new(),
             hold: None,
+            held_since: None,
             send_rng,
             clock_offset,
         }
@@ -497,10 +617,23 @@ impl Producer {
         self.resent.iter().map(|&(slot, ..)| slot)
     }
 
-    /// Its broker went down: the connection is dropped; true when a reconnect must be
-    /// scheduled (none is yet).
+    /// Since when the broker has held its send `slot`, if it does.
+    fn held(&self, slot: u32) -> Option<Time> {
+        self.held_since.filter(|&(s, _)| s == slot).map(|(_, t)| t)
+    }
+
+    /// Its send `slot` is no longer held (stored or refused).
+    fn release_hold(&mut self, slot: u32) {
+        if self.held(slot).is_some() {
+            self.held_since = None;
+        }
+    }
+
+    /// Its broker went down: the connection is dropped (a send the broker held is sent anew on
+    /// the next connection); true when a reconnect must be scheduled (none is yet).
     pub fn lose_broker(&mut self) -> bool {
         self.broker = None;
+        self.held_since = None;
         !std::mem::replace(&mut self.reconnecting, true)
     }
 

@@ -58,6 +58,20 @@ pub(super) struct World {
     /// (their buffer entry has `delivery == 0`): they still process them, as a client that
     /// received a batch does.
     pub orphans: Vec<(u32, Job)>,
+    /// Sends a broker goes on holding (`Route::Wait`) after their producer's blocking call timed
+    /// out (`call_timeout`): the broker stores each when the strategy lets it (`producer.rs`).
+    pub held_sends: Vec<HeldSend>,
+}
+
+/// A send a broker holds whose producer gave up waiting for it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct HeldSend {
+    pub slot: u32,
+    pub producer: u32,
+    /// The node that received it (its `RouteCtx::connected`).
+    pub broker: u16,
+    /// Since when it has been held.
+    pub since: Time,
 }
 
 /// A message the strategy took over.

@@ -150,6 +150,7 @@ impl Flavour {
             page_size: 200,
             takeover: Some(Dur::from_secs(10)),
             failback: false,
+            call_timeout: None,
             read_ahead: ReadAhead::Any,
             redelivery: RedeliveryDefaults {
                 mode: RedeliveryMode::Blocking,
@@ -204,6 +205,7 @@ impl Flavour {
                 partial_failure: PartialFailure::Rollback,
                 takeover: Some(Dur::from_millis(500)),
                 failback: true,
+                call_timeout: Some(Dur::from_secs(30)),
                 redelivery: dropped(RedeliveryDefaults {
                     limit: Limit::Deliveries(10),
                     ..NON_BLOCKING
@@ -622,6 +624,11 @@ pub struct Defaults {
     /// `allow-failback` (true: the primary writes `FAILINGBACK` and the backup stops) [A13];
     /// ActiveMQ Classic has no failback (the restarted master waits for the lock as the slave).
     pub failback: bool,
+    /// How long a blocking send waits for its answer before the client fails the connection:
+    /// Artemis's `callTimeout` (`ActiveMQClient.DEFAULT_CALL_TIMEOUT`, 30s; `ChannelImpl.
+    /// sendBlocking` then calls `connection.asyncFail`) [A20]; None: the client waits as long as
+    /// it takes (ActiveMQ Classic's `sendTimeout` 0).
+    pub call_timeout: Option<Dur>,
     /// Which messages the client may hold ahead of the one in hand (`[consumers] prefetch`
     /// above 1).
     pub read_ahead: ReadAhead,

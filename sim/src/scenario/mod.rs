@@ -355,6 +355,14 @@ pub struct Producers {
     /// ([`Flavour::retry_backoff`]), else `reconnect_delay` (every JMS flavour).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_backoff: Option<Dur>,
+    /// How long a blocking send waits for the broker's answer before the client gives up and
+    /// fails its connection (Artemis's `callTimeout`, 30s): it matters where the broker holds a
+    /// send (Artemis's clustered grouping with the LOCAL handler's node down). The broker goes on
+    /// with the send and stores it when it can; the producer reconnects and sends it again (a
+    /// duplicate, as after a `send_timeout`). Default: the flavour's ([`Flavour::defaults`]);
+    /// `"0s"`: no timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_timeout: Option<Dur>,
 }
 
 impl Default for Producers {
@@ -371,6 +379,7 @@ impl Default for Producers {
             max_in_flight: None,
             idempotence: None,
             retry_backoff: None,
+            call_timeout: None,
         }
     }
 }

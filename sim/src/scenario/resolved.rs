@@ -48,6 +48,9 @@ pub struct Resolved {
     pub idempotence: bool,
     /// `[producers] retry_backoff`, else the flavour's, else `reconnect_delay`.
     pub retry_backoff: Dur,
+    /// `[producers] call_timeout`, else the flavour's; None: a blocking send waits as long as
+    /// the broker holds it.
+    pub call_timeout: Option<Dur>,
     /// Per `[[broker]]`, in the file's order.
     pub brokers: Vec<ResolvedBroker>,
 }
@@ -270,6 +273,10 @@ impl Scenario {
                 .retry_backoff
                 .or(d.retry_backoff)
                 .unwrap_or(pr.reconnect_delay),
+            call_timeout: pr
+                .call_timeout
+                .or(d.call_timeout)
+                .filter(|t| *t > Dur::ZERO),
             brokers,
         };
         (resolved, problems)
