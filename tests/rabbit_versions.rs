@@ -99,6 +99,24 @@ fn rabbitmq_4_3_counts_a_reject_but_not_a_nack() {
     assert_eq!((m.poison_dropped, deliveries_of_poison(&ids)), (1, 21));
 }
 
+/// A batch job's rollback is a failure like a listener's: under 4.3 its nack does not count
+/// (the poison message is never dropped), under 4.2 it does (dropped on its 21st delivery), and
+/// on 3.x it goes back at the back of the queue, where the queue puts a nacked message.
+#[test]
+fn a_batch_jobs_rollback_follows_the_queues_rules_too() {
+    let batch = "mode = \"batch\"";
+    let job = "[consumers.batch]\ninterval = \"100ms\"";
+    let (m, ids) = nack_run("version = \"4.3\"", batch, job);
+    assert_eq!(&ids[..3], &[0, 0, 0], "{ids:?}");
+    assert_eq!(m.poison_dropped, 0, "{m:?}");
+    assert!(deliveries_of_poison(&ids) > 21, "{ids:?}");
+    let (m, ids) = nack_run("version = \"4.2\"", batch, job);
+    assert_eq!(deliveries_of_poison(&ids), 21, "{ids:?}");
+    assert_eq!((m.poison_dropped, m.applied), (1, 4), "{m:?}");
+    let (_, ids) = nack_run("version = \"3.13\"", batch, job);
+    assert_eq!(&ids[..6], &[0, 1, 2, 3, 4, 0], "{ids:?}");
+}
+
 /// 4.3 under nacks: a consumer's death still raises the count (`return_all` with
 /// `delivery_failed`), so a poison message whose consumers die past the limit is dropped.
 #[test]

@@ -7,7 +7,6 @@ use super::events::Ev;
 use super::state::{Delivery, Phase};
 use super::Engine;
 use crate::history::{Event, FailReason, MsgRef, Observer};
-use crate::scenario::Requeue;
 
 impl<O: Observer> Engine<'_, O> {
     /// A scheduled batch run starts: the job connects and drains the queue.
@@ -53,10 +52,11 @@ impl<O: Observer> Engine<'_, O> {
     }
 
     /// A batch job's error handling ([MDB-or-batch]): retry a resource outage in the job with a
-    /// growing delay, then stop the run; roll a poison message back to the head of the queue, where
-    /// the next read finds it again until the backout threshold moves it to the backout queue.
-    /// Every rollback counts toward that threshold, so a long outage can back out innocent
-    /// messages.
+    /// growing delay, then stop the run; roll a poison message back to the queue (where the
+    /// broker puts a failed one, `requeue`), where the next read finds it again until the backout
+    /// threshold moves it to the backout queue. Every rollback counts toward that threshold as a
+    /// listener's failure does ([`Engine::failed_deliveries`]), so a long outage can back out
+    /// innocent messages.
     pub(super) fn batch_failed(&mut self, c: u32, d: Delivery, msg: MsgRef, reason: FailReason) {
         self.w.consumers[c as usize].phase = Phase::Idle;
         self.sync_load(c);
@@ -70,8 +70,8 @@ impl<O: Observer> Engine<'_, O> {
             .batch
             .as_ref()
             .expect("batch mode has a batch table");
-        let deliveries = self.w.slab.counted(d.slot);
         let r = self.cfg.redelivery;
+        let deliveries = self.failed_deliveries(d.slot);
         if r.gives_up(deliveries) && !r.redrive_on_receive {
             self.give_up(d.broker, d.slot);
             self.dispatch(d.broker);
@@ -99,7 +99,9 @@ impl<O: Observer> Engine<'_, O> {
         }
         // SQS: the job does not delete it; it is received again (or redriven, past the limit)
         // once the visibility timeout started by its receive ends [Q4][Q8]. Else a rollback:
-        // the message returns to the head of the queue at once.
+        // the message returns to the queue at once, where the broker puts a failed one back
+        // (`requeue`: the head, or its original place).
+        self.returned_failed(d.slot);
         let how = if r.until_lease_end {
             PutBack {
                 at: r.requeue,
@@ -110,7 +112,7 @@ impl<O: Observer> Engine<'_, O> {
             }
         } else {
             PutBack {
-                at: Requeue::Head,
+                at: r.requeue,
                 holder: Some(c),
                 live_broker: true,
                 delay: Delay::None,

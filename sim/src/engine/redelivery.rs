@@ -85,12 +85,8 @@ impl<O: Observer> Engine<'_, O> {
         // took the message back when the connection dropped.
         if self.w.slab.valid(&d, c) && self.w.brokers[d.broker as usize].is_up() {
             let r = self.cfg.redelivery;
-            if !r.count_failed {
-                // Returned without counting (a RabbitMQ 4.3 quorum queue's `basic.nack`): the
-                // limit reads the deliveries that failed otherwise (a consumer's death).
-                self.w.slab.uncount(d.slot);
-            }
-            let deliveries = self.w.slab.counted(d.slot);
+            let deliveries = self.failed_deliveries(d.slot);
+            self.returned_failed(d.slot);
             if r.gives_up(deliveries) && !r.redrive_on_receive {
                 self.give_up(d.broker, d.slot);
                 if !suspend {
@@ -147,6 +143,25 @@ impl<O: Observer> Engine<'_, O> {
         }
         if suspend {
             self.suspend(c);
+        }
+    }
+
+    /// The deliveries of the message in `slot`, whose current one failed, that count against
+    /// the redelivery limit once it is returned: a failure returned without counting (a
+    /// RabbitMQ 4.3 quorum queue's `basic.nack`, `count_failed = false`) leaves the count where
+    /// it was, so the limit reads the deliveries that failed otherwise (a consumer's death).
+    /// Every path of a failure (a listener's, a batch job's) asks here, and records the return
+    /// with [`Engine::returned_failed`] when the message goes back.
+    pub(super) fn failed_deliveries(&self, slot: u32) -> u32 {
+        let counted = self.w.slab.counted(slot);
+        counted.saturating_sub(u32::from(!self.cfg.redelivery.count_failed))
+    }
+
+    /// The failed delivery of the message in `slot` went back to the broker: one the broker
+    /// does not count is left out of its count from now on ([`Engine::failed_deliveries`]).
+    pub(super) fn returned_failed(&mut self, slot: u32) {
+        if !self.cfg.redelivery.count_failed {
+            self.w.slab.uncount(slot);
         }
     }
 
