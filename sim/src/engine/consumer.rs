@@ -38,12 +38,16 @@ fn handler_ctx<'a>(
 }
 
 impl<O: Observer> Engine<'_, O> {
-    /// Copies consumer `c`'s [`ConsumerState::load`] into the dense `Engine::load` table that
-    /// dispatch reads. Called after every change of its buffer, phase or pending acks, before
-    /// anything that may dispatch; dispatch checks the copy in debug builds.
+    /// Tells consumer `c`'s broker its free prefetch from its [`Consumer::load`] (the broker
+    /// keeps it in its attached list, which dispatch offers as it is). Called after every change
+    /// of its buffer, phase or pending acks, before anything that may dispatch; dispatch checks
+    /// the broker's copy in debug builds.
     #[inline]
     pub(super) fn sync_load(&mut self, c: u32) {
-        self.w.load[c as usize] = self.w.consumers[c as usize].load();
+        if let Some(b) = self.w.consumers[c as usize].broker {
+            let free = self.free_prefetch(c);
+            self.w.brokers[b as usize].set_free(c, free);
+        }
     }
 
     /// Broker `b` pushes a message to consumer `c`.
@@ -510,7 +514,8 @@ impl<O: Observer> Engine<'_, O> {
         let cs = &mut self.w.consumers[c as usize];
         cs.broker = Some(b);
         let failover = cs.connects();
-        self.w.brokers[b as usize].attach(c);
+        let free = self.free_prefetch(c);
+        self.w.brokers[b as usize].attach(c, free);
         self.emit(Event::Connect {
             t: self.now,
             node: Node::Consumer(c),
