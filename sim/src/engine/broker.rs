@@ -765,6 +765,17 @@ impl<O: Observer> Engine<'_, O> {
         free_of(load, self.sc.consumers.prefetch, self.batch_receive)
     }
 
+    /// Whether consumer `c`'s broker, if it lists it, has its free prefetch as its load stands
+    /// (for a debug check).
+    pub(super) fn load_in_sync(&self, c: u32) -> bool {
+        let Some(b) = self.w.consumers[c as usize].broker else {
+            return true;
+        };
+        let bs = &self.w.brokers[b as usize];
+        let at = bs.position[c as usize];
+        at == NOT_ATTACHED || bs.attached[at as usize].free == self.free_prefetch(c)
+    }
+
     /// Whether broker `b`'s attached list has every consumer's free prefetch as its load stands
     /// (for a debug check: `sync_load` was called after every change of load).
     fn free_in_sync(&self, b: u16) -> bool {
