@@ -14,6 +14,9 @@ use crate::time::Time;
 use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
 
+/// [`Broker::position`] of a consumer not attached to this broker.
+const NOT_ATTACHED: u32 = u32::MAX;
+
 /// How deliveries go back to their broker ([`Engine::put_back`]).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct PutBack {
@@ -67,8 +70,16 @@ pub(super) struct Broker {
     page_size: usize,
     /// The store, in dispatch order (redelivered messages go back to the front).
     queue: VecDeque<u32>,
-    /// Consumers attached, in attach order.
-    attached: Vec<u32>,
+    /// Consumers attached, in attach order, each with its free prefetch kept current by the
+    /// engine ([`Broker::set_free`] from `sync_load`): dispatch offers this list as it is
+    /// instead of rebuilding it from every consumer's load on each call.
+    attached: Vec<ConsumerSlot>,
+    /// Per consumer index, its position in `attached` ([`NOT_ATTACHED`]: none), so that a
+    /// change of one consumer's load costs no search.
+    position: Vec<u32>,
+    /// The sum of `attached`'s free prefetch: dispatch learns at once whether anyone has room
+    /// (most arrivals under load find every consumer full).
+    free_total: u32,
     /// Crash nesting (overlapping random crashes): up again when it returns to 0.
     down_depth: u32,
     /// Network bridges from this broker (`[network] kind = "bridge"`), in the order their demand
@@ -360,6 +371,8 @@ impl Broker {
             page_size: r.page_size as usize,
             queue: VecDeque::new(),
             attached: Vec::new(),
+            position: vec![NOT_ATTACHED; sc.consumers.count as usize],
+            free_total: 0,
             down_depth: 0,
             bridges: Vec::new(),
             dlq: Vec::new(),
@@ -531,27 +544,54 @@ impl Broker {
         }
     }
 
-    /// The consumers attached, in attach order.
+    /// The consumers attached, in attach order, with their free prefetch.
     #[inline]
-    pub fn attached(&self) -> &[u32] {
+    pub fn attached(&self) -> &[ConsumerSlot] {
         &self.attached
     }
 
-    /// Consumer `c` attaches.
-    pub fn attach(&mut self, c: u32) {
-        self.attached.push(c);
+    /// Consumer `c` attaches with `free` prefetch.
+    pub fn attach(&mut self, c: u32, free: u32) {
+        debug_assert_eq!(self.position[c as usize], NOT_ATTACHED, "attached twice");
+        self.position[c as usize] = self.attached.len() as u32;
+        self.attached.push(ConsumerSlot { id: c, free });
+        self.free_total += free;
     }
 
     /// Consumer `c` detaches (if it was attached).
     pub fn detach(&mut self, c: u32) {
-        if let Some(i) = self.attached.iter().position(|&x| x == c) {
-            self.attached.remove(i);
+        let at = std::mem::replace(&mut self.position[c as usize], NOT_ATTACHED);
+        if at == NOT_ATTACHED {
+            return;
+        }
+        let gone = self.attached.remove(at as usize);
+        self.free_total -= gone.free;
+        // The ones behind it moved up by one (rare: a detach, not a dispatch).
+        for (i, s) in self.attached.iter().enumerate().skip(at as usize) {
+            self.position[s.id as usize] = i as u32;
         }
     }
 
     /// Every consumer detaches at once (the broker crashed).
     pub fn take_attached(&mut self) -> Vec<u32> {
-        std::mem::take(&mut self.attached)
+        self.free_total = 0;
+        let ids: Vec<u32> = self.attached.drain(..).map(|s| s.id).collect();
+        for &c in &ids {
+            self.position[c as usize] = NOT_ATTACHED;
+        }
+        ids
+    }
+
+    /// Consumer `c`'s free prefetch is now `free` (nothing if it is not attached here: a
+    /// consumer whose broker dropped it unnoticed, or a crash that took the whole list).
+    #[inline]
+    pub fn set_free(&mut self, c: u32, free: u32) {
+        let at = self.position[c as usize];
+        if at != NOT_ATTACHED {
+            let slot = &mut self.attached[at as usize];
+            self.free_total = self.free_total - slot.free + free;
+            slot.free = free;
+        }
     }
 
     /// Its network bridges, to change (`network.rs`).
@@ -704,8 +744,8 @@ impl Broker {
 /// How many more messages a consumer holding `load` unsettled ones may receive: up to its
 /// prefetch, or (taking batches) a whole batch when it holds none and nothing before.
 #[inline(always)]
-fn free_of<const BATCH: bool>(load: u32, prefetch: u32) -> u32 {
-    if BATCH {
+fn free_of(load: u32, prefetch: u32, batch: bool) -> u32 {
+    if batch {
         if load == 0 {
             prefetch
         } else {
@@ -717,6 +757,35 @@ fn free_of<const BATCH: bool>(load: u32, prefetch: u32) -> u32 {
 }
 
 impl<O: Observer> Engine<'_, O> {
+    /// Consumer `c`'s free prefetch as its load stands now (what its broker keeps in its
+    /// attached list).
+    #[inline]
+    pub(super) fn free_prefetch(&self, c: u32) -> u32 {
+        let load = self.w.consumers[c as usize].load();
+        free_of(load, self.sc.consumers.prefetch, self.batch_receive)
+    }
+
+    /// Whether consumer `c`'s broker, if it lists it, has its free prefetch as its load stands
+    /// (for a debug check).
+    pub(super) fn load_in_sync(&self, c: u32) -> bool {
+        let Some(b) = self.w.consumers[c as usize].broker else {
+            return true;
+        };
+        let bs = &self.w.brokers[b as usize];
+        let at = bs.position[c as usize];
+        at == NOT_ATTACHED || bs.attached[at as usize].free == self.free_prefetch(c)
+    }
+
+    /// Whether broker `b`'s attached list has every consumer's free prefetch as its load stands
+    /// (for a debug check: `sync_load` was called after every change of load).
+    fn free_in_sync(&self, b: u16) -> bool {
+        let bs = &self.w.brokers[b as usize];
+        bs.attached
+            .iter()
+            .all(|s| s.free == self.free_prefetch(s.id))
+            && bs.attached.iter().map(|s| s.free).sum::<u32>() == bs.free_total
+    }
+
     /// Stores a message at the tail of broker `b`'s queue (a send or a forward arriving).
     pub(super) fn enqueue_back(&mut self, b: u16, slot: u32) {
         self.w.slab.get_mut(slot).loc = Loc::Queued(b);
@@ -840,18 +909,7 @@ impl<O: Observer> Engine<'_, O> {
     /// Hands queued messages to consumers with free prefetch, as the strategy's policy decides.
     /// Network bridges toward peers with consumers (`bridge`) are offered after the local
     /// consumers; with `idle_forward` a broker without consumers forwards its store instead.
-    #[inline(always)]
     pub(super) fn dispatch(&mut self, b: u16) {
-        // Compiled twice, so that the receive mode costs one test per call, not per consumer.
-        if self.batch_receive {
-            self.dispatch_as::<true>(b)
-        } else {
-            self.dispatch_as::<false>(b)
-        }
-    }
-
-    /// [`Self::dispatch`], with consumers taking batches (`BATCH`) or a topped-up prefetch.
-    fn dispatch_as<const BATCH: bool>(&mut self, b: u16) {
         let bi = b as usize;
         if !self.w.brokers[bi].up || self.w.brokers[bi].queue.is_empty() {
             return;
@@ -863,23 +921,13 @@ impl<O: Observer> Engine<'_, O> {
             }
             return;
         }
-        let prefetch = self.sc.consumers.prefetch;
         let bridge_prefetch = self.sc.network.prefetch;
-        debug_assert!(
-            self.w.brokers[bi]
-                .attached
-                .iter()
-                .all(|&c| self.w.load[c as usize] == self.w.consumers[c as usize].load()),
-            "stale consumer load"
-        );
-        // Most arrivals under load find every consumer full: a short-circuiting scan of the dense
-        // load table answers that without building the candidate list.
+        debug_assert!(self.free_in_sync(b), "stale consumer load");
+        // Most arrivals under load find every consumer full: the broker's running total answers
+        // that without looking at a consumer.
         let any_free = {
-            let load = &self.w.load;
             let bs = &self.w.brokers[bi];
-            bs.attached
-                .iter()
-                .any(|&c| free_of::<BATCH>(load[c as usize], prefetch) > 0)
+            bs.free_total > 0
                 || (has_bridges
                     && bs
                         .bridges
@@ -890,24 +938,12 @@ impl<O: Observer> Engine<'_, O> {
             self.apply_control();
             return;
         }
+        // A copy the offer may count down as it hands out (the broker's own list follows the
+        // consumers' loads as the deliveries are made).
         let mut cands = std::mem::take(&mut self.scratch);
         cands.clear();
-        let mut total_free = 0u32;
-        {
-            // One pass, no per-item capacity check (the iterator's length is known).
-            let (load, consumers) = (&self.w.load, &self.w.consumers);
-            cands.extend(self.w.brokers[bi].attached.iter().map(|&c| {
-                let l = load[c as usize];
-                debug_assert_eq!(
-                    l,
-                    consumers[c as usize].load(),
-                    "stale load of consumer {c}"
-                );
-                let free = free_of::<BATCH>(l, prefetch);
-                total_free += free;
-                ConsumerSlot { id: c, free }
-            }));
-        }
+        cands.extend_from_slice(&self.w.brokers[bi].attached);
+        let mut total_free = self.w.brokers[bi].free_total;
         // The local consumers are `cands[..locals]`; the bridges with demand follow.
         let locals = cands.len();
         let mut bridge_free = 0u32;
@@ -962,7 +998,7 @@ impl<O: Observer> Engine<'_, O> {
         // Only the consumers that received something may have work to start. `start_next` may
         // re-enter dispatch (a strategy hook, a batch job ending): keep this call's list local.
         for &c in &started {
-            if let (true, Some(limit)) = (BATCH, self.max_poll) {
+            if let (true, Some(limit)) = (self.batch_receive, self.max_poll) {
                 self.polled(c, limit);
             }
             self.start_next(c);

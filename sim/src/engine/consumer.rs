@@ -38,12 +38,18 @@ fn handler_ctx<'a>(
 }
 
 impl<O: Observer> Engine<'_, O> {
-    /// Copies consumer `c`'s [`ConsumerState::load`] into the dense `Engine::load` table that
-    /// dispatch reads. Called after every change of its buffer, phase or pending acks, before
-    /// anything that may dispatch; dispatch checks the copy in debug builds.
-    #[inline]
+    /// Tells consumer `c`'s broker its free prefetch from its [`Consumer::load`] (the broker
+    /// keeps it in its attached list, which dispatch offers as it is). Called after every change
+    /// of its buffer, phase or pending acks, before anything that may dispatch; dispatch checks
+    /// the broker's copy in debug builds.
+    // Always inlined: a few loads and stores, called several times per message, where a call
+    // frame cost as much as the work.
+    #[inline(always)]
     pub(super) fn sync_load(&mut self, c: u32) {
-        self.w.load[c as usize] = self.w.consumers[c as usize].load();
+        if let Some(b) = self.w.consumers[c as usize].broker {
+            let free = self.free_prefetch(c);
+            self.w.brokers[b as usize].set_free(c, free);
+        }
     }
 
     /// Broker `b` pushes a message to consumer `c`.
@@ -253,7 +259,9 @@ impl<O: Observer> Engine<'_, O> {
         };
         let epoch = cs.epoch();
         self.q.push(self.now + svc, Ev::ServiceDone { c, epoch });
-        self.sync_load(c);
+        // No `sync_load`: the load is what it was before the job left the buffer (or the parked
+        // phase) for this one, and the broker already has it.
+        debug_assert!(self.load_in_sync(c), "serve changed consumer {c}'s load");
         self.lease_work_started(&job);
     }
 
@@ -510,7 +518,8 @@ impl<O: Observer> Engine<'_, O> {
         let cs = &mut self.w.consumers[c as usize];
         cs.broker = Some(b);
         let failover = cs.connects();
-        self.w.brokers[b as usize].attach(c);
+        let free = self.free_prefetch(c);
+        self.w.brokers[b as usize].attach(c, free);
         self.emit(Event::Connect {
             t: self.now,
             node: Node::Consumer(c),

@@ -244,7 +244,8 @@ impl<O: Observer> Engine<'_, O> {
     pub(super) fn consumer_lost_broker(&mut self, c: u32, b: u16) {
         debug_assert_eq!(self.w.consumers[c as usize].broker, Some(b));
         // The broker's attached list was already taken by the crash; detach does the rest.
-        self.w.brokers[b as usize].attach(c);
+        let free = self.free_prefetch(c);
+        self.w.brokers[b as usize].attach(c, free);
         self.w.consumers[c as usize].lost_connection();
         self.emit(Event::Disconnect {
             t: self.now,

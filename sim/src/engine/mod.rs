@@ -216,7 +216,6 @@ impl<'a, O: Observer> Engine<'a, O> {
                 })
                 .collect(),
             consumers,
-            load: vec![0; sc.consumers.count as usize],
             broker_up: vec![true; sc.brokers.len()],
             rows: vec![Row::default(); sc.workload.keys as usize],
             db_down: 0,

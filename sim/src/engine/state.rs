@@ -17,9 +17,6 @@ pub(super) struct World {
     pub producers: Vec<Producer>,
     pub brokers: Vec<Broker>,
     pub consumers: Vec<Consumer>,
-    /// Per consumer, its [`Consumer::load`] (unacked deliveries held), kept dense so that
-    /// dispatch reads one `u32` per candidate instead of three fields of a large struct.
-    pub load: Vec<u32>,
     /// Which brokers a send can be routed to (for strategies' routing): those up, and both
     /// members of an HA pair while either serves (a send to the pair reaches the one serving).
     pub broker_up: Vec<bool>,
