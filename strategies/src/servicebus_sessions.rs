@@ -454,7 +454,10 @@ mod tests {
     use super::*;
     use crate::test_util::{run, scenario, select_at, view};
     use sim::history::FailReason;
+    use sim::scenario::{exponential, ScenarioBuilder};
     use sim::time::SECOND;
+
+    const NAME: &str = <ServicebusSessions as crate::Named>::NAME;
 
     /// The idle timers requested so far (not the renewal cap's).
     fn idle_wakes(ctl: &Control) -> Vec<(Time, u64)> {
@@ -1031,7 +1034,7 @@ mod tests {
     #[test]
     fn build_takes_a_positive_idle_timeout_and_one_broker() {
         use crate::Named;
-        let one = scenario(&sb("", ""));
+        let one = load(sb(&[NAME]));
         assert!(ServicebusSessions::build(&one, Default::default()).is_ok());
         // Out of range: refused by the registry, which builds it (not by `build`).
         let zero = crate::test_util::builds_with(
@@ -1041,34 +1044,22 @@ mod tests {
             "0s".into(),
         );
         assert!(zero.unwrap_err().contains("out of range"));
-        let two = scenario(&format!("{}[[broker]]\nname = \"r\"\n", sb("", "")));
+        let two = load(sb(&[NAME]).broker("r"));
         assert!(ServicebusSessions::build(&two, Default::default()).is_err());
     }
 
     /// 3000 messages over 16 sessions at 100/s to 16 receivers (two processors of 8 sessions),
-    /// one message at a time, 20ms each, on `flavour = "servicebus"`.
-    fn sb(strategies: &str, extra: &str) -> String {
-        let strategies = if strategies.is_empty() {
-            r#""servicebus_sessions""#
-        } else {
-            strategies
-        };
-        format!(
-            r#"
-flavour = "servicebus"
-strategies = [{strategies}]
-[workload]
-messages = 3000
-rate = "100/s"
-keys = 16
-[[broker]]
-name = "q"
-[consumers]
-count = 16
-service = {{ dist = "exponential", mean = "20ms" }}
-{extra}
-"#
-        )
+    /// one message at a time, 20ms each, on `flavour = "servicebus"`, comparing `strategies`.
+    fn sb(strategies: &[&str]) -> ScenarioBuilder {
+        ScenarioBuilder::new(strategies)
+            .flavour("servicebus")
+            .workload(3000, "100/s", 16)
+            .broker("q")
+            .consumers(16, exponential("20ms"))
+    }
+
+    fn load(b: ScenarioBuilder) -> sim::Scenario {
+        scenario(&b.to_toml())
     }
 
     /// Strength: receivers crash (the service notices only when their locks expire); each
@@ -1076,10 +1067,11 @@ service = {{ dist = "exponential", mean = "20ms" }}
     /// message on: no key is reordered, where competing consumers reorder.
     #[test]
     fn order_survives_receiver_crashes() {
-        let sc = scenario(&sb(
-            r#""servicebus_sessions", "competing""#,
-            "[[fault]]\nkind = \"consumer_crash\"\nrate = \"4/min\"\nfor = \"5s\"\n",
-        ));
+        let crashes = sb(&[NAME, "competing"])
+            .fault("consumer_crash")
+            .with("rate", "4/min")
+            .with("for", "5s");
+        let sc = load(crashes);
         for seed in 1..=3 {
             let m = run(&sc, "servicebus_sessions", seed);
             assert!(m.coverage.consumer_crashes > 0, "seed {seed}");
@@ -1100,13 +1092,13 @@ service = {{ dist = "exponential", mean = "20ms" }}
     /// crashed one is back 5s later.
     #[test]
     fn a_crashed_receivers_session_moves_at_once() {
-        let sc = scenario(
-            &sb(
-                "",
-                "[[fault]]\nkind = \"consumer_crash\"\nrate = \"20/min\"\nfor = \"5s\"\n",
-            )
-            .replace("count = 16", "count = 24"),
-        );
+        let crashes = sb(&[NAME])
+            .section("consumers")
+            .with("count", 24)
+            .fault("consumer_crash")
+            .with("rate", "20/min")
+            .with("for", "5s");
+        let sc = load(crashes);
         for seed in 1..=3 {
             let m = run(&sc, "servicebus_sessions", seed);
             assert!(m.coverage.consumer_crashes > 0, "seed {seed}");
@@ -1123,25 +1115,13 @@ service = {{ dist = "exponential", mean = "20ms" }}
     #[test]
     fn a_hot_session_loses_its_lock_at_the_renewal_cap() {
         let text = |renew_max: &str| {
-            format!(
-                r#"
-flavour = "servicebus"
-strategies = ["servicebus_sessions"]
-[workload]
-messages = 40000
-rate = "100/s"
-keys = 8
-[[broker]]
-name = "q"
-[consumers]
-count = 8
-service = {{ dist = "exponential", mean = "50ms" }}
-[lease]
-renew_max = "{renew_max}"
-"#
-            )
+            sb(&[NAME])
+                .workload(40000, "100/s", 8)
+                .consumers(8, exponential("50ms"))
+                .section("lease")
+                .with("renew_max", renew_max)
         };
-        let m = run(&scenario(&text("5m")), "servicebus_sessions", 1);
+        let m = run(&load(text("5m")), "servicebus_sessions", 1);
         assert!(
             m.coverage.reassignments >= 8,
             "{}",
@@ -1151,7 +1131,7 @@ renew_max = "{renew_max}"
         assert!(m.coverage.failed_acks > 0);
         assert!(m.duplicates > 0);
         assert_eq!(m.lost, 0);
-        let held = run(&scenario(&text("1h")), "servicebus_sessions", 1);
+        let held = run(&load(text("1h")), "servicebus_sessions", 1);
         assert_eq!(
             (
                 held.coverage.reassignments,
@@ -1168,10 +1148,11 @@ renew_max = "{renew_max}"
     /// state over a newer one, and a complete that fails.
     #[test]
     fn a_receiver_frozen_past_the_lock_writes_late() {
-        let sc = scenario(&sb(
-            "",
-            "[[fault]]\nkind = \"consumer_pause\"\nconsumer = 0\nat = \"10s\"\nfor = \"90s\"\n",
-        ));
+        let pause = |span: &str| {
+            let b = sb(&[NAME]).fault_for("consumer_pause", "10s", span);
+            load(b.with("consumer", 0))
+        };
+        let sc = pause("90s");
         let m = run(&sc, "servicebus_sessions", 1);
         assert!(m.coverage.lease_expiries > 0);
         assert!(m.coverage.failed_acks > 0);
@@ -1179,10 +1160,7 @@ renew_max = "{renew_max}"
         assert!(m.stale_writes > 0);
         assert!(m.ordering_violations > 0);
         // A pause shorter than the lock only delays.
-        let short = scenario(&sb(
-            "",
-            "[[fault]]\nkind = \"consumer_pause\"\nconsumer = 0\nat = \"10s\"\nfor = \"30s\"\n",
-        ));
+        let short = pause("30s");
         let m = run(&short, "servicebus_sessions", 1);
         assert_eq!((m.ordering_violations, m.duplicates), (0, 0));
     }
@@ -1192,10 +1170,8 @@ renew_max = "{renew_max}"
     /// then goes on without it.
     #[test]
     fn a_poison_message_blocks_its_session_until_dead_lettered() {
-        let sc = scenario(&sb(
-            "",
-            "[[fault]]\nkind = \"poison\"\nat = \"5s\"\nfor = \"1s\"\nfraction = 0.05\n",
-        ));
+        let poison = sb(&[NAME]).fault_for("poison", "5s", "1s");
+        let sc = load(poison.with("fraction", 0.05));
         let m = run(&sc, "servicebus_sessions", 1);
         assert!(m.poison_dead_lettered > 0);
         assert_eq!(m.dead_lettered, m.poison_dead_lettered);
@@ -1212,10 +1188,11 @@ renew_max = "{renew_max}"
     #[test]
     fn busy_sessions_starve_the_others() {
         let sc = |idle: &str| {
-            scenario(&format!(
-                "{}[strategy.servicebus_sessions]\nsession_idle_timeout = \"{idle}\"\n",
-                sb("", "").replace("count = 16", "count = 4")
-            ))
+            let four = sb(&[NAME]).section("consumers").with("count", 4);
+            load(
+                four.section("strategy.servicebus_sessions")
+                    .with("session_idle_timeout", idle),
+            )
         };
         let hog = run(&sc("60s"), "servicebus_sessions", 1);
         assert_eq!(hog.ordering_violations, 0);
