@@ -255,7 +255,7 @@ impl Strategy for RabbitmqSac {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{run, scenario, select_at, view};
+    use crate::test_util::{load, run, select_at, view};
     use sim::scenario::{exponential, ScenarioBuilder};
 
     const SAC: &str = "rabbitmq_sac";
@@ -419,7 +419,7 @@ mod tests {
                 .fault("slow_consumer")
                 .with("consumer", 1)
                 .with("at", "0s");
-            run(&load(b.with("factor", 2)), SAC, 1)
+            run(&load(&b.with("factor", 2)), SAC, 1)
         };
         let back = run_on("rabbitmq_quorum", Some("4.0"));
         assert_eq!(back.coverage.reassignments, 2, "to the standby and back");
@@ -448,10 +448,6 @@ mod tests {
             .prefetch(10)
     }
 
-    fn load(b: ScenarioBuilder) -> sim::Scenario {
-        scenario(&b.to_toml())
-    }
-
     /// Consumers crash at random, 6 a minute, each down for 2s.
     fn crashes(b: ScenarioBuilder) -> ScenarioBuilder {
         b.fault("consumer_crash")
@@ -467,7 +463,7 @@ mod tests {
         for flavour in ["rabbitmq", "rabbitmq_quorum"] {
             let b = crashes(rabbit(flavour, &[SAC, "competing"], 80));
             let sc = load(
-                b.fault_for("consumer_crash", "10s", "2s")
+                &b.fault_for("consumer_crash", "10s", "2s")
                     .with("consumer", 0),
             );
             for seed in 1..=3 {
@@ -486,7 +482,7 @@ mod tests {
     /// message it drains at ~100/s, whatever the other three do.
     #[test]
     fn one_active_consumer_is_the_throughput_cap() {
-        let sc = load(rabbit("rabbitmq", &[SAC, "competing"], 400));
+        let sc = load(&rabbit("rabbitmq", &[SAC, "competing"], 400));
         let s = run(&sc, "rabbitmq_sac", 1);
         let c = run(&sc, "competing", 1);
         assert!(s.throughput_per_s < 110.0, "{}", s.throughput_per_s);
@@ -496,7 +492,7 @@ mod tests {
 
     /// The database down from 10s to 13s.
     fn outage(b: ScenarioBuilder) -> sim::Scenario {
-        load(b.fault_for("db_outage", "10s", "3s"))
+        load(&b.fault_for("db_outage", "10s", "3s"))
     }
 
     /// Weakness (quorum queue, 4.0-4.2, or 4.3 with a client that rejects): during a 3s
@@ -555,7 +551,7 @@ mod tests {
         );
         assert_eq!((m.dropped, m.lost), (0, 0));
         // A crash's returns still come back first: order kept.
-        let sc = load(crashes(unlimited()));
+        let sc = load(&crashes(unlimited()));
         let m = run(&sc, "rabbitmq_sac", 1);
         assert!(m.coverage.consumer_crashes > 0 && m.coverage.reassignments > 0);
         assert_eq!(m.ordering_violations, 0);

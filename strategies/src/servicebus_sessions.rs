@@ -452,7 +452,7 @@ impl Strategy for ServicebusSessions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{run, scenario, select_at, view};
+    use crate::test_util::{load, run, select_at, view};
     use sim::history::FailReason;
     use sim::scenario::{exponential, ScenarioBuilder};
     use sim::time::SECOND;
@@ -1034,7 +1034,7 @@ mod tests {
     #[test]
     fn build_takes_a_positive_idle_timeout_and_one_broker() {
         use crate::Named;
-        let one = load(sb(&[NAME]));
+        let one = load(&sb(&[NAME]));
         assert!(ServicebusSessions::build(&one, Default::default()).is_ok());
         // Out of range: refused by the registry, which builds it (not by `build`).
         let zero = crate::test_util::builds_with(
@@ -1044,7 +1044,7 @@ mod tests {
             "0s".into(),
         );
         assert!(zero.unwrap_err().contains("out of range"));
-        let two = load(sb(&[NAME]).broker("r"));
+        let two = load(&sb(&[NAME]).broker("r"));
         assert!(ServicebusSessions::build(&two, Default::default()).is_err());
     }
 
@@ -1058,10 +1058,6 @@ mod tests {
             .consumers(16, exponential("20ms"))
     }
 
-    fn load(b: ScenarioBuilder) -> sim::Scenario {
-        scenario(&b.to_toml())
-    }
-
     /// Strength: receivers crash (the service notices only when their locks expire); each
     /// session waits for its lock, then another receiver takes it over from the expired
     /// message on: no key is reordered, where competing consumers reorder.
@@ -1071,7 +1067,7 @@ mod tests {
             .fault("consumer_crash")
             .with("rate", "4/min")
             .with("for", "5s");
-        let sc = load(crashes);
+        let sc = load(&crashes);
         for seed in 1..=3 {
             let m = run(&sc, "servicebus_sessions", seed);
             assert!(m.coverage.consumer_crashes > 0, "seed {seed}");
@@ -1098,7 +1094,7 @@ mod tests {
             .fault("consumer_crash")
             .with("rate", "20/min")
             .with("for", "5s");
-        let sc = load(crashes);
+        let sc = load(&crashes);
         for seed in 1..=3 {
             let m = run(&sc, "servicebus_sessions", seed);
             assert!(m.coverage.consumer_crashes > 0, "seed {seed}");
@@ -1121,7 +1117,7 @@ mod tests {
                 .section("lease")
                 .with("renew_max", renew_max)
         };
-        let m = run(&load(text("5m")), "servicebus_sessions", 1);
+        let m = run(&load(&text("5m")), "servicebus_sessions", 1);
         assert!(
             m.coverage.reassignments >= 8,
             "{}",
@@ -1131,7 +1127,7 @@ mod tests {
         assert!(m.coverage.failed_acks > 0);
         assert!(m.duplicates > 0);
         assert_eq!(m.lost, 0);
-        let held = run(&load(text("1h")), "servicebus_sessions", 1);
+        let held = run(&load(&text("1h")), "servicebus_sessions", 1);
         assert_eq!(
             (
                 held.coverage.reassignments,
@@ -1150,7 +1146,7 @@ mod tests {
     fn a_receiver_frozen_past_the_lock_writes_late() {
         let pause = |span: &str| {
             let b = sb(&[NAME]).fault_for("consumer_pause", "10s", span);
-            load(b.with("consumer", 0))
+            load(&b.with("consumer", 0))
         };
         let sc = pause("90s");
         let m = run(&sc, "servicebus_sessions", 1);
@@ -1171,7 +1167,7 @@ mod tests {
     #[test]
     fn a_poison_message_blocks_its_session_until_dead_lettered() {
         let poison = sb(&[NAME]).fault_for("poison", "5s", "1s");
-        let sc = load(poison.with("fraction", 0.05));
+        let sc = load(&poison.with("fraction", 0.05));
         let m = run(&sc, "servicebus_sessions", 1);
         assert!(m.poison_dead_lettered > 0);
         assert_eq!(m.dead_lettered, m.poison_dead_lettered);
@@ -1190,7 +1186,8 @@ mod tests {
         let sc = |idle: &str| {
             let four = sb(&[NAME]).section("consumers").with("count", 4);
             load(
-                four.section("strategy.servicebus_sessions")
+                &four
+                    .section("strategy.servicebus_sessions")
                     .with("session_idle_timeout", idle),
             )
         };
