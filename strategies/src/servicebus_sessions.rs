@@ -476,6 +476,16 @@ mod tests {
         )
     }
 
+    /// Two receivers; receiver 0 accepts session 3 with its message 0 at 0s.
+    fn session_3_held_by_0(ctl: &mut Control) -> ServicebusSessions {
+        let mut s = sessions(2);
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 3), ctl),
+            Ok(0)
+        );
+        s
+    }
+
     #[test]
     fn defaults_are_the_sdks() {
         let p: ServicebusSessionsParams = toml::from_str("").unwrap();
@@ -581,12 +591,8 @@ mod tests {
     /// timer.
     #[test]
     fn a_lock_wake_up_is_not_an_idle_wake_up() {
-        let mut s = sessions(2);
         let ctl = &mut Control::default();
-        assert_eq!(
-            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 3), ctl),
-            Ok(0)
-        );
+        let mut s = session_3_held_by_0(ctl);
         s.on_settled(SECOND, &view(0, 3), ctl);
         s.on_wake(61 * SECOND, 3, ctl);
         s.on_silent_detach(61 * SECOND, 0, 0, ctl);
@@ -602,12 +608,8 @@ mod tests {
     /// no abandon mark behind; its receiver keeps the session for the next message.
     #[test]
     fn a_dead_lettered_message_leaves_no_abandon_mark() {
-        let mut s = sessions(2);
         let ctl = &mut Control::default();
-        assert_eq!(
-            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 3), ctl),
-            Ok(0)
-        );
+        let mut s = session_3_held_by_0(ctl);
         s.on_handled(1, 0, &view(0, 3), &Outcome::Failed(FailReason::Poison), ctl);
         assert_eq!(s.abandoned, [0]);
         s.on_settled(1, &view(0, 3), ctl);
@@ -701,12 +703,8 @@ mod tests {
     /// would overtake it).
     #[test]
     fn a_session_with_a_message_still_out_waits_for_it_past_the_lock() {
-        let mut s = sessions(2);
         let ctl = &mut Control::default();
-        assert_eq!(
-            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 3), ctl),
-            Ok(0)
-        );
+        let mut s = session_3_held_by_0(ctl);
         s.on_silent_detach(2 * SECOND, 0, 0, ctl);
         s.on_wake(62 * SECOND, LOCK_WAKE | 3, ctl);
         assert_eq!(
@@ -898,12 +896,8 @@ mod tests {
     /// another receiver: a takeover, recorded.
     #[test]
     fn an_expired_lock_hands_the_session_to_another_receiver() {
-        let mut s = sessions(2);
         let ctl = &mut Control::default();
-        assert_eq!(
-            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 3), ctl),
-            Ok(0)
-        );
+        let mut s = session_3_held_by_0(ctl);
         s.on_returned(60 * SECOND, 0, &view(0, 3), ctl);
         // Receiver 0 is still working on it (full); receiver 1 accepts the session.
         assert_eq!(
@@ -922,12 +916,8 @@ mod tests {
     /// it locked one lock duration more.
     #[test]
     fn a_silently_dead_receivers_session_stays_locked_until_the_lock_expires() {
-        let mut s = sessions(2);
         let ctl = &mut Control::default();
-        assert_eq!(
-            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 3), ctl),
-            Ok(0)
-        );
+        let mut s = session_3_held_by_0(ctl);
         s.on_settled(SECOND, &view(0, 3), ctl);
         s.on_silent_detach(2 * SECOND, 0, 0, ctl);
         assert!(ctl.wakes().contains(&(62 * SECOND, LOCK_WAKE | 3)));
@@ -952,12 +942,8 @@ mod tests {
     /// longer holds its session: another receiver accepts it at once, a takeover; no lock timer.
     #[test]
     fn a_closed_connection_frees_the_session_at_once() {
-        let mut s = sessions(2);
         let ctl = &mut Control::default();
-        assert_eq!(
-            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 3), ctl),
-            Ok(0)
-        );
+        let mut s = session_3_held_by_0(ctl);
         s.on_settled(SECOND, &view(0, 3), ctl);
         let ctl = &mut Control::default();
         s.on_detach(2 * SECOND, 0, 0, ctl);
