@@ -5,32 +5,32 @@
 use crate::common::{self, history};
 
 use sim::history::{Event, Node};
+use sim::scenario::ScenarioBuilder;
 
-/// One message at 1s to two competing consumers; consumer 0 is 5 times slower than the 10s
-/// service (50s) while consumer 1 is not; plus `extra`.
-fn one_slow_message(extra: &str) -> String {
-    format!(
-        r#"
-strategies = ["competing"]
-[workload]
-messages = 1
-rate = "1/s"
-arrival = "constant"
-keys = 1
-[[broker]]
-name = "a"
-[consumers]
-count = 2
-service = "10s"
-[[fault]]
-kind = "slow_consumer"
-consumer = 0
-factor = 5
-at = "0s"
-for = "100s"
-{extra}
-"#
-    )
+/// One message at 1s to two competing consumers with a 10s service.
+fn one_message() -> ScenarioBuilder {
+    ScenarioBuilder::new(&["competing"])
+        .evenly(1, "1/s", 1)
+        .broker("a")
+        .consumers(2, "10s")
+}
+
+/// `consumer` 5 times slower than the service from 0s to 100s.
+fn slow(b: ScenarioBuilder, consumer: u32) -> ScenarioBuilder {
+    b.fault_for("slow_consumer", "0s", "100s")
+        .with("consumer", consumer)
+        .with("factor", 5)
+}
+
+/// [`one_message`] where consumer 0 is 5 times slower than the 10s service (50s) while
+/// consumer 1 is not.
+fn one_slow_message() -> ScenarioBuilder {
+    slow(one_message(), 0)
+}
+
+/// `b` with a `[lease]` of `duration`.
+fn lease(b: ScenarioBuilder, duration: &str) -> ScenarioBuilder {
+    b.section("lease").with("duration", duration)
 }
 
 /// The lease ends at 31s while consumer 0 still works: the broker hands the message to
@@ -38,10 +38,7 @@ for = "100s"
 /// again at 51s (a duplicate) and its ack is refused.
 #[test]
 fn an_expired_lease_hands_the_message_to_another_while_the_first_still_works() {
-    let (m, events) = history(
-        &one_slow_message("[lease]\nduration = \"30s\""),
-        "competing",
-    );
+    let (m, events) = history(&lease(one_slow_message(), "30s").to_toml(), "competing");
     let expire = events.iter().find_map(|e| match *e {
         Event::Expire { t, consumer, .. } => Some((t, consumer)),
         _ => None,
@@ -87,10 +84,8 @@ fn an_expired_lease_hands_the_message_to_another_while_the_first_still_works() {
 /// Renewing every 10s keeps the lease while the consumer works: nothing expires, one write.
 #[test]
 fn a_renewed_lease_does_not_expire_while_the_consumer_works() {
-    let (m, events) = history(
-        &one_slow_message("[lease]\nduration = \"30s\"\nrenew_every = \"10s\""),
-        "competing",
-    );
+    let text = lease(one_slow_message(), "30s").with("renew_every", "10s");
+    let (m, events) = history(&text.to_toml(), "competing");
     assert!(!events.iter().any(|e| matches!(e, Event::Expire { .. })));
     assert_eq!((m.applied, m.duplicates, m.coverage.failed_acks), (1, 0, 0));
 }
@@ -100,12 +95,10 @@ fn a_renewed_lease_does_not_expire_while_the_consumer_works() {
 /// lease ends at 41s.
 #[test]
 fn renewal_stops_after_renew_max() {
-    let (m, events) = history(
-        &one_slow_message(
-            "[lease]\nduration = \"30s\"\nrenew_every = \"10s\"\nrenew_max = \"15s\"",
-        ),
-        "competing",
-    );
+    let text = lease(one_slow_message(), "30s")
+        .with("renew_every", "10s")
+        .with("renew_max", "15s");
+    let (m, events) = history(&text.to_toml(), "competing");
     let expire = events.iter().find_map(|e| match *e {
         Event::Expire { t, .. } => Some(t),
         _ => None,
@@ -118,10 +111,11 @@ fn renewal_stops_after_renew_max() {
 /// paused consumer writes it when it resumes (a zombie write without any failure detection).
 #[test]
 fn a_paused_consumer_cannot_renew() {
-    let text = one_slow_message(
-        "[lease]\nduration = \"30s\"\nrenew_every = \"10s\"\n[[fault]]\nkind = \"consumer_pause\"\nconsumer = 0\nat = \"5s\"\nfor = \"60s\"",
-    );
-    let (m, events) = history(&text, "competing");
+    let text = lease(one_slow_message(), "30s")
+        .with("renew_every", "10s")
+        .fault_for("consumer_pause", "5s", "60s")
+        .with("consumer", 0);
+    let (m, events) = history(&text.to_toml(), "competing");
     let expire = events.iter().find_map(|e| match *e {
         Event::Expire { t, consumer, .. } => Some((t, consumer)),
         _ => None,
@@ -136,13 +130,11 @@ fn a_paused_consumer_cannot_renew() {
 #[test]
 fn lease_expiries_count_toward_the_redrive_threshold() {
     // Both consumers take 50s; lease 30s: every delivery expires; the 2nd expiry redrives it.
-    let text = format!(
-        "flavour = \"sqs\"\n{}",
-        one_slow_message(
-            "[redelivery]\nbackout_threshold = 2\n[[fault]]\nkind = \"slow_consumer\"\nconsumer = 1\nfactor = 5\nat = \"0s\"\nfor = \"100s\"",
-        )
-    );
-    let (m, events) = history(&text, "competing");
+    let text = one_slow_message()
+        .flavour("sqs")
+        .section("redelivery")
+        .with("backout_threshold", 2);
+    let (m, events) = history(&slow(text, 1).to_toml(), "competing");
     let dead = events.iter().find_map(|e| match *e {
         Event::DeadLetter { t, .. } => Some(t),
         _ => None,
@@ -164,28 +156,15 @@ fn lease_expiries_count_toward_the_redrive_threshold() {
 #[test]
 fn requeue_position_decides_what_comes_after_a_rollback() {
     let run = |requeue: &str| {
-        let sc = common::scenario(&format!(
-            r#"
-strategies = ["single"]
-flavour = "artemis"
-[workload]
-messages = 3
-rate = "100/s"
-arrival = "constant"
-keys = 1
-[[broker]]
-name = "a"
-[consumers]
-count = 1
-service = "50ms"
-[redelivery]
-requeue = "{requeue}"
-[[fault]]
-kind = "db_outage"
-at = "0s"
-for = "100ms"
-"#
-        ));
+        let text = ScenarioBuilder::new(&["single"])
+            .flavour("artemis")
+            .evenly(3, "100/s", 1)
+            .broker("a")
+            .consumers(1, "50ms")
+            .section("redelivery")
+            .with("requeue", requeue)
+            .fault_for("db_outage", "0s", "100ms");
+        let sc = common::scenario(&text.to_toml());
         let mut order = Vec::new();
         let m = common::run_with(&sc, "single", 1, |e| {
             if let Event::Apply { msg, .. } = e {
@@ -206,26 +185,13 @@ for = "100ms"
 #[test]
 fn a_crash_is_noticed_after_the_detection_timeout() {
     let text = |mode: &str| {
-        format!(
-            r#"
-strategies = ["competing"]
-[workload]
-messages = 1
-rate = "1/s"
-arrival = "constant"
-keys = 1
-[[broker]]
-name = "a"
-[consumers]
-count = 2
-service = "10s"
-crash_detection = "{mode}"
-[[fault]]
-kind = "consumer_crash"
-consumer = 0
-at = "2s"
-"#
-        )
+        one_message()
+            .section("consumers")
+            .with("crash_detection", mode)
+            .fault("consumer_crash")
+            .with("consumer", 0)
+            .with("at", "2s")
+            .to_toml()
     };
     let redelivered_at = |mode: &str| {
         let (m, events) = history(&text(mode), "competing");
@@ -256,25 +222,12 @@ at = "2s"
 /// ends, not before.
 #[test]
 fn a_dead_consumers_receive_comes_back_when_its_lease_ends() {
-    let text = r#"
-strategies = ["competing"]
-flavour = "sqs"
-[workload]
-messages = 1
-rate = "1/s"
-arrival = "constant"
-keys = 1
-[[broker]]
-name = "a"
-[consumers]
-count = 2
-service = "10s"
-[[fault]]
-kind = "consumer_crash"
-consumer = 0
-at = "2s"
-"#;
-    let (m, events) = history(text, "competing");
+    let text = one_message()
+        .flavour("sqs")
+        .fault("consumer_crash")
+        .with("consumer", 0)
+        .with("at", "2s");
+    let (m, events) = history(&text.to_toml(), "competing");
     let again = events.iter().find_map(|e| match *e {
         Event::Dispatch {
             t,
@@ -375,35 +328,17 @@ fn a_lambda_batch_that_fails_as_a_whole_brings_its_processed_messages_back() {
 #[test]
 fn a_dlq_replay_brings_messages_back_late() {
     let text = |replay: bool| {
-        format!(
-            r#"
-strategies = ["single"]
-flavour = "artemis"
-[workload]
-messages = 200
-rate = "20/s"
-arrival = "constant"
-keys = 5
-[[broker]]
-name = "a"
-[consumers]
-count = 1
-service = "5ms"
-[redelivery]
-max_redeliveries = 1
-dead_letter = "queue"
-[[fault]]
-kind = "db_outage"
-at = "2s"
-for = "1s"
-{}
-"#,
-            if replay {
-                "[[fault]]\nkind = \"dlq_replay\"\nat = \"12s\""
-            } else {
-                ""
-            }
-        )
+        let queue = ScenarioBuilder::new(&["single"]).flavour("artemis");
+        let queue = queue.evenly(200, "20/s", 5).broker("a").consumers(1, "5ms");
+        // One redelivery, then the dead-letter queue.
+        let b = queue.section("redelivery").with("max_redeliveries", 1);
+        let b = b.with("dead_letter", "queue");
+        let b = b.fault_for("db_outage", "2s", "1s");
+        if replay {
+            b.fault("dlq_replay").with("at", "12s").to_toml()
+        } else {
+            b.to_toml()
+        }
     };
     let (before, _) = history(&text(false), "single");
     assert!(before.dead_lettered > 0);
@@ -428,23 +363,13 @@ for = "1s"
 #[test]
 fn a_batch_receiver_asks_again_only_when_its_batch_is_done() {
     let text = |receive: &str| {
-        format!(
-            r#"
-strategies = ["competing"]
-[workload]
-messages = 30
-rate = "100/s"
-arrival = "constant"
-keys = 3
-[[broker]]
-name = "a"
-[consumers]
-count = 1
-prefetch = 3
-service = "25ms"
-receive = "{receive}"
-"#
-        )
+        ScenarioBuilder::new(&["competing"])
+            .evenly(30, "100/s", 3)
+            .broker("a")
+            .consumers(1, "25ms")
+            .prefetch(3)
+            .with("receive", receive)
+            .to_toml()
     };
     // (dispatches, acks before it) for each dispatch, in order.
     let outstanding_at_dispatch = |receive: &str| {
@@ -480,34 +405,18 @@ receive = "{receive}"
 /// still writes its own copy after the second (40.1s to 60.1s); that delete fails.
 #[test]
 fn a_received_message_whose_lease_ended_is_still_processed() {
-    let text = r#"
-strategies = ["competing"]
-[workload]
-messages = 3
-rate = "10/s"
-arrival = "constant"
-keys = 3
-[[broker]]
-name = "a"
-[consumers]
-count = 2
-prefetch = 3
-service = "1s"
-[lease]
-duration = "30s"
-[[fault]]
-kind = "consumer_crash"
-consumer = 1
-at = "0s"
-for = "5s"
-[[fault]]
-kind = "slow_consumer"
-consumer = 0
-factor = 20
-at = "0s"
-for = "200s"
-"#;
-    let (m, events) = history(text, "competing");
+    let text = ScenarioBuilder::new(&["competing"])
+        .evenly(3, "10/s", 3)
+        .broker("a")
+        .consumers(2, "1s")
+        .prefetch(3);
+    let text = lease(text, "30s")
+        .fault_for("consumer_crash", "0s", "5s")
+        .with("consumer", 1)
+        .fault_for("slow_consumer", "0s", "200s")
+        .with("consumer", 0)
+        .with("factor", 20);
+    let (m, events) = history(&text.to_toml(), "competing");
     let third = events
         .iter()
         .find_map(|e| match *e {
@@ -559,41 +468,23 @@ for = "200s"
 /// messages of its group.
 #[test]
 fn sqs_redrive_lets_the_group_go_on_without_its_head() {
-    let text = |replay: &str| {
-        format!(
-            r#"
-strategies = ["sqs_fifo"]
-flavour = "sqs"
-[workload]
-messages = 100
-rate = "10/s"
-arrival = "constant"
-keys = 2
-[[broker]]
-name = "q"
-[consumers]
-count = 2
-service = "20ms"
-[redelivery]
-backout_threshold = 2
-initial_delay = "100ms"
-[[fault]]
-kind = "db_outage"
-at = "2s"
-for = "1s"
-{replay}
-"#
-        )
-    };
-    let (m, _) = history(&text(""), "sqs_fifo");
+    let queue = ScenarioBuilder::new(&["sqs_fifo"]).flavour("sqs");
+    let queue = queue
+        .evenly(100, "10/s", 2)
+        .broker("q")
+        .consumers(2, "20ms");
+    let text = queue
+        .section("redelivery")
+        .with("backout_threshold", 2)
+        .with("initial_delay", "100ms")
+        .fault_for("db_outage", "2s", "1s");
+    let (m, _) = history(&text.to_toml(), "sqs_fifo");
     assert!(m.dead_lettered > 0, "{m:?}");
     assert_eq!(m.innocent_dead_lettered, m.dead_lettered);
     assert_eq!(m.pending_at_end, 0, "the groups went on");
     assert_eq!(m.applied + m.dead_lettered, 100);
-    let (r, _) = history(
-        &text("[[fault]]\nkind = \"dlq_replay\"\nat = \"15s\""),
-        "sqs_fifo",
-    );
+    let replay = text.fault("dlq_replay").with("at", "15s");
+    let (r, _) = history(&replay.to_toml(), "sqs_fifo");
     assert_eq!((r.applied, r.dead_lettered), (100, 0));
     assert!(
         r.ordering_violations > 0 && r.final_state_mismatches > 0,
@@ -609,27 +500,14 @@ for = "1s"
 /// Before, it waited in the queue to the end of the run.
 #[test]
 fn a_refused_ack_frees_the_consumer_for_the_next_delivery() {
-    let (m, events) = history(
-        r#"
-strategies = ["single"]
-[workload]
-messages = 2
-rate = "1/s"
-arrival = "constant"
-keys = 1
-[[broker]]
-name = "a"
-[consumers]
-count = 1
-service = "80ms"
-[redelivery]
-backout_threshold = 2
-dead_letter = "queue"
-[lease]
-duration = "50ms"
-"#,
-        "single",
-    );
+    let text = ScenarioBuilder::new(&["single"])
+        .evenly(2, "1/s", 1)
+        .broker("a")
+        .consumers(1, "80ms")
+        .section("redelivery")
+        .with("backout_threshold", 2)
+        .with("dead_letter", "queue");
+    let (m, events) = history(&lease(text, "50ms").to_toml(), "single");
     let dispatches: Vec<_> = events
         .iter()
         .filter_map(|e| match *e {
@@ -716,38 +594,24 @@ drain_timeout = "2m"
 /// crash's return, the broker would dead-letter it at 63s.)
 #[test]
 fn a_servicebus_crash_gives_the_message_back_at_once_uncounted() {
-    let text = |detection: &str| {
-        format!(
-            r#"
-flavour = "servicebus"
-strategies = ["competing"]
-[workload]
-messages = 1
-rate = "1/s"
-arrival = "constant"
-keys = 1
-[[broker]]
-name = "a"
-[consumers]
-count = 1
-service = "5s"
-{detection}
-[redelivery]
-backout_threshold = 2
-[[fault]]
-kind = "consumer_crash"
-consumer = 0
-at = "2s"
-for = "1s"
-[[fault]]
-kind = "consumer_pause"
-consumer = 0
-at = "4s"
-for = "70s"
-"#
-        )
+    let text = |detection: Option<&str>| {
+        let mut b = ScenarioBuilder::new(&["competing"])
+            .flavour("servicebus")
+            .evenly(1, "1/s", 1)
+            .broker("a")
+            .consumers(1, "5s");
+        if let Some(d) = detection {
+            b = b.with("crash_detection", d);
+        }
+        b.section("redelivery")
+            .with("backout_threshold", 2)
+            .fault_for("consumer_crash", "2s", "1s")
+            .with("consumer", 0)
+            .fault_for("consumer_pause", "4s", "70s")
+            .with("consumer", 0)
+            .to_toml()
     };
-    for detection in ["", "crash_detection = \"connection\""] {
+    for detection in [None, Some("connection")] {
         let (m, events) = history(&text(detection), "competing");
         let dispatches: Vec<_> = events
             .iter()
@@ -756,16 +620,16 @@ for = "70s"
                 _ => None,
             })
             .collect();
-        assert_eq!(dispatches[..2], [(1, 1), (3, 2)], "{detection}");
+        assert_eq!(dispatches[..2], [(1, 1), (3, 2)], "{detection:?}");
         assert!(
             !events.iter().any(|e| matches!(e, Event::DeadLetter { .. })),
-            "{detection}: {dispatches:?}"
+            "{detection:?}: {dispatches:?}"
         );
         assert_eq!(
             (m.applied, m.dead_lettered, m.lost),
             (1, 0, 0),
-            "{detection}"
+            "{detection:?}"
         );
-        assert!(m.coverage.lease_expiries >= 1, "{detection}");
+        assert!(m.coverage.lease_expiries >= 1, "{detection:?}");
     }
 }

@@ -39,6 +39,19 @@ pub(crate) fn brokers_of(pid: u32) -> Vec<u32> {
     out
 }
 
+/// Every broker process this process started was killed and reaped.
+pub(crate) fn assert_no_broker_left() {
+    assert!(broker::live_children().is_empty());
+    assert!(brokers_of(std::process::id()).is_empty());
+}
+
+/// Runs `plan` live: its history, as the checkers judge it.
+fn run_judged(plan: &run::Plan) -> (Vec<Event>, sim::Metrics) {
+    let r = run::run(plan).expect("the live run");
+    let m = judge(&r.events, plan.keys, plan.kind).expect("the checkers accept a client history");
+    (r.events, m)
+}
+
 fn tiny_plan(strategy: run::LiveStrategy, faults: Vec<(Duration, run::Action)>) -> run::Plan {
     let sc = ordsim::load_text(
         "tiny",
@@ -107,9 +120,7 @@ fn tiny_live_run_with_a_consumer_crash_and_a_broker_crash_is_judged_and_cleaned_
             (Duration::from_millis(1000), run::Action::RestartBroker(0)),
         ],
     );
-    let r = run::run(&plan).expect("the live run");
-    let events = r.events;
-    let m = judge(&events, plan.keys, plan.kind).expect("the checkers accept a client history");
+    let (events, m) = run_judged(&plan);
     eprintln!(
         "live tiny run: produced {} applied {} violations {} duplicates {} lost {} pending {} p99 {:.1}ms",
         m.produced,
@@ -139,8 +150,7 @@ fn tiny_live_run_with_a_consumer_crash_and_a_broker_crash_is_judged_and_cleaned_
         }
     )));
     // Every broker process started was killed and reaped.
-    assert!(broker::live_children().is_empty());
-    assert!(brokers_of(std::process::id()).is_empty());
+    assert_no_broker_left();
 }
 
 #[test]
@@ -199,9 +209,7 @@ for = "200ms"
     .unwrap();
     assert_eq!(plan.consumer_lists, vec![vec![0, 1], vec![1, 0]]);
     assert_eq!(plan.poison.iter().filter(|p| **p).count(), 1);
-    let r = run::run(&plan).expect("the live run");
-    let events = r.events;
-    let m = judge(&events, plan.keys, plan.kind).expect("the checkers accept a client history");
+    let (events, m) = run_judged(&plan);
     assert_eq!(m.produced, 100);
     assert_eq!(m.lost, 0);
     assert_eq!(m.applied, 99);
@@ -224,8 +232,7 @@ for = "200ms"
             ..
         }
     )));
-    assert!(broker::live_children().is_empty());
-    assert!(brokers_of(std::process::id()).is_empty());
+    assert_no_broker_left();
 }
 
 /// Issue 37: a high rate paced by pipelined SENDs, an idle consumer crashed, a broker killed.
@@ -326,8 +333,7 @@ for = "100ms"
         });
         assert!(!acted, "consumer {c} acted while down");
     }
-    assert!(broker::live_children().is_empty());
-    assert!(brokers_of(std::process::id()).is_empty());
+    assert_no_broker_left();
 }
 
 #[test]

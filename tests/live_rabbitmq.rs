@@ -2,7 +2,7 @@
 //! reason printed, when rabbitmq-server is not installed (.ci/live-rabbitmq.sh installs it). They
 //! share tests/live.rs's lock: each checks at its end that no process it started is left.
 
-use crate::live::{brokers_of, serial};
+use crate::live::{assert_no_broker_left, serial};
 use ordsim::live::broker::{self, Process};
 use ordsim::live::rabbitmq::{self, QueueType, Rabbit, Topology};
 use ordsim::live::{judge, run};
@@ -74,8 +74,7 @@ fn the_node_and_its_epmd_listen_on_loopback_only_and_are_stopped_by_pid() {
         "listening beyond loopback: {addrs:?}"
     );
     drop(node);
-    assert!(broker::live_children().is_empty());
-    assert!(brokers_of(std::process::id()).is_empty());
+    assert_no_broker_left();
 }
 
 fn scenario(flavour: &str, strategies: &str, extra: &str) -> sim::Scenario {
@@ -119,8 +118,7 @@ fn live(sc: &sim::Scenario, s: run::LiveStrategy) -> (sim::Metrics, Vec<Event>) 
         "live rabbitmq {s:?}: produced {} applied {} violations {} duplicates {} lost {} pending {}",
         m.produced, m.applied, m.ordering_violations, m.duplicates, m.lost, m.pending_at_end
     );
-    assert!(broker::live_children().is_empty());
-    assert!(brokers_of(std::process::id()).is_empty());
+    assert_no_broker_left();
     (m, r.events)
 }
 

@@ -5,30 +5,29 @@
 use crate::common::{self, history};
 
 use sim::history::{Event, Node};
+use sim::scenario::{exponential, ScenarioBuilder};
+
+/// The `kafka` strategy on the `kafka` flavour, its broker named `kafka`.
+fn kafka() -> ScenarioBuilder {
+    ScenarioBuilder::new(&["kafka"])
+        .flavour("kafka")
+        .broker("kafka")
+}
+
+/// [`kafka`] with a topic of `partitions` partitions, its consumers polling up to 500 records.
+fn topic(partitions: u32) -> ScenarioBuilder {
+    kafka()
+        .prefetch(500)
+        .section("strategy.kafka")
+        .with("partitions", partitions)
+}
 
 /// Ten records, one a second from 1s, of one key (a `kafka` topic of `partitions` partitions,
-/// `consumers` consumers with 100ms of work each), plus `extra`.
-fn ten_records(consumers: u32, partitions: u32, extra: &str) -> String {
-    format!(
-        r#"
-flavour = "kafka"
-strategies = ["kafka"]
-[workload]
-messages = 10
-rate = "1/s"
-arrival = "constant"
-keys = 1
-[[broker]]
-name = "kafka"
-[consumers]
-count = {consumers}
-prefetch = 500
-service = "100ms"
-[strategy.kafka]
-partitions = {partitions}
-{extra}
-"#
-    )
+/// `consumers` consumers with 100ms of work each).
+fn ten_records(consumers: u32, partitions: u32) -> ScenarioBuilder {
+    topic(partitions)
+        .evenly(10, "1/s", 1)
+        .consumers(consumers, "100ms")
 }
 
 fn commits(events: &[Event]) -> Vec<(u64, u32, u32)> {
@@ -49,7 +48,7 @@ fn commits(events: &[Event]) -> Vec<(u64, u32, u32)> {
 /// commit): records are acked only when the commit covers them, in commits of five.
 #[test]
 fn auto_commit_settles_processed_records_every_interval() {
-    let (m, events) = history(&ten_records(1, 1, ""), "kafka");
+    let (m, events) = history(&ten_records(1, 1).to_toml(), "kafka");
     assert_eq!(commits(&events), [(6_100_000, 0, 5), (11_100_000, 0, 5)]);
     let acks: Vec<u64> = events
         .iter()
@@ -63,25 +62,19 @@ fn auto_commit_settles_processed_records_every_interval() {
     assert_eq!((m.applied, m.duplicates, m.pending_at_end), (10, 0, 0));
 }
 
-/// `ten_records` with `[consumers]` lines added.
-fn with_consumers(text: &str, lines: &str) -> String {
-    text.replace("prefetch = 500", &format!("prefetch = 500\n{lines}"))
+/// `b` with `commit = COMMIT` in `[consumers]`, as text.
+fn committing(b: ScenarioBuilder, commit: &str) -> String {
+    b.section("consumers").with("commit", commit).to_toml()
 }
 
 /// `commit = "each"` acks each record when it is processed (no `commit` event); `batch` commits
 /// once the records it fetched are processed (here each poll brings one).
 #[test]
 fn commit_each_acks_at_once_and_batch_commits_each_poll() {
-    let (m, events) = history(
-        &with_consumers(&ten_records(1, 1, ""), "commit = \"each\""),
-        "kafka",
-    );
+    let (m, events) = history(&committing(ten_records(1, 1), "each"), "kafka");
     assert!(commits(&events).is_empty());
     assert_eq!((m.coverage.commits, m.applied), (0, 10));
-    let (m, events) = history(
-        &with_consumers(&ten_records(1, 1, ""), "commit = \"batch\""),
-        "kafka",
-    );
+    let (m, events) = history(&committing(ten_records(1, 1), "batch"), "kafka");
     let c = commits(&events);
     assert_eq!(c.len(), 10);
     assert_eq!(c[0], (1_100_000, 0, 1));
@@ -89,13 +82,17 @@ fn commit_each_acks_at_once_and_batch_commits_each_poll() {
     assert_eq!(m.applied, 10);
 }
 
-const CRASH: &str = r#"
-[[fault]]
-kind = "consumer_crash"
-consumer = 0
-at = "4500ms"
-for = "1s"
-"#;
+/// `b` where consumer 0 crashes at 4.5s (and restarts after `span`, or never).
+fn crash(b: ScenarioBuilder, span: Option<&str>) -> ScenarioBuilder {
+    let b = b
+        .fault("consumer_crash")
+        .with("consumer", 0)
+        .with("at", "4500ms");
+    match span {
+        Some(span) => b.with("for", span),
+        None => b,
+    }
+}
 
 fn replayed(events: &[Event]) -> Vec<(u64, u32)> {
     events
@@ -120,7 +117,8 @@ fn replayed(events: &[Event]) -> Vec<(u64, u32)> {
 /// restarted process takes over at once (5.5s). Committing each record leaves nothing to replay.
 #[test]
 fn a_crash_before_the_commit_replays_what_was_processed() {
-    let (m, events) = history(&ten_records(1, 1, CRASH), "kafka");
+    let crashed = crash(ten_records(1, 1), Some("1s"));
+    let (m, events) = history(&crashed.to_toml(), "kafka");
     assert_eq!(m.duplicates, 4);
     let at = |t| (0..4).map(|seq| (t, seq)).collect::<Vec<_>>();
     assert_eq!(replayed(&events), at(49_500_000));
@@ -144,12 +142,14 @@ fn a_crash_before_the_commit_replays_what_was_processed() {
         .iter()
         .any(|e| matches!(*e, Event::Recover { t: 5_500_000, .. })));
     assert_eq!((m.applied, m.lost, m.pending_at_end), (10, 0, 0));
-    let static_member = with_consumers(&ten_records(1, 1, CRASH), "restart_takes_over = true");
-    let (m, events) = history(&static_member, "kafka");
+    let static_member = crashed
+        .clone()
+        .section("consumers")
+        .with("restart_takes_over", true);
+    let (m, events) = history(&static_member.to_toml(), "kafka");
     assert_eq!(replayed(&events), at(5_500_000));
     assert_eq!(m.duplicates, 4);
-    let each = with_consumers(&ten_records(1, 1, CRASH), "commit = \"each\"");
-    let (m, _) = history(&each, "kafka");
+    let (m, _) = history(&committing(crashed, "each"), "kafka");
     assert_eq!((m.duplicates, m.applied), (0, 10));
 }
 
@@ -159,8 +159,8 @@ fn a_crash_before_the_commit_replays_what_was_processed() {
 /// them); the six never fetched are pending. Committing each record leaves none unacked.
 #[test]
 fn records_processed_beyond_the_last_commit_are_unacked_at_the_end() {
-    let dies = CRASH.replace("for = \"1s\"\n", "");
-    let (m, events) = history(&ten_records(1, 1, &dies), "kafka");
+    let dies = crash(ten_records(1, 1), None);
+    let (m, events) = history(&dies.to_toml(), "kafka");
     let unacked: Vec<u32> = events
         .iter()
         .filter_map(|e| match *e {
@@ -171,8 +171,7 @@ fn records_processed_beyond_the_last_commit_are_unacked_at_the_end() {
     assert_eq!(unacked, [0, 1, 2, 3]);
     assert_eq!((m.applied, m.unacked_at_end, m.pending_at_end), (4, 4, 6));
     assert_ne!(m.ended_by, sim::summary::EndReason::Settled);
-    let each = with_consumers(&ten_records(1, 1, &dies), "commit = \"each\"");
-    let (m, _) = history(&each, "kafka");
+    let (m, _) = history(&committing(dies, "each"), "kafka");
     assert_eq!((m.applied, m.unacked_at_end, m.pending_at_end), (4, 0, 6));
 }
 
@@ -182,15 +181,12 @@ fn records_processed_beyond_the_last_commit_are_unacked_at_the_end() {
 /// two records it had processed is refused.
 #[test]
 fn a_zombies_commit_is_refused_and_its_partition_replayed() {
-    let pause = r#"
-[[fault]]
-kind = "consumer_pause"
-consumer = 0
-at = "2500ms"
-for = "60s"
-"#;
-    let text = ten_records(2, 1, pause).replace("messages = 10", "messages = 80");
-    let (m, events) = history(&text, "kafka");
+    let text = ten_records(2, 1)
+        .section("workload")
+        .with("messages", 80)
+        .fault_for("consumer_pause", "2500ms", "60s")
+        .with("consumer", 0);
+    let (m, events) = history(&text.to_toml(), "kafka");
     let dropped = events.iter().find_map(|e| match *e {
         Event::Disconnect {
             t,
@@ -223,29 +219,12 @@ for = "60s"
 #[test]
 fn a_graceful_leave_and_join_hand_partitions_over_without_duplicates() {
     let text = |kind: &str| {
-        format!(
-            r#"
-flavour = "kafka"
-strategies = ["kafka"]
-[workload]
-messages = 3000
-rate = "100/s"
-keys = 40
-[[broker]]
-name = "kafka"
-[consumers]
-count = 3
-prefetch = 500
-service = {{ dist = "exponential", mean = "5ms" }}
-[strategy.kafka]
-partitions = 6
-[[fault]]
-kind = "{kind}"
-consumer = 1
-at = "10s"
-for = "5s"
-"#
-        )
+        topic(6)
+            .workload(3000, "100/s", 40)
+            .consumers(3, exponential("5ms"))
+            .fault_for(kind, "10s", "5s")
+            .with("consumer", 1)
+            .to_toml()
     };
     let (m, events) = history(&text("consumer_leave"), "kafka");
     let c1: Vec<Event> = events
@@ -286,31 +265,14 @@ for = "5s"
 /// older records of the same keys still queued in partition 0 [K4].
 #[test]
 fn adding_partitions_splits_a_key_across_owners() {
-    let text = |fault: &str| {
-        format!(
-            r#"
-flavour = "kafka"
-strategies = ["kafka"]
-[workload]
-messages = 2000
-rate = "100/s"
-keys = 20
-[[broker]]
-name = "kafka"
-[consumers]
-count = 2
-prefetch = 500
-service = "15ms"
-[strategy.kafka]
-partitions = 1
-{fault}
-"#
-        )
-    };
-    let (m, _) = history(&text(""), "kafka");
+    let text = topic(1).workload(2000, "100/s", 20).consumers(2, "15ms");
+    let (m, _) = history(&text.to_toml(), "kafka");
     assert_eq!((m.ordering_violations, m.applied), (0, 2000));
-    let add = "[[fault]]\nkind = \"add_partitions\"\nat = \"10s\"\ncount = 2";
-    let (m, events) = history(&text(add), "kafka");
+    let add = text
+        .fault("add_partitions")
+        .with("at", "10s")
+        .with("count", 2);
+    let (m, events) = history(&add.to_toml(), "kafka");
     assert!(m.ordering_violations > 0, "{m:?}");
     assert_eq!((m.applied, m.lost, m.duplicates), (2000, 0, 0));
     assert!(events
@@ -324,38 +286,20 @@ partitions = 1
 /// with a delay) loses nothing and lets later records of a key go first [K6].
 #[test]
 fn blocking_retry_keeps_a_partition_in_order_and_a_retry_topic_does_not() {
-    let text = |redelivery: &str| {
-        format!(
-            r#"
-flavour = "kafka"
-strategies = ["kafka"]
-[workload]
-messages = 400
-rate = "200/s"
-keys = 2
-[[broker]]
-name = "kafka"
-[consumers]
-count = 1
-prefetch = 500
-service = "2ms"
-[strategy.kafka]
-partitions = 1
-[[fault]]
-kind = "db_outage"
-at = "500ms"
-for = "300ms"
-{redelivery}
-"#
-        )
-    };
-    let (m, _) = history(&text(""), "kafka");
+    let text = topic(1)
+        .workload(400, "200/s", 2)
+        .consumers(1, "2ms")
+        .fault_for("db_outage", "500ms", "300ms");
+    let (m, _) = history(&text.to_toml(), "kafka");
     assert_eq!(m.ordering_violations, 0, "{m:?}");
     assert!(m.innocent_dropped > 0, "{m:?}");
     assert_eq!(m.applied + m.innocent_dropped, 400);
-    let retry_topic =
-        "[redelivery]\nmode = \"non_blocking\"\ninitial_delay = \"1s\"\nbackout_threshold = 0";
-    let (m, _) = history(&text(retry_topic), "kafka");
+    let retry_topic = text
+        .section("redelivery")
+        .with("mode", "non_blocking")
+        .with("initial_delay", "1s")
+        .with("backout_threshold", 0);
+    let (m, _) = history(&retry_topic.to_toml(), "kafka");
     assert!(m.ordering_violations > 0, "{m:?}");
     assert_eq!((m.applied, m.dropped), (400, 0));
 }
@@ -365,34 +309,19 @@ for = "300ms"
 /// ActiveMQ's window of 200 written out, a partition whose owner is stopped holds the rest back.
 #[test]
 fn a_stalled_partition_does_not_hold_back_the_others() {
-    let text = |page: &str| {
-        format!(
-            r#"
-flavour = "kafka"
-strategies = ["kafka"]
-[workload]
-messages = 3000
-rate = "200/s"
-keys = 40
-[[broker]]
-name = "kafka"
-{page}
-[consumers]
-count = 2
-prefetch = 500
-service = "2ms"
-[strategy.kafka]
-partitions = 2
-[[fault]]
-kind = "consumer_pause"
-consumer = 0
-at = "1s"
-for = "12s"
-"#
-        )
+    let text = |page: Option<u32>| {
+        let b = topic(2)
+            .workload(3000, "200/s", 40)
+            .consumers(2, "2ms")
+            .fault_for("consumer_pause", "1s", "12s")
+            .with("consumer", 0);
+        match page {
+            Some(page) => b.last("broker").with("page_size", page).to_toml(),
+            None => b.to_toml(),
+        }
     };
-    let run = |page: &str| common::run(&common::scenario(&text(page)), "kafka", 1);
-    let (default, unbounded, amq) = (run(""), run("page_size = 1000000"), run("page_size = 200"));
+    let run = |page| common::run(&common::scenario(&text(page)), "kafka", 1);
+    let (default, unbounded, amq) = (run(None), run(Some(1000000)), run(Some(200)));
     assert_eq!(default, unbounded);
     // Consumer 1's partition (over half the records) flows through the pause by default; with
     // a window of 200 it waits behind consumer 0's backlog.
@@ -407,40 +336,19 @@ for = "12s"
 /// membership (`restart_takes_over = true`) the group goes on.
 #[test]
 fn a_restarted_member_stalls_the_group_until_its_old_session_times_out() {
-    let text = |extra: &str| {
-        format!(
-            r#"
-flavour = "kafka"
-strategies = ["kafka"]
-[workload]
-messages = 8000
-rate = "100/s"
-keys = 40
-[[broker]]
-name = "kafka"
-[consumers]
-count = 3
-prefetch = 500
-commit = "each"
-service = {{ dist = "exponential", mean = "5ms" }}
-{extra}
-[strategy.kafka]
-partitions = 6
-[[fault]]
-kind = "consumer_crash"
-consumer = 1
-at = "10s"
-for = "5s"
-"#
-        )
-    };
+    let text = topic(6)
+        .workload(8000, "100/s", 40)
+        .consumers(3, exponential("5ms"))
+        .with("commit", "each")
+        .fault_for("consumer_crash", "10s", "5s")
+        .with("consumer", 1);
     let dispatched = |events: &[Event], from: u64, to: u64| {
         events
             .iter()
             .filter(|e| matches!(e, Event::Dispatch { t, .. } if (from..to).contains(t)))
             .count()
     };
-    let (m, events) = history(&text(""), "kafka");
+    let (m, events) = history(&text.to_toml(), "kafka");
     assert!(
         dispatched(&events, 10_100_000, 15_000_000) > 100,
         "the others go on"
@@ -452,7 +360,8 @@ for = "5s"
     );
     assert!(dispatched(&events, 55_000_000, 56_000_000) > 100);
     assert_eq!((m.ordering_violations, m.applied, m.lost), (0, 8000, 0));
-    let (m, events) = history(&text("restart_takes_over = true"), "kafka");
+    let static_member = text.section("consumers").with("restart_takes_over", true);
+    let (m, events) = history(&static_member.to_toml(), "kafka");
     assert!(dispatched(&events, 15_000_001, 55_000_000) > 1000);
     assert_eq!((m.ordering_violations, m.applied, m.lost), (0, 8000, 0));
 }
@@ -466,24 +375,12 @@ for = "5s"
 #[test]
 fn a_poll_loop_slower_than_max_poll_interval_is_dropped_and_writes_late() {
     let text = |limit: &str| {
-        format!(
-            r#"
-flavour = "kafka"
-strategies = ["kafka"]
-[workload]
-messages = 200
-rate = "10/s"
-arrival = "constant"
-keys = 1
-[[broker]]
-name = "kafka"
-[consumers]
-count = 2
-prefetch = 100
-service = "1s"
-max_poll_interval = "{limit}"
-"#
-        )
+        kafka()
+            .evenly(200, "10/s", 1)
+            .consumers(2, "1s")
+            .prefetch(100)
+            .with("max_poll_interval", limit)
+            .to_toml()
     };
     let (m, events) = history(&text("30s"), "kafka");
     let dropped: Vec<u64> = events

@@ -6,31 +6,19 @@
 use crate::common;
 
 use sim::history::{Event, Node};
+use sim::scenario::ScenarioBuilder;
 
 /// An exclusive consumer (`single`, standby taking over at once) whose process stops at 5.005s (in the middle of a message) for
 /// `pause`, with the broker's failure detection at 30s; keys 1, one message every 100ms.
 fn run(pause: &str) -> (sim::Metrics, Vec<Event>) {
-    let sc = common::scenario(&format!(
-        r#"
-strategies = ["single"]
-[workload]
-messages = 600
-rate = "10/s"
-arrival = "constant"
-keys = 1
-[[broker]]
-name = "a"
-[consumers]
-count = 2
-service = "20ms"
-failure_detection = "30s"
-[[fault]]
-kind = "consumer_pause"
-consumer = 0
-at = "5005ms"
-for = "{pause}"
-"#
-    ));
+    let text = ScenarioBuilder::new(&["single"])
+        .evenly(600, "10/s", 1)
+        .broker("a")
+        .consumers(2, "20ms")
+        .with("failure_detection", "30s")
+        .fault_for("consumer_pause", "5005ms", pause)
+        .with("consumer", 0);
+    let sc = common::scenario(&text.to_toml());
     let mut events = Vec::new();
     let m = common::run_with(&sc, "single", 1, |e| events.push(*e));
     (m, events)

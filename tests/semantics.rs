@@ -4,6 +4,7 @@
 use crate::common;
 
 use sim::history::Event;
+use sim::scenario::ScenarioBuilder;
 
 /// A non-persistent broker crashes while the consumer is writing a message: the broker's copy is
 /// gone, but the consumer still applies it. Applied wins: nothing lost, nothing duplicated (it
@@ -294,30 +295,20 @@ fn activemq_classic_rollback_keeps_the_window_in_the_client() {
 
 /// Two Pulsar consumers; one message fails during a short database outage and is negatively
 /// acknowledged (60s delay); `crash` is a `[[fault]]` block added at the end.
-fn nack_run(crash: &str) -> (sim::Metrics, Vec<Event>) {
-    let text = format!(
-        r#"
-flavour = "pulsar"
-strategies = ["competing"]
-[workload]
-messages = 10
-rate = "10/s"
-arrival = "constant"
-keys = 10
-[[broker]]
-name = "a"
-[consumers]
-count = 2
-prefetch = 1
-service = "10ms"
-[[fault]]
-kind = "db_outage"
-at = "490ms"
-for = "30ms"
-{crash}
-"#
-    );
-    common::history(&text, "competing")
+fn nack_run(crash: Option<(u32, u64)>) -> (sim::Metrics, Vec<Event>) {
+    let mut text = ScenarioBuilder::new(&["competing"])
+        .flavour("pulsar")
+        .evenly(10, "10/s", 10)
+        .broker("a")
+        .consumers(2, "10ms")
+        .prefetch(1)
+        .fault_for("db_outage", "490ms", "30ms");
+    if let Some((consumer, at_ms)) = crash {
+        text = text
+            .fault_for("consumer_crash", &format!("{at_ms}ms"), "100s")
+            .with("consumer", consumer);
+    }
+    common::history(&text.to_toml(), "competing")
 }
 
 /// Pulsar's negative-ack delay is the client's timer (`NegativeAcksTracker`): the broker keeps
@@ -326,7 +317,7 @@ for = "30ms"
 /// its consumer had crashed.
 #[test]
 fn a_pulsar_negative_ack_delay_dies_with_its_client() {
-    let (_, h) = nack_run("");
+    let (_, h) = nack_run(None);
     let (t0, failed, c) = h
         .iter()
         .find_map(|e| match *e {
@@ -353,11 +344,24 @@ fn a_pulsar_negative_ack_delay_dies_with_its_client() {
     assert_eq!(redelivered_at(&h), t0 + 60_000_000);
     // Its consumer crashes 1s later: the other one has it at once.
     let crash_ms = t0 / 1000 + 1000;
-    let (m, h) = nack_run(&format!(
-        "[[fault]]\nkind = \"consumer_crash\"\nconsumer = {c}\nat = \"{crash_ms}ms\"\nfor = \"100s\""
-    ));
+    let (m, h) = nack_run(Some((c, crash_ms)));
     assert_eq!(redelivered_at(&h), crash_ms * 1000);
     assert_eq!((m.applied, m.lost), (10, 0), "{m:?}");
+}
+
+/// `messages` of one key, evenly at `rate`, to two consumers of prefetch 1 taking `service` each
+/// (broker `a`), for `strategy`.
+fn one_key_two_consumers(
+    strategy: &str,
+    messages: u32,
+    rate: &str,
+    service: &str,
+) -> ScenarioBuilder {
+    ScenarioBuilder::new(&[strategy])
+        .evenly(messages, rate, 1)
+        .broker("a")
+        .consumers(2, service)
+        .prefetch(1)
 }
 
 /// `reset_groups` (issue 39 §2): the group's owner is busy (prefetch 1, a 10s message in hand)
@@ -367,24 +371,10 @@ fn a_pulsar_negative_ack_delay_dies_with_its_client() {
 /// the message waits for the old owner's 10s.
 #[test]
 fn a_group_reset_hands_the_waiting_group_to_an_idle_consumer_at_once() {
-    let text = r#"
-strategies = ["message_groups"]
-[workload]
-messages = 5
-rate = "10/s"
-arrival = "constant"
-keys = 1
-[[broker]]
-name = "a"
-[consumers]
-count = 2
-prefetch = 1
-service = "10s"
-[[fault]]
-kind = "reset_groups"
-at = "1s"
-"#;
-    let (m, events) = common::history(text, "message_groups");
+    let text = one_key_two_consumers("message_groups", 5, "10/s", "10s")
+        .fault("reset_groups")
+        .with("at", "1s");
+    let (m, events) = common::history(&text.to_toml(), "message_groups");
     let first_to_idle = events.iter().find_map(|e| match *e {
         Event::Dispatch { t, consumer: 1, .. } => Some(t),
         _ => None,
@@ -399,31 +389,15 @@ at = "1s"
 /// the promise withdrawn only after that dispatch, the rest of the unit never leaves the queue).
 #[test]
 fn a_unit_freed_by_a_dead_letter_sends_its_next_message_at_once() {
-    let text = r#"
-strategies = ["unit_of_order"]
-[workload]
-messages = 3
-rate = "100/s"
-arrival = "constant"
-keys = 1
-[[broker]]
-name = "a"
-[consumers]
-count = 2
-prefetch = 1
-service = "1ms"
-[redelivery]
-mode = "blocking"
-initial_delay = "100ms"
-multiplier = 1.0
-backout_threshold = 2
-[[fault]]
-kind = "poison"
-at = "5ms"
-for = "10ms"
-fraction = 1.0
-"#;
-    let (m, events) = common::history(text, "unit_of_order");
+    let text = one_key_two_consumers("unit_of_order", 3, "100/s", "1ms")
+        .section("redelivery")
+        .with("mode", "blocking")
+        .with("initial_delay", "100ms")
+        .with("multiplier", 1.0)
+        .with("backout_threshold", 2)
+        .fault_for("poison", "5ms", "10ms")
+        .with("fraction", 1.0);
+    let (m, events) = common::history(&text.to_toml(), "unit_of_order");
     let (dead, poison) = events
         .iter()
         .find_map(|e| match *e {

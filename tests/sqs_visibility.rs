@@ -7,33 +7,24 @@
 use crate::common::history;
 
 use sim::history::Event;
+use sim::scenario::ScenarioBuilder;
+
+/// `messages` messages over `keys` groups, one a second from 1s, to one SQS FIFO consumer
+/// (queue `q`) taking `service` each.
+fn fifo(messages: u32, keys: u32, service: &str) -> ScenarioBuilder {
+    ScenarioBuilder::new(&["sqs_fifo"])
+        .flavour("sqs")
+        .evenly(messages, "1/s", keys)
+        .broker("q")
+        .consumers(1, service)
+}
 
 /// `messages` messages of one group, one a second from 1s, to one SQS FIFO consumer taking 10s
-/// each; the database is down from 0s for `outage`, so a delivery that ends inside it fails;
-/// plus `extra`.
-fn failing_messages(messages: u32, outage: &str, extra: &str) -> String {
-    format!(
-        r#"
-strategies = ["sqs_fifo"]
-flavour = "sqs"
-[workload]
-messages = {messages}
-rate = "1/s"
-arrival = "constant"
-keys = 1
-[[broker]]
-name = "q"
-[consumers]
-count = 1
-prefetch = 1
-service = "10s"
-[[fault]]
-kind = "db_outage"
-at = "0s"
-for = "{outage}"
-{extra}
-"#
-    )
+/// each; the database is down from 0s for `outage`, so a delivery that ends inside it fails.
+fn failing_messages(messages: u32, outage: &str) -> ScenarioBuilder {
+    fifo(messages, 1, "10s")
+        .prefetch(1)
+        .fault_for("db_outage", "0s", outage)
 }
 
 /// The times of the deliveries of message 0 after its first.
@@ -63,7 +54,7 @@ fn dead_lettered_at(events: &[Event]) -> Option<u64> {
 /// receive ends (before: 41s, a full timeout after the failure).
 #[test]
 fn a_failed_message_is_visible_again_when_the_timeout_from_its_receive_ends() {
-    let (m, events) = history(&failing_messages(1, "12s", ""), "sqs_fifo");
+    let (m, events) = history(&failing_messages(1, "12s").to_toml(), "sqs_fifo");
     assert_eq!(redeliveries(&events).first(), Some(&31_000_000));
     let delay = events.iter().find_map(|e| match *e {
         Event::Redelivery { t, delay_us, .. } => Some((t, delay_us)),
@@ -81,10 +72,10 @@ fn a_failed_message_is_visible_again_when_the_timeout_from_its_receive_ends() {
 /// failure: timed from the call (11s + 5s).
 #[test]
 fn an_initial_delay_is_a_visibility_change_timed_from_the_failure() {
-    let (_, events) = history(
-        &failing_messages(1, "12s", "[redelivery]\ninitial_delay = \"5s\""),
-        "sqs_fifo",
-    );
+    let text = failing_messages(1, "12s")
+        .section("redelivery")
+        .with("initial_delay", "5s");
+    let (_, events) = history(&text.to_toml(), "sqs_fifo");
     assert_eq!(redeliveries(&events).first(), Some(&16_000_000));
 }
 
@@ -92,12 +83,13 @@ fn an_initial_delay_is_a_visibility_change_timed_from_the_failure() {
 /// runs from the last call: renewed at 11s and 21s, failed at 26s, visible at 51s (before: 56s).
 #[test]
 fn a_renewed_timeout_runs_from_the_last_renewal() {
-    let text = failing_messages(
-        1,
-        "27s",
-        "[lease]\nrenew_every = \"10s\"\n[[fault]]\nkind = \"slow_consumer\"\nconsumer = 0\nfactor = 2.5\nat = \"0s\"\nfor = \"20s\"",
-    );
-    let (m, events) = history(&text, "sqs_fifo");
+    let text = failing_messages(1, "27s")
+        .section("lease")
+        .with("renew_every", "10s")
+        .fault_for("slow_consumer", "0s", "20s")
+        .with("consumer", 0)
+        .with("factor", 2.5);
+    let (m, events) = history(&text.to_toml(), "sqs_fifo");
     assert_eq!(m.coverage.failed_acks, 0, "the renewals kept the lease");
     assert_eq!(redeliveries(&events).first(), Some(&51_000_000));
 }
@@ -107,10 +99,10 @@ fn a_renewed_timeout_runs_from_the_last_renewal() {
 /// (before: redriven at once, at 11s, and the next one received then).
 #[test]
 fn redrive_comes_with_the_next_receive_not_the_failure() {
-    let (m, events) = history(
-        &failing_messages(2, "12s", "[redelivery]\nbackout_threshold = 1"),
-        "sqs_fifo",
-    );
+    let text = failing_messages(2, "12s")
+        .section("redelivery")
+        .with("backout_threshold", 1);
+    let (m, events) = history(&text.to_toml(), "sqs_fifo");
     assert_eq!(dead_lettered_at(&events), Some(31_000_000));
     assert!(redeliveries(&events).is_empty(), "redriven, not received");
     let next = events.iter().find_map(|e| match *e {
@@ -129,34 +121,15 @@ fn redrive_comes_with_the_next_receive_not_the_failure() {
 /// receive, at 51s, redrives it. Before: at 11s.
 #[test]
 fn redrive_waits_for_a_receive() {
-    let text = r#"
-strategies = ["sqs_fifo"]
-flavour = "sqs"
-[workload]
-messages = 2
-rate = "1/s"
-arrival = "constant"
-keys = 1000
-[[broker]]
-name = "q"
-[consumers]
-count = 1
-prefetch = 1
-service = "10s"
-[redelivery]
-backout_threshold = 1
-[[fault]]
-kind = "db_outage"
-at = "0s"
-for = "11500ms"
-[[fault]]
-kind = "slow_consumer"
-consumer = 0
-factor = 4
-at = "11s"
-for = "60s"
-"#;
-    let (m, events) = history(text, "sqs_fifo");
+    let text = fifo(2, 1000, "10s")
+        .prefetch(1)
+        .section("redelivery")
+        .with("backout_threshold", 1)
+        .fault_for("db_outage", "0s", "11500ms")
+        .fault_for("slow_consumer", "11s", "60s")
+        .with("consumer", 0)
+        .with("factor", 4);
+    let (m, events) = history(&text.to_toml(), "sqs_fifo");
     let keys: Vec<u32> = events
         .iter()
         .filter_map(|e| match *e {
@@ -176,27 +149,16 @@ for = "60s"
 /// at once, received again by the same run at 6s and dead-lettered at 7s.
 #[test]
 fn a_batch_jobs_failed_message_comes_back_when_its_timeout_ends() {
-    let text = r#"
-strategies = ["sqs_fifo"]
-flavour = "sqs"
-[workload]
-messages = 1
-rate = "1/s"
-arrival = "constant"
-keys = 1
-poison_fraction = 1.0
-[[broker]]
-name = "q"
-[consumers]
-count = 1
-service = "1s"
-mode = "batch"
-[consumers.batch]
-interval = "5s"
-[redelivery]
-backout_threshold = 2
-"#;
-    let (m, events) = history(text, "sqs_fifo");
+    let text = fifo(1, 1, "1s")
+        .section("consumers")
+        .with("mode", "batch")
+        .section("consumers.batch")
+        .with("interval", "5s")
+        .section("workload")
+        .with("poison_fraction", 1.0)
+        .section("redelivery")
+        .with("backout_threshold", 2);
+    let (m, events) = history(&text.to_toml(), "sqs_fifo");
     assert_eq!(redeliveries(&events), vec![35_000_000]);
     assert_eq!(dead_lettered_at(&events), Some(65_000_000));
     assert_eq!((m.dead_lettered, m.lost, m.pending_at_end), (1, 0, 0));

@@ -11,6 +11,14 @@ fn dir(name: &str) -> PathBuf {
     common::fresh_dir("trace", name)
 }
 
+/// `sim trace ARGS --out DIR`: its exit code, standard output and standard error.
+fn trace_to(dir: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let mut all = vec!["trace"];
+    all.extend_from_slice(args);
+    all.extend(["--out", dir.to_str().unwrap()]);
+    sim(&all)
+}
+
 const FIRST: &str =
     "first anomaly: ordering violation: key 90 seq 40 applied at 75.079754s by c1, \
                      after seq 114 was applied at 74.651817s by c1";
@@ -19,14 +27,7 @@ const FIRST: &str =
 fn the_failover_runs_first_violation_is_told_and_drawn() {
     common::at_root();
     let d = dir("failover");
-    let (code, out, err) = sim(&[
-        "trace",
-        "scenarios/failover.toml",
-        "--strategy",
-        "single",
-        "--out",
-        d.to_str().unwrap(),
-    ]);
+    let (code, out, err) = trace_to(&d, &["scenarios/failover.toml", "--strategy", "single"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(FIRST), "{out}");
     assert!(out.contains("trace: sim run scenarios/failover.toml --seed 42 --strategy single"));
@@ -54,14 +55,7 @@ fn the_failover_runs_first_violation_is_told_and_drawn() {
         assert!(!html.contains(bad), "{bad} in the page");
     }
     // Same seed, same bytes.
-    let (code, out2, _) = sim(&[
-        "trace",
-        "scenarios/failover.toml",
-        "--strategy",
-        "single",
-        "--out",
-        d.to_str().unwrap(),
-    ]);
+    let (code, out2, _) = trace_to(&d, &["scenarios/failover.toml", "--strategy", "single"]);
     assert_eq!(code, 0);
     assert_eq!(out, out2);
     assert_eq!(
@@ -237,13 +231,7 @@ fn a_history_without_header_is_judged_and_bad_lines_are_located() {
     }
     // A clock going backwards is told with a warning, never a panic.
     std::fs::write(&f, [p(5, 0), p(6, 1), a(7, 1), a(1, 0)].join("\n")).unwrap();
-    let (code, out, err) = sim(&[
-        "trace",
-        "--history",
-        f.to_str().unwrap(),
-        "--out",
-        d.to_str().unwrap(),
-    ]);
+    let (code, out, err) = trace_to(&d, &["--history", f.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("warning: the history breaks the checkers' rules: malformed history: time went backwards"), "{out}");
     assert!(d.join("timeline.html").exists());
@@ -279,14 +267,7 @@ fn scenario_text_is_html_escaped_and_names_are_used() {
         "seed = 7\nname = \"<script>alert('n')</script>\"\ndescription = \"</i><script>alert(2)</script>\"",
     );
     std::fs::write(&f, text).unwrap();
-    let (code, out, err) = sim(&[
-        "trace",
-        f.to_str().unwrap(),
-        "--strategy",
-        "competing",
-        "--out",
-        d.to_str().unwrap(),
-    ]);
+    let (code, out, err) = trace_to(&d, &[f.to_str().unwrap(), "--strategy", "competing"]);
     assert_eq!(code, 0, "competing reorders with two consumers: {out}{err}");
     assert!(
         out.contains("produced by </title><script>alert(1)</script>"),
@@ -448,16 +429,16 @@ fn anomaly_lines_agree_with_the_summary() {
 fn anomaly_aims_at_a_kind_and_shows_the_fault_behind_it() {
     common::at_root();
     let d = dir("aim");
-    let (code, out, err) = sim(&[
-        "trace",
-        "scenarios/zombie.toml",
-        "--strategy",
-        "single",
-        "--anomaly",
-        "stale_writes",
-        "--out",
-        d.to_str().unwrap(),
-    ]);
+    let (code, out, err) = trace_to(
+        &d,
+        &[
+            "scenarios/zombie.toml",
+            "--strategy",
+            "single",
+            "--anomaly",
+            "stale_writes",
+        ],
+    );
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains(

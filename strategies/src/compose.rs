@@ -181,7 +181,7 @@ pub(crate) fn run_composed(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{run, scenario};
+    use crate::test_util::{kafka_topic, load, run};
 
     #[test]
     fn only_dispatch_mechanisms_go_first_and_only_self_contained_handlers_second() {
@@ -231,31 +231,11 @@ mod tests {
     /// write, and the dispatch is still Kafka's (one owner per partition, commits).
     #[test]
     fn a_guarding_handler_refuses_what_kafka_replays() {
-        let sc = scenario(
-            r#"
-flavour = "kafka"
-strategies = ["kafka", "kafka+db_optimistic"]
-[workload]
-messages = 4000
-rate = "100/s"
-keys = 40
-[[broker]]
-name = "kafka"
-[consumers]
-count = 3
-prefetch = 500
-service = { dist = "exponential", mean = "10ms" }
-[strategy.kafka]
-partitions = 6
-[strategy.db_optimistic]
-compare = "version"
-[[fault]]
-kind = "consumer_crash"
-consumer = 0
-at = "7s"
-for = "10s"
-"#,
-        );
+        let guarded = kafka_topic(&["kafka", "kafka+db_optimistic"])
+            .section("strategy.db_optimistic")
+            .with("compare", "version");
+        let crash = guarded.fault_for("consumer_crash", "7s", "10s");
+        let sc = load(&crash.with("consumer", 0));
         let plain = run(&sc, "kafka", 1);
         assert!(plain.stale_writes > 0 && plain.duplicates > 0, "{plain:?}");
         let guarded = run(&sc, "kafka+db_optimistic", 1);

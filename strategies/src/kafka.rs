@@ -523,7 +523,7 @@ impl Strategy for Kafka {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{run, scenario, select_at, view as msg};
+    use crate::test_util::{kafka_topic, load, run, scenario, select_at, view as msg};
 
     /// A topic has one partition unless the file says more (the broker's `num.partitions`),
     /// and the group uses the range assignor.
@@ -876,34 +876,15 @@ mod tests {
     /// (competing consumers on the same log reorder).
     #[test]
     fn order_survives_crashes_and_rebalances() {
-        let sc = scenario(
-            r#"
-flavour = "kafka"
-strategies = ["kafka", "competing"]
-[workload]
-messages = 4000
-rate = "100/s"
-keys = 40
-[[broker]]
-name = "kafka"
-[consumers]
-count = 3
-prefetch = 500
-commit = "each"
-service = { dist = "exponential", mean = "10ms" }
-[strategy.kafka]
-partitions = 6
-[[fault]]
-kind = "consumer_crash"
-consumer = 0
-at = "5s"
-for = "10s"
-[[fault]]
-kind = "consumer_leave"
-consumer = 1
-at = "20s"
-for = "5s"
-"#,
+        let rebalances = kafka_topic(&["kafka", "competing"])
+            .section("consumers")
+            .with("commit", "each")
+            .fault_for("consumer_crash", "5s", "10s")
+            .with("consumer", 0);
+        let sc = load(
+            &rebalances
+                .fault_for("consumer_leave", "20s", "5s")
+                .with("consumer", 1),
         );
         let m = run(&sc, "kafka", 1);
         assert_eq!(
@@ -917,29 +898,8 @@ for = "5s"
     /// written again (stale writes) and duplicates.
     #[test]
     fn auto_commit_replays_older_states_after_a_crash() {
-        let sc = scenario(
-            r#"
-flavour = "kafka"
-strategies = ["kafka"]
-[workload]
-messages = 4000
-rate = "100/s"
-keys = 40
-[[broker]]
-name = "kafka"
-[consumers]
-count = 3
-prefetch = 500
-service = { dist = "exponential", mean = "10ms" }
-[strategy.kafka]
-partitions = 6
-[[fault]]
-kind = "consumer_crash"
-consumer = 0
-at = "7s"
-for = "10s"
-"#,
-        );
+        let crash = kafka_topic(&["kafka"]).fault_for("consumer_crash", "7s", "10s");
+        let sc = load(&crash.with("consumer", 0));
         let m = run(&sc, "kafka", 1);
         assert!(m.duplicates > 10, "{m:?}");
         assert!(m.stale_writes > 0, "{m:?}");

@@ -958,6 +958,7 @@ for = "3s"
 /// Helpers for the strategies' own tests: run a scenario written inline.
 #[cfg(test)]
 pub(crate) mod test_util {
+    use sim::scenario::{exponential, ScenarioBuilder};
     use sim::strategy::{ConsumerSlot, Control, DispatchCtx, MsgView, Select, Strategy};
     use sim::time::Time;
     use sim::{FaultPlan, Metrics, RunOptions, Scenario};
@@ -1034,6 +1035,24 @@ pub(crate) mod test_util {
         p.unwrap_or_else(|| panic!("no parameter {param}"))
             .warning
             .clone()
+    }
+
+    /// Loads a built scenario, with the strategy checks.
+    pub fn load(b: &ScenarioBuilder) -> Scenario {
+        scenario(&b.to_toml())
+    }
+
+    /// `strategies` on the `kafka` flavour's broker `kafka`: 4000 records over 40 keys at 100/s
+    /// to 3 consumers polling up to 500 (exponential 10ms each), a topic of 6 partitions.
+    pub fn kafka_topic(strategies: &[&str]) -> ScenarioBuilder {
+        ScenarioBuilder::new(strategies)
+            .flavour("kafka")
+            .workload(4000, "100/s", 40)
+            .broker("kafka")
+            .consumers(3, exponential("10ms"))
+            .prefetch(500)
+            .section("strategy.kafka")
+            .with("partitions", 6)
     }
 
     /// Runs one strategy with `seed`.

@@ -476,7 +476,7 @@ impl Strategy for MessageGroups {
 
 #[cfg(test)]
 mod tests {
-    use crate::test_util::{run, scenario};
+    use crate::test_util::{run, scenario, simple_with};
     use sim::history::{Event, Observer};
     use sim::strategy::{Begin, Handler, HandlerCtx, Hooks, Outcome, Route, RouteCtx, WorldChange};
     use sim::{FaultPlan, Metrics, RunOptions, Scenario};
@@ -484,22 +484,8 @@ mod tests {
     /// Like `test_util::simple` (one broker, exponential 10ms service, prefetch 1, 3000 messages
     /// over 50 keys), with `workload` lines added to `[workload]` and `extra` appended.
     fn groups(consumers: u32, rate: u32, workload: &str, extra: &str) -> Scenario {
-        scenario(&format!(
-            r#"
-strategies = ["competing", "single", "message_groups"]
-[workload]
-messages = 3000
-rate = "{rate}/s"
-keys = 50
-{workload}
-[[broker]]
-name = "a"
-[consumers]
-count = {consumers}
-service = {{ dist = "exponential", mean = "10ms" }}
-{extra}
-"#
-        ))
+        let strategies = r#""competing", "single", "message_groups""#;
+        simple_with(strategies, consumers, rate, 50, workload, extra)
     }
 
     fn groups_run(sc: &Scenario, seed: u64) -> Metrics {

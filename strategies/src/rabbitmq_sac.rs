@@ -255,7 +255,10 @@ impl Strategy for RabbitmqSac {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{run, scenario, select_at, view};
+    use crate::test_util::{load, run, select_at, view};
+    use sim::scenario::{exponential, ScenarioBuilder};
+
+    const SAC: &str = "rabbitmq_sac";
 
     #[test]
     fn the_first_registered_consumer_is_active_and_the_next_takes_over_at_once() {
@@ -401,44 +404,29 @@ mod tests {
     /// standby keeps it and the backlog grows to the end. Order is kept either way.
     #[test]
     fn a_preferred_consumer_takes_the_queue_back_from_4_0() {
-        let run_on = |flavour: &str, version: &str| {
-            let sc = scenario(&format!(
-                r#"
-flavour = "{flavour}"
-strategies = ["rabbitmq_sac"]
-[workload]
-messages = 3000
-rate = "150/s"
-keys = 40
-[[broker]]
-name = "rabbit"
-{version}
-[consumers]
-count = 3
-prefetch = 10
-service = {{ dist = "exponential", mean = "4ms" }}
-[strategy.rabbitmq_sac]
-priorities = [10]
-[[fault]]
-kind = "consumer_crash"
-consumer = 0
-at = "5s"
-for = "2s"
-[[fault]]
-kind = "slow_consumer"
-consumer = 1
-at = "0s"
-factor = 2
-"#
-            ));
-            run(&sc, "rabbitmq_sac", 1)
+        let run_on = |flavour: &str, version: Option<&str>| {
+            let mut b = rabbit(flavour, &[SAC], 150).consumers(3, exponential("4ms"));
+            if let Some(v) = version {
+                b = b.last("broker").with("version", v);
+            }
+            let b = b
+                .section("strategy.rabbitmq_sac")
+                .with("priorities", vec![10]);
+            let b = b
+                .fault_for("consumer_crash", "5s", "2s")
+                .with("consumer", 0);
+            let b = b
+                .fault("slow_consumer")
+                .with("consumer", 1)
+                .with("at", "0s");
+            run(&load(&b.with("factor", 2)), SAC, 1)
         };
-        let back = run_on("rabbitmq_quorum", "version = \"4.0\"");
+        let back = run_on("rabbitmq_quorum", Some("4.0"));
         assert_eq!(back.coverage.reassignments, 2, "to the standby and back");
         assert!(back.latency_ms.p50 < 50.0, "{}", back.latency_ms.p50);
-        for (flavour, version) in [("rabbitmq_quorum", "version = \"3.13\""), ("rabbitmq", "")] {
+        for (flavour, version) in [("rabbitmq_quorum", Some("3.13")), ("rabbitmq", None)] {
             let kept = run_on(flavour, version);
-            assert_eq!(kept.coverage.reassignments, 1, "{flavour} {version}");
+            assert_eq!(kept.coverage.reassignments, 1, "{flavour} {version:?}");
             assert!(
                 kept.latency_ms.p50 > 500.0,
                 "{flavour}: {}",
@@ -451,43 +439,33 @@ factor = 2
 
     /// 3000 messages over 40 keys at `rate`/s to four consumers (prefetch 10, 10ms each), on
     /// `flavour`.
-    fn rabbit(flavour: &str, strategies: &str, rate: u32, extra: &str) -> sim::Scenario {
-        scenario(&format!(
-            r#"
-flavour = "{flavour}"
-strategies = [{strategies}]
-[workload]
-messages = 3000
-rate = "{rate}/s"
-keys = 40
-[[broker]]
-name = "rabbit"
-[consumers]
-count = 4
-prefetch = 10
-service = {{ dist = "exponential", mean = "10ms" }}
-{extra}
-"#
-        ))
+    fn rabbit(flavour: &str, strategies: &[&str], rate: u32) -> ScenarioBuilder {
+        ScenarioBuilder::new(strategies)
+            .flavour(flavour)
+            .workload(3000, &format!("{rate}/s"), 40)
+            .broker("rabbit")
+            .consumers(4, exponential("10ms"))
+            .prefetch(10)
     }
 
-    const CRASHES: &str = r#"
-[[fault]]
-kind = "consumer_crash"
-rate = "6/min"
-for = "2s"
-"#;
+    /// Consumers crash at random, 6 a minute, each down for 2s.
+    fn crashes(b: ScenarioBuilder) -> ScenarioBuilder {
+        b.fault("consumer_crash")
+            .with("rate", "6/min")
+            .with("for", "2s")
+    }
 
     /// Strength: the active consumer crashes (its socket closes; at 10s, and others at random);
     /// its unacked messages come back first and the next consumer takes over: order kept on
     /// both queue types, where competing consumers reorder.
     #[test]
     fn takeover_after_a_crash_keeps_order() {
-        let faults = format!(
-            "{CRASHES}[[fault]]\nkind = \"consumer_crash\"\nconsumer = 0\nat = \"10s\"\nfor = \"2s\"\n"
-        );
         for flavour in ["rabbitmq", "rabbitmq_quorum"] {
-            let sc = rabbit(flavour, r#""rabbitmq_sac", "competing""#, 80, &faults);
+            let b = crashes(rabbit(flavour, &[SAC, "competing"], 80));
+            let sc = load(
+                &b.fault_for("consumer_crash", "10s", "2s")
+                    .with("consumer", 0),
+            );
             for seed in 1..=3 {
                 let m = run(&sc, "rabbitmq_sac", seed);
                 assert!(m.coverage.consumer_crashes > 0);
@@ -504,7 +482,7 @@ for = "2s"
     /// message it drains at ~100/s, whatever the other three do.
     #[test]
     fn one_active_consumer_is_the_throughput_cap() {
-        let sc = rabbit("rabbitmq", r#""rabbitmq_sac", "competing""#, 400, "");
+        let sc = load(&rabbit("rabbitmq", &[SAC, "competing"], 400));
         let s = run(&sc, "rabbitmq_sac", 1);
         let c = run(&sc, "competing", 1);
         assert!(s.throughput_per_s < 110.0, "{}", s.throughput_per_s);
@@ -512,12 +490,10 @@ for = "2s"
         assert!(s.latency_ms.p50 > 5_000.0, "{}", s.latency_ms.p50);
     }
 
-    const OUTAGE: &str = r#"
-[[fault]]
-kind = "db_outage"
-at = "10s"
-for = "3s"
-"#;
+    /// The database down from 10s to 13s.
+    fn outage(b: ScenarioBuilder) -> sim::Scenario {
+        load(&b.fault_for("db_outage", "10s", "3s"))
+    }
 
     /// Weakness (quorum queue, 4.0-4.2, or 4.3 with a client that rejects): during a 3s
     /// database outage each failing message is requeued at once and redelivered in a hot loop;
@@ -528,42 +504,27 @@ for = "3s"
     /// with prefetch 10 a few reorder, with prefetch 1 none.
     #[test]
     fn the_quorum_delivery_limit_drops_messages_in_an_outage() {
-        let reject = format!("return_with = \"reject\"\n{OUTAGE}");
-        let q = run(
-            &rabbit("rabbitmq_quorum", r#""rabbitmq_sac""#, 80, &reject),
-            "rabbitmq_sac",
-            1,
-        );
+        let quorum = rabbit("rabbitmq_quorum", &[SAC], 80);
+        let reject = quorum.section("consumers").with("return_with", "reject");
+        let q = run(&outage(reject), SAC, 1);
         assert!(q.dropped > 0, "{q:?}");
         assert_eq!(
             q.innocent_dropped, q.dropped,
             "no poison: every drop is a loss"
         );
-        let nack = run(
-            &rabbit("rabbitmq_quorum", r#""rabbitmq_sac""#, 80, OUTAGE),
-            "rabbitmq_sac",
-            1,
-        );
+        let nack = run(&outage(rabbit("rabbitmq_quorum", &[SAC], 80)), SAC, 1);
         assert_eq!((nack.dropped, nack.lost), (0, 0), "4.3 counts no nack");
         assert!(
             nack.redeliveries > 100,
             "the hot loop: {}",
             nack.redeliveries
         );
-        let c = run(
-            &rabbit("rabbitmq", r#""rabbitmq_sac""#, 80, OUTAGE),
-            "rabbitmq_sac",
-            1,
-        );
+        let c = run(&outage(rabbit("rabbitmq", &[SAC], 80)), SAC, 1);
         assert_eq!((c.dropped, c.lost), (0, 0));
         assert_eq!(c.applied, 3000);
         assert!(c.redeliveries > 100, "the hot loop: {}", c.redeliveries);
-        let one = format!("[consumers]\nprefetch = 1\n{OUTAGE}");
         for flavour in ["rabbitmq", "rabbitmq_quorum"] {
-            let sc = scenario(&format!(
-                "flavour = \"{flavour}\"\nstrategies = [\"rabbitmq_sac\"]\n[workload]\nmessages = 3000\nrate = \"80/s\"\nkeys = 40\n[[broker]]\nname = \"rabbit\"\n{}",
-                one.replace("[consumers]\n", "[consumers]\ncount = 4\nservice = { dist = \"exponential\", mean = \"10ms\" }\n")
-            ));
+            let sc = outage(rabbit(flavour, &[SAC], 80).prefetch(1));
             let m = run(&sc, "rabbitmq_sac", 1);
             assert_eq!(m.ordering_violations, 0, "{flavour}, prefetch 1");
         }
@@ -575,13 +536,12 @@ for = "3s"
     /// the front" [B1]).
     #[test]
     fn a_quorum_queue_without_a_limit_requeues_at_the_back_and_reorders() {
-        let limited = run(
-            &rabbit("rabbitmq_quorum", r#""rabbitmq_sac""#, 80, OUTAGE),
-            "rabbitmq_sac",
-            1,
-        );
-        let unlimited = format!("[redelivery]\nmax_redeliveries = -1\n{OUTAGE}");
-        let sc = rabbit("rabbitmq_quorum", r#""rabbitmq_sac""#, 80, &unlimited);
+        let limited = run(&outage(rabbit("rabbitmq_quorum", &[SAC], 80)), SAC, 1);
+        let unlimited = || {
+            let b = rabbit("rabbitmq_quorum", &[SAC], 80);
+            b.section("redelivery").with("max_redeliveries", -1)
+        };
+        let sc = outage(unlimited());
         let m = run(&sc, "rabbitmq_sac", 1);
         assert!(
             m.ordering_violations > 5 * limited.ordering_violations.max(1),
@@ -591,12 +551,7 @@ for = "3s"
         );
         assert_eq!((m.dropped, m.lost), (0, 0));
         // A crash's returns still come back first: order kept.
-        let sc = rabbit(
-            "rabbitmq_quorum",
-            r#""rabbitmq_sac""#,
-            80,
-            &format!("[redelivery]\nmax_redeliveries = -1\n{CRASHES}"),
-        );
+        let sc = load(&crashes(unlimited()));
         let m = run(&sc, "rabbitmq_sac", 1);
         assert!(m.coverage.consumer_crashes > 0 && m.coverage.reassignments > 0);
         assert_eq!(m.ordering_violations, 0);

@@ -1372,30 +1372,14 @@ impl Strategy for Resequencer {
 
 #[cfg(test)]
 mod tests {
-    use crate::test_util::{run, scenario, simple};
+    use crate::test_util::{run, scenario, simple, simple_with};
     use sim::Metrics;
 
     /// `simple`'s scenario (one broker, exponential 10ms service, 3000 messages over 50 keys)
     /// with extra `[workload]` lines, `[strategy.resequencer]` parameters and faults.
     fn sc(consumers: u32, rate: u32, workload: &str, params: &str, faults: &str) -> sim::Scenario {
-        scenario(&format!(
-            r#"
-strategies = ["resequencer"]
-[workload]
-messages = 3000
-rate = "{rate}/s"
-keys = 50
-{workload}
-[[broker]]
-name = "a"
-[consumers]
-count = {consumers}
-service = {{ dist = "exponential", mean = "10ms" }}
-[strategy.resequencer]
-{params}
-{faults}
-"#
-        ))
+        let extra = format!("[strategy.resequencer]\n{params}\n{faults}");
+        simple_with(r#""resequencer""#, consumers, rate, 50, workload, &extra)
     }
 
     fn reseq(m: &sim::Scenario, seed: u64) -> Metrics {

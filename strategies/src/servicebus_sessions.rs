@@ -452,9 +452,12 @@ impl Strategy for ServicebusSessions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{run, scenario, select_at, view};
+    use crate::test_util::{load, run, select_at, view};
     use sim::history::FailReason;
+    use sim::scenario::{exponential, ScenarioBuilder};
     use sim::time::SECOND;
+
+    const NAME: &str = <ServicebusSessions as crate::Named>::NAME;
 
     /// The idle timers requested so far (not the renewal cap's).
     fn idle_wakes(ctl: &Control) -> Vec<(Time, u64)> {
@@ -471,6 +474,16 @@ mod tests {
             Some(Dur::from_secs(60)),
             Some(Dur::from_secs(310)),
         )
+    }
+
+    /// Two receivers; receiver 0 accepts session 3 with its message 0 at 0s.
+    fn session_3_held_by_0(ctl: &mut Control) -> ServicebusSessions {
+        let mut s = sessions(2);
+        assert_eq!(
+            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 3), ctl),
+            Ok(0)
+        );
+        s
     }
 
     #[test]
@@ -578,12 +591,8 @@ mod tests {
     /// timer.
     #[test]
     fn a_lock_wake_up_is_not_an_idle_wake_up() {
-        let mut s = sessions(2);
         let ctl = &mut Control::default();
-        assert_eq!(
-            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 3), ctl),
-            Ok(0)
-        );
+        let mut s = session_3_held_by_0(ctl);
         s.on_settled(SECOND, &view(0, 3), ctl);
         s.on_wake(61 * SECOND, 3, ctl);
         s.on_silent_detach(61 * SECOND, 0, 0, ctl);
@@ -599,12 +608,8 @@ mod tests {
     /// no abandon mark behind; its receiver keeps the session for the next message.
     #[test]
     fn a_dead_lettered_message_leaves_no_abandon_mark() {
-        let mut s = sessions(2);
         let ctl = &mut Control::default();
-        assert_eq!(
-            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 3), ctl),
-            Ok(0)
-        );
+        let mut s = session_3_held_by_0(ctl);
         s.on_handled(1, 0, &view(0, 3), &Outcome::Failed(FailReason::Poison), ctl);
         assert_eq!(s.abandoned, [0]);
         s.on_settled(1, &view(0, 3), ctl);
@@ -698,12 +703,8 @@ mod tests {
     /// would overtake it).
     #[test]
     fn a_session_with_a_message_still_out_waits_for_it_past_the_lock() {
-        let mut s = sessions(2);
         let ctl = &mut Control::default();
-        assert_eq!(
-            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 3), ctl),
-            Ok(0)
-        );
+        let mut s = session_3_held_by_0(ctl);
         s.on_silent_detach(2 * SECOND, 0, 0, ctl);
         s.on_wake(62 * SECOND, LOCK_WAKE | 3, ctl);
         assert_eq!(
@@ -895,12 +896,8 @@ mod tests {
     /// another receiver: a takeover, recorded.
     #[test]
     fn an_expired_lock_hands_the_session_to_another_receiver() {
-        let mut s = sessions(2);
         let ctl = &mut Control::default();
-        assert_eq!(
-            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 3), ctl),
-            Ok(0)
-        );
+        let mut s = session_3_held_by_0(ctl);
         s.on_returned(60 * SECOND, 0, &view(0, 3), ctl);
         // Receiver 0 is still working on it (full); receiver 1 accepts the session.
         assert_eq!(
@@ -919,12 +916,8 @@ mod tests {
     /// it locked one lock duration more.
     #[test]
     fn a_silently_dead_receivers_session_stays_locked_until_the_lock_expires() {
-        let mut s = sessions(2);
         let ctl = &mut Control::default();
-        assert_eq!(
-            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 3), ctl),
-            Ok(0)
-        );
+        let mut s = session_3_held_by_0(ctl);
         s.on_settled(SECOND, &view(0, 3), ctl);
         s.on_silent_detach(2 * SECOND, 0, 0, ctl);
         assert!(ctl.wakes().contains(&(62 * SECOND, LOCK_WAKE | 3)));
@@ -949,12 +942,8 @@ mod tests {
     /// longer holds its session: another receiver accepts it at once, a takeover; no lock timer.
     #[test]
     fn a_closed_connection_frees_the_session_at_once() {
-        let mut s = sessions(2);
         let ctl = &mut Control::default();
-        assert_eq!(
-            select_at(&mut s, 0, &[(0, 1), (1, 1)], &view(0, 3), ctl),
-            Ok(0)
-        );
+        let mut s = session_3_held_by_0(ctl);
         s.on_settled(SECOND, &view(0, 3), ctl);
         let ctl = &mut Control::default();
         s.on_detach(2 * SECOND, 0, 0, ctl);
@@ -1031,7 +1020,7 @@ mod tests {
     #[test]
     fn build_takes_a_positive_idle_timeout_and_one_broker() {
         use crate::Named;
-        let one = scenario(&sb("", ""));
+        let one = load(&sb(&[NAME]));
         assert!(ServicebusSessions::build(&one, Default::default()).is_ok());
         // Out of range: refused by the registry, which builds it (not by `build`).
         let zero = crate::test_util::builds_with(
@@ -1041,34 +1030,18 @@ mod tests {
             "0s".into(),
         );
         assert!(zero.unwrap_err().contains("out of range"));
-        let two = scenario(&format!("{}[[broker]]\nname = \"r\"\n", sb("", "")));
+        let two = load(&sb(&[NAME]).broker("r"));
         assert!(ServicebusSessions::build(&two, Default::default()).is_err());
     }
 
     /// 3000 messages over 16 sessions at 100/s to 16 receivers (two processors of 8 sessions),
-    /// one message at a time, 20ms each, on `flavour = "servicebus"`.
-    fn sb(strategies: &str, extra: &str) -> String {
-        let strategies = if strategies.is_empty() {
-            r#""servicebus_sessions""#
-        } else {
-            strategies
-        };
-        format!(
-            r#"
-flavour = "servicebus"
-strategies = [{strategies}]
-[workload]
-messages = 3000
-rate = "100/s"
-keys = 16
-[[broker]]
-name = "q"
-[consumers]
-count = 16
-service = {{ dist = "exponential", mean = "20ms" }}
-{extra}
-"#
-        )
+    /// one message at a time, 20ms each, on `flavour = "servicebus"`, comparing `strategies`.
+    fn sb(strategies: &[&str]) -> ScenarioBuilder {
+        ScenarioBuilder::new(strategies)
+            .flavour("servicebus")
+            .workload(3000, "100/s", 16)
+            .broker("q")
+            .consumers(16, exponential("20ms"))
     }
 
     /// Strength: receivers crash (the service notices only when their locks expire); each
@@ -1076,10 +1049,11 @@ service = {{ dist = "exponential", mean = "20ms" }}
     /// message on: no key is reordered, where competing consumers reorder.
     #[test]
     fn order_survives_receiver_crashes() {
-        let sc = scenario(&sb(
-            r#""servicebus_sessions", "competing""#,
-            "[[fault]]\nkind = \"consumer_crash\"\nrate = \"4/min\"\nfor = \"5s\"\n",
-        ));
+        let crashes = sb(&[NAME, "competing"])
+            .fault("consumer_crash")
+            .with("rate", "4/min")
+            .with("for", "5s");
+        let sc = load(&crashes);
         for seed in 1..=3 {
             let m = run(&sc, "servicebus_sessions", seed);
             assert!(m.coverage.consumer_crashes > 0, "seed {seed}");
@@ -1100,13 +1074,13 @@ service = {{ dist = "exponential", mean = "20ms" }}
     /// crashed one is back 5s later.
     #[test]
     fn a_crashed_receivers_session_moves_at_once() {
-        let sc = scenario(
-            &sb(
-                "",
-                "[[fault]]\nkind = \"consumer_crash\"\nrate = \"20/min\"\nfor = \"5s\"\n",
-            )
-            .replace("count = 16", "count = 24"),
-        );
+        let crashes = sb(&[NAME])
+            .section("consumers")
+            .with("count", 24)
+            .fault("consumer_crash")
+            .with("rate", "20/min")
+            .with("for", "5s");
+        let sc = load(&crashes);
         for seed in 1..=3 {
             let m = run(&sc, "servicebus_sessions", seed);
             assert!(m.coverage.consumer_crashes > 0, "seed {seed}");
@@ -1123,25 +1097,13 @@ service = {{ dist = "exponential", mean = "20ms" }}
     #[test]
     fn a_hot_session_loses_its_lock_at_the_renewal_cap() {
         let text = |renew_max: &str| {
-            format!(
-                r#"
-flavour = "servicebus"
-strategies = ["servicebus_sessions"]
-[workload]
-messages = 40000
-rate = "100/s"
-keys = 8
-[[broker]]
-name = "q"
-[consumers]
-count = 8
-service = {{ dist = "exponential", mean = "50ms" }}
-[lease]
-renew_max = "{renew_max}"
-"#
-            )
+            sb(&[NAME])
+                .workload(40000, "100/s", 8)
+                .consumers(8, exponential("50ms"))
+                .section("lease")
+                .with("renew_max", renew_max)
         };
-        let m = run(&scenario(&text("5m")), "servicebus_sessions", 1);
+        let m = run(&load(&text("5m")), "servicebus_sessions", 1);
         assert!(
             m.coverage.reassignments >= 8,
             "{}",
@@ -1151,7 +1113,7 @@ renew_max = "{renew_max}"
         assert!(m.coverage.failed_acks > 0);
         assert!(m.duplicates > 0);
         assert_eq!(m.lost, 0);
-        let held = run(&scenario(&text("1h")), "servicebus_sessions", 1);
+        let held = run(&load(&text("1h")), "servicebus_sessions", 1);
         assert_eq!(
             (
                 held.coverage.reassignments,
@@ -1168,10 +1130,11 @@ renew_max = "{renew_max}"
     /// state over a newer one, and a complete that fails.
     #[test]
     fn a_receiver_frozen_past_the_lock_writes_late() {
-        let sc = scenario(&sb(
-            "",
-            "[[fault]]\nkind = \"consumer_pause\"\nconsumer = 0\nat = \"10s\"\nfor = \"90s\"\n",
-        ));
+        let pause = |span: &str| {
+            let b = sb(&[NAME]).fault_for("consumer_pause", "10s", span);
+            load(&b.with("consumer", 0))
+        };
+        let sc = pause("90s");
         let m = run(&sc, "servicebus_sessions", 1);
         assert!(m.coverage.lease_expiries > 0);
         assert!(m.coverage.failed_acks > 0);
@@ -1179,10 +1142,7 @@ renew_max = "{renew_max}"
         assert!(m.stale_writes > 0);
         assert!(m.ordering_violations > 0);
         // A pause shorter than the lock only delays.
-        let short = scenario(&sb(
-            "",
-            "[[fault]]\nkind = \"consumer_pause\"\nconsumer = 0\nat = \"10s\"\nfor = \"30s\"\n",
-        ));
+        let short = pause("30s");
         let m = run(&short, "servicebus_sessions", 1);
         assert_eq!((m.ordering_violations, m.duplicates), (0, 0));
     }
@@ -1192,10 +1152,8 @@ renew_max = "{renew_max}"
     /// then goes on without it.
     #[test]
     fn a_poison_message_blocks_its_session_until_dead_lettered() {
-        let sc = scenario(&sb(
-            "",
-            "[[fault]]\nkind = \"poison\"\nat = \"5s\"\nfor = \"1s\"\nfraction = 0.05\n",
-        ));
+        let poison = sb(&[NAME]).fault_for("poison", "5s", "1s");
+        let sc = load(&poison.with("fraction", 0.05));
         let m = run(&sc, "servicebus_sessions", 1);
         assert!(m.poison_dead_lettered > 0);
         assert_eq!(m.dead_lettered, m.poison_dead_lettered);
@@ -1212,10 +1170,12 @@ renew_max = "{renew_max}"
     #[test]
     fn busy_sessions_starve_the_others() {
         let sc = |idle: &str| {
-            scenario(&format!(
-                "{}[strategy.servicebus_sessions]\nsession_idle_timeout = \"{idle}\"\n",
-                sb("", "").replace("count = 16", "count = 4")
-            ))
+            let four = sb(&[NAME]).section("consumers").with("count", 4);
+            load(
+                &four
+                    .section("strategy.servicebus_sessions")
+                    .with("session_idle_timeout", idle),
+            )
         };
         let hog = run(&sc("60s"), "servicebus_sessions", 1);
         assert_eq!(hog.ordering_violations, 0);

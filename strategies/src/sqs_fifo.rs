@@ -165,6 +165,7 @@ impl Strategy for SqsFifo {
 mod tests {
     use super::*;
     use crate::test_util::{run, scenario, select_at, view as msg};
+    use sim::scenario::{exponential, ScenarioBuilder};
 
     /// One receive takes up to `batch` messages of a group; a later receive takes none of it
     /// while any is in flight; a deletion or a return reopens the group for anyone.
@@ -221,7 +222,7 @@ mod tests {
     #[test]
     fn build_takes_a_batch_of_1_to_10_and_one_broker() {
         use crate::Named;
-        let one = scenario(SQS);
+        let one = scenario(&sqs().to_toml());
         for batch in [1, 10] {
             let s = SqsFifo::build(&one, SqsFifoParams { batch }).expect("valid");
             assert_eq!(s.batch, batch);
@@ -231,7 +232,7 @@ mod tests {
             let e = crate::test_util::builds_with("sqs_fifo", &one, "batch", batch.into());
             assert!(e.unwrap_err().contains("allowed 1 to 10"));
         }
-        let two = scenario(&format!("{SQS}[[broker]]\nname = \"r\"\n"));
+        let two = scenario(&sqs().broker("r").to_toml());
         assert!(SqsFifo::build(&two, SqsFifoParams { batch: 10 }).is_err());
     }
 
@@ -250,29 +251,27 @@ mod tests {
         );
     }
 
-    const SQS: &str = r#"
-strategies = ["sqs_fifo"]
-flavour = "sqs"
-[workload]
-messages = 2000
-rate = "40/s"
-keys = 20
-[[broker]]
-name = "q"
-page_size = 20000
-[consumers]
-count = 4
-prefetch = 10
-service = { dist = "exponential", mean = "50ms" }
-"#;
+    /// 2000 messages over 20 groups at 40/s to four consumers (10 messages a receive, 50ms each)
+    /// on one SQS FIFO queue `q`.
+    fn sqs() -> ScenarioBuilder {
+        ScenarioBuilder::new(&["sqs_fifo"])
+            .flavour("sqs")
+            .workload(2000, "40/s", 20)
+            .broker("q")
+            .with("page_size", 20000)
+            .consumers(4, exponential("50ms"))
+            .prefetch(10)
+    }
 
     /// Strength: consumers that crash (their receives come back only when the visibility
     /// timeout ends) never break a group's order, and every message is applied once.
     #[test]
     fn order_survives_consumer_crashes() {
-        let sc = scenario(&format!(
-            "{SQS}[[fault]]\nkind = \"consumer_crash\"\nrate = \"1/20s\"\nfor = \"5s\"\n"
-        ));
+        let crashes = sqs()
+            .fault("consumer_crash")
+            .with("rate", "1/20s")
+            .with("for", "5s");
+        let sc = scenario(&crashes.to_toml());
         let mut expiries = 0;
         for seed in 1..=3 {
             let m = run(&sc, "sqs_fifo", seed);
@@ -293,9 +292,8 @@ service = { dist = "exponential", mean = "50ms" }
     /// refused.
     #[test]
     fn a_consumer_slower_than_the_visibility_timeout_breaks_order() {
-        let sc = scenario(&format!(
-            "{SQS}[[fault]]\nkind = \"slow_consumer\"\nconsumer = 0\nfactor = 200\nat = \"10s\"\nfor = \"60s\"\n"
-        ));
+        let slow = sqs().fault_for("slow_consumer", "10s", "60s");
+        let sc = scenario(&slow.with("consumer", 0).with("factor", 200).to_toml());
         let m = run(&sc, "sqs_fifo", 1);
         assert!(m.coverage.lease_expiries > 0);
         assert!(m.coverage.failed_acks > 0);

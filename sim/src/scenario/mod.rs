@@ -3,11 +3,13 @@
 //! A [`Scenario`] is plain data deserialized from TOML (unknown fields are rejected), checked by
 //! [`validate`], and serializable back to TOML that loads to the same run.
 
+pub mod builder;
 pub mod flavour;
 mod load;
 mod resolved;
 mod validate;
 
+pub use builder::{exponential, ScenarioBuilder};
 pub use flavour::{
     release, DeadLetter, Defaults, Flavour, FlavourChoice, LeasePolicy, Limit, ReadAhead,
     RedeliveryDefaults, RedeliveryPolicy, Requeue, MAX_IDEMPOTENT_IN_FLIGHT,
