@@ -1,23 +1,35 @@
-//! The pending-event set: a binary min-heap on (time, insertion number), so events at the same
-//! instant run in the order they were scheduled. Deterministic by construction.
+//! The pending-event set, ordered by (time, insertion number), so events at the same instant run
+//! in the order they were scheduled. Deterministic by construction: keys are unique, so any
+//! correct priority queue pops the same sequence.
 
 use crate::time::Time;
 
 #[derive(Clone, Copy)]
 struct Entry<E> {
-    /// (time << 64 | insertion number) packed in one integer: a single comparison per heap step.
+    /// (time << 64 | insertion number) packed in one integer: a single comparison per step.
     key: u128,
     ev: E,
 }
 
+/// While at most this many events are pending, they are kept sorted; above it, in a heap.
+const SORTED_MAX: usize = 16;
+/// A heap that shrinks to this many events is sorted again (below `SORTED_MAX`, so a queue whose
+/// length hovers around one bound does not switch at every event).
+const SORTED_AGAIN: usize = 8;
+
 /// A queue of events of type `E` ordered by time, ties by insertion order.
 ///
-/// A binary min-heap written out here rather than `std::collections::BinaryHeap`: its `pop` sifts
-/// the last element all the way down and back up, which costs more than an early-stopping sift on
-/// the small heaps of this engine; events are `Copy`, so moves are plain copies. Keys are unique,
-/// so any correct heap pops the same sequence.
+/// The engine usually has a few events pending (one per busy consumer, the next arrival, a few
+/// timers): then they are kept in a vector sorted latest first, so `pop` is a `Vec::pop` and
+/// `push` an insertion-sort step from the end, which on a few entries costs less than a heap's
+/// sift-down per pop. Past [`SORTED_MAX`] pending events, the vector becomes a binary min-heap
+/// (an ascending array is one, so switching is a reversal) with an early-stopping sift, written
+/// out here rather than `std::collections::BinaryHeap`, whose `pop` sifts the last element all
+/// the way down and back up. Events are `Copy`, so moves are plain copies.
 pub struct EventQueue<E: Copy> {
-    heap: Vec<Entry<E>>,
+    /// Sorted by key descending (the earliest last) while `sorted`, a min-heap otherwise.
+    v: Vec<Entry<E>>,
+    sorted: bool,
     next: u64,
 }
 
@@ -25,7 +37,8 @@ impl<E: Copy> EventQueue<E> {
     /// An empty queue.
     pub fn new() -> Self {
         EventQueue {
-            heap: Vec::with_capacity(1024),
+            v: Vec::with_capacity(1024),
+            sorted: true,
             next: 0,
         }
     }
@@ -36,28 +49,58 @@ impl<E: Copy> EventQueue<E> {
         let key = ((time as u128) << 64) | self.next as u128;
         self.next += 1;
         let new = Entry { key, ev };
-        let h = &mut self.heap;
-        let mut i = h.len();
-        h.push(new);
+        let v = &mut self.v;
+        let mut i = v.len();
+        if self.sorted {
+            if i < SORTED_MAX {
+                // Shift the earlier entries one place towards the end, then put `new` before them.
+                v.push(new);
+                while i > 0 && v[i - 1].key < key {
+                    v[i] = v[i - 1];
+                    i -= 1;
+                }
+                v[i] = new;
+                return;
+            }
+            // Ascending order is a valid min-heap.
+            v.reverse();
+            self.sorted = false;
+        }
+        v.push(new);
         while i > 0 {
             let parent = (i - 1) / 2;
-            if h[parent].key <= key {
+            if v[parent].key <= key {
                 break;
             }
-            h[i] = h[parent];
+            v[i] = v[parent];
             i = parent;
         }
-        h[i] = new;
+        v[i] = new;
     }
 
     /// The earliest event and its time.
     #[inline]
     pub fn pop(&mut self) -> Option<(Time, E)> {
-        let h = &mut self.heap;
+        if self.sorted {
+            let e = self.v.pop()?;
+            return Some(((e.key >> 64) as Time, e.ev));
+        }
+        let top = self.heap_pop()?;
+        if self.v.len() <= SORTED_AGAIN {
+            self.v.sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
+            self.sorted = true;
+        }
+        Some(((top.key >> 64) as Time, top.ev))
+    }
+
+    /// Removes the heap's root.
+    #[inline]
+    fn heap_pop(&mut self) -> Option<Entry<E>> {
+        let h = &mut self.v;
         let last = h.pop()?;
         let n = h.len();
         if n == 0 {
-            return Some(((last.key >> 64) as Time, last.ev));
+            return Some(last);
         }
         let top = h[0];
         // Sift `last` down from the root, stopping as soon as it is not larger than a child.
@@ -76,20 +119,19 @@ impl<E: Copy> EventQueue<E> {
             i = c;
         }
         h[i] = last;
-        Some(((top.key >> 64) as Time, top.ev))
+        Some(top)
     }
 
     /// Number of pending events.
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.v.len()
     }
 
     /// Whether nothing is pending.
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.v.is_empty()
     }
 }
-
 impl<E: Copy> Default for EventQueue<E> {
     fn default() -> Self {
         Self::new()
@@ -132,5 +174,42 @@ mod tests {
             }
             assert_eq!(q.len(), reference.len());
         }
+    }
+
+    /// Against a sorted reference, in bursts that grow the queue past the sorted bound into a
+    /// heap and shrink it back, many times.
+    #[test]
+    fn switching_between_sorted_and_heap_keeps_the_order() {
+        use rand::Rng;
+        let mut rng = crate::rng::stream(11, crate::rng::Component::Strategy, 0, 0);
+        let mut q = EventQueue::new();
+        let mut reference: Vec<(Time, u64)> = Vec::new();
+        let (mut n, mut now, mut heaps, mut sorts) = (0u64, 0u64, 0, 0);
+        for round in 0..400 {
+            let burst = rng.random_range(0..3 * SORTED_MAX);
+            for _ in 0..burst {
+                let t = now + rng.random_range(0..20u64);
+                q.push(t, n);
+                reference.push((t, n));
+                n += 1;
+            }
+            heaps += usize::from(!q.sorted);
+            let pops = if round % 2 == 0 { burst / 2 } else { 2 * burst };
+            for _ in 0..pops {
+                reference.sort();
+                let want = (!reference.is_empty()).then(|| reference.remove(0));
+                let got = q.pop();
+                assert_eq!(got, want);
+                if let Some((t, _)) = got {
+                    now = t;
+                }
+            }
+            sorts += usize::from(q.sorted && !q.is_empty());
+            assert_eq!(q.len(), reference.len());
+        }
+        assert!(
+            heaps > 10 && sorts > 10,
+            "{heaps} heap rounds, {sorts} sorted rounds"
+        );
     }
 }
