@@ -663,9 +663,8 @@ impl<A: Annotations> Checkers<A> {
                 if redelivered {
                     self.redeliveries += 1;
                 }
-                if self.rec(msg).is_none() {
-                    self.unknown(e, msg);
-                }
+                // Any message produced may be dispatched, settled or not: only the bounds test.
+                self.unknown(e, msg);
             }
             Event::Apply {
                 msg,
