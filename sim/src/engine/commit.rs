@@ -22,13 +22,14 @@ impl<O: Observer> Engine<'_, O> {
                 self.sync_load(c);
                 self.commit_now(c);
             }
-            Commit::Interval if !cs.commit_armed => {
-                cs.commit_armed = true;
-                let epoch = cs.epoch();
-                self.q.push(
-                    self.now + self.cfg.commit_interval.0,
-                    Ev::CommitDue { c, epoch },
-                );
+            Commit::Interval => {
+                if cs.arm_commit() {
+                    let epoch = cs.epoch();
+                    self.q.push(
+                        self.now + self.cfg.commit_interval.0,
+                        Ev::CommitDue { c, epoch },
+                    );
+                }
                 self.sync_load(c);
             }
             _ => self.sync_load(c),
@@ -47,7 +48,7 @@ impl<O: Observer> Engine<'_, O> {
         if self.defer_if_paused(c, Ev::CommitDue { c, epoch }) {
             return;
         }
-        self.w.consumers[c as usize].commit_armed = false;
+        self.w.consumers[c as usize].disarm_commit();
         self.commit_now(c);
     }
 

@@ -653,11 +653,11 @@ impl<O: Observer> Engine<'_, O> {
 /// handlers change it only through the transitions below, each of which says what it did).
 pub(super) struct Consumer {
     /// Failover list.
-    pub list: Vec<u16>,
+    list: Vec<u16>,
     /// Connected broker.
     pub broker: Option<u16>,
     /// Polls so far (`poll.rs`: a deadline is for one poll).
-    pub poll_serial: u32,
+    poll_serial: u32,
     pub phase: Phase,
     /// Delivered, not yet started.
     pub buffer: VecDeque<Delivery>,
@@ -671,17 +671,17 @@ pub(super) struct Consumer {
     /// broker, not part of its load.
     pub nacked: Vec<(Delivery, Time)>,
     /// A periodic commit is scheduled.
-    pub commit_armed: bool,
-    pub failures_in_row: u32,
-    pub park_serial: u32,
+    commit_armed: bool,
+    failures_in_row: u32,
+    park_serial: u32,
     /// Batch mode: a job run is in progress.
-    pub job_running: bool,
+    job_running: bool,
     /// Batch mode: in-job retries used on the message in hand.
-    pub job_retries: u32,
-    pub slow: f64,
+    job_retries: u32,
+    slow: f64,
     /// With `dispatch_latency`: the time of the `Ev::Transit` scheduled to start what arrives.
-    pub transit_wake: Option<Time>,
-    pub rng: ChaCha8Rng,
+    transit_wake: Option<Time>,
+    rng: ChaCha8Rng,
     /// The process: alive, dead, or restarted and waiting for its old session to go.
     life: Life,
     /// Process or session incarnation: timers of an earlier one are ignored.
@@ -1047,5 +1047,78 @@ impl Consumer {
     /// Whether it is to join its group again now that it is idle (asked once: it joins).
     pub fn take_rejoin(&mut self) -> bool {
         std::mem::take(&mut self.rejoin_when_idle)
+    }
+
+    /// The first broker of its failover list that `up` says is reachable.
+    pub fn first_reachable(&self, up: impl Fn(u16) -> bool) -> Option<u16> {
+        self.list.iter().copied().find(|&b| up(b))
+    }
+
+    /// A `slow_consumer` fault begins: its service times are `factor` times longer.
+    pub fn slow_down(&mut self, factor: f64) {
+        self.slow *= factor;
+    }
+
+    /// A `slow_consumer` fault ends.
+    pub fn speed_up(&mut self, factor: f64) {
+        self.slow /= factor;
+    }
+
+    /// It polls (`poll.rs`): the new poll's serial, for its deadline timer to carry.
+    pub fn next_poll(&mut self) -> u32 {
+        self.poll_serial = self.poll_serial.wrapping_add(1);
+        self.poll_serial
+    }
+
+    /// Poll `serial` is still its latest.
+    pub fn on_poll(&self, serial: u32) -> bool {
+        self.poll_serial == serial
+    }
+
+    /// A message failed: its failures in a row so far, this one included.
+    pub fn record_failure(&mut self) -> u32 {
+        self.failures_in_row += 1;
+        self.failures_in_row
+    }
+
+    /// A batch run starts if it is running and no run is in progress; returns whether it did.
+    pub fn start_job(&mut self) -> bool {
+        if !self.is_up() || self.job_running {
+            return false;
+        }
+        self.job_running = true;
+        self.job_retries = 0;
+        true
+    }
+
+    /// The batch run is over.
+    pub fn stop_job(&mut self) {
+        self.job_running = false;
+        self.job_retries = 0;
+    }
+
+    /// Batch mode: a run is in progress.
+    #[inline]
+    pub fn in_job(&self) -> bool {
+        self.job_running
+    }
+
+    /// One more in-job retry of the message in hand, if fewer than `max` were used: its number.
+    pub fn retry_in_job(&mut self, max: u32) -> Option<u32> {
+        if self.job_retries >= max {
+            return None;
+        }
+        self.job_retries += 1;
+        Some(self.job_retries)
+    }
+
+    /// Arms its periodic commit: true if it was not armed (the caller schedules it).
+    pub fn arm_commit(&mut self) -> bool {
+        !std::mem::replace(&mut self.commit_armed, true)
+    }
+
+    /// Its periodic commit is due (no longer armed).
+    pub fn disarm_commit(&mut self) {
+        self.commit_armed = false;
     }
 }

@@ -272,15 +272,10 @@ impl<O: Observer> Engine<'_, O> {
         {
             return;
         }
-        if self.sc.consumers.mode == ConsumerMode::Batch && !cs.job_running {
+        if self.sc.consumers.mode == ConsumerMode::Batch && !cs.in_job() {
             return;
         }
-        match cs
-            .list
-            .iter()
-            .copied()
-            .find(|&b| self.w.brokers[b as usize].is_up())
-        {
+        match cs.first_reachable(|b| self.w.brokers[b as usize].is_up()) {
             Some(b) => self.attach(c, b),
             None => self.schedule_reconnect(c, self.sc.consumers.reconnect_delay.0.max(1)),
         }

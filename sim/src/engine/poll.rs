@@ -16,8 +16,7 @@ impl<O: Observer> Engine<'_, O> {
     #[inline(never)]
     pub(super) fn polled(&mut self, c: u32, limit: Time) {
         let cs = &mut self.w.consumers[c as usize];
-        cs.poll_serial = cs.poll_serial.wrapping_add(1);
-        let serial = cs.poll_serial;
+        let serial = cs.next_poll();
         self.q
             .push(self.now + limit, Ev::PollDeadline { c, serial });
     }
@@ -26,7 +25,7 @@ impl<O: Observer> Engine<'_, O> {
     /// group drops it and it keeps them.
     pub(super) fn poll_overdue(&mut self, c: u32, serial: u32) {
         let cs = &self.w.consumers[c as usize];
-        if cs.poll_serial != serial || !cs.is_up() || cs.broker.is_none() {
+        if !cs.on_poll(serial) || !cs.is_up() || cs.broker.is_none() {
             return;
         }
         // Back in `poll()` (nothing left of the batch): within the deadline.

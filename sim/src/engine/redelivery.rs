@@ -42,17 +42,17 @@ impl<O: Observer> Engine<'_, O> {
             consumer: c,
             reason,
         });
-        if self.w.consumers[c as usize].job_running {
+        if self.w.consumers[c as usize].in_job() {
             self.batch_failed(c, d, msg, reason);
             return;
         }
         let cs = &mut self.w.consumers[c as usize];
-        cs.failures_in_row += 1;
+        let failures = cs.record_failure();
         cs.phase = Phase::Idle;
         let n = self.sc.consumers.suspend_after_failures;
         // The endpoint stops after this failure (WebSphere's "sequential delivery failures"): it
         // must not start another message first, so nothing is dispatched to it below.
-        let suspend = n > 0 && cs.failures_in_row >= n && !cs.is_suspended();
+        let suspend = n > 0 && failures >= n && !cs.is_suspended();
         self.sync_load(c);
         // `partial_failure = "fail_rest"`: the rest of what it received goes back unprocessed,
         // before the failed message is requeued (so a head requeue keeps production order);
