@@ -4,7 +4,7 @@
 
 use super::broker::{Delay, PutBack};
 use super::events::Ev;
-use super::state::{Delivery, Phase};
+use super::state::Delivery;
 use super::Engine;
 use crate::history::{Event, FailReason, MsgRef, Observer};
 
@@ -53,7 +53,7 @@ impl<O: Observer> Engine<'_, O> {
     /// listener's failure does ([`Engine::failed_deliveries`]), so a long outage can back out
     /// innocent messages.
     pub(super) fn batch_failed(&mut self, c: u32, d: Delivery, msg: MsgRef, reason: FailReason) {
-        self.w.consumers[c as usize].phase = Phase::Idle;
+        self.w.consumers[c as usize].go_idle();
         self.sync_load(c);
         if !self.w.slab.valid(&d, c) || !self.w.brokers[d.broker as usize].is_up() {
             self.start_next(c);
@@ -82,7 +82,7 @@ impl<O: Observer> Engine<'_, O> {
         if let Some(n) = retry {
             let delay = (job.retry_delay.0 as f64 * job.retry_multiplier.powi(n as i32 - 1))
                 .min(3.2e15) as u64;
-            cs.phase = Phase::Waiting { d };
+            cs.hold_for_retry(d);
             let epoch = cs.epoch();
             self.sync_load(c);
             self.emit(Event::Redelivery {

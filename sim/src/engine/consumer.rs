@@ -7,7 +7,7 @@ use super::state::{Delivery, Job, Loc, Phase};
 use super::Engine;
 use crate::history::{Event, FailReason, MsgRef, Node, Observer};
 use crate::scenario::{Commit, CrashDetection};
-use crate::strategy::{plain_handle, Begin, HandlerCtx, Outcome, Row, WorldChange};
+use crate::strategy::{plain_handle, Begin, HandlerCtx, MsgView, Outcome, Row, WorldChange};
 use crate::time::Time;
 use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
@@ -564,10 +564,7 @@ impl<O: Observer> Engine<'_, O> {
         let cs = &mut self.w.consumers[c as usize];
         cs.phase = Phase::Idle;
         if cs.broker.is_none() {
-            cs.buffer.clear();
-            cs.ack_pending.clear();
-            cs.uncommitted.clear();
-            cs.nacked.clear();
+            cs.forget_deliveries();
         }
         cs.failures_in_row = 0;
         self.sync_load(c);
@@ -658,18 +655,18 @@ pub(super) struct Consumer {
     pub broker: Option<u16>,
     /// Polls so far (`poll.rs`: a deadline is for one poll).
     poll_serial: u32,
-    pub phase: Phase,
+    phase: Phase,
     /// Delivered, not yet started.
-    pub buffer: VecDeque<Delivery>,
+    buffer: VecDeque<Delivery>,
     /// Applied (or rejected), ack not yet at the broker.
-    pub ack_pending: Vec<Delivery>,
+    ack_pending: Vec<Delivery>,
     /// Processed, waiting for its next offset commit (`[consumers] commit = "batch"` or
     /// `"interval"`): not part of its load (a log's consumer fetches on regardless).
-    pub uncommitted: Vec<(Delivery, MsgRef)>,
+    uncommitted: Vec<(Delivery, MsgRef)>,
     /// Deliveries it negatively acknowledged whose redelivery its own timer asks for when due
     /// (`delay_in_client`: Pulsar's `NegativeAcksTracker`); still its unacked ones at the
     /// broker, not part of its load.
-    pub nacked: Vec<(Delivery, Time)>,
+    nacked: Vec<(Delivery, Time)>,
     /// A periodic commit is scheduled.
     commit_armed: bool,
     failures_in_row: u32,
@@ -736,6 +733,17 @@ struct Pause {
     /// The process's own timers that came due while it was stopped, with the time they had left
     /// when it stopped: they run again when it resumes.
     deferred: Vec<(Time, Ev)>,
+}
+
+/// What the end of a lease did to a delivery in a consumer's buffer ([`Consumer::lease_ended`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Expiry {
+    /// It was not there (in hand, acked, or never received).
+    NotReceived,
+    /// A running process keeps it as its own copy.
+    OwnCopy,
+    /// A dead process's receive is gone.
+    Dropped,
 }
 
 /// What a `consumer_crash` did ([`Consumer::crash`]).
@@ -1120,5 +1128,181 @@ impl Consumer {
     /// Its periodic commit is due (no longer armed).
     pub fn disarm_commit(&mut self) {
         self.commit_armed = false;
+    }
+
+    /// Idle: no message in hand.
+    #[inline]
+    pub fn is_idle(&self) -> bool {
+        matches!(self.phase, Phase::Idle)
+    }
+
+    /// Nothing of its last poll is left: idle, with nothing received waiting.
+    pub fn is_drained(&self) -> bool {
+        self.is_idle() && self.buffer.is_empty()
+    }
+
+    /// Received messages wait in its buffer.
+    #[inline]
+    pub fn has_buffered(&self) -> bool {
+        !self.buffer.is_empty()
+    }
+
+    /// A message in hand (serving or parked), or its own copy of an expired receive: work it
+    /// will still write.
+    pub fn has_work(&self) -> bool {
+        matches!(self.phase, Phase::Serving { .. } | Phase::Parked { .. })
+            || self.buffer.iter().any(|d| d.delivery == 0)
+    }
+
+    /// It is working on delivery `delivery` of the message in `slot` (serving or parked).
+    pub fn working_on(&self, slot: u32, delivery: u32) -> bool {
+        matches!(self.phase,
+            Phase::Serving { job, .. } | Phase::Parked { job, .. }
+                if job.d.slot == slot && job.d.delivery == delivery)
+    }
+
+    /// It is done with the message in hand (processed, failed, or given up).
+    #[inline]
+    pub fn go_idle(&mut self) {
+        self.phase = Phase::Idle;
+    }
+
+    /// Blocking redelivery: it holds `d` until its delay is over.
+    pub fn hold_for_retry(&mut self, d: Delivery) {
+        self.phase = Phase::Waiting { d };
+    }
+
+    /// The delivery it held for a blocking redelivery, if any; it is idle again.
+    pub fn take_waiting(&mut self) -> Option<Delivery> {
+        let Phase::Waiting { d } = self.phase else {
+            return None;
+        };
+        self.phase = Phase::Idle;
+        Some(d)
+    }
+
+    /// The deliveries it received and has not started (not its own copies of expired receives).
+    pub fn received(&self) -> impl Iterator<Item = Delivery> + '_ {
+        self.buffer.iter().copied().filter(|d| d.delivery != 0)
+    }
+
+    /// Keeps `d` as its own copy (the broker took it back), at its buffer's back.
+    pub fn keep_own_copy(&mut self, d: Delivery) {
+        self.buffer.push_back(Delivery { delivery: 0, ..d });
+    }
+
+    /// Takes what it received and has not started, for the broker to take back; its own copies
+    /// of expired receives are not the broker's: they are dropped.
+    pub fn take_buffered(&mut self) -> Vec<Delivery> {
+        self.buffer.drain(..).filter(|d| d.delivery != 0).collect()
+    }
+
+    /// The lease of `d` ended: if `d` waits in its buffer, a running process keeps it as its own
+    /// copy, a dead one's is gone.
+    pub fn lease_ended(&mut self, d: Delivery) -> Expiry {
+        let up = self.is_up();
+        let Some(i) = self.buffer.iter().position(|x| *x == d) else {
+            return Expiry::NotReceived;
+        };
+        if up {
+            self.buffer[i].delivery = 0;
+            Expiry::OwnCopy
+        } else {
+            self.buffer.remove(i);
+            Expiry::Dropped
+        }
+    }
+
+    /// Its process died unnoticed: the message in hand goes back to its buffer's front (the
+    /// broker still counts it as its), it is idle, and its own copies of expired receives die
+    /// with it. The view of the job it dropped, if it was working on one.
+    pub fn drop_work(&mut self) -> Option<MsgView> {
+        let abandoned = match self.phase {
+            Phase::Serving { job, .. } | Phase::Parked { job, .. } => {
+                self.buffer.push_front(job.d);
+                Some(job.view)
+            }
+            Phase::Waiting { d } => {
+                self.buffer.push_front(d);
+                None
+            }
+            Phase::Idle => None,
+        };
+        self.phase = Phase::Idle;
+        self.buffer.retain(|d| d.delivery != 0);
+        abandoned
+    }
+
+    /// Every delivery it holds: in hand, received, or acked with the ack still on its way.
+    pub fn held(&self) -> impl Iterator<Item = Delivery> + '_ {
+        let in_hand = match self.phase {
+            Phase::Serving { job, .. } | Phase::Parked { job, .. } => Some(job.d),
+            Phase::Waiting { d } => Some(d),
+            Phase::Idle => None,
+        };
+        in_hand
+            .into_iter()
+            .chain(self.buffer.iter().copied())
+            .chain(self.ack_pending.iter().copied())
+    }
+
+    /// Forgets every delivery it received, acked, processed or nacked (its session is gone).
+    pub fn forget_deliveries(&mut self) {
+        self.buffer.clear();
+        self.ack_pending.clear();
+        self.uncommitted.clear();
+        self.nacked.clear();
+    }
+
+    /// Processed `d` (message `msg`): settled by its next offset commit.
+    pub fn hold_for_commit(&mut self, d: Delivery, msg: MsgRef) {
+        self.uncommitted.push((d, msg));
+    }
+
+    /// It processed records since its last commit.
+    pub fn has_uncommitted(&self) -> bool {
+        !self.uncommitted.is_empty()
+    }
+
+    /// Takes what it processed since its last commit, to commit it.
+    pub fn take_uncommitted(&mut self) -> Vec<(Delivery, MsgRef)> {
+        std::mem::take(&mut self.uncommitted)
+    }
+
+    /// Gives back the (cleared) list a commit took, to reuse its allocation, unless it
+    /// processed more meanwhile.
+    pub fn reuse_uncommitted(&mut self, records: Vec<(Delivery, MsgRef)>) {
+        if self.uncommitted.is_empty() {
+            self.uncommitted = records;
+        }
+    }
+
+    /// Takes what it processed since its last commit, uncommitted (the broker takes it back).
+    pub fn drain_uncommitted(&mut self) -> impl Iterator<Item = Delivery> + '_ {
+        self.uncommitted.drain(..).map(|(d, _)| d)
+    }
+
+    /// Something of its batch is left: received and not started, or processed and not
+    /// committed.
+    pub fn has_rest_of_batch(&self) -> bool {
+        !(self.buffer.is_empty() && self.uncommitted.is_empty())
+    }
+
+    /// It negatively acknowledged `d`; its own timer asks for the redelivery at `due`
+    /// (`delay_in_client`).
+    pub fn nack_in_client(&mut self, d: Delivery, due: Time) {
+        self.nacked.push((d, due));
+    }
+
+    /// Where its negative ack of `d`, due by `now`, is kept ([`Self::clear_nack`]).
+    pub fn nack_due(&self, d: Delivery, now: Time) -> Option<usize> {
+        self.nacked
+            .iter()
+            .position(|&(x, due)| x == d && due <= now)
+    }
+
+    /// Its negative ack `i` ([`Self::nack_due`]) asked for the redelivery.
+    pub fn clear_nack(&mut self, i: usize) {
+        self.nacked.swap_remove(i);
     }
 }
