@@ -30,7 +30,7 @@ impl<O: Observer> Engine<'_, O> {
         self.consumer_reconnect(c, epoch);
         // Nothing delivered on connect: the queue is empty (or the broker unreachable) this run.
         self.start_next(c);
-        if self.w.consumers[c as usize].broker.is_none() && self.w.consumers[c as usize].in_job() {
+        if !self.w.consumers[c as usize].is_connected() && self.w.consumers[c as usize].in_job() {
             self.end_job(c, true);
         }
     }

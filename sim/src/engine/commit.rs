@@ -34,7 +34,7 @@ impl<O: Observer> Engine<'_, O> {
             }
             _ => self.sync_load(c),
         }
-        if let Some(b) = self.w.consumers[c as usize].broker {
+        if let Some(b) = self.w.consumers[c as usize].connected_to() {
             self.dispatch(b);
         }
     }

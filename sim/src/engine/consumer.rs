@@ -652,7 +652,7 @@ pub(super) struct Consumer {
     /// Failover list.
     list: Vec<u16>,
     /// Connected broker.
-    pub broker: Option<u16>,
+    broker: Option<u16>,
     /// Polls so far (`poll.rs`: a deadline is for one poll).
     poll_serial: u32,
     phase: Phase,
@@ -1304,5 +1304,22 @@ impl Consumer {
     /// Its negative ack `i` ([`Self::nack_due`]) asked for the redelivery.
     pub fn clear_nack(&mut self, i: usize) {
         self.nacked.swap_remove(i);
+    }
+
+    /// The broker it is connected to.
+    #[inline]
+    pub fn connected_to(&self) -> Option<u16> {
+        self.broker
+    }
+
+    /// It is connected to a broker.
+    #[inline]
+    pub fn is_connected(&self) -> bool {
+        self.broker.is_some()
+    }
+
+    /// Its connection is gone: the broker it was connected to, if any.
+    pub fn disconnect(&mut self) -> Option<u16> {
+        self.broker.take()
     }
 }

@@ -34,7 +34,7 @@ impl<O: Observer> Engine<'_, O> {
                 // No more receives; what it received stays leased to it until each lease ends.
                 self.w.consumers[c as usize].forget_deliveries();
                 self.sync_load(c);
-                if let Some(b) = self.w.consumers[c as usize].broker.take() {
+                if let Some(b) = self.w.consumers[c as usize].disconnect() {
                     self.w.brokers[b as usize].detach(c);
                     self.strategy
                         .on_silent_detach(self.now, b, c, &mut self.ctl);
@@ -56,13 +56,13 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         if cs.rejoining() {
-            if cs.broker.is_some() {
+            if cs.is_connected() {
                 self.session_gone(c);
             }
             self.rejoin(c);
             return;
         }
-        if cs.is_up() || cs.broker.is_none() {
+        if cs.is_up() || !cs.is_connected() {
             return;
         }
         self.session_gone(c);

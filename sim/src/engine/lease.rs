@@ -161,7 +161,7 @@ impl<O: Observer> Engine<'_, O> {
     #[cold]
     #[inline(never)]
     pub(super) fn ack_refused(&mut self, c: u32, d: Delivery, msg: MsgRef) {
-        let connected = self.w.consumers[c as usize].broker == Some(d.broker);
+        let connected = self.w.consumers[c as usize].connected_to() == Some(d.broker);
         if self.cfg.lease.is_some() && connected && self.w.brokers[d.broker as usize].is_up() {
             self.emit(Event::AckFail {
                 t: self.now,

@@ -25,7 +25,7 @@ impl<O: Observer> Engine<'_, O> {
     /// group drops it and it keeps them.
     pub(super) fn poll_overdue(&mut self, c: u32, serial: u32) {
         let cs = &self.w.consumers[c as usize];
-        if !cs.on_poll(serial) || !cs.is_up() || cs.broker.is_none() {
+        if !cs.on_poll(serial) || !cs.is_up() || !cs.is_connected() {
             return;
         }
         // Back in `poll()` (nothing left of the batch): within the deadline.
