@@ -178,7 +178,7 @@ impl<O: Observer> Engine<'_, O> {
                 self.consumer_reconnect(c, epoch);
                 return false;
             }
-            if cs.job_running && cs.ack_pending.is_empty() && cs.broker.is_some() {
+            if cs.in_job() && cs.ack_pending.is_empty() && cs.broker.is_some() {
                 // receiveNoWait() returned nothing: the queue is drained for this run.
                 self.end_job(c, false);
             }
@@ -385,7 +385,9 @@ impl<O: Observer> Engine<'_, O> {
     pub(super) fn succeeded(&mut self, c: u32, d: Delivery, msg: MsgRef) {
         let cs = &mut self.w.consumers[c as usize];
         cs.failures_in_row = 0;
-        cs.job_retries = 0;
+        if let Some(retries) = &mut cs.job {
+            *retries = 0;
+        }
         cs.phase = Phase::Idle;
         if self.cfg.commit != Commit::Each {
             self.processed(c, d, msg);
@@ -427,7 +429,7 @@ impl<O: Observer> Engine<'_, O> {
             if let Some(b) = self.w.consumers[c as usize].broker {
                 self.dispatch(b);
             }
-            if self.w.consumers[c as usize].job_running {
+            if self.w.consumers[c as usize].in_job() {
                 self.start_next(c);
             }
             return;
@@ -440,7 +442,7 @@ impl<O: Observer> Engine<'_, O> {
         self.settle(d.slot);
         self.apply_control();
         self.dispatch(d.broker);
-        if self.w.consumers[c as usize].job_running {
+        if self.w.consumers[c as usize].in_job() {
             self.start_next(c);
         }
     }
@@ -671,10 +673,9 @@ pub(super) struct Consumer {
     commit_armed: bool,
     failures_in_row: u32,
     park_serial: u32,
-    /// Batch mode: a job run is in progress.
-    job_running: bool,
-    /// Batch mode: in-job retries used on the message in hand.
-    job_retries: u32,
+    /// Batch mode: the job run in progress, with the in-job retries used on the message in hand
+    /// (one state: a run's retries mean nothing outside it).
+    job: Option<u32>,
     slow: f64,
     /// With `dispatch_latency`: the time of the `Ev::Transit` scheduled to start what arrives.
     transit_wake: Option<Time>,
@@ -782,8 +783,7 @@ impl Consumer {
             commit_armed: false,
             failures_in_row: 0,
             park_serial: 0,
-            job_running: false,
-            job_retries: 0,
+            job: None,
             slow: 1.0,
             transit_wake: None,
             rng,
@@ -872,7 +872,7 @@ impl Consumer {
                 self.life = Life::Dead { crashes: 1 };
                 self.refresh_blocked();
                 self.epoch += 1;
-                self.job_running = false;
+                self.job = None;
                 self.commit_armed = false;
                 self.leaving = false;
                 self.rejoin_when_idle = false;
@@ -1091,33 +1091,34 @@ impl Consumer {
 
     /// A batch run starts if it is running and no run is in progress; returns whether it did.
     pub fn start_job(&mut self) -> bool {
-        if !self.is_up() || self.job_running {
+        if !self.is_up() || self.in_job() {
             return false;
         }
-        self.job_running = true;
-        self.job_retries = 0;
+        self.job = Some(0);
         true
     }
 
     /// The batch run is over.
     pub fn stop_job(&mut self) {
-        self.job_running = false;
-        self.job_retries = 0;
+        self.job = None;
     }
 
     /// Batch mode: a run is in progress.
     #[inline]
     pub fn in_job(&self) -> bool {
-        self.job_running
+        self.job.is_some()
     }
 
     /// One more in-job retry of the message in hand, if fewer than `max` were used: its number.
+    /// Asked only during a run.
     pub fn retry_in_job(&mut self, max: u32) -> Option<u32> {
-        if self.job_retries >= max {
+        debug_assert!(self.job.is_some(), "in-job retry outside a run");
+        let retries = self.job.as_mut()?;
+        if *retries >= max {
             return None;
         }
-        self.job_retries += 1;
-        Some(self.job_retries)
+        *retries += 1;
+        Some(*retries)
     }
 
     /// Arms its periodic commit: true if it was not armed (the caller schedules it).
