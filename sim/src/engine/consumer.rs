@@ -1058,38 +1058,45 @@ impl Consumer {
     }
 
     /// The first broker of its failover list that `up` says is reachable.
+    #[inline]
     pub fn first_reachable(&self, up: impl Fn(u16) -> bool) -> Option<u16> {
         self.list.iter().copied().find(|&b| up(b))
     }
 
     /// A `slow_consumer` fault begins: its service times are `factor` times longer.
+    #[inline]
     pub fn slow_down(&mut self, factor: f64) {
         self.slow *= factor;
     }
 
     /// A `slow_consumer` fault ends.
+    #[inline]
     pub fn speed_up(&mut self, factor: f64) {
         self.slow /= factor;
     }
 
     /// It polls (`poll.rs`): the new poll's serial, for its deadline timer to carry.
+    #[inline]
     pub fn next_poll(&mut self) -> u32 {
         self.poll_serial = self.poll_serial.wrapping_add(1);
         self.poll_serial
     }
 
     /// Poll `serial` is still its latest.
+    #[inline]
     pub fn on_poll(&self, serial: u32) -> bool {
         self.poll_serial == serial
     }
 
     /// A message failed: its failures in a row so far, this one included.
+    #[inline]
     pub fn record_failure(&mut self) -> u32 {
         self.failures_in_row += 1;
         self.failures_in_row
     }
 
     /// A batch run starts if it is running and no run is in progress; returns whether it did.
+    #[inline]
     pub fn start_job(&mut self) -> bool {
         if !self.is_up() || self.in_job() {
             return false;
@@ -1099,6 +1106,7 @@ impl Consumer {
     }
 
     /// The batch run is over.
+    #[inline]
     pub fn stop_job(&mut self) {
         self.job = None;
     }
@@ -1111,6 +1119,7 @@ impl Consumer {
 
     /// One more in-job retry of the message in hand, if fewer than `max` were used: its number.
     /// Asked only during a run.
+    #[inline]
     pub fn retry_in_job(&mut self, max: u32) -> Option<u32> {
         debug_assert!(self.job.is_some(), "in-job retry outside a run");
         let retries = self.job.as_mut()?;
@@ -1122,11 +1131,13 @@ impl Consumer {
     }
 
     /// Arms its periodic commit: true if it was not armed (the caller schedules it).
+    #[inline]
     pub fn arm_commit(&mut self) -> bool {
         !std::mem::replace(&mut self.commit_armed, true)
     }
 
     /// Its periodic commit is due (no longer armed).
+    #[inline]
     pub fn disarm_commit(&mut self) {
         self.commit_armed = false;
     }
@@ -1138,6 +1149,7 @@ impl Consumer {
     }
 
     /// Nothing of its last poll is left: idle, with nothing received waiting.
+    #[inline]
     pub fn is_drained(&self) -> bool {
         self.is_idle() && self.buffer.is_empty()
     }
@@ -1150,12 +1162,14 @@ impl Consumer {
 
     /// A message in hand (serving or parked), or its own copy of an expired receive: work it
     /// will still write.
+    #[inline]
     pub fn has_work(&self) -> bool {
         matches!(self.phase, Phase::Serving { .. } | Phase::Parked { .. })
             || self.buffer.iter().any(|d| d.delivery == 0)
     }
 
     /// It is working on delivery `delivery` of the message in `slot` (serving or parked).
+    #[inline]
     pub fn working_on(&self, slot: u32, delivery: u32) -> bool {
         matches!(self.phase,
             Phase::Serving { job, .. } | Phase::Parked { job, .. }
@@ -1169,11 +1183,13 @@ impl Consumer {
     }
 
     /// Blocking redelivery: it holds `d` until its delay is over.
+    #[inline]
     pub fn hold_for_retry(&mut self, d: Delivery) {
         self.phase = Phase::Waiting { d };
     }
 
     /// The delivery it held for a blocking redelivery, if any; it is idle again.
+    #[inline]
     pub fn take_waiting(&mut self) -> Option<Delivery> {
         let Phase::Waiting { d } = self.phase else {
             return None;
@@ -1183,23 +1199,27 @@ impl Consumer {
     }
 
     /// The deliveries it received and has not started (not its own copies of expired receives).
+    #[inline]
     pub fn received(&self) -> impl Iterator<Item = Delivery> + '_ {
         self.buffer.iter().copied().filter(|d| d.delivery != 0)
     }
 
     /// Keeps `d` as its own copy (the broker took it back), at its buffer's back.
+    #[inline]
     pub fn keep_own_copy(&mut self, d: Delivery) {
         self.buffer.push_back(Delivery { delivery: 0, ..d });
     }
 
     /// Takes what it received and has not started, for the broker to take back; its own copies
     /// of expired receives are not the broker's: they are dropped.
+    #[inline]
     pub fn take_buffered(&mut self) -> Vec<Delivery> {
         self.buffer.drain(..).filter(|d| d.delivery != 0).collect()
     }
 
     /// The lease of `d` ended: if `d` waits in its buffer, a running process keeps it as its own
     /// copy, a dead one's is gone.
+    #[inline]
     pub fn lease_ended(&mut self, d: Delivery) -> Expiry {
         let up = self.is_up();
         let Some(i) = self.buffer.iter().position(|x| *x == d) else {
@@ -1217,6 +1237,7 @@ impl Consumer {
     /// Its process died unnoticed: the message in hand goes back to its buffer's front (the
     /// broker still counts it as its), it is idle, and its own copies of expired receives die
     /// with it. The view of the job it dropped, if it was working on one.
+    #[inline]
     pub fn drop_work(&mut self) -> Option<MsgView> {
         let abandoned = match self.phase {
             Phase::Serving { job, .. } | Phase::Parked { job, .. } => {
@@ -1235,6 +1256,7 @@ impl Consumer {
     }
 
     /// Every delivery it holds: in hand, received, or acked with the ack still on its way.
+    #[inline]
     pub fn held(&self) -> impl Iterator<Item = Delivery> + '_ {
         let in_hand = match self.phase {
             Phase::Serving { job, .. } | Phase::Parked { job, .. } => Some(job.d),
@@ -1248,6 +1270,7 @@ impl Consumer {
     }
 
     /// Forgets every delivery it received, acked, processed or nacked (its session is gone).
+    #[inline]
     pub fn forget_deliveries(&mut self) {
         self.buffer.clear();
         self.ack_pending.clear();
@@ -1256,22 +1279,26 @@ impl Consumer {
     }
 
     /// Processed `d` (message `msg`): settled by its next offset commit.
+    #[inline]
     pub fn hold_for_commit(&mut self, d: Delivery, msg: MsgRef) {
         self.uncommitted.push((d, msg));
     }
 
     /// It processed records since its last commit.
+    #[inline]
     pub fn has_uncommitted(&self) -> bool {
         !self.uncommitted.is_empty()
     }
 
     /// Takes what it processed since its last commit, to commit it.
+    #[inline]
     pub fn take_uncommitted(&mut self) -> Vec<(Delivery, MsgRef)> {
         std::mem::take(&mut self.uncommitted)
     }
 
     /// Gives back the (cleared) list a commit took, to reuse its allocation, unless it
     /// processed more meanwhile.
+    #[inline]
     pub fn reuse_uncommitted(&mut self, records: Vec<(Delivery, MsgRef)>) {
         if self.uncommitted.is_empty() {
             self.uncommitted = records;
@@ -1279,23 +1306,27 @@ impl Consumer {
     }
 
     /// Takes what it processed since its last commit, uncommitted (the broker takes it back).
+    #[inline]
     pub fn drain_uncommitted(&mut self) -> impl Iterator<Item = Delivery> + '_ {
         self.uncommitted.drain(..).map(|(d, _)| d)
     }
 
     /// Something of its batch is left: received and not started, or processed and not
     /// committed.
+    #[inline]
     pub fn has_rest_of_batch(&self) -> bool {
         !(self.buffer.is_empty() && self.uncommitted.is_empty())
     }
 
     /// It negatively acknowledged `d`; its own timer asks for the redelivery at `due`
     /// (`delay_in_client`).
+    #[inline]
     pub fn nack_in_client(&mut self, d: Delivery, due: Time) {
         self.nacked.push((d, due));
     }
 
     /// Where its negative ack of `d`, due by `now`, is kept ([`Self::clear_nack`]).
+    #[inline]
     pub fn nack_due(&self, d: Delivery, now: Time) -> Option<usize> {
         self.nacked
             .iter()
@@ -1303,6 +1334,7 @@ impl Consumer {
     }
 
     /// Its negative ack `i` ([`Self::nack_due`]) asked for the redelivery.
+    #[inline]
     pub fn clear_nack(&mut self, i: usize) {
         self.nacked.swap_remove(i);
     }
@@ -1320,6 +1352,7 @@ impl Consumer {
     }
 
     /// Its connection is gone: the broker it was connected to, if any.
+    #[inline]
     pub fn disconnect(&mut self) -> Option<u16> {
         self.broker.take()
     }
