@@ -385,9 +385,7 @@ impl<O: Observer> Engine<'_, O> {
     pub(super) fn succeeded(&mut self, c: u32, d: Delivery, msg: MsgRef) {
         let cs = &mut self.w.consumers[c as usize];
         cs.failures_in_row = 0;
-        if let Some(retries) = &mut cs.job {
-            *retries = 0;
-        }
+        cs.job_retries = 0;
         cs.phase = Phase::Idle;
         if self.cfg.commit != Commit::Each {
             self.processed(c, d, msg);
@@ -673,9 +671,11 @@ pub(super) struct Consumer {
     commit_armed: bool,
     failures_in_row: u32,
     park_serial: u32,
-    /// Batch mode: the job run in progress, with the in-job retries used on the message in hand
-    /// (one state: a run's retries mean nothing outside it).
-    job: Option<u32>,
+    /// Batch mode: a job run is in progress.
+    job_running: bool,
+    /// Batch mode: in-job retries used on the message in hand. Kept beside `job_running`, not
+    /// folded into an `Option`: `succeeded` resets it with one plain store per message.
+    job_retries: u32,
     slow: f64,
     /// With `dispatch_latency`: the time of the `Ev::Transit` scheduled to start what arrives.
     transit_wake: Option<Time>,
@@ -783,7 +783,8 @@ impl Consumer {
             commit_armed: false,
             failures_in_row: 0,
             park_serial: 0,
-            job: None,
+            job_running: false,
+            job_retries: 0,
             slow: 1.0,
             transit_wake: None,
             rng,
@@ -872,7 +873,7 @@ impl Consumer {
                 self.life = Life::Dead { crashes: 1 };
                 self.refresh_blocked();
                 self.epoch += 1;
-                self.job = None;
+                self.job_running = false;
                 self.commit_armed = false;
                 self.leaving = false;
                 self.rejoin_when_idle = false;
@@ -1101,33 +1102,32 @@ impl Consumer {
         if !self.is_up() || self.in_job() {
             return false;
         }
-        self.job = Some(0);
+        self.job_running = true;
+        self.job_retries = 0;
         true
     }
 
     /// The batch run is over.
     #[inline]
     pub fn stop_job(&mut self) {
-        self.job = None;
+        self.job_running = false;
+        self.job_retries = 0;
     }
 
     /// Batch mode: a run is in progress.
     #[inline]
     pub fn in_job(&self) -> bool {
-        self.job.is_some()
+        self.job_running
     }
 
     /// One more in-job retry of the message in hand, if fewer than `max` were used: its number.
-    /// Asked only during a run.
     #[inline]
     pub fn retry_in_job(&mut self, max: u32) -> Option<u32> {
-        debug_assert!(self.job.is_some(), "in-job retry outside a run");
-        let retries = self.job.as_mut()?;
-        if *retries >= max {
+        if self.job_retries >= max {
             return None;
         }
-        *retries += 1;
-        Some(*retries)
+        self.job_retries += 1;
+        Some(self.job_retries)
     }
 
     /// Arms its periodic commit: true if it was not armed (the caller schedules it).
