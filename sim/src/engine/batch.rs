@@ -4,7 +4,7 @@
 
 use super::broker::{Delay, PutBack};
 use super::events::Ev;
-use super::state::{Delivery, Phase};
+use super::state::Delivery;
 use super::Engine;
 use crate::history::{Event, FailReason, MsgRef, Observer};
 
@@ -19,11 +19,9 @@ impl<O: Observer> Engine<'_, O> {
             .map_or(1, |b| b.interval.0.max(1));
         self.q.push(self.now + interval, Ev::JobStart(c));
         let cs = &mut self.w.consumers[c as usize];
-        if !cs.is_up() || cs.job_running {
+        if !cs.start_job() {
             return;
         }
-        cs.job_running = true;
-        cs.job_retries = 0;
         let epoch = cs.epoch();
         self.emit(Event::JobStart {
             t: self.now,
@@ -32,17 +30,14 @@ impl<O: Observer> Engine<'_, O> {
         self.consumer_reconnect(c, epoch);
         // Nothing delivered on connect: the queue is empty (or the broker unreachable) this run.
         self.start_next(c);
-        if self.w.consumers[c as usize].broker.is_none() && self.w.consumers[c as usize].job_running
-        {
+        if !self.w.consumers[c as usize].is_connected() && self.w.consumers[c as usize].in_job() {
             self.end_job(c, true);
         }
     }
 
     /// The run is over: drained, or given up on a resource outage (the rest waits for the next).
     pub(super) fn end_job(&mut self, c: u32, gave_up: bool) {
-        let cs = &mut self.w.consumers[c as usize];
-        cs.job_running = false;
-        cs.job_retries = 0;
+        self.w.consumers[c as usize].stop_job();
         self.emit(Event::JobEnd {
             t: self.now,
             consumer: c,
@@ -58,7 +53,7 @@ impl<O: Observer> Engine<'_, O> {
     /// listener's failure does ([`Engine::failed_deliveries`]), so a long outage can back out
     /// innocent messages.
     pub(super) fn batch_failed(&mut self, c: u32, d: Delivery, msg: MsgRef, reason: FailReason) {
-        self.w.consumers[c as usize].phase = Phase::Idle;
+        self.w.consumers[c as usize].go_idle();
         self.sync_load(c);
         if !self.w.slab.valid(&d, c) || !self.w.brokers[d.broker as usize].is_up() {
             self.start_next(c);
@@ -79,12 +74,15 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         let cs = &mut self.w.consumers[c as usize];
-        if reason == FailReason::Outage && cs.job_retries < job.retries {
-            cs.job_retries += 1;
-            let n = cs.job_retries;
+        let retry = if reason == FailReason::Outage {
+            cs.retry_in_job(job.retries)
+        } else {
+            None
+        };
+        if let Some(n) = retry {
             let delay = (job.retry_delay.0 as f64 * job.retry_multiplier.powi(n as i32 - 1))
                 .min(3.2e15) as u64;
-            cs.phase = Phase::Waiting { d };
+            cs.hold_for_retry(d);
             let epoch = cs.epoch();
             self.sync_load(c);
             self.emit(Event::Redelivery {

@@ -768,7 +768,7 @@ impl<O: Observer> Engine<'_, O> {
     /// Whether consumer `c`'s broker, if it lists it, has its free prefetch as its load stands
     /// (for a debug check).
     pub(super) fn load_in_sync(&self, c: u32) -> bool {
-        let Some(b) = self.w.consumers[c as usize].broker else {
+        let Some(b) = self.w.consumers[c as usize].connected_to() else {
             return true;
         };
         let bs = &self.w.brokers[b as usize];

@@ -16,24 +16,25 @@ impl<O: Observer> Engine<'_, O> {
     /// no longer counts against the consumer's fetch (`max.poll.records`), so it may fetch more.
     pub(super) fn processed(&mut self, c: u32, d: Delivery, msg: MsgRef) {
         let cs = &mut self.w.consumers[c as usize];
-        cs.uncommitted.push((d, msg));
+        cs.hold_for_commit(d, msg);
         match self.cfg.commit {
-            Commit::Batch if cs.buffer.is_empty() => {
+            Commit::Batch if !cs.has_buffered() => {
                 self.sync_load(c);
                 self.commit_now(c);
             }
-            Commit::Interval if !cs.commit_armed => {
-                cs.commit_armed = true;
-                let epoch = cs.epoch();
-                self.q.push(
-                    self.now + self.cfg.commit_interval.0,
-                    Ev::CommitDue { c, epoch },
-                );
+            Commit::Interval => {
+                if cs.arm_commit() {
+                    let epoch = cs.epoch();
+                    self.q.push(
+                        self.now + self.cfg.commit_interval.0,
+                        Ev::CommitDue { c, epoch },
+                    );
+                }
                 self.sync_load(c);
             }
             _ => self.sync_load(c),
         }
-        if let Some(b) = self.w.consumers[c as usize].broker {
+        if let Some(b) = self.w.consumers[c as usize].connected_to() {
             self.dispatch(b);
         }
     }
@@ -47,7 +48,7 @@ impl<O: Observer> Engine<'_, O> {
         if self.defer_if_paused(c, Ev::CommitDue { c, epoch }) {
             return;
         }
-        self.w.consumers[c as usize].commit_armed = false;
+        self.w.consumers[c as usize].disarm_commit();
         self.commit_now(c);
     }
 
@@ -55,10 +56,10 @@ impl<O: Observer> Engine<'_, O> {
     /// settled; each one the broker has taken back meanwhile is refused (`ack_fail`).
     pub(super) fn commit_now(&mut self, c: u32) {
         let cs = &mut self.w.consumers[c as usize];
-        if cs.uncommitted.is_empty() || !cs.is_up() || cs.is_paused() {
+        if !cs.has_uncommitted() || !cs.is_up() || cs.is_paused() {
             return;
         }
-        let mut records = std::mem::take(&mut cs.uncommitted);
+        let mut records = cs.take_uncommitted();
         self.emit(Event::Commit {
             t: self.now,
             consumer: c,
@@ -83,10 +84,7 @@ impl<O: Observer> Engine<'_, O> {
             }
         }
         records.clear();
-        let cs = &mut self.w.consumers[c as usize];
-        if cs.uncommitted.is_empty() {
-            cs.uncommitted = records;
-        }
+        self.w.consumers[c as usize].reuse_uncommitted(records);
         self.apply_control();
         if let Some(b) = settled_at {
             self.dispatch(b);

@@ -7,7 +7,7 @@ use super::state::{Delivery, Job, Loc, Phase};
 use super::Engine;
 use crate::history::{Event, FailReason, MsgRef, Node, Observer};
 use crate::scenario::{Commit, CrashDetection};
-use crate::strategy::{plain_handle, Begin, HandlerCtx, Outcome, Row, WorldChange};
+use crate::strategy::{plain_handle, Begin, HandlerCtx, MsgView, Outcome, Row, WorldChange};
 use crate::time::Time;
 use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
@@ -178,7 +178,7 @@ impl<O: Observer> Engine<'_, O> {
                 self.consumer_reconnect(c, epoch);
                 return false;
             }
-            if cs.job_running && cs.ack_pending.is_empty() && cs.broker.is_some() {
+            if cs.in_job() && cs.ack_pending.is_empty() && cs.broker.is_some() {
                 // receiveNoWait() returned nothing: the queue is drained for this run.
                 self.end_job(c, false);
             }
@@ -427,7 +427,7 @@ impl<O: Observer> Engine<'_, O> {
             if let Some(b) = self.w.consumers[c as usize].broker {
                 self.dispatch(b);
             }
-            if self.w.consumers[c as usize].job_running {
+            if self.w.consumers[c as usize].in_job() {
                 self.start_next(c);
             }
             return;
@@ -440,7 +440,7 @@ impl<O: Observer> Engine<'_, O> {
         self.settle(d.slot);
         self.apply_control();
         self.dispatch(d.broker);
-        if self.w.consumers[c as usize].job_running {
+        if self.w.consumers[c as usize].in_job() {
             self.start_next(c);
         }
     }
@@ -564,10 +564,7 @@ impl<O: Observer> Engine<'_, O> {
         let cs = &mut self.w.consumers[c as usize];
         cs.phase = Phase::Idle;
         if cs.broker.is_none() {
-            cs.buffer.clear();
-            cs.ack_pending.clear();
-            cs.uncommitted.clear();
-            cs.nacked.clear();
+            cs.forget_deliveries();
         }
         cs.failures_in_row = 0;
         self.sync_load(c);
@@ -653,35 +650,36 @@ impl<O: Observer> Engine<'_, O> {
 /// handlers change it only through the transitions below, each of which says what it did).
 pub(super) struct Consumer {
     /// Failover list.
-    pub list: Vec<u16>,
+    list: Vec<u16>,
     /// Connected broker.
-    pub broker: Option<u16>,
+    broker: Option<u16>,
     /// Polls so far (`poll.rs`: a deadline is for one poll).
-    pub poll_serial: u32,
-    pub phase: Phase,
+    poll_serial: u32,
+    phase: Phase,
     /// Delivered, not yet started.
-    pub buffer: VecDeque<Delivery>,
+    buffer: VecDeque<Delivery>,
     /// Applied (or rejected), ack not yet at the broker.
-    pub ack_pending: Vec<Delivery>,
+    ack_pending: Vec<Delivery>,
     /// Processed, waiting for its next offset commit (`[consumers] commit = "batch"` or
     /// `"interval"`): not part of its load (a log's consumer fetches on regardless).
-    pub uncommitted: Vec<(Delivery, MsgRef)>,
+    uncommitted: Vec<(Delivery, MsgRef)>,
     /// Deliveries it negatively acknowledged whose redelivery its own timer asks for when due
     /// (`delay_in_client`: Pulsar's `NegativeAcksTracker`); still its unacked ones at the
     /// broker, not part of its load.
-    pub nacked: Vec<(Delivery, Time)>,
+    nacked: Vec<(Delivery, Time)>,
     /// A periodic commit is scheduled.
-    pub commit_armed: bool,
-    pub failures_in_row: u32,
-    pub park_serial: u32,
+    commit_armed: bool,
+    failures_in_row: u32,
+    park_serial: u32,
     /// Batch mode: a job run is in progress.
-    pub job_running: bool,
-    /// Batch mode: in-job retries used on the message in hand.
-    pub job_retries: u32,
-    pub slow: f64,
+    job_running: bool,
+    /// Batch mode: in-job retries used on the message in hand. Kept beside `job_running`, not
+    /// folded into an `Option`: `succeeded` resets it with one plain store per message.
+    job_retries: u32,
+    slow: f64,
     /// With `dispatch_latency`: the time of the `Ev::Transit` scheduled to start what arrives.
-    pub transit_wake: Option<Time>,
-    pub rng: ChaCha8Rng,
+    transit_wake: Option<Time>,
+    rng: ChaCha8Rng,
     /// The process: alive, dead, or restarted and waiting for its old session to go.
     life: Life,
     /// Process or session incarnation: timers of an earlier one are ignored.
@@ -736,6 +734,17 @@ struct Pause {
     /// The process's own timers that came due while it was stopped, with the time they had left
     /// when it stopped: they run again when it resumes.
     deferred: Vec<(Time, Ev)>,
+}
+
+/// What the end of a lease did to a delivery in a consumer's buffer ([`Consumer::lease_ended`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Expiry {
+    /// It was not there (in hand, acked, or never received).
+    NotReceived,
+    /// A running process keeps it as its own copy.
+    OwnCopy,
+    /// A dead process's receive is gone.
+    Dropped,
 }
 
 /// What a `consumer_crash` did ([`Consumer::crash`]).
@@ -1047,5 +1056,304 @@ impl Consumer {
     /// Whether it is to join its group again now that it is idle (asked once: it joins).
     pub fn take_rejoin(&mut self) -> bool {
         std::mem::take(&mut self.rejoin_when_idle)
+    }
+
+    /// The first broker of its failover list that `up` says is reachable.
+    #[inline]
+    pub fn first_reachable(&self, up: impl Fn(u16) -> bool) -> Option<u16> {
+        self.list.iter().copied().find(|&b| up(b))
+    }
+
+    /// A `slow_consumer` fault begins: its service times are `factor` times longer.
+    #[inline]
+    pub fn slow_down(&mut self, factor: f64) {
+        self.slow *= factor;
+    }
+
+    /// A `slow_consumer` fault ends.
+    #[inline]
+    pub fn speed_up(&mut self, factor: f64) {
+        self.slow /= factor;
+    }
+
+    /// It polls (`poll.rs`): the new poll's serial, for its deadline timer to carry.
+    #[inline]
+    pub fn next_poll(&mut self) -> u32 {
+        self.poll_serial = self.poll_serial.wrapping_add(1);
+        self.poll_serial
+    }
+
+    /// Poll `serial` is still its latest.
+    #[inline]
+    pub fn on_poll(&self, serial: u32) -> bool {
+        self.poll_serial == serial
+    }
+
+    /// A message failed: its failures in a row so far, this one included.
+    #[inline]
+    pub fn record_failure(&mut self) -> u32 {
+        self.failures_in_row += 1;
+        self.failures_in_row
+    }
+
+    /// A batch run starts if it is running and no run is in progress; returns whether it did.
+    #[inline]
+    pub fn start_job(&mut self) -> bool {
+        if !self.is_up() || self.in_job() {
+            return false;
+        }
+        self.job_running = true;
+        self.job_retries = 0;
+        true
+    }
+
+    /// The batch run is over.
+    #[inline]
+    pub fn stop_job(&mut self) {
+        self.job_running = false;
+        self.job_retries = 0;
+    }
+
+    /// Batch mode: a run is in progress.
+    #[inline]
+    pub fn in_job(&self) -> bool {
+        self.job_running
+    }
+
+    /// One more in-job retry of the message in hand, if fewer than `max` were used: its number.
+    #[inline]
+    pub fn retry_in_job(&mut self, max: u32) -> Option<u32> {
+        if self.job_retries >= max {
+            return None;
+        }
+        self.job_retries += 1;
+        Some(self.job_retries)
+    }
+
+    /// Arms its periodic commit: true if it was not armed (the caller schedules it).
+    #[inline]
+    pub fn arm_commit(&mut self) -> bool {
+        !std::mem::replace(&mut self.commit_armed, true)
+    }
+
+    /// Its periodic commit is due (no longer armed).
+    #[inline]
+    pub fn disarm_commit(&mut self) {
+        self.commit_armed = false;
+    }
+
+    /// Idle: no message in hand.
+    #[inline]
+    pub fn is_idle(&self) -> bool {
+        matches!(self.phase, Phase::Idle)
+    }
+
+    /// Nothing of its last poll is left: idle, with nothing received waiting.
+    #[inline]
+    pub fn is_drained(&self) -> bool {
+        self.is_idle() && self.buffer.is_empty()
+    }
+
+    /// Received messages wait in its buffer.
+    #[inline]
+    pub fn has_buffered(&self) -> bool {
+        !self.buffer.is_empty()
+    }
+
+    /// A message in hand (serving or parked), or its own copy of an expired receive: work it
+    /// will still write.
+    #[inline]
+    pub fn has_work(&self) -> bool {
+        matches!(self.phase, Phase::Serving { .. } | Phase::Parked { .. })
+            || self.buffer.iter().any(|d| d.delivery == 0)
+    }
+
+    /// It is working on delivery `delivery` of the message in `slot` (serving or parked).
+    #[inline]
+    pub fn working_on(&self, slot: u32, delivery: u32) -> bool {
+        matches!(self.phase,
+            Phase::Serving { job, .. } | Phase::Parked { job, .. }
+                if job.d.slot == slot && job.d.delivery == delivery)
+    }
+
+    /// It is done with the message in hand (processed, failed, or given up).
+    #[inline]
+    pub fn go_idle(&mut self) {
+        self.phase = Phase::Idle;
+    }
+
+    /// Blocking redelivery: it holds `d` until its delay is over.
+    #[inline]
+    pub fn hold_for_retry(&mut self, d: Delivery) {
+        self.phase = Phase::Waiting { d };
+    }
+
+    /// The delivery it held for a blocking redelivery, if any; it is idle again.
+    #[inline]
+    pub fn take_waiting(&mut self) -> Option<Delivery> {
+        let Phase::Waiting { d } = self.phase else {
+            return None;
+        };
+        self.phase = Phase::Idle;
+        Some(d)
+    }
+
+    /// The deliveries it received and has not started (not its own copies of expired receives).
+    #[inline]
+    pub fn received(&self) -> impl Iterator<Item = Delivery> + '_ {
+        self.buffer.iter().copied().filter(|d| d.delivery != 0)
+    }
+
+    /// Keeps `d` as its own copy (the broker took it back), at its buffer's back.
+    #[inline]
+    pub fn keep_own_copy(&mut self, d: Delivery) {
+        self.buffer.push_back(Delivery { delivery: 0, ..d });
+    }
+
+    /// Takes what it received and has not started, for the broker to take back; its own copies
+    /// of expired receives are not the broker's: they are dropped.
+    #[inline]
+    pub fn take_buffered(&mut self) -> Vec<Delivery> {
+        self.buffer.drain(..).filter(|d| d.delivery != 0).collect()
+    }
+
+    /// The lease of `d` ended: if `d` waits in its buffer, a running process keeps it as its own
+    /// copy, a dead one's is gone.
+    #[inline]
+    pub fn lease_ended(&mut self, d: Delivery) -> Expiry {
+        let up = self.is_up();
+        let Some(i) = self.buffer.iter().position(|x| *x == d) else {
+            return Expiry::NotReceived;
+        };
+        if up {
+            self.buffer[i].delivery = 0;
+            Expiry::OwnCopy
+        } else {
+            self.buffer.remove(i);
+            Expiry::Dropped
+        }
+    }
+
+    /// Its process died unnoticed: the message in hand goes back to its buffer's front (the
+    /// broker still counts it as its), it is idle, and its own copies of expired receives die
+    /// with it. The view of the job it dropped, if it was working on one.
+    #[inline]
+    pub fn drop_work(&mut self) -> Option<MsgView> {
+        let abandoned = match self.phase {
+            Phase::Serving { job, .. } | Phase::Parked { job, .. } => {
+                self.buffer.push_front(job.d);
+                Some(job.view)
+            }
+            Phase::Waiting { d } => {
+                self.buffer.push_front(d);
+                None
+            }
+            Phase::Idle => None,
+        };
+        self.phase = Phase::Idle;
+        self.buffer.retain(|d| d.delivery != 0);
+        abandoned
+    }
+
+    /// Every delivery it holds: in hand, received, or acked with the ack still on its way.
+    #[inline]
+    pub fn held(&self) -> impl Iterator<Item = Delivery> + '_ {
+        let in_hand = match self.phase {
+            Phase::Serving { job, .. } | Phase::Parked { job, .. } => Some(job.d),
+            Phase::Waiting { d } => Some(d),
+            Phase::Idle => None,
+        };
+        in_hand
+            .into_iter()
+            .chain(self.buffer.iter().copied())
+            .chain(self.ack_pending.iter().copied())
+    }
+
+    /// Forgets every delivery it received, acked, processed or nacked (its session is gone).
+    #[inline]
+    pub fn forget_deliveries(&mut self) {
+        self.buffer.clear();
+        self.ack_pending.clear();
+        self.uncommitted.clear();
+        self.nacked.clear();
+    }
+
+    /// Processed `d` (message `msg`): settled by its next offset commit.
+    #[inline]
+    pub fn hold_for_commit(&mut self, d: Delivery, msg: MsgRef) {
+        self.uncommitted.push((d, msg));
+    }
+
+    /// It processed records since its last commit.
+    #[inline]
+    pub fn has_uncommitted(&self) -> bool {
+        !self.uncommitted.is_empty()
+    }
+
+    /// Takes what it processed since its last commit, to commit it.
+    #[inline]
+    pub fn take_uncommitted(&mut self) -> Vec<(Delivery, MsgRef)> {
+        std::mem::take(&mut self.uncommitted)
+    }
+
+    /// Gives back the (cleared) list a commit took, to reuse its allocation, unless it
+    /// processed more meanwhile.
+    #[inline]
+    pub fn reuse_uncommitted(&mut self, records: Vec<(Delivery, MsgRef)>) {
+        if self.uncommitted.is_empty() {
+            self.uncommitted = records;
+        }
+    }
+
+    /// Takes what it processed since its last commit, uncommitted (the broker takes it back).
+    #[inline]
+    pub fn drain_uncommitted(&mut self) -> impl Iterator<Item = Delivery> + '_ {
+        self.uncommitted.drain(..).map(|(d, _)| d)
+    }
+
+    /// Something of its batch is left: received and not started, or processed and not
+    /// committed.
+    #[inline]
+    pub fn has_rest_of_batch(&self) -> bool {
+        !(self.buffer.is_empty() && self.uncommitted.is_empty())
+    }
+
+    /// It negatively acknowledged `d`; its own timer asks for the redelivery at `due`
+    /// (`delay_in_client`).
+    #[inline]
+    pub fn nack_in_client(&mut self, d: Delivery, due: Time) {
+        self.nacked.push((d, due));
+    }
+
+    /// Where its negative ack of `d`, due by `now`, is kept ([`Self::clear_nack`]).
+    #[inline]
+    pub fn nack_due(&self, d: Delivery, now: Time) -> Option<usize> {
+        self.nacked
+            .iter()
+            .position(|&(x, due)| x == d && due <= now)
+    }
+
+    /// Its negative ack `i` ([`Self::nack_due`]) asked for the redelivery.
+    #[inline]
+    pub fn clear_nack(&mut self, i: usize) {
+        self.nacked.swap_remove(i);
+    }
+
+    /// The broker it is connected to.
+    #[inline]
+    pub fn connected_to(&self) -> Option<u16> {
+        self.broker
+    }
+
+    /// It is connected to a broker.
+    #[inline]
+    pub fn is_connected(&self) -> bool {
+        self.broker.is_some()
+    }
+
+    /// Its connection is gone: the broker it was connected to, if any.
+    #[inline]
+    pub fn disconnect(&mut self) -> Option<u16> {
+        self.broker.take()
     }
 }

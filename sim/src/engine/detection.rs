@@ -6,7 +6,6 @@
 //! the dead process held comes back when its lease ends, `lease.rs`).
 
 use super::events::Ev;
-use super::state::Phase;
 use super::Engine;
 use crate::history::{Event, Node, Observer};
 use crate::scenario::CrashDetection;
@@ -16,20 +15,8 @@ impl<O: Observer> Engine<'_, O> {
     /// message in hand is dropped (the strategy releases what `begin` took for it).
     pub(super) fn die_unnoticed(&mut self, c: u32) {
         let cs = &mut self.w.consumers[c as usize];
-        let abandoned = match cs.phase {
-            Phase::Serving { job, .. } | Phase::Parked { job, .. } => {
-                cs.buffer.push_front(job.d);
-                Some(job.view)
-            }
-            Phase::Waiting { d } => {
-                cs.buffer.push_front(d);
-                None
-            }
-            Phase::Idle => None,
-        };
-        cs.phase = Phase::Idle;
         // Its copies of expired messages die with it.
-        cs.buffer.retain(|d| d.delivery != 0);
+        let abandoned = cs.drop_work();
         self.drop_orphans(c);
         if let Some(view) = abandoned {
             self.strategy.abandon(self.now, c, &view, &mut self.ctl);
@@ -45,13 +32,9 @@ impl<O: Observer> Engine<'_, O> {
             }
             CrashDetection::Lease | CrashDetection::Connection => {
                 // No more receives; what it received stays leased to it until each lease ends.
-                let cs = &mut self.w.consumers[c as usize];
-                cs.buffer.clear();
-                cs.ack_pending.clear();
-                cs.uncommitted.clear();
-                cs.nacked.clear();
+                self.w.consumers[c as usize].forget_deliveries();
                 self.sync_load(c);
-                if let Some(b) = self.w.consumers[c as usize].broker.take() {
+                if let Some(b) = self.w.consumers[c as usize].disconnect() {
                     self.w.brokers[b as usize].detach(c);
                     self.strategy
                         .on_silent_detach(self.now, b, c, &mut self.ctl);
@@ -73,13 +56,13 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         if cs.rejoining() {
-            if cs.broker.is_some() {
+            if cs.is_connected() {
                 self.session_gone(c);
             }
             self.rejoin(c);
             return;
         }
-        if cs.is_up() || cs.broker.is_none() {
+        if cs.is_up() || !cs.is_connected() {
             return;
         }
         self.session_gone(c);

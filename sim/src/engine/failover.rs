@@ -242,7 +242,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// The consumer's broker crashed: its connection is gone (the process goes on); it fails over.
     pub(super) fn consumer_lost_broker(&mut self, c: u32, b: u16) {
-        debug_assert_eq!(self.w.consumers[c as usize].broker, Some(b));
+        debug_assert_eq!(self.w.consumers[c as usize].connected_to(), Some(b));
         // The broker's attached list was already taken by the crash; detach does the rest.
         let free = self.free_prefetch(c);
         self.w.brokers[b as usize].attach(c, free);
@@ -265,22 +265,17 @@ impl<O: Observer> Engine<'_, O> {
     pub(super) fn consumer_reconnect(&mut self, c: u32, epoch: u32) {
         let cs = &self.w.consumers[c as usize];
         if !cs.alive_in(epoch)
-            || cs.broker.is_some()
+            || cs.is_connected()
             || cs.cut_off()
             || cs.is_suspended()
             || cs.is_away()
         {
             return;
         }
-        if self.sc.consumers.mode == ConsumerMode::Batch && !cs.job_running {
+        if self.sc.consumers.mode == ConsumerMode::Batch && !cs.in_job() {
             return;
         }
-        match cs
-            .list
-            .iter()
-            .copied()
-            .find(|&b| self.w.brokers[b as usize].is_up())
-        {
+        match cs.first_reachable(|b| self.w.brokers[b as usize].is_up()) {
             Some(b) => self.attach(c, b),
             None => self.schedule_reconnect(c, self.sc.consumers.reconnect_delay.0.max(1)),
         }

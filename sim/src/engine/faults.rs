@@ -35,7 +35,7 @@ impl<O: Observer> Engine<'_, O> {
                 }
             }
             FaultAction::SlowConsumer { consumer, factor } => {
-                self.w.consumers[consumer as usize].slow *= factor
+                self.w.consumers[consumer as usize].slow_down(factor)
             }
             FaultAction::ClockSkew { producer, skew } => {
                 self.w.producers[producer as usize].step_clock(skew);
@@ -119,7 +119,7 @@ impl<O: Observer> Engine<'_, O> {
                 }
             }
             FaultAction::SlowConsumer { consumer, factor } => {
-                self.w.consumers[consumer as usize].slow /= factor
+                self.w.consumers[consumer as usize].speed_up(factor)
             }
             FaultAction::ClockSkew { producer, skew } => {
                 self.w.producers[producer as usize].step_clock(skew.saturating_neg());

@@ -9,8 +9,9 @@
 //! the consumer's own copy (`World::orphans`): it is processed later, as a client that received a
 //! batch goes through it.
 
+use super::consumer::Expiry;
 use super::events::Ev;
-use super::state::{Delivery, Job, Loc, Phase};
+use super::state::{Delivery, Job, Loc};
 use super::Engine;
 use crate::history::{Event, MsgRef, Observer};
 
@@ -70,19 +71,14 @@ impl<O: Observer> Engine<'_, O> {
             broker: b,
         };
         // A received message not started yet stays with the consumer, as its own copy.
-        let cs = &mut self.w.consumers[c as usize];
-        let up = cs.is_up();
-        if let Some(e) = cs.buffer.iter_mut().find(|x| **x == d) {
-            if up {
-                e.delivery = 0;
+        match self.w.consumers[c as usize].lease_ended(d) {
+            Expiry::OwnCopy => {
                 let view = self.view(slot);
                 self.w.orphans.push((c, Job { d, view, poison }));
-            } else {
-                // A dead process's receives (crash detection by timeout) are simply gone.
-                let i = cs.buffer.iter().position(|x| *x == d).expect("found");
-                cs.buffer.remove(i);
-                self.sync_load(c);
             }
+            // A dead process's receives (crash detection by timeout) are simply gone.
+            Expiry::Dropped => self.sync_load(c),
+            Expiry::NotReceived => {}
         }
         let r = &self.cfg.redelivery;
         // SQS redrives on the next receive ([`Self::hand_over`]), not when the lease ends.
@@ -103,16 +99,7 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         let cs = &self.w.consumers[c as usize];
-        let in_hand = match cs.phase {
-            Phase::Serving { job, .. } | Phase::Parked { job, .. } => Some(job.d),
-            Phase::Waiting { d } => Some(d),
-            Phase::Idle => None,
-        };
-        let held = in_hand
-            .into_iter()
-            .chain(cs.buffer.iter().copied())
-            .chain(cs.ack_pending.iter().copied());
-        for d in held {
+        for d in cs.held() {
             if !self.w.slab.valid(&d, c) {
                 continue;
             }
@@ -148,10 +135,7 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         let cs = &self.w.consumers[c as usize];
-        let working = matches!(cs.phase,
-            Phase::Serving { job, .. } | Phase::Parked { job, .. }
-                if job.d.slot == slot && job.d.delivery == delivery);
-        if !working || !cs.is_up() {
+        if !cs.working_on(slot, delivery) || !cs.is_up() {
             return;
         }
         if self.defer_if_paused(c, Ev::LeaseRenew { slot, id }) {
@@ -177,7 +161,7 @@ impl<O: Observer> Engine<'_, O> {
     #[cold]
     #[inline(never)]
     pub(super) fn ack_refused(&mut self, c: u32, d: Delivery, msg: MsgRef) {
-        let connected = self.w.consumers[c as usize].broker == Some(d.broker);
+        let connected = self.w.consumers[c as usize].connected_to() == Some(d.broker);
         if self.cfg.lease.is_some() && connected && self.w.brokers[d.broker as usize].is_up() {
             self.emit(Event::AckFail {
                 t: self.now,

@@ -69,7 +69,7 @@ use consumer::Consumer;
 use events::Ev;
 use producer::Producer;
 use rand_chacha::ChaCha8Rng;
-use state::{Loc, Msg, Phase, Slab, World};
+use state::{Loc, Msg, Slab, World};
 use std::collections::BTreeMap;
 use workload::{Arrivals, KeyPicker};
 
@@ -474,11 +474,7 @@ impl<'a, O: Observer> Engine<'a, O> {
     /// or still holds its own copy of one whose lease ended before it started it: it will still
     /// write, so the run is not over. Asked only when nothing else is left.
     fn zombies(&self) -> bool {
-        self.w.consumers.iter().any(|c| {
-            c.is_up()
-                && (matches!(c.phase, Phase::Serving { .. } | Phase::Parked { .. })
-                    || c.buffer.iter().any(|d| d.delivery == 0))
-        })
+        self.w.consumers.iter().any(|c| c.is_up() && c.has_work())
     }
 
     fn finish(mut self) -> Result<Metrics, RunError> {

@@ -31,7 +31,7 @@ impl<O: Observer> Engine<'_, O> {
     /// the connection and redelivers what it had given it. The process keeps the message in hand.
     pub(super) fn pause_detected(&mut self, c: u32, serial: u32) {
         let cs = &self.w.consumers[c as usize];
-        if !cs.paused_by(serial) || cs.broker.is_none() {
+        if !cs.paused_by(serial) || !cs.is_connected() {
             return;
         }
         self.lose_connection_keep_work(c);
@@ -48,7 +48,7 @@ impl<O: Observer> Engine<'_, O> {
         }
         self.sync_load(c);
         let cs = &self.w.consumers[c as usize];
-        let (up, detached) = (cs.is_up(), cs.broker.is_none());
+        let (up, detached) = (cs.is_up(), !cs.is_connected());
         if up && detached && !cs.cut_off() && !cs.is_suspended() {
             self.schedule_reconnect(c, self.sc.consumers.reconnect_delay.0);
         }

@@ -6,7 +6,7 @@
 //! its next poll it joins again, its commit of them refused [K3][K5].
 
 use super::events::Ev;
-use super::state::{Delivery, Job, Phase};
+use super::state::Job;
 use super::Engine;
 use crate::history::Observer;
 use crate::time::Time;
@@ -16,8 +16,7 @@ impl<O: Observer> Engine<'_, O> {
     #[inline(never)]
     pub(super) fn polled(&mut self, c: u32, limit: Time) {
         let cs = &mut self.w.consumers[c as usize];
-        cs.poll_serial = cs.poll_serial.wrapping_add(1);
-        let serial = cs.poll_serial;
+        let serial = cs.next_poll();
         self.q
             .push(self.now + limit, Ev::PollDeadline { c, serial });
     }
@@ -26,11 +25,11 @@ impl<O: Observer> Engine<'_, O> {
     /// group drops it and it keeps them.
     pub(super) fn poll_overdue(&mut self, c: u32, serial: u32) {
         let cs = &self.w.consumers[c as usize];
-        if cs.poll_serial != serial || !cs.is_up() || cs.broker.is_none() {
+        if !cs.on_poll(serial) || !cs.is_up() || !cs.is_connected() {
             return;
         }
         // Back in `poll()` (nothing left of the batch): within the deadline.
-        if matches!(cs.phase, Phase::Idle) && cs.buffer.is_empty() {
+        if cs.is_drained() {
             return;
         }
         // A stopped process's heartbeat thread is stopped too (its session timeout applies).
@@ -38,24 +37,19 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         let kept: Vec<Job> = self.w.consumers[c as usize]
-            .buffer
-            .iter()
-            .filter(|d| d.delivery != 0)
-            .map(|&d| self.job_of(d))
+            .received()
+            .map(|d| self.job_of(d))
             .collect();
         self.lose_connection_keep_work(c);
         let cs = &mut self.w.consumers[c as usize];
         for job in kept {
-            cs.buffer.push_back(Delivery {
-                delivery: 0,
-                ..job.d
-            });
+            cs.keep_own_copy(job.d);
             self.w.orphans.push((c, job));
         }
         cs.dropped_from_group();
         self.sync_load(c);
         self.apply_control();
-        if matches!(self.w.consumers[c as usize].phase, Phase::Idle) {
+        if self.w.consumers[c as usize].is_idle() {
             self.start_next(c);
         }
     }

@@ -4,7 +4,7 @@
 
 use super::broker::{Delay, PutBack};
 use super::events::Ev;
-use super::state::{Delivery, Job, Loc, Phase};
+use super::state::{Delivery, Job, Loc};
 use super::Engine;
 use crate::history::{Event, FailReason, Observer};
 use crate::scenario::{Commit, PartialFailure, RedeliveryMode};
@@ -42,17 +42,17 @@ impl<O: Observer> Engine<'_, O> {
             consumer: c,
             reason,
         });
-        if self.w.consumers[c as usize].job_running {
+        if self.w.consumers[c as usize].in_job() {
             self.batch_failed(c, d, msg, reason);
             return;
         }
         let cs = &mut self.w.consumers[c as usize];
-        cs.failures_in_row += 1;
-        cs.phase = Phase::Idle;
+        let failures = cs.record_failure();
+        cs.go_idle();
         let n = self.sc.consumers.suspend_after_failures;
         // The endpoint stops after this failure (WebSphere's "sequential delivery failures"): it
         // must not start another message first, so nothing is dispatched to it below.
-        let suspend = n > 0 && cs.failures_in_row >= n && !cs.is_suspended();
+        let suspend = n > 0 && failures >= n && !cs.is_suspended();
         self.sync_load(c);
         // `partial_failure = "fail_rest"`: the rest of what it received goes back unprocessed,
         // before the failed message is requeued (so a head requeue keeps production order);
@@ -65,9 +65,7 @@ impl<O: Observer> Engine<'_, O> {
             }
             PartialFailure::WholeBatch => Some(false),
         };
-        let gave_back = window_back.is_some()
-            && !(self.w.consumers[c as usize].buffer.is_empty()
-                && self.w.consumers[c as usize].uncommitted.is_empty());
+        let gave_back = window_back.is_some() && self.w.consumers[c as usize].has_rest_of_batch();
         match window_back {
             _ if !gave_back => {}
             Some(true) => self.cancel_window(c),
@@ -107,7 +105,7 @@ impl<O: Observer> Engine<'_, O> {
                 }
                 if blocking {
                     let cs = &mut self.w.consumers[c as usize];
-                    cs.phase = Phase::Waiting { d };
+                    cs.hold_for_retry(d);
                     let epoch = cs.epoch();
                     self.q
                         .push(self.now + delay, Ev::BlockingRetry { c, epoch });
@@ -116,7 +114,7 @@ impl<O: Observer> Engine<'_, O> {
                     if r.delay_in_client && delay != 0 {
                         // The client's timer: the message stays the consumer's unacked one.
                         let due = self.now + delay;
-                        self.w.consumers[c as usize].nacked.push((d, due));
+                        self.w.consumers[c as usize].nack_in_client(d, due);
                         let (slot, id) = (d.slot, d.id);
                         self.q.push(due, Ev::RedeliveryDue { slot, id });
                     } else {
@@ -184,7 +182,7 @@ impl<O: Observer> Engine<'_, O> {
     fn give_back_rest(&mut self, c: u32) {
         let cs = &mut self.w.consumers[c as usize];
         // Copies of expired receives are not the broker's to take back: they are dropped.
-        let rest: Vec<Delivery> = cs.buffer.drain(..).filter(|d| d.delivery != 0).collect();
+        let rest = cs.take_buffered();
         self.drop_orphans(c);
         self.sync_load(c);
         self.return_deliveries(rest);
@@ -201,8 +199,8 @@ impl<O: Observer> Engine<'_, O> {
     fn abandon_batch(&mut self, c: u32) {
         let cs = &mut self.w.consumers[c as usize];
         // Copies of expired receives are not the broker's to take back: they are dropped.
-        let mut back: Vec<Delivery> = cs.buffer.drain(..).filter(|d| d.delivery != 0).collect();
-        back.extend(cs.uncommitted.drain(..).map(|(d, _)| d));
+        let mut back = cs.take_buffered();
+        back.extend(cs.drain_uncommitted());
         self.drop_orphans(c);
         self.sync_load(c);
         let how = PutBack {
@@ -226,7 +224,7 @@ impl<O: Observer> Engine<'_, O> {
     fn cancel_window(&mut self, c: u32) {
         let cs = &mut self.w.consumers[c as usize];
         // Copies of expired receives are not the broker's to take back: they are dropped.
-        let rest: Vec<Delivery> = cs.buffer.drain(..).filter(|d| d.delivery != 0).collect();
+        let rest = cs.take_buffered();
         self.drop_orphans(c);
         self.sync_load(c);
         let how = PutBack {
@@ -242,11 +240,7 @@ impl<O: Observer> Engine<'_, O> {
     /// and an entry for an earlier delivery of the message is stale.
     fn nack_timer_due(&mut self, c: u32, d: Delivery) -> bool {
         let cs = &self.w.consumers[c as usize];
-        let Some(i) = cs
-            .nacked
-            .iter()
-            .position(|&(x, due)| x == d && due <= self.now)
-        else {
+        let Some(i) = cs.nack_due(d, self.now) else {
             return false;
         };
         if !cs.is_up() {
@@ -256,7 +250,7 @@ impl<O: Observer> Engine<'_, O> {
         if self.defer_if_paused(c, Ev::RedeliveryDue { slot, id }) {
             return false;
         }
-        self.w.consumers[c as usize].nacked.swap_remove(i);
+        self.w.consumers[c as usize].clear_nack(i);
         true
     }
 
@@ -268,11 +262,9 @@ impl<O: Observer> Engine<'_, O> {
         if self.defer_if_paused(c, Ev::BlockingRetry { c, epoch }) {
             return;
         }
-        let cs = &self.w.consumers[c as usize];
-        let Phase::Waiting { d } = cs.phase else {
+        let Some(d) = self.w.consumers[c as usize].take_waiting() else {
             return;
         };
-        self.w.consumers[c as usize].phase = Phase::Idle;
         self.sync_load(c);
         if !self.w.slab.valid(&d, c) {
             self.start_next(c);
