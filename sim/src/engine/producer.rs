@@ -286,7 +286,7 @@ impl<O: Observer> Engine<'_, O> {
         };
         let b = match self.routed_to(route, connected) {
             Ok(b) => b,
-            Err(Some(d)) => {
+            Err(Unrouted::Held(d)) => {
                 // Asked again when the hold ends, or when the client's blocking call gives up.
                 let ps = &mut self.w.producers[p as usize];
                 let since = ps.held(slot).unwrap_or(self.now);
@@ -298,9 +298,9 @@ impl<O: Observer> Engine<'_, O> {
                 ps.hold = Some(at);
                 return Err(true);
             }
-            Err(None) => {
+            Err(Unrouted::Refused { block }) => {
                 self.w.producers[p as usize].release_hold(slot);
-                return Err(route_blocks(route));
+                return Err(block);
             }
         };
         self.w.producers[p as usize].release_hold(slot);
@@ -312,10 +312,10 @@ impl<O: Observer> Engine<'_, O> {
         Ok(b)
     }
 
-    /// The broker a send routed `route` by a producer connected to `connected` is stored at;
-    /// `Err(Some(d))`: the broker holds it `d` longer (`Route::Wait`); `Err(None)`: refused.
+    /// The broker a send routed `route` by a producer connected to `connected` is stored at,
+    /// or why it is not stored now.
     #[inline(always)]
-    fn routed_to(&self, route: Route, connected: u16) -> Result<u16, Option<Time>> {
+    fn routed_to(&self, route: Route, connected: u16) -> Result<u16, Unrouted> {
         let brokers = &self.w.brokers;
         match route {
             Route::Connected => Ok(connected),
@@ -323,14 +323,14 @@ impl<O: Observer> Engine<'_, O> {
             // A send to an HA pair reaches the member serving it.
             Route::Broker(b) => match brokers[b as usize].partner() {
                 Some(s) if brokers[s as usize].is_up() => Ok(s),
-                _ => Err(None),
+                _ => Err(Unrouted::Refused { block: true }),
             },
-            Route::Fail { .. } => Err(None),
+            Route::Fail { block } => Err(Unrouted::Refused { block }),
             Route::Stored(b) => match brokers[b as usize].partner() {
                 Some(s) if !brokers[b as usize].is_up() && brokers[s as usize].is_up() => Ok(s),
                 _ => Ok(b),
             },
-            Route::Wait(d) => Err(Some(d)),
+            Route::Wait(d) => Err(Unrouted::Held(d)),
         }
     }
 
@@ -367,14 +367,8 @@ impl<O: Observer> Engine<'_, O> {
         // The window of a deduplicating broker is counted from the hold's start.
         ps.resent.push((copy, since, broker));
         waiting.insert(at, copy);
-        ps.failed_block = true;
-        ps.overtakes = None;
+        ps.send_after_reconnect(waiting);
         self.producer_lost_broker(p);
-        // Disconnected: its waiting sends join its buffer, in order, for the reconnect.
-        let ps = &mut self.w.producers[p as usize];
-        for slot in waiting.into_iter().rev() {
-            ps.buffer.push_front(slot);
-        }
     }
 
     /// A held send whose producer gave up on it ([`Engine::call_timed_out`]) is asked about
@@ -396,21 +390,19 @@ impl<O: Observer> Engine<'_, O> {
             held_since: Some(h.since),
         };
         let route = self.strategy.route(&ctx, &view);
-        match self.routed_to(route, h.broker) {
-            Ok(b) => {
-                self.w.held_sends.swap_remove(i);
-                self.enqueue_back(b, slot);
-                self.dispatch(b);
+        let b = match self.routed_to(route, h.broker) {
+            Ok(b) => b,
+            Err(Unrouted::Held(d)) => {
+                self.q.push(self.now + d.max(1), Ev::HeldSend { slot, id });
+                return;
             }
-            Err(Some(d)) => self.q.push(self.now + d.max(1), Ev::HeldSend { slot, id }),
             // Refused at last (no bundled strategy does this after holding): the receiving
             // node stores it, as an unbound group's send is.
-            Err(None) => {
-                self.w.held_sends.swap_remove(i);
-                self.enqueue_back(h.broker, slot);
-                self.dispatch(h.broker);
-            }
-        }
+            Err(Unrouted::Refused { .. }) => h.broker,
+        };
+        self.w.held_sends.swap_remove(i);
+        self.enqueue_back(b, slot);
+        self.dispatch(b);
     }
 
     /// The strategy's routing refused a send (e.g. a Unit-of-Order member down): retried after
@@ -457,11 +449,8 @@ impl<O: Observer> Engine<'_, O> {
         // The round sends everything again: no window is open until one of them fails.
         ps.overtakes = None;
         if ps.broker.is_none() {
-            // Reconnecting: the failed sends join the buffer, in order, ahead of later sends.
             let failed = std::mem::take(&mut ps.failed);
-            for slot in failed.into_iter().rev() {
-                ps.buffer.push_front(slot);
-            }
+            ps.send_after_reconnect(failed);
             return;
         }
         let mut pending = std::mem::take(&mut ps.failed);
@@ -520,12 +509,13 @@ impl<O: Observer> Engine<'_, O> {
     }
 }
 
-/// Whether a refused send keeps the producer's later sends behind it.
-fn route_blocks(route: Route) -> bool {
-    match route {
-        Route::Fail { block } => block,
-        _ => true,
-    }
+/// Why a send is not stored now ([`Engine::routed_to`]).
+#[derive(Clone, Copy)]
+enum Unrouted {
+    /// The broker holds it this much longer (`Route::Wait`).
+    Held(Time),
+    /// Refused; `block`: the producer's later sends wait behind it.
+    Refused { block: bool },
 }
 
 /// One producer's connection and clock.
@@ -615,6 +605,14 @@ impl Producer {
     /// it has not sent again yet.
     pub fn unsent_resends(&self) -> impl Iterator<Item = u32> + '_ {
         self.resent.iter().map(|&(slot, ..)| slot)
+    }
+
+    /// Reconnecting: `sends` (waiting ones, in order) join its buffer ahead of what it buffered
+    /// since, to go first once connected.
+    fn send_after_reconnect(&mut self, sends: VecDeque<u32>) {
+        for slot in sends.into_iter().rev() {
+            self.buffer.push_front(slot);
+        }
     }
 
     /// Since when the broker has held its send `slot`, if it does.
