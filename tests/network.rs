@@ -101,6 +101,44 @@ fn the_bridge_never_holds_more_than_its_prefetch_and_never_sends_back() {
     assert_eq!(back, 0, "a forwarded message went back");
 }
 
+/// The bridge's credit is a round trip [A19]: broker `a` acks a forward, and its bridge may take
+/// another, only when `b`'s answer is back, `forward_delay` after `b` stored the message. With a
+/// credit of 3 on a 100 ms link, never more than 3 forwards are out unanswered, and the bridge
+/// does use all 3. Credit given back at the store instead lets a fourth forward leave at the very
+/// instant of the store, 100 ms before the first answer could be back.
+#[test]
+fn the_bridges_credit_comes_back_with_the_peers_answer() {
+    let text = file("network-of-brokers.toml")
+        .replace("prefetch = 1000", "prefetch = 3")
+        .replace("forward_delay = \"5ms\"", "forward_delay = \"100ms\"");
+    let delay = 100_000;
+    for seed in 1..=3 {
+        let mut travelling = BTreeSet::new();
+        let mut answers = std::collections::VecDeque::new(); // when each answer is back at a
+        let (mut unanswered, mut most, mut forwards) = (0u32, 0u32, 0);
+        run_with(&scenario(&text), "competing", seed, |e| match *e {
+            Event::Forward {
+                msg, from: 0, t, ..
+            } => {
+                while answers.front().is_some_and(|&back| back <= t) {
+                    answers.pop_front();
+                    unanswered -= 1;
+                }
+                unanswered += 1;
+                forwards += 1;
+                most = most.max(unanswered);
+                travelling.insert(msg.id);
+            }
+            Event::Enqueue { msg, broker: 1, t } if travelling.remove(&msg.id) => {
+                answers.push_back(t + delay);
+            }
+            _ => {}
+        });
+        assert!(forwards > 10, "seed {seed}: {forwards} forwards");
+        assert_eq!(most, 3, "seed {seed}: forwards out unanswered at once");
+    }
+}
+
 /// Broker `a` dies at 15s and returns at 35s. The messages it held at that instant (stored,
 /// prefetched by its consumers and unacknowledged, or taken by its bridge and not yet stored by
 /// `b`) are exactly the messages its bridge forwards after it returns (it has no consumer left):

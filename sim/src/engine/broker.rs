@@ -83,8 +83,10 @@ pub(super) struct Broker {
     /// Crash nesting (overlapping random crashes): up again when it returns to 0.
     down_depth: u32,
     /// Network bridges from this broker (`[network] kind = "bridge"`), in the order their demand
-    /// appeared; one with messages in flight outlives its demand until they are stored.
+    /// appeared; one with messages in flight outlives its demand until they are acked.
     bridges: Vec<Bridge>,
+    /// How many bridges it has opened: the next one's `link`.
+    links_opened: u32,
     /// Its dead-letter queue, in the order messages arrived there (kept for `dlq_replay`).
     dlq: Vec<Msg>,
     /// `dispatch_latency`'s sampler and its own random stream (None: deliveries arrive at once).
@@ -331,7 +333,11 @@ pub(super) struct Pick {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Bridge {
     pub peer: u16,
-    /// Messages taken and not yet stored by the peer (against `[network] prefetch`).
+    /// Which of the broker's bridges this is (a serial): the peer's answer to a forward frees
+    /// credit only on the bridge that sent it, not on one opened after a restart.
+    pub link: u32,
+    /// Messages taken and not yet acked (against `[network] prefetch`): the ack comes when the
+    /// peer's answer to the forward is back, `forward_delay` after the peer stored it.
     pub in_flight: u32,
     /// The peer has consumers attached: the bridge is offered to dispatch.
     pub demand: bool,
@@ -375,6 +381,7 @@ impl Broker {
             free_total: 0,
             down_depth: 0,
             bridges: Vec::new(),
+            links_opened: 0,
             dlq: Vec::new(),
             transit: cfg
                 .dispatch_latency
@@ -592,6 +599,12 @@ impl Broker {
             self.free_total = self.free_total - slot.free + free;
             slot.free = free;
         }
+    }
+
+    /// A serial for a bridge it opens (`Bridge::link`).
+    pub fn new_link(&mut self) -> u32 {
+        self.links_opened += 1;
+        self.links_opened
     }
 
     /// Its network bridges, to change (`network.rs`).

@@ -33,6 +33,13 @@ pub(super) enum Ev {
         slot: u32,
         id: u64,
     },
+    /// The peer's answer to a forward reaches broker `from`, which acks it to its bridge
+    /// `link` toward `to`: one message's credit comes back (`network.rs`).
+    BridgeAck {
+        from: u16,
+        to: u16,
+        link: u32,
+    },
     ConsumerReconnect {
         c: u32,
         epoch: u32,

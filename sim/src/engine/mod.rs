@@ -349,6 +349,7 @@ impl<'a, O: Observer> Engine<'a, O> {
             Ev::RedeliveryDue { slot, id } => self.redelivery_due(slot, id),
             Ev::ReturnDue { slot, id } => self.return_due(slot, id),
             Ev::ForwardArrive { slot, id } => self.forward_arrive(slot, id),
+            Ev::BridgeAck { from, to, link } => self.bridge_ack(from, to, link),
             Ev::ConsumerReconnect { c, epoch } => self.consumer_reconnect(c, epoch),
             Ev::ParkTimeout { c, epoch, serial } => self.park_timeout(c, epoch, serial),
             Ev::ProducerRetry(p) => self.producer_retry(p),

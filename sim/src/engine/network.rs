@@ -8,8 +8,9 @@
 //!   consumer's, at equal priority: it can own a message group or be the exclusive consumer). A
 //!   message it takes first reaches the bridge's local consumer, a draw of the source's
 //!   `dispatch_latency` (none without one; in the queue's order), and goes on the wire to the
-//!   peer then (`remoteBroker.asyncRequest`); it travels `forward_delay`, the peer stores it, and
-//!   the credit comes back. A message that came over a bridge is never offered to a bridge again
+//!   peer then (`remoteBroker.asyncRequest`); it travels `forward_delay`, the peer stores it and
+//!   answers, and the answer travels `forward_delay` back: only then does the source ack the
+//!   message and the bridge's credit come back (the window is a round trip). A message that came over a bridge is never offered to a bridge again
 //!   (`networkTTL` 1 and the bridge's loop suppression), so it waits for a local consumer.
 //!
 //!   The bridge's window at a crash of the source: the source acks a forward only when the peer's
@@ -113,12 +114,17 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         // An orphan's bridge closed with its source: no credit to give back.
-        let was_full = self.bridged() && !orphan && self.bridge_landed(from, to);
+        let bridged = self.bridged() && !orphan;
+        let mut was_full = false;
         if self.w.brokers[to as usize].is_up() {
             self.w.slab.get_mut(slot).crossed = true;
             self.enqueue_back(to, slot);
+            if bridged {
+                was_full = self.answer_forward(from, to);
+            }
             self.dispatch(to);
         } else {
+            was_full = bridged && self.bridge_landed(from, to, None);
             self.w.slab.get_mut(slot).loc = Loc::Queued(from);
             self.w.brokers[from as usize].store(slot);
             self.dispatch(from);
@@ -128,12 +134,43 @@ impl<O: Observer> Engine<'_, O> {
         }
     }
 
-    /// One message of the bridge `from` -> `to` is no longer in flight. Returns whether the bridge
-    /// had used all its credit (the source may dispatch to it again).
-    fn bridge_landed(&mut self, from: u16, to: u16) -> bool {
+    /// The peer `to` stored a forward of `from`'s bridge and answers: the answer travels
+    /// `forward_delay` back, and `from` acks the message to its bridge only then
+    /// (`DemandForwardingBridgeSupport`: the `MessageAck` is sent in the response's callback), so
+    /// the credit is held for the whole round trip [A19]. Over a link without delay the answer is
+    /// there at once: returns whether the bridge had used all its credit, as `bridge_landed`.
+    fn answer_forward(&mut self, from: u16, to: u16) -> bool {
+        let delay = self.sc.network.forward_delay.0;
+        if delay == 0 {
+            return self.bridge_landed(from, to, None);
+        }
+        let bridges = self.w.brokers[from as usize].bridges_mut();
+        if let Some(b) = bridges.iter().find(|b| b.peer == to) {
+            let link = b.link;
+            self.q
+                .push(self.now + delay, Ev::BridgeAck { from, to, link });
+        }
+        false
+    }
+
+    /// The answer to a forward of bridge `link` from `from` to `to` is back: the message is acked
+    /// and its credit returns. A bridge closed by `from`'s crash since is gone: nothing returns.
+    pub(super) fn bridge_ack(&mut self, from: u16, to: u16, link: u32) {
+        if self.bridge_landed(from, to, Some(link)) {
+            self.dispatch(from);
+        }
+    }
+
+    /// One message of the bridge `from` -> `to` (`link`, or whichever bridge leads there) is no
+    /// longer in flight. Returns whether the bridge had used all its credit and still has demand
+    /// (the source may dispatch to it again).
+    fn bridge_landed(&mut self, from: u16, to: u16, link: Option<u32>) -> bool {
         let prefetch = self.sc.network.prefetch;
         let bridges = self.w.brokers[from as usize].bridges_mut();
-        let Some(i) = bridges.iter().position(|b| b.peer == to) else {
+        let Some(i) = bridges
+            .iter()
+            .position(|b| b.peer == to && link.is_none_or(|l| b.link == l))
+        else {
             return false;
         };
         let was_full = bridges[i].in_flight >= prefetch;
@@ -171,17 +208,20 @@ impl<O: Observer> Engine<'_, O> {
 
     /// Broker `s` (up) gets a bridge toward `p`, last in its dispatch order.
     fn open_bridge(&mut self, s: u16, p: u16) {
-        let bridges = self.w.brokers[s as usize].bridges_mut();
-        let (in_flight, sent) = match bridges.iter().position(|b| b.peer == p) {
+        let broker = &mut self.w.brokers[s as usize];
+        let bridges = broker.bridges_mut();
+        // Demand back while forwards are unacked: the same bridge, its credit still out.
+        let (link, in_flight, sent) = match bridges.iter().position(|b| b.peer == p) {
             Some(i) if bridges[i].demand => return,
             Some(i) => {
                 let old = bridges.remove(i);
-                (old.in_flight, old.sent)
+                (old.link, old.in_flight, old.sent)
             }
-            None => (0, 0),
+            None => (broker.new_link(), 0, 0),
         };
-        bridges.push(Bridge {
+        broker.bridges_mut().push(Bridge {
             peer: p,
+            link,
             in_flight,
             demand: true,
             sent,
@@ -239,7 +279,7 @@ impl<O: Observer> Engine<'_, O> {
             self.w.slab.get_mut(slot).loc = Loc::Queued(from);
             self.w.brokers[from as usize].store_first(slot);
             if from != b {
-                self.bridge_landed(from, b);
+                self.bridge_landed(from, b, None);
             }
         }
         let closed = std::mem::take(self.w.brokers[b as usize].bridges_mut());

@@ -474,11 +474,12 @@ pub struct Network {
     #[serde(default)]
     pub kind: NetworkKind,
     /// Time for a forwarded message to reach the peer's store once sent (a bridge sends what it
-    /// takes a draw of its broker's `dispatch_latency` after the dispatch).
+    /// takes a draw of its broker's `dispatch_latency` after the dispatch), and for the peer's
+    /// answer to come back.
     #[serde(default = "defaults::forward_delay")]
     pub forward_delay: Dur,
-    /// The bridge's prefetch: messages it may hold taken but not yet stored by the peer
-    /// (ActiveMQ `networkConnector prefetchSize`, 1000).
+    /// The bridge's prefetch: messages it may hold taken and not yet acked, which happens when
+    /// the peer's answer is back (ActiveMQ `networkConnector prefetchSize`, 1000).
     #[serde(default = "defaults::bridge_prefetch")]
     pub prefetch: u32,
     /// Hops a message and a consumer's demand travel (ActiveMQ `networkTTL`, 1): only 1 is
