@@ -91,7 +91,7 @@ ack_latency = "10ms"
         ack_latency: Duration::from_millis(10),
         reconnect_delay: Duration::from_millis(100),
         producer_reconnect_delay: Duration::from_millis(100),
-        schedule: run::schedule(&sc, 1),
+        schedule: run::workload(&sc, "competing", 1).expect("workload").0,
         faults,
         drain_timeout: Duration::from_secs(20),
         seed: 1,

@@ -222,3 +222,98 @@ fn a_quorum_queue_drops_a_poison_message_at_its_delivery_limit() {
         .iter()
         .any(|e| matches!(e, Event::Drop { msg, .. } if msg.id == poison[0])));
 }
+
+/// Where RabbitMQ 3.10 puts a NACKed message, read off a backlog (one consumer busy 40 ms a
+/// message, 50 arrivals a second, the poison message produced at 520 ms): with a delivery limit
+/// it goes to `returns` and is delivered next, every time, until the limit drops it; without one
+/// it goes to the back, behind the messages produced after it (rabbit_fifo's source: the aux
+/// machine turns a return into a `requeue` only when the queue has no limit). The model puts it
+/// at the same places (`requeue_on`, the 3.10 flavour's defaults).
+#[test]
+fn a_quorum_queue_delivers_a_nacked_message_next_with_a_delivery_limit_and_last_without() {
+    if skip() {
+        return;
+    }
+    let _serial = serial();
+    let text = |redelivery: &str| {
+        format!(
+            r#"
+flavour = "rabbitmq_quorum"
+strategies = ["competing"]
+[workload]
+messages = 60
+rate = "50/s"
+arrival = "constant"
+keys = 4
+[[broker]]
+name = "rabbit"
+version = "3.10"
+[consumers]
+count = 1
+prefetch = 1
+service = "40ms"
+ack_latency = "2ms"
+{redelivery}
+[[fault]]
+kind = "poison"
+at = "510ms"
+for = "20ms"
+fraction = 1.0
+"#
+        )
+    };
+    // The dispatches as (message, delivery), in order.
+    let dispatches = |sc: &sim::Scenario, drain: Duration| {
+        let plan = ordsim::live::plan(sc, run::LiveStrategy::Competing, 1, drain).unwrap();
+        let r = run::run(&plan).expect("the live run");
+        assert_no_broker_left();
+        let poison: Vec<u64> = r
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Produce {
+                    msg, poison: true, ..
+                } => Some(msg.id),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(poison.len(), 1, "one poison message: {poison:?}");
+        let d: Vec<(u64, u32)> = r
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Dispatch { msg, delivery, .. } => Some((msg.id, *delivery)),
+                _ => None,
+            })
+            .collect();
+        (poison[0], d)
+    };
+    let limited =
+        ordsim::load_text("limit", &text("[redelivery]\nmax_redeliveries = 2\n")).unwrap();
+    let (p, d) = dispatches(&limited, Duration::from_secs(30));
+    let first = d.iter().position(|&(m, _)| m == p).expect("delivered");
+    assert_eq!(
+        &d[first..first + 3],
+        &[(p, 1), (p, 2), (p, 3)],
+        "with a limit: delivered next each time"
+    );
+    assert!(
+        d[first + 3..].iter().all(|&(m, _)| m != p),
+        "dropped after 3"
+    );
+    let unlimited = ordsim::load_text("no-limit", &text("")).unwrap();
+    let (p, d) = dispatches(&unlimited, Duration::from_secs(3));
+    let first = d.iter().position(|&(m, _)| m == p).expect("delivered");
+    let again = first
+        + 1
+        + d[first + 1..]
+            .iter()
+            .position(|&(m, _)| m == p)
+            .expect("again");
+    // Behind every message waiting at its NACK: the backlog is several messages deep by then.
+    assert!(
+        again - first > 5,
+        "without a limit: at the back ({first} -> {again})"
+    );
+    assert!(d[first + 1..again].iter().all(|&(m, n)| m > p && n == 1));
+}

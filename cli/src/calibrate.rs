@@ -296,6 +296,9 @@ pub struct Row {
     pub live: Vec<f64>,
     /// Per live value, its percentile in the simulator's values ([`percentile`]).
     pub percentiles: Vec<f64>,
+    /// Per live value, the simulator's value at the same seed (the same workload and faults:
+    /// docs/calibration.md, "One workload on both sides"), when that seed was run.
+    pub paired: Vec<Option<f64>>,
     /// The verdict.
     pub verdict: Verdict,
 }
@@ -328,6 +331,7 @@ impl Row {
             high,
             live: live.to_vec(),
             percentiles: live.iter().map(|v| percentile(sim, *v)).collect(),
+            paired: Vec::new(),
             verdict,
         })
     }
@@ -520,13 +524,14 @@ pub fn values(ms: &[Metrics], metric: &str) -> Vec<f64> {
 }
 
 /// Runs `strategy` of `sc` with seeds `seeds` in parallel (the library's run path, as `sim sweep`
-/// does): the metrics, by seed.
+/// does): the metrics with their seeds, in seed order (a seed the strategy does not apply to is
+/// left out).
 pub fn sim_runs(
     sc: &Scenario,
     file: &str,
     strategy: &str,
     seeds: std::ops::RangeInclusive<u64>,
-) -> Result<Vec<Metrics>, CliError> {
+) -> Result<Vec<(u64, Metrics)>, CliError> {
     let seeds: Vec<u64> = seeds.collect();
     let out: Vec<Result<Option<Metrics>, CliError>> = seeds
         .par_iter()
@@ -550,40 +555,54 @@ pub fn sim_runs(
         })
         .collect();
     let mut ms = Vec::new();
-    for r in out {
+    for (seed, r) in seeds.into_iter().zip(out) {
         if let Some(m) = r? {
-            ms.push(m);
+            ms.push((seed, m));
         }
     }
     Ok(ms)
 }
 
 /// The rows of one scenario and strategy: every metric of `metrics` both sides have.
+/// `sim` and `live` are by seed; each live value is paired with the simulator's at its seed.
 pub fn rows(
     metrics: &[&str],
     scenario: &str,
     file: &str,
     strategy: &str,
-    sim: &[Metrics],
-    live: &[Metrics],
+    sim: &[(u64, Metrics)],
+    live: &[(u64, Metrics)],
     tol: &Tolerance,
 ) -> Vec<Row> {
+    let sim_ms: Vec<Metrics> = sim.iter().map(|(_, m)| m.clone()).collect();
     metrics
         .iter()
         .filter_map(|metric| {
-            let l = values(live, metric);
-            if l.is_empty() {
+            let measured: Vec<(u64, f64)> = live
+                .iter()
+                .filter_map(|(seed, m)| Some((*seed, m.numeric(metric)?)))
+                .collect();
+            if measured.is_empty() {
                 return None;
             }
-            Row::judge(
+            let l: Vec<f64> = measured.iter().map(|(_, v)| *v).collect();
+            let mut row = Row::judge(
                 scenario,
                 file,
                 strategy,
                 metric,
-                &values(sim, metric),
+                &values(&sim_ms, metric),
                 &l,
                 tol,
-            )
+            )?;
+            row.paired = measured
+                .iter()
+                .map(|(seed, _)| {
+                    let (_, m) = sim.iter().find(|(s, _)| s == seed)?;
+                    m.numeric(metric)
+                })
+                .collect();
+            Some(row)
         })
         .collect()
 }
@@ -614,11 +633,12 @@ pub fn table(rows: &[Row]) -> String {
         "sim mean",
         "accepted",
         "live",
+        "sim@seed",
         "live %ile",
         "tail",
         "verdict",
     ];
-    let cells: Vec<[String; 9]> = rows
+    let cells: Vec<[String; 10]> = rows
         .iter()
         .map(|r| {
             [
@@ -628,6 +648,7 @@ pub fn table(rows: &[Row]) -> String {
                 num(r.sim.mean),
                 format!("{}..{}", num(r.low), num(r.high)),
                 joined(&r.live, " ", num),
+                paired(&r.paired, " "),
                 joined(&r.percentiles, " ", |p| format!("{p:.0}")),
                 r.tail().unwrap_or("").to_string(),
                 r.verdict.name().to_string(),
@@ -644,7 +665,7 @@ pub fn table(rows: &[Row]) -> String {
         let mut s = String::new();
         for (i, (cell, w)) in c.iter().zip(width).enumerate() {
             // Text left, numbers right.
-            if !(2..7).contains(&i) {
+            if !(2..8).contains(&i) {
                 s.push_str(&format!("{cell:<w$}"));
             } else {
                 s.push_str(&format!("{cell:>w$}"));
@@ -662,8 +683,16 @@ pub fn table(rows: &[Row]) -> String {
     s
 }
 
+/// The simulator's values at the live runs' seeds, `-` for a seed it did not run.
+fn paired(xs: &[Option<f64>], sep: &str) -> String {
+    xs.iter()
+        .map(|x| x.map_or_else(|| "-".to_string(), num))
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
 /// The CSV columns.
-pub const CSV_HEADER: [&str; 16] = [
+pub const CSV_HEADER: [&str; 17] = [
     "scenario",
     "file",
     "strategy",
@@ -676,6 +705,7 @@ pub const CSV_HEADER: [&str; 16] = [
     "accepted_high",
     "live_runs",
     "live_values",
+    "sim_same_seed",
     "live_outside",
     "live_percentiles",
     "tail",
@@ -700,6 +730,7 @@ pub fn csv(rows: &[Row]) -> Result<String, csv::Error> {
             num(r.high),
             r.live.len().to_string(),
             joined(&r.live, ";", num),
+            paired(&r.paired, ";"),
             r.outside().to_string(),
             joined(&r.percentiles, ";", |p| format!("{p:.1}")),
             r.tail().unwrap_or("").to_string(),
@@ -848,15 +879,46 @@ mod tests {
         assert_eq!(lines[0], CSV_HEADER.join(","));
         assert_eq!(
             lines[1],
-            "s,f.toml,competing,ordering_violations,2,3,9,6,0,12.5,3,6;13;2,1,50.0;100.0;0.0,,OUTSIDE"
+            "s,f.toml,competing,ordering_violations,2,3,9,6,0,12.5,3,6;13;2,,1,50.0;100.0;0.0,,OUTSIDE"
         );
         assert_eq!(
             lines[2],
-            "s,f.toml,competing,latency_ms.p50,2,3.6,4.6,4.1,2.35,5.85,1,10.25,1,100.0,,OUTSIDE"
+            "s,f.toml,competing,latency_ms.p50,2,3.6,4.6,4.1,2.35,5.85,1,10.25,,1,100.0,,OUTSIDE"
         );
         // Read back: every row has every column.
         let mut r = csv::Reader::from_reader(text.as_bytes());
         assert!(r.records().all(|x| x.unwrap().len() == CSV_HEADER.len()));
+    }
+
+    /// Each live value is paired with the simulator's value at its seed (the same workload):
+    /// in the row, the table's `sim@seed` column and the CSV; a seed the simulator did not run
+    /// shows `-`.
+    #[test]
+    fn each_live_value_is_paired_with_the_simulator_at_its_seed() {
+        let m = |dups: u64| Metrics {
+            duplicates: dups,
+            ..Metrics::default()
+        };
+        let sim: Vec<(u64, Metrics)> = (1..=5).map(|s| (s, m(10 * s))).collect();
+        let live = vec![(2, m(7)), (9, m(8)), (4, m(41))];
+        let rows = rows(
+            &["duplicates"],
+            "s",
+            "f.toml",
+            "competing",
+            &sim,
+            &live,
+            &Tolerance::default(),
+        );
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].live, vec![7.0, 8.0, 41.0]);
+        assert_eq!(rows[0].paired, vec![Some(20.0), None, Some(40.0)]);
+        let t = table(&rows);
+        assert!(
+            t.contains("sim@seed") && t.contains(" 7 8 41 ") && t.contains(" 20 - 40 "),
+            "{t}"
+        );
+        assert!(csv(&rows).unwrap().contains(",7;8;41,20;-;40,"));
     }
 
     #[test]
@@ -979,8 +1041,8 @@ mod tests {
             "s",
             "f",
             "competing",
-            &[m.clone(), m.clone()],
-            std::slice::from_ref(&m),
+            &[(1, m.clone()), (2, m.clone())],
+            &[(1, m.clone())],
             &Tolerance::default(),
         );
         assert_eq!(
@@ -996,8 +1058,8 @@ mod tests {
             "s",
             "f",
             "competing",
-            &[dl.clone(), dl],
-            &[m],
+            &[(1, dl.clone()), (2, dl)],
+            &[(1, m)],
             &Tolerance::default(),
         );
         let last = rs.last().unwrap();
@@ -1010,7 +1072,7 @@ mod tests {
             "f",
             "competing",
             &[],
-            &[Metrics::default()],
+            &[(1, Metrics::default())],
             &Tolerance::default()
         )
         .is_empty());
@@ -1036,7 +1098,8 @@ service = "2ms"
         .unwrap();
         let ms = sim_runs(&sc, "t", "competing", 1..=5).unwrap();
         assert_eq!(ms.len(), 5);
-        assert!(ms.iter().all(|m| m.produced == 50 && m.lost == 0));
+        assert!(ms.iter().map(|(s, _)| *s).eq(1..=5));
+        assert!(ms.iter().all(|(_, m)| m.produced == 50 && m.lost == 0));
         // Deterministic: the same seeds give the same figures.
         assert_eq!(ms, sim_runs(&sc, "t", "competing", 1..=5).unwrap());
     }

@@ -218,7 +218,7 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
                     m.latency_ms.p50,
                     m.latency_ms.p99
                 );
-                live.push(m);
+                live.push((seed, m));
             }
             rows.extend(calibrate::rows(
                 &calibrate::metrics_for(super::rolls_back(&l.sc)),

@@ -431,7 +431,6 @@ pub fn plan(
 ) -> Result<Plan, String> {
     let fp = FaultPlan::resolve(sc, seed);
     let mut faults = Vec::new();
-    let mut poison_windows = Vec::new();
     for f in &fp.faults {
         let at = Duration::from_micros(f.at);
         // A window's length: without `for`, `what` would be staged, and it is not.
@@ -449,12 +448,8 @@ pub fn plan(
                 faults.push((at, Action::KillBroker(broker)));
                 faults.push((at + d, Action::RestartBroker(broker)));
             }
-            FaultAction::Poison { fraction } => {
-                let until = f
-                    .duration
-                    .map_or(Duration::MAX, |d| at + Duration::from_micros(d));
-                poison_windows.push((at, until, fraction));
-            }
+            // Which messages are poison is part of the workload (`run::workload`).
+            FaultAction::Poison { .. } => {}
             FaultAction::ConsumerCrash { consumer } => {
                 let down = lasting("a consumer that never comes back")?;
                 faults.push((at, Action::CrashConsumer { c: consumer, down }));
@@ -478,7 +473,7 @@ pub fn plan(
         }
     }
     faults.sort_by_key(|(t, _)| *t);
-    let schedule = run::schedule(sc, seed);
+    let (schedule, poison) = run::workload(sc, calibrate::strategy_name(strategy), seed)?;
     Ok(Plan {
         target: rabbit_plan::target(sc, strategy),
         strategy,
@@ -496,7 +491,7 @@ pub fn plan(
         consumer_lists: (0..sc.consumers.count as usize)
             .map(|i| failover_list(sc, &sc.consumers.brokers, sc.consumers.connect, i))
             .collect(),
-        poison: run::poison_plan(sc, seed, &schedule, &poison_windows),
+        poison,
         redelivery: live_redelivery(sc)?,
         service: sc.consumers.service.0.clone(),
         ack_latency: Duration::from_micros(sc.consumers.ack_latency.0),
@@ -1015,14 +1010,39 @@ service = "1ms"
         assert_eq!(m.coverage.consumer_crashes, 1);
     }
 
+    /// The live producers send what `sim run --seed` produces: the same times, producers and
+    /// keys (drawn from the simulator's streams, so whatever strategy's run they are read from),
+    /// and another seed sends something else.
     #[test]
-    fn the_schedule_follows_the_workload() {
-        let sc = crate::load_text("t", BASE).unwrap();
-        let s = run::schedule(&sc, 1);
-        assert_eq!(s.len(), 10);
-        assert!(s.windows(2).all(|w| w[0].0 <= w[1].0));
-        assert!(s.iter().all(|&(_, p, k)| p == 0 && k < 2));
-        assert_eq!(s, run::schedule(&sc, 1));
+    fn the_live_workload_is_the_simulators_at_the_same_seed() {
+        let text = BASE
+            .replace("messages = 10", "messages = 200")
+            .replace("keys = 2", "keys = 8")
+            .replace("[[broker]]", "[producers]\ncount = 2\n[[broker]]");
+        let sc = crate::load_text("t", &text).unwrap();
+        let (s, poison) = run::workload(&sc, "competing", 3).unwrap();
+        assert_eq!(s.len(), 200);
+        assert!(poison.iter().all(|p| !p));
+        let mut produced = Vec::new();
+        let plan = sim::faults::FaultPlan::resolve(&sc, 3);
+        let opts = sim::RunOptions {
+            seed: 3,
+            max_events: None,
+            max_sim_time: None,
+        };
+        let mut see = |e: &sim::history::Event| {
+            if let sim::history::Event::Produce {
+                t, msg, producer, ..
+            } = *e
+            {
+                produced.push((Duration::from_micros(t), producer, msg.key));
+            }
+        };
+        strategies::run_named("single", &sc, &plan, &opts, Some(&mut see)).unwrap();
+        assert_eq!(s, produced);
+        assert!(s.iter().any(|m| m.1 == 1), "both producers send");
+        assert!(s.windows(2).all(|w| w[0].0 < w[1].0));
+        assert_ne!(s, run::workload(&sc, "competing", 4).unwrap().0);
     }
 
     const POISON: &str =
@@ -1115,43 +1135,29 @@ service = "1ms"
         );
     }
 
+    /// A `poison` window with `fraction = 1.0` poisons every message produced inside it and no
+    /// other; `poison_fraction` poisons about its share of the rest, the same ones at one seed.
     #[test]
     fn poison_windows_and_fractions_pick_the_messages() {
-        let sc = crate::load_text("t", &format!("{BASE}{POISON}")).unwrap();
-        let sched: Vec<(Duration, u32, u32)> = (1..=30)
-            .map(|i| (Duration::from_millis(20 * i), 0, 0))
-            .collect();
-        let w = [(
-            Duration::from_millis(1010),
-            Duration::from_millis(1030),
-            1.0,
-        )];
-        let p = run::poison_plan(&sc, 1, &sched, &w);
-        let hit: Vec<usize> = p
-            .iter()
-            .enumerate()
-            .filter(|(_, x)| **x)
-            .map(|(i, _)| i)
-            .collect();
-        assert!(
-            hit.is_empty(),
-            "no message of this schedule falls in [1010, 1030) ms"
-        );
-        let sched: Vec<(Duration, u32, u32)> = (1..=100)
-            .map(|i| (Duration::from_millis(20 * i), 0, 0))
-            .collect();
-        let p = run::poison_plan(&sc, 1, &sched, &w);
-        assert_eq!(p.iter().filter(|x| **x).count(), 1);
-        assert!(p[50], "the message at 1020 ms");
+        let text = BASE
+            .replace("messages = 10", "messages = 100")
+            .replace("rate = \"10/s\"", "rate = \"50/s\"\narrival = \"constant\"");
+        let sc = crate::load_text("t", &format!("{text}{POISON}")).unwrap();
+        let (s, p) = run::workload(&sc, "competing", 1).unwrap();
+        let window = Duration::from_millis(1010)..Duration::from_millis(1030);
+        for (m, poison) in s.iter().zip(&p) {
+            assert_eq!(*poison, window.contains(&m.0), "the message at {:?}", m.0);
+        }
+        assert_eq!(p.iter().filter(|x| **x).count(), 1, "1020 ms only");
         let sc = crate::load_text(
             "t",
-            &BASE.replace("keys = 2", "keys = 2\npoison_fraction = 0.5"),
+            &text.replace("keys = 2", "keys = 2\npoison_fraction = 0.5"),
         )
         .unwrap();
-        let p = run::poison_plan(&sc, 1, &sched, &[]);
+        let (_, p) = run::workload(&sc, "competing", 1).unwrap();
         let n = p.iter().filter(|x| **x).count();
         assert!((30..=70).contains(&n), "{n}");
-        assert_eq!(p, run::poison_plan(&sc, 1, &sched, &[]));
+        assert_eq!(p, run::workload(&sc, "competing", 1).unwrap().1);
     }
 
     #[test]

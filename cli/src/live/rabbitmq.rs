@@ -77,11 +77,6 @@ pub fn version() -> Option<String> {
         .map(str::to_string)
 }
 
-/// The major version of `v` (`"3.10.8"`: 3).
-pub fn major(v: &str) -> Option<u32> {
-    v.split('.').next()?.parse().ok()
-}
-
 /// The queue type (the flavour: `rabbitmq` classic, `rabbitmq_quorum` quorum).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QueueType {
@@ -443,6 +438,5 @@ mod tests {
             "{c}"
         );
         assert!(ADVANCED_CONFIG.contains("{inet_dist_use_interface, {127,0,0,1}}"));
-        assert_eq!(major("3.10.8"), Some(3));
     }
 }

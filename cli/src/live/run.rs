@@ -6,10 +6,9 @@ use super::broker::{BrokerConf, Process};
 use super::stomp::{close_socket, Conn, Frame};
 use super::target::Target;
 pub use crate::pacing::{outages, pacing, FaultTiming, Pacing};
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use sim::history::{DiscardReason, Event, FailReason, MsgRef, Node};
-use sim::scenario::Arrival;
 use sim::time::Time;
 use sim::Scenario;
 use std::collections::{BTreeMap, HashSet, VecDeque};
@@ -201,53 +200,46 @@ pub struct Plan {
     pub own: Option<super::own::OwnConsumer>,
 }
 
-/// The producers' schedule: `messages` arrivals at `rate` (Poisson or constant), keys uniform,
-/// producers in turn.
-pub fn schedule(sc: &Scenario, seed: u64) -> Vec<(Duration, u32, u32)> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6c69_7665);
-    let rate = sc.workload.rate.as_per_sec();
-    let producers = sc.producers.count.max(1);
-    let mut t = 0f64;
-    (0..sc.workload.messages)
-        .map(|i| {
-            t += match sc.workload.arrival {
-                Arrival::Constant => 1.0 / rate,
-                Arrival::Poisson => -(1.0 - rng.random::<f64>()).ln() / rate,
-            };
-            let key = rng.random_range(0..sc.workload.keys);
-            (
-                Duration::from_secs_f64(t),
-                (i % producers as u64) as u32,
-                key,
-            )
-        })
-        .collect()
-}
+/// The producers' schedule: (time from the start, producer, key) per message, in order.
+pub type Schedule = Vec<(Duration, u32, u32)>;
 
-/// Which messages of `schedule` are poison: each with probability `workload.poison_fraction`,
-/// and those scheduled inside a `poison` fault's window with the fault's `fraction` (the larger
-/// of the two, as the engine draws them), from the seed's own stream (the simulator draws them
-/// from the engine's: a fraction below 1 poisons other messages than `sim run` does, with the same
-/// distribution).
-pub fn poison_plan(
-    sc: &Scenario,
-    seed: u64,
-    schedule: &[(Duration, u32, u32)],
-    windows: &[(Duration, Duration, f64)],
-) -> Vec<bool> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x706f_6973_6f6e);
-    schedule
-        .iter()
-        .map(|&(at, _, _)| {
-            let boost = windows
-                .iter()
-                .filter(|(from, until, _)| *from <= at && at < *until)
-                .map(|w| w.2)
-                .fold(0.0, f64::max);
-            let p = sc.workload.poison_fraction.max(boost);
-            p > 0.0 && (p >= 1.0 || rng.random_bool(p))
-        })
-        .collect()
+/// What the producers send, in order: (time from the start, producer, key) per message, and
+/// which messages are poison. These are the draws `sim run --seed` makes (its arrivals, keys and
+/// producers from their own streams, poison with the fault plan's windows), read from the
+/// simulator's history of `strategy` at `seed`: a live run and the simulator at one seed handle
+/// one workload, so a calibration compares how each handles it, not two samples of the arrivals
+/// (docs/calibration.md, "One workload on both sides").
+pub fn workload(sc: &Scenario, strategy: &str, seed: u64) -> Result<(Schedule, Vec<bool>), String> {
+    let plan = sim::faults::FaultPlan::resolve(sc, seed);
+    let opts = sim::RunOptions {
+        seed,
+        max_events: None,
+        max_sim_time: None,
+    };
+    let (mut schedule, mut poison) = (Vec::new(), Vec::new());
+    let mut observe = |e: &Event| {
+        if let Event::Produce {
+            t,
+            msg,
+            producer,
+            poison: p,
+            ..
+        } = *e
+        {
+            schedule.push((Duration::from_micros(t), producer, msg.key));
+            poison.push(p);
+        }
+    };
+    strategies::run_named(strategy, sc, &plan, &opts, Some(&mut observe))
+        .map_err(|e| format!("the simulator's workload at seed {seed}: {e}"))?;
+    if schedule.len() as u64 != sc.workload.messages {
+        return Err(format!(
+            "the simulator produced {} of {} messages at seed {seed} (its run ended early)",
+            schedule.len(),
+            sc.workload.messages
+        ));
+    }
+    Ok((schedule, poison))
 }
 
 /// The history as it is recorded: events timed from the start, in recording order (so time
