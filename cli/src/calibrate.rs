@@ -456,10 +456,72 @@ pub fn biases(rows: &[Row]) -> Vec<Bias> {
     out
 }
 
-/// What `sim calibrate` prints after its tables: the biased metrics, and every tolerance a live
-/// value needed (outside the simulator's min-max, accepted by the widening) with its reason.
+/// A metric whose live values sit on one side of their twins (the simulator at the same seed,
+/// the same workload and faults) more often than chance: a sign test over the pairs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TwinBias {
+    /// The metric.
+    pub metric: String,
+    /// `below` or `above` the twin.
+    pub side: &'static str,
+    /// Pairs with live on that side.
+    pub k: usize,
+    /// Pairs that differ (ties left out).
+    pub n: usize,
+    /// The chance of `k` or more of `n` on one side were live and twin alike (each side 1/2).
+    pub p: f64,
+}
+
+/// The metrics of `rows` (in [`METRICS`] order) whose live values sit below (or above) their
+/// twins in so many of the differing pairs that the binomial chance, each side 1/2, is below
+/// [`BIAS_P`]. Unlike the tail test it needs no spread over seeds: a workload that happens to be
+/// unusual moves both sides of its pair.
+pub fn twin_biases(rows: &[Row]) -> Vec<TwinBias> {
+    use statrs::distribution::{Binomial, DiscreteCDF};
+    let mut out = Vec::new();
+    for metric in metrics_for(true) {
+        let (mut below, mut above) = (0usize, 0usize);
+        for r in rows.iter().filter(|r| r.metric == metric) {
+            for (live, twin) in r.live.iter().zip(&r.paired) {
+                match twin {
+                    Some(t) if live < t => below += 1,
+                    Some(t) if live > t => above += 1,
+                    _ => {}
+                }
+            }
+        }
+        let n = below + above;
+        for (side, k) in [("below", below), ("above", above)] {
+            if k == 0 {
+                continue;
+            }
+            let b = Binomial::new(0.5, n as u64).expect("p in [0, 1]");
+            let p = 1.0 - b.cdf(k as u64 - 1);
+            if p < BIAS_P {
+                out.push(TwinBias {
+                    metric: metric.to_string(),
+                    side,
+                    k,
+                    n,
+                    p,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// What `sim calibrate` prints after its tables: the biased metrics (against the simulator's
+/// spread, and against the twins), and every tolerance a live value needed (outside the
+/// simulator's min-max, accepted by the widening) with its reason.
 pub fn findings(rows: &[Row], tol: &Tolerance) -> String {
     let mut s = String::new();
+    for b in twin_biases(rows) {
+        s.push_str(&format!(
+            "TWIN {}: live {} the simulator at the same seed in {} of {} differing pair(s) (chance {:.2e} were they alike)\n",
+            b.metric, b.side, b.k, b.n, b.p
+        ));
+    }
     for b in biases(rows) {
         s.push_str(&format!(
             "BIAS {}: {} of {} live value(s) in the simulator's {} tail (percentile {} {}; chance {:.2e} were they the same distribution): {}\n",
@@ -888,6 +950,33 @@ mod tests {
         // Read back: every row has every column.
         let mut r = csv::Reader::from_reader(text.as_bytes());
         assert!(r.records().all(|x| x.unwrap().len() == CSV_HEADER.len()));
+    }
+
+    /// Live values below their twins in 8 of 8 pairs: flagged (chance 1/256); 5 of 5 is not
+    /// (1/32 is above 1%); ties and missing twins are left out; 7 below and 1 above is not.
+    #[test]
+    fn a_live_side_of_the_twins_beyond_chance_is_flagged() {
+        let t = Tolerance::default();
+        let with_twins = |live: &[f64], twins: &[Option<f64>]| {
+            let mut r = row(&[1.0, 10.0], live, "latency_ms.p50", &t);
+            r.paired = twins.to_vec();
+            r
+        };
+        let eight = with_twins(&[1.0; 8], &[Some(2.0); 8]);
+        let b = twin_biases(std::slice::from_ref(&eight));
+        assert_eq!(b.len(), 1);
+        assert_eq!((b[0].side, b[0].k, b[0].n), ("below", 8, 8));
+        assert!((b[0].p - 1.0 / 256.0).abs() < 1e-12);
+        assert!(findings(&[eight], &t).starts_with("TWIN latency_ms.p50: live below"));
+        assert!(twin_biases(&[with_twins(&[1.0; 5], &[Some(2.0); 5])]).is_empty());
+        // Ties and missing twins are not pairs: 8 below, 3 tied, 2 without a twin.
+        let mut twins = vec![Some(2.0); 8];
+        twins.extend([Some(1.0), Some(1.0), Some(1.0), None, None]);
+        let b = twin_biases(&[with_twins(&[1.0; 13], &twins)]);
+        assert_eq!((b[0].k, b[0].n), (8, 8));
+        let mut live = vec![1.0; 7];
+        live.push(3.0);
+        assert!(twin_biases(&[with_twins(&live, &[Some(2.0); 8])]).is_empty());
     }
 
     /// Each live value is paired with the simulator's value at its seed (the same workload):
