@@ -88,6 +88,12 @@ impl<O: Observer> Engine<'_, O> {
             if r.gives_up(deliveries) && !r.redrive_on_receive {
                 self.give_up(d.broker, d.slot);
                 if !suspend {
+                    // Skipped: with nothing else left of its poll the consumer polls again,
+                    // and commits there as after a record it processed (`commit.rs`).
+                    if self.cfg.commit != Commit::Each && self.w.consumers[c as usize].is_drained()
+                    {
+                        self.at_poll(c);
+                    }
                     self.dispatch_after_failure(d.broker);
                 }
             } else {

@@ -182,11 +182,9 @@ impl Scenario {
         if c.commit_interval.is_some() && commit != Commit::Interval {
             err(
                 &["consumers", "commit_interval"],
-                format!(
-                    "only applies to periodic commits: it needs commit = \"interval\" (the \
-                     default of flavour = {})",
-                    flavours_where(|d| d.commit.0 == Commit::Interval)
-                ),
+                "only applies to auto-commits: it needs commit = \"interval\" (the default of \
+                 flavour = \"kafka\" with client = \"plain\")"
+                    .into(),
             );
         }
 
@@ -323,8 +321,16 @@ mod tests {
     fn defaults_fill_what_the_file_leaves_out() {
         let r = scenario("kafka", "").resolve().unwrap();
         assert_eq!(r.flavour, Flavour::Kafka);
-        assert_eq!((r.receive, r.commit), (Receive::Batch, Commit::Interval));
+        assert_eq!((r.receive, r.commit), (Receive::Batch, Commit::Batch));
         assert_eq!(r.commit_interval, Dur::from_secs(5));
+        assert_eq!(r.redelivery.limit, super::super::Limit::Deliveries(10));
+        // The plain client: auto-commit, no retry handler.
+        let r = scenario("kafka", "client = \"plain\"").resolve().unwrap();
+        assert_eq!(
+            (r.commit, r.commit_interval),
+            (Commit::Interval, Dur::from_secs(5))
+        );
+        assert_eq!(r.redelivery.limit, super::super::Limit::Deliveries(1));
         assert_eq!(r.max_poll_interval, Some(Dur::from_secs(300)));
         assert_eq!(r.brokers[0].page_size, u32::MAX);
         let r = scenario("kafka", "commit = \"each\"\nreceive = \"prefetch\"")
@@ -369,7 +375,7 @@ mod tests {
         assert_eq!(e[0].path_string(), "consumers.commit_interval");
         assert!(
             e[0].message
-                .ends_with("(the default of flavour = \"kafka\")"),
+                .ends_with("(the default of flavour = \"kafka\" with client = \"plain\")"),
             "{e:?}"
         );
         let e = scenario("activemq", "crash_detection = \"lease\"")
