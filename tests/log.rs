@@ -132,6 +132,41 @@ fn the_spring_container_commits_each_poll_and_a_crash_replays_nothing() {
     assert_eq!((m.duplicates, m.applied), (4, 10));
 }
 
+/// Spring Kafka's container commits what a poll processed before its error handler retries a
+/// failed record (`invokeErrorHandler` runs `processCommits()` first): with ten records in one
+/// poll and some poison among them, a commit is made at the instant of a first failure, of the
+/// records processed before it. The plain client's `commitSync()` after its loop (`commit =
+/// "batch"`) commits only at the poll.
+#[test]
+fn the_spring_container_commits_before_it_retries_a_failed_record() {
+    // Seed 2: the fourth, seventh and eighth records are poison (the second poll's first record
+    // would leave nothing processed before it).
+    let b = topic(1)
+        .evenly(10, "1000/s", 10)
+        .consumers(1, "100ms")
+        .section("workload")
+        .with("poison_fraction", 0.3);
+    let at_failure = |text: &str| {
+        let mut events = Vec::new();
+        common::run_with(&common::scenario(text), "kafka", 2, |e| events.push(*e));
+        let failures: Vec<u64> = events
+            .iter()
+            .filter_map(|e| match *e {
+                Event::Rollback { t, .. } => Some(t),
+                _ => None,
+            })
+            .collect();
+        assert!(!failures.is_empty());
+        commits(&events)
+            .into_iter()
+            .filter(|&(t, _, n)| n > 0 && failures.contains(&t))
+            .count()
+    };
+    assert!(at_failure(&b.to_toml()) > 0);
+    let plain_batch = plain(b).with("commit", "batch");
+    assert_eq!(at_failure(&plain_batch.to_toml()), 0);
+}
+
 /// A record that always fails (poison): Spring Kafka's `DefaultErrorHandler` delivers it 10
 /// times, then skips it; the plain client has no retry handler: it is delivered once and
 /// skipped. Either way it is dropped, and the records after it are applied.

@@ -46,6 +46,11 @@ impl<O: Observer> Engine<'_, O> {
             self.batch_failed(c, d, msg, reason);
             return;
         }
+        if self.cfg.commit_before_retry {
+            // Spring Kafka's container commits what the poll processed before its error
+            // handler seeks the failed record back (`invokeErrorHandler`) [K8].
+            self.commit_now(c);
+        }
         let cs = &mut self.w.consumers[c as usize];
         let failures = cs.record_failure();
         cs.go_idle();

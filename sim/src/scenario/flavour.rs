@@ -72,6 +72,8 @@
 //! and `ServiceConfiguration` [P1][P5], RabbitMQ's queues, quorum queues and heartbeats
 //! [B1][B3][B6][B7].
 
+#[cfg(doc)]
+use super::Resolved;
 use super::{
     Broker, Commit, CrashDetection, KafkaClient, Lease, PartialFailure, Receive, Redelivery,
     RedeliveryMode, ReturnWith,
@@ -486,8 +488,9 @@ impl KafkaClient {
     /// this client. `spring`: as they are: the listener container sets `enable.auto.commit`
     /// false unless the application set it, and commits the offsets of each poll's records once
     /// they are processed (`ContainerProperties.ackMode` `BATCH`, committed at the top of its
-    /// next `pollAndInvoke`); its `DefaultErrorHandler` retries a failed record in place
-    /// (`FixedBackOff(0, 9)`), then skips it. `plain`: `KafkaConsumer`'s own defaults: auto-
+    /// next `pollAndInvoke`, and before its error handler runs: [`Resolved::commit_before_retry`]);
+    /// its `DefaultErrorHandler` retries a failed record in place (`FixedBackOff(0, 9)`), then
+    /// skips it. `plain`: `KafkaConsumer`'s own defaults: auto-
     /// commit (`enable.auto.commit` true, made inside `poll()` by
     /// `ConsumerCoordinator.maybeAutoCommitOffsetsAsync` once `auto.commit.interval.ms` has
     /// passed), and no retry handler: the application's loop logs a failed record and goes on,

@@ -7,8 +7,9 @@
 //! once per broker its strategies model ([`Scenario::on_flavour`]), and each is checked.
 
 use super::{
-    Commit, CrashDetection, Defaults, FieldError, Flavour, LeasePolicy, PartialFailure, PathSeg,
-    ReadAhead, Receive, RedeliveryPolicy, Scenario, MAX_IDEMPOTENT_IN_FLIGHT,
+    Commit, CrashDetection, Defaults, FieldError, Flavour, KafkaClient, LeasePolicy,
+    PartialFailure, PathSeg, ReadAhead, Receive, RedeliveryPolicy, Scenario,
+    MAX_IDEMPOTENT_IN_FLIGHT,
 };
 use crate::dist::{DurDist, DurSpec};
 use crate::time::{Dur, Time};
@@ -33,6 +34,10 @@ pub struct Resolved {
     pub commit: Commit,
     /// `[consumers] commit_interval`.
     pub commit_interval: Dur,
+    /// A consumer commits what it processed before its error handler retries a failed record:
+    /// Spring Kafka's container (`client = "spring"`) with `commit = "batch"`, whose
+    /// `invokeErrorHandler` runs `processCommits()` before the `DefaultErrorHandler` [K8].
+    pub commit_before_retry: bool,
     /// `[consumers] crash_detection`.
     pub crash_detection: CrashDetection,
     /// `[consumers] max_poll_interval`: none unless consumers poll (`receive = "batch"`).
@@ -256,6 +261,9 @@ impl Scenario {
             failure_detection: c.failure_detection.unwrap_or(d.failure_detection),
             commit,
             commit_interval: c.commit_interval.unwrap_or(d.commit.1),
+            commit_before_retry: flavour == Flavour::Kafka
+                && c.client.unwrap_or_default() == KafkaClient::Spring
+                && commit == Commit::Batch,
             crash_detection,
             max_poll_interval: if receive == Receive::Batch {
                 c.max_poll_interval.or(d.max_poll_interval)
