@@ -7,11 +7,17 @@ use crate::common::{self, history};
 use sim::history::{Event, Node};
 use sim::scenario::{exponential, ScenarioBuilder};
 
-/// The `kafka` strategy on the `kafka` flavour, its broker named `kafka`.
+/// The `kafka` strategy on the `kafka` flavour, its broker named `kafka` (the default client:
+/// Spring Kafka's listener container).
 fn kafka() -> ScenarioBuilder {
     ScenarioBuilder::new(&["kafka"])
         .flavour("kafka")
         .broker("kafka")
+}
+
+/// `b` with the plain `KafkaConsumer` (`client = "plain"`: auto-commit at a poll, every 5s).
+fn plain(b: ScenarioBuilder) -> ScenarioBuilder {
+    b.section("consumers").with("client", "plain")
 }
 
 /// [`kafka`] with a topic of `partitions` partitions, its consumers polling up to 500 records.
@@ -44,12 +50,18 @@ fn commits(events: &[Event]) -> Vec<(u64, u32, u32)> {
         .collect()
 }
 
-/// Auto-commit (the `kafka` flavour: every 5s after the first record processed since the last
-/// commit): records are acked only when the commit covers them, in commits of five.
+/// Auto-commit (the plain client): made at a poll once 5s have passed since the last one, the
+/// first interval counted from the join (0s). The consumer waits in `poll()` between records
+/// (one a second, 100ms each), so it commits when each interval ends: at 5s the four records
+/// processed by then, at 10s the next five, at 15s the last. Records are acked only when a
+/// commit covers them.
 #[test]
 fn auto_commit_settles_processed_records_every_interval() {
-    let (m, events) = history(&ten_records(1, 1).to_toml(), "kafka");
-    assert_eq!(commits(&events), [(6_100_000, 0, 5), (11_100_000, 0, 5)]);
+    let (m, events) = history(&plain(ten_records(1, 1)).to_toml(), "kafka");
+    assert_eq!(
+        commits(&events),
+        [(5_000_000, 0, 4), (10_000_000, 0, 5), (15_000_000, 0, 1)]
+    );
     let acks: Vec<u64> = events
         .iter()
         .filter_map(|e| match *e {
@@ -57,9 +69,132 @@ fn auto_commit_settles_processed_records_every_interval() {
             _ => None,
         })
         .collect();
-    assert_eq!(acks, [[6_100_000; 5], [11_100_000; 5]].concat());
-    assert_eq!(m.coverage.commits, 2);
+    assert_eq!(
+        acks,
+        [&[5_000_000; 4][..], &[10_000_000; 5], &[15_000_000]].concat()
+    );
+    assert_eq!(m.coverage.commits, 3);
     assert_eq!((m.applied, m.duplicates, m.pending_at_end), (10, 0, 0));
+}
+
+/// `b`: one consumer, one partition, 1000 records all written within the first 10ms, 20ms of
+/// work each: its first poll brings one record, its second 500 (10s of work, from 20ms).
+fn one_long_poll(b: ScenarioBuilder) -> ScenarioBuilder {
+    b.section("strategy.kafka")
+        .with("partitions", 1)
+        .evenly(1000, "100000/s", 1000)
+        .consumers(1, "20ms")
+        .prefetch(500)
+}
+
+/// Auto-commit is made only inside `poll()`: a consumer busy on one poll's 500 records (10s of
+/// work) commits none of them when the 5s interval passes, only at its next poll (10.02s). Dying
+/// at 8s, 7.98s into that poll, it has committed nothing: every record it processed (its first
+/// poll's and 399 of the second's) is replayed, not only those of the last 5s.
+#[test]
+fn auto_commit_waits_for_the_next_poll_and_a_crash_replays_the_whole_poll() {
+    let b = plain(one_long_poll(kafka()));
+    let (m, events) = history(&b.to_toml(), "kafka");
+    assert_eq!(commits(&events)[0], (10_020_010, 0, 501));
+    let crashed = b
+        .section("consumers")
+        .with("restart_takes_over", true)
+        .fault_for("consumer_crash", "8s", "1s")
+        .with("consumer", 0);
+    let (m_crash, events) = history(&crashed.to_toml(), "kafka");
+    assert!(commits(&events).iter().all(|&(t, _, _)| t > 8_000_000));
+    let applied_before = events
+        .iter()
+        .filter(|e| matches!(e, Event::Apply { t, .. } if *t <= 8_000_000))
+        .count() as u64;
+    assert_eq!(applied_before, 399);
+    assert_eq!(m_crash.duplicates, applied_before, "{m_crash:?}");
+    assert_eq!(
+        (m.applied, m_crash.lost, m_crash.pending_at_end),
+        (1000, 0, 0)
+    );
+}
+
+/// Spring Kafka's container (the default client) commits each poll's records once processed:
+/// with a poll per record, a consumer that dies 0.4s after its fourth record has committed all
+/// four, and nothing is replayed (the plain client's auto-commit had committed none yet).
+#[test]
+fn the_spring_container_commits_each_poll_and_a_crash_replays_nothing() {
+    let spring = crash(ten_records(1, 1), Some("1s"));
+    let (m, events) = history(&spring.to_toml(), "kafka");
+    let c = commits(&events);
+    assert_eq!(
+        &c[..4],
+        [1_100_000, 2_100_000, 3_100_000, 4_100_000].map(|t| (t, 0, 1))
+    );
+    assert_eq!((m.duplicates, m.applied, m.lost), (0, 10, 0));
+    let (m, _) = history(&plain(spring).to_toml(), "kafka");
+    assert_eq!((m.duplicates, m.applied), (4, 10));
+}
+
+/// Spring Kafka's container commits what a poll processed before its error handler retries a
+/// failed record (`invokeErrorHandler` runs `processCommits()` first): with ten records in one
+/// poll and some poison among them, a commit is made at the instant of a first failure, of the
+/// records processed before it. The plain client's `commitSync()` after its loop (`commit =
+/// "batch"`) commits only at the poll.
+#[test]
+fn the_spring_container_commits_before_it_retries_a_failed_record() {
+    // Seed 2: the fourth, seventh and eighth records are poison (the second poll's first record
+    // would leave nothing processed before it).
+    let b = topic(1)
+        .evenly(10, "1000/s", 10)
+        .consumers(1, "100ms")
+        .section("workload")
+        .with("poison_fraction", 0.3);
+    let at_failure = |text: &str| {
+        let mut events = Vec::new();
+        common::run_with(&common::scenario(text), "kafka", 2, |e| events.push(*e));
+        let failures: Vec<u64> = events
+            .iter()
+            .filter_map(|e| match *e {
+                Event::Rollback { t, .. } => Some(t),
+                _ => None,
+            })
+            .collect();
+        assert!(!failures.is_empty());
+        commits(&events)
+            .into_iter()
+            .filter(|&(t, _, n)| n > 0 && failures.contains(&t))
+            .count()
+    };
+    assert!(at_failure(&b.to_toml()) > 0);
+    let plain_batch = plain(b).with("commit", "batch");
+    assert_eq!(at_failure(&plain_batch.to_toml()), 0);
+}
+
+/// A record that always fails (poison): Spring Kafka's `DefaultErrorHandler` delivers it 10
+/// times, then skips it; the plain client has no retry handler: it is delivered once and
+/// skipped. Either way it is dropped, and the records after it are applied.
+#[test]
+fn a_plain_client_skips_a_failed_record_and_spring_retries_it() {
+    let b = ten_records(1, 1)
+        .section("workload")
+        .with("poison_fraction", 0.3);
+    let deliveries = |text: &str| {
+        let (m, events) = history(text, "kafka");
+        let most = (0..10u32)
+            .map(|seq| {
+                events
+                    .iter()
+                    .filter(|e| matches!(e, Event::Dispatch { msg, .. } if msg.seq == seq))
+                    .count()
+            })
+            .max()
+            .unwrap();
+        (m, most)
+    };
+    let (spring, most) = deliveries(&b.to_toml());
+    assert_eq!(most, 10);
+    assert!(spring.dropped > 0, "{spring:?}");
+    let (plain_m, most) = deliveries(&plain(b).to_toml());
+    assert_eq!(most, 1);
+    assert_eq!(plain_m.dropped, spring.dropped);
+    assert_eq!(plain_m.applied + plain_m.dropped, 10);
 }
 
 /// `b` with `commit = COMMIT` in `[consumers]`, as text.
@@ -117,7 +252,7 @@ fn replayed(events: &[Event]) -> Vec<(u64, u32)> {
 /// restarted process takes over at once (5.5s). Committing each record leaves nothing to replay.
 #[test]
 fn a_crash_before_the_commit_replays_what_was_processed() {
-    let crashed = crash(ten_records(1, 1), Some("1s"));
+    let crashed = crash(plain(ten_records(1, 1)), Some("1s"));
     let (m, events) = history(&crashed.to_toml(), "kafka");
     assert_eq!(m.duplicates, 4);
     let at = |t| (0..4).map(|seq| (t, seq)).collect::<Vec<_>>();
@@ -159,7 +294,7 @@ fn a_crash_before_the_commit_replays_what_was_processed() {
 /// them); the six never fetched are pending. Committing each record leaves none unacked.
 #[test]
 fn records_processed_beyond_the_last_commit_are_unacked_at_the_end() {
-    let dies = crash(ten_records(1, 1), None);
+    let dies = crash(plain(ten_records(1, 1)), None);
     let (m, events) = history(&dies.to_toml(), "kafka");
     let unacked: Vec<u32> = events
         .iter()
@@ -181,7 +316,7 @@ fn records_processed_beyond_the_last_commit_are_unacked_at_the_end() {
 /// two records it had processed is refused.
 #[test]
 fn a_zombies_commit_is_refused_and_its_partition_replayed() {
-    let text = ten_records(2, 1)
+    let text = plain(ten_records(2, 1))
         .section("workload")
         .with("messages", 80)
         .fault_for("consumer_pause", "2500ms", "60s")
@@ -219,7 +354,7 @@ fn a_zombies_commit_is_refused_and_its_partition_replayed() {
 #[test]
 fn a_graceful_leave_and_join_hand_partitions_over_without_duplicates() {
     let text = |kind: &str| {
-        topic(6)
+        plain(topic(6))
             .workload(3000, "100/s", 40)
             .consumers(3, exponential("5ms"))
             .fault_for(kind, "10s", "5s")
@@ -371,7 +506,11 @@ fn a_restarted_member_stalls_the_group_until_its_old_session_times_out() {
 /// records take longer than the limit. The group then drops it while it is still working (its
 /// heartbeat thread leaves for it), consumer 1 replays the partition from the last commit, and
 /// consumer 0 still writes every record it had polled: duplicates, older states written after
-/// newer ones, and its commit refused. A limit it never reaches changes nothing.
+/// newer ones, and its commit refused. The commit is made only at a poll, so the poll that was
+/// too long commits nothing: consumer 1's polls of the same backlog are as long, it is dropped
+/// in turn, and the group replays the same records for ever (Kafka's rebalance loop): the run
+/// never settles. A limit it never reaches changes nothing; polls small enough for the limit
+/// (20 records, 20s) settle.
 #[test]
 fn a_poll_loop_slower_than_max_poll_interval_is_dropped_and_writes_late() {
     let text = |limit: &str| {
@@ -406,8 +545,18 @@ fn a_poll_loop_slower_than_max_poll_interval_is_dropped_and_writes_late() {
     )));
     assert!(m.duplicates > 0 && m.stale_writes > 0, "{m:?}");
     assert!(m.coverage.failed_acks > 0, "{m:?}");
-    assert_eq!((m.applied, m.lost, m.pending_at_end), (200, 0, 0));
+    assert!(m.pending_at_end > 0 && m.lost == 0, "{m:?}");
+    assert_ne!(m.ended_by, sim::summary::EndReason::Settled);
+    let dropped = events
+        .iter()
+        .filter(|e| matches!(e, Event::Disconnect { .. }))
+        .count();
+    assert!(dropped > 10, "each owner is dropped in turn: {dropped}");
     let (m, events) = history(&text("1h"), "kafka");
     assert!(!events.iter().any(|e| matches!(e, Event::Disconnect { .. })));
     assert_eq!((m.duplicates, m.stale_writes, m.applied), (0, 0, 200));
+    let small_polls = text("30s").replace("prefetch = 100", "prefetch = 20");
+    let (m, events) = history(&small_polls, "kafka");
+    assert!(!events.iter().any(|e| matches!(e, Event::Disconnect { .. })));
+    assert_eq!((m.applied, m.pending_at_end), (200, 0));
 }

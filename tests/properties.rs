@@ -51,6 +51,8 @@ struct Gen {
     version: u8,
     /// Under `rabbitmq_quorum`: 0 the defaults; else `[[broker]] version` ("3.13", "4.2",
     /// "4.3" by `(rabbit - 1) / 2`) and `return_with` (`nack` when odd, `reject` when even).
+    /// Under `kafka` and `native`: `[consumers] client` by `rabbit % 3` (0 left out, 1
+    /// `spring`, 2 `plain`).
     rabbit: u8,
 }
 
@@ -250,6 +252,13 @@ fn toml_of(g: &Gen) -> String {
     if rabbit {
         let verb = if g.rabbit % 2 == 1 { "nack" } else { "reject" };
         writeln!(s, "return_with = \"{verb}\"").unwrap();
+    }
+    if matches!(flavour, "kafka" | "native") {
+        match g.rabbit % 3 {
+            1 => writeln!(s, "client = \"spring\"").unwrap(),
+            2 => writeln!(s, "client = \"plain\"").unwrap(),
+            _ => {}
+        }
     }
     match g.partial_failure {
         1 => writeln!(s, "partial_failure = \"fail_rest\"").unwrap(),

@@ -157,6 +157,7 @@ pub const FIELDS: &[(&str, Staging)] = &[
     ("consumers.max_poll_interval", Refused("Kafka's consumer")),
     ("consumers.partial_failure", Refused("not staged")),
     ("consumers.return_with", Refused("RabbitMQ's client")),
+    ("consumers.client", Refused("Kafka's consumer")),
     ("consumers.receive", Refused("not staged")),
     ("consumers.suspend_after_failures", Refused("not staged")),
     ("consumers.resume_after", Refused("not staged")),

@@ -231,7 +231,10 @@ mod tests {
     /// write, and the dispatch is still Kafka's (one owner per partition, commits).
     #[test]
     fn a_guarding_handler_refuses_what_kafka_replays() {
+        // The plain client's auto-commit: the replay spans seconds of records.
         let guarded = kafka_topic(&["kafka", "kafka+db_optimistic"])
+            .section("consumers")
+            .with("client", "plain")
             .section("strategy.db_optimistic")
             .with("compare", "version");
         let crash = guarded.fault_for("consumer_crash", "7s", "10s");

@@ -24,8 +24,10 @@
 //!   dropped for a slow poll loop (`max_poll_interval`) is the engine's (`poll.rs`).
 //!
 //! The log, the offset commits and the session timeout are the broker's: run it with
-//! `flavour = "kafka"` (poll batches of `prefetch` = `max.poll.records`, auto-commit every 5s,
-//! session timeout 45s, Spring Kafka's blocking retry of a failed record then skip).
+//! `flavour = "kafka"` (poll batches of `prefetch` = `max.poll.records`, session timeout 45s,
+//! and the `[consumers] client`'s commits and retries: Spring Kafka's container by default, a
+//! commit after each poll's records and a blocking retry of a failed record then skip; the plain
+//! client's auto-commit at a poll every 5s and no retry).
 //!
 //! Strength: one consumer per partition and a replay from the last commit keep per-key order
 //! through crashes, leaves and joins (at the price of duplicates). Weakness: a member the group
@@ -894,11 +896,15 @@ mod tests {
         assert!(run(&sc, "competing", 1).ordering_violations > 0);
     }
 
-    /// Weakness: with auto-commit, a crash replays up to 5s of processed records: older states
-    /// written again (stale writes) and duplicates.
+    /// Weakness: with auto-commit (the plain client), a crash replays what was processed since
+    /// the last poll that committed (5s or more): older states written again (stale writes) and
+    /// duplicates.
     #[test]
     fn auto_commit_replays_older_states_after_a_crash() {
-        let crash = kafka_topic(&["kafka"]).fault_for("consumer_crash", "7s", "10s");
+        let crash = kafka_topic(&["kafka"])
+            .section("consumers")
+            .with("client", "plain")
+            .fault_for("consumer_crash", "7s", "10s");
         let sc = load(&crash.with("consumer", 0));
         let m = run(&sc, "kafka", 1);
         assert!(m.duplicates > 10, "{m:?}");

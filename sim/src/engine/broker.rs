@@ -1011,8 +1011,8 @@ impl<O: Observer> Engine<'_, O> {
         // Only the consumers that received something may have work to start. `start_next` may
         // re-enter dispatch (a strategy hook, a batch job ending): keep this call's list local.
         for &c in &started {
-            if let (true, Some(limit)) = (self.batch_receive, self.max_poll) {
-                self.polled(c, limit);
+            if self.poll_hook {
+                self.polled(c);
             }
             self.start_next(c);
         }

@@ -517,6 +517,8 @@ impl<O: Observer> Engine<'_, O> {
     pub(super) fn attach(&mut self, c: u32, b: u16) {
         let cs = &mut self.w.consumers[c as usize];
         cs.broker = Some(b);
+        // It joins its group: its auto-commit interval starts now (`onJoinComplete`).
+        cs.auto_committed(self.now + self.cfg.commit_interval.0);
         let failover = cs.connects();
         let free = self.free_prefetch(c);
         self.w.brokers[b as usize].attach(c, free);
@@ -667,8 +669,10 @@ pub(super) struct Consumer {
     /// (`delay_in_client`: Pulsar's `NegativeAcksTracker`); still its unacked ones at the
     /// broker, not part of its load.
     nacked: Vec<(Delivery, Time)>,
-    /// A periodic commit is scheduled.
+    /// Auto-commit: an `Ev::CommitDue` is scheduled for `auto_commit_due`.
     commit_armed: bool,
+    /// Auto-commit: when its interval since the last auto-commit (or its join) is over.
+    auto_commit_due: Time,
     failures_in_row: u32,
     park_serial: u32,
     /// Batch mode: a job run is in progress.
@@ -781,6 +785,7 @@ impl Consumer {
             uncommitted: Vec::new(),
             nacked: Vec::new(),
             commit_armed: false,
+            auto_commit_due: 0,
             failures_in_row: 0,
             park_serial: 0,
             job_running: false,
@@ -1130,13 +1135,25 @@ impl Consumer {
         Some(self.job_retries)
     }
 
-    /// Arms its periodic commit: true if it was not armed (the caller schedules it).
+    /// Auto-commit: when the interval since its last auto-commit (or its join) is over.
+    #[inline]
+    pub fn auto_commit_due(&self) -> Time {
+        self.auto_commit_due
+    }
+
+    /// Auto-commit: it commits now (or joined its group now); the next is due at `next`.
+    #[inline]
+    pub fn auto_committed(&mut self, next: Time) {
+        self.auto_commit_due = next;
+    }
+
+    /// Arms its auto-commit wake-up: true if it was not armed (the caller schedules it).
     #[inline]
     pub fn arm_commit(&mut self) -> bool {
         !std::mem::replace(&mut self.commit_armed, true)
     }
 
-    /// Its periodic commit is due (no longer armed).
+    /// Its auto-commit wake-up came (no longer armed).
     #[inline]
     pub fn disarm_commit(&mut self) {
         self.commit_armed = false;

@@ -90,7 +90,8 @@ pub(super) enum Ev {
         c: u32,
         epoch: u32,
     },
-    /// A consumer's periodic offset commit (`commit.rs`, `[consumers] commit = "interval"`).
+    /// A consumer's auto-commit interval is over: it commits if it is waiting in `poll()`
+    /// (`commit.rs`, `[consumers] commit = "interval"`).
     CommitDue {
         c: u32,
         epoch: u32,

@@ -18,7 +18,7 @@
 //! | `broker.rs` | the broker node (`Broker`: its store, attached consumers, bridges and dead-letter queue as private state; it chooses what dispatch hands out, through the strategy's `select`), the one requeue, settlement (ack, dead-letter) |
 //! | `network.rs` | the network of brokers: ActiveMQ's bridge (one more consumer, driven by the peer's demand) or idle store-and-forward |
 //! | `consumer.rs` | delivery, processing (`begin`, `handle`), the ack; attach/detach, crash, blip, suspension |
-//! | `commit.rs` | a log's consumer settles what it processed by offset commits (per batch, periodic, or on a rebalance); a commit of records no longer its own is refused |
+//! | `commit.rs` | a log's consumer settles what it processed by offset commits at its polls (after each poll's records, or Kafka's auto-commit at a poll once its interval is over) or on a rebalance; a commit of records no longer its own is refused |
 //! | `membership.rs` | a consumer leaves its group gracefully and joins again (`consumer_leave`) |
 //! | `redelivery.rs` | a rollback: redelivery after the policy's delay (blocking or not), or the dead-letter queue |
 //! | `lease.rs` | delivery leases (visibility timeout, lock duration): expiry hands the message to another consumer, renewal, the late ack refused |
@@ -60,7 +60,7 @@ use crate::event_queue::EventQueue;
 use crate::faults::FaultPlan;
 use crate::history::{DynObserver, Event, MsgRef, NoObserver, Observer};
 use crate::rng::{stream, Component, RESTART, SEND_ERRORS, TAKEOVER, TRANSIT};
-use crate::scenario::{Connect, ConsumerMode, FieldError, Receive, Resolved, Scenario};
+use crate::scenario::{Commit, Connect, ConsumerMode, FieldError, Receive, Resolved, Scenario};
 use crate::strategy::{ConsumerSlot, Control, Hooks, MsgView, Row, Strategy};
 use crate::summary::{EndReason, Metrics};
 use crate::time::Time;
@@ -131,6 +131,9 @@ struct Engine<'a, O: Observer> {
     max_poll: Option<Time>,
     /// Consumers take batches (`[consumers] receive = "batch"`), not a topped-up prefetch.
     batch_receive: bool,
+    /// A consumer handed a batch has work to do as it leaves `poll()`: its poll deadline
+    /// (`max_poll`), or its auto-commit timer's wake-ups while it waited (`commit.rs`).
+    poll_hook: bool,
     /// Some broker has a `dispatch_latency`: a delivery may not have reached its consumer yet.
     transit: bool,
     /// How many later sends may overtake one that failed by a `send_error` (`max_in_flight -
@@ -249,6 +252,8 @@ impl<'a, O: Observer> Engine<'a, O> {
             service: sc.consumers.service.0.sampler(),
             max_poll: cfg.max_poll_interval.map(|d| d.0.max(1)),
             batch_receive: cfg.receive == Receive::Batch,
+            poll_hook: cfg.receive == Receive::Batch
+                && (cfg.max_poll_interval.is_some() || cfg.commit == Commit::Interval),
             transit: sc.brokers.iter().any(|b| b.dispatch_latency.is_some()),
             send_overtakes: if cfg.idempotence {
                 0

@@ -9,16 +9,22 @@ use super::events::Ev;
 use super::state::Job;
 use super::Engine;
 use crate::history::Observer;
-use crate::time::Time;
+use crate::scenario::Commit;
 
 impl<O: Observer> Engine<'_, O> {
-    /// Consumer `c` just polled a batch: its deadline for this poll, `limit` from now, starts.
+    /// Consumer `c` just polled a batch: its deadline for this poll, `max_poll` from now,
+    /// starts; under auto-commit, the poll commits first if its interval is over.
     #[inline(never)]
-    pub(super) fn polled(&mut self, c: u32, limit: Time) {
-        let cs = &mut self.w.consumers[c as usize];
-        let serial = cs.next_poll();
-        self.q
-            .push(self.now + limit, Ev::PollDeadline { c, serial });
+    pub(super) fn polled(&mut self, c: u32) {
+        if let Some(limit) = self.max_poll {
+            let cs = &mut self.w.consumers[c as usize];
+            let serial = cs.next_poll();
+            self.q
+                .push(self.now + limit, Ev::PollDeadline { c, serial });
+        }
+        if self.cfg.commit == Commit::Interval {
+            self.auto_commit_leaving_poll(c);
+        }
     }
 
     /// The deadline of consumer `c`'s poll `serial`: if it is still on that poll's records, the

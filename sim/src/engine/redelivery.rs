@@ -46,6 +46,11 @@ impl<O: Observer> Engine<'_, O> {
             self.batch_failed(c, d, msg, reason);
             return;
         }
+        if self.cfg.commit_before_retry {
+            // Spring Kafka's container commits what the poll processed before its error
+            // handler seeks the failed record back (`invokeErrorHandler`) [K8].
+            self.commit_now(c);
+        }
         let cs = &mut self.w.consumers[c as usize];
         let failures = cs.record_failure();
         cs.go_idle();
@@ -88,6 +93,12 @@ impl<O: Observer> Engine<'_, O> {
             if r.gives_up(deliveries) && !r.redrive_on_receive {
                 self.give_up(d.broker, d.slot);
                 if !suspend {
+                    // Skipped: with nothing else left of its poll the consumer polls again,
+                    // and commits there as after a record it processed (`commit.rs`).
+                    if self.cfg.commit != Commit::Each && self.w.consumers[c as usize].is_drained()
+                    {
+                        self.at_poll(c);
+                    }
                     self.dispatch_after_failure(d.broker);
                 }
             } else {

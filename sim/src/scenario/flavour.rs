@@ -9,7 +9,7 @@
 //! | `ibm_mq` | non-blocking, no delay: back at the head of the queue | 0 | `BOTHRESH = 0`: no backout, endless redelivery | the backout queue (`BOQNAME`) |
 //! | `weblogic` | non-blocking (the destination holds it for the delay) | 0 (`RedeliveryDelay`) | Redelivery Limit -1: unlimited | dropped: no error destination, expiration policy `Discard` |
 //! | `sqs` | non-blocking: a message not deleted reappears when the visibility timeout started by its receive (or last renewal) ends | what is left of the lease (30s) | no redrive policy: unlimited (`maxReceiveCount = N` is `backout_threshold = N`, applied on the next receive) | the redrive DLQ |
-//! | `kafka` | blocking (Spring Kafka's `DefaultErrorHandler` seeks back to the failed record) | 0 (`FixedBackOff(0, 9)`) | 9 retries (10 deliveries) | skipped: logged and its offset committed (`dead_letter = "queue"`: a `DeadLetterPublishingRecoverer`'s dead-letter topic) |
+//! | `kafka` | blocking (Spring Kafka's `DefaultErrorHandler` seeks back to the failed record; `client = "plain"`: no retry) | 0 (`FixedBackOff(0, 9)`) | 9 retries (10 deliveries; `plain`: 1 delivery) | skipped: logged and its offset committed (`dead_letter = "queue"`: a `DeadLetterPublishingRecoverer`'s dead-letter topic) |
 //! | `pulsar` | non-blocking (a negative ack: the client asks the broker to redeliver after the delay; later messages go on) | 60s (`negativeAckRedeliveryDelay`, 1 min) | unlimited (no `DeadLetterPolicy`; `maxRedeliverCount = N` is `max_redeliveries = N`) | the dead-letter topic (`<topic>-<subscription>-DLQ`) |
 //!
 //! `artemis` rolls a failure's whole window back (`[consumers] partial_failure = "rollback"`):
@@ -53,9 +53,14 @@
 //! would exceed `maxReceiveCount` ([`RedeliveryDefaults::redrive_on_receive`]) [Q3][Q4][Q8].
 //!
 //! `kafka` is a log, not a queue: a consumer polls batches (`receive = "batch"`, `prefetch` is
-//! `max.poll.records`), commits its offsets every 5s (`enable.auto.commit`,
-//! `auto.commit.interval.ms`), and the group notices a dead member after its session timeout
-//! (45s, `session.timeout.ms`); records given back after a rebalance resume in offset order.
+//! `max.poll.records`) and the group notices a dead member after its session timeout (45s,
+//! `session.timeout.ms`); records given back after a rebalance resume in offset order. How a
+//! consumer commits and what it does with a failed record are its client's (`[consumers]
+//! client`, [`KafkaClient::defaults`]): `spring` (the default: Spring Kafka's listener container
+//! commits each poll's records once processed, `AckMode.BATCH`, and its `DefaultErrorHandler`
+//! retries, the table's row) or `plain` (the `KafkaConsumer`'s auto-commit, made at a poll at
+//! most every 5s, `enable.auto.commit` and `auto.commit.interval.ms`; no retry: a failed record
+//! is skipped).
 //! Producers: every flavour above sends synchronously (`max_in_flight` 1), without idempotence,
 //! and retries a failed send after the producer's `reconnect_delay`
 //! ([`Flavour::max_in_flight`], [`Flavour::idempotence`], [`Flavour::retry_backoff`]).
@@ -67,9 +72,11 @@
 //! and `ServiceConfiguration` [P1][P5], RabbitMQ's queues, quorum queues and heartbeats
 //! [B1][B3][B6][B7].
 
+#[cfg(doc)]
+use super::Resolved;
 use super::{
-    Broker, Commit, CrashDetection, Lease, PartialFailure, Receive, Redelivery, RedeliveryMode,
-    ReturnWith,
+    Broker, Commit, CrashDetection, KafkaClient, Lease, PartialFailure, Receive, Redelivery,
+    RedeliveryMode, ReturnWith,
 };
 use crate::time::Dur;
 use serde::{Deserialize, Serialize};
@@ -245,7 +252,10 @@ impl Flavour {
                 restart_takes_over: false,
                 max_poll_interval: Some(Dur::from_secs(300)),
                 failure_detection: Dur::from_secs(45),
-                commit: (Commit::Interval, Dur::from_secs(5)),
+                // The default client's ([`KafkaClient::defaults`]): Spring Kafka's container
+                // commits each poll's records (`AckMode.BATCH`); 5s is `auto.commit.interval.ms`
+                // (and Spring's `ackTime`) for `commit = "interval"` [K3][K8].
+                commit: (Commit::Batch, Dur::from_secs(5)),
                 receive: Receive::Batch,
                 max_in_flight: 5,
                 idempotence: true,
@@ -469,6 +479,41 @@ impl Flavour {
             Flavour::Rabbitmq => "rabbitmq",
             Flavour::RabbitmqQuorum => "rabbitmq_quorum",
             Flavour::Servicebus => "servicebus",
+        }
+    }
+}
+
+impl KafkaClient {
+    /// The `kafka` flavour's defaults `d` ([`Flavour::defaults`], which are Spring Kafka's) for
+    /// this client. `spring`: as they are: the listener container sets `enable.auto.commit`
+    /// false unless the application set it, and commits the offsets of each poll's records once
+    /// they are processed (`ContainerProperties.ackMode` `BATCH`, committed at the top of its
+    /// next `pollAndInvoke`, and before its error handler runs: [`Resolved::commit_before_retry`]);
+    /// its `DefaultErrorHandler` retries a failed record in place (`FixedBackOff(0, 9)`), then
+    /// skips it. `plain`: `KafkaConsumer`'s own defaults: auto-
+    /// commit (`enable.auto.commit` true, made inside `poll()` by
+    /// `ConsumerCoordinator.maybeAutoCommitOffsetsAsync` once `auto.commit.interval.ms` has
+    /// passed), and no retry handler: the application's loop logs a failed record and goes on,
+    /// the next commit passing it (one delivery, then dropped) [K3][K8][K9].
+    pub fn defaults(self, d: Defaults) -> Defaults {
+        match self {
+            KafkaClient::Spring => d,
+            KafkaClient::Plain => Defaults {
+                commit: (Commit::Interval, d.commit.1),
+                redelivery: RedeliveryDefaults {
+                    limit: Limit::Deliveries(1),
+                    ..d.redelivery
+                },
+                ..d
+            },
+        }
+    }
+
+    /// The name a scenario file uses.
+    pub const fn name(self) -> &'static str {
+        match self {
+            KafkaClient::Spring => "spring",
+            KafkaClient::Plain => "plain",
         }
     }
 }
@@ -1058,11 +1103,29 @@ mod tests {
         );
         assert_eq!(kafka.dead_letter(&broker(true)), DeadLetter::Drop);
         assert_eq!(Flavour::Kafka.failure_detection(), Dur::from_secs(45));
-        assert_eq!(
-            Flavour::Kafka.commit(),
-            (Commit::Interval, Dur::from_secs(5))
-        );
+        assert_eq!(Flavour::Kafka.commit(), (Commit::Batch, Dur::from_secs(5)));
         assert_eq!(Flavour::Activemq.commit().0, Commit::Each);
+    }
+
+    /// The Kafka client: Spring Kafka's container (the flavour's defaults) commits each poll's
+    /// records and retries a failed one 10 times; the plain `KafkaConsumer` auto-commits every
+    /// 5s at a poll and skips a failed record; nothing else differs.
+    #[test]
+    fn the_kafka_client_decides_the_commit_and_the_retries() {
+        let d = Flavour::Kafka.defaults();
+        assert_eq!(KafkaClient::default(), KafkaClient::Spring);
+        assert_eq!(KafkaClient::Spring.defaults(d), d);
+        let plain = KafkaClient::Plain.defaults(d);
+        assert_eq!(plain.commit, (Commit::Interval, Dur::from_secs(5)));
+        assert_eq!(plain.redelivery.limit, Limit::Deliveries(1));
+        assert_eq!(
+            Defaults {
+                commit: d.commit,
+                redelivery: d.redelivery,
+                ..plain
+            },
+            d
+        );
     }
 
     /// Only Kafka's consumers poll under a deadline (`max.poll.interval.ms`, 300s) and rejoin as

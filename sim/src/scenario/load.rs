@@ -933,10 +933,32 @@ service = "1ms"
             GOOD.replace(
                 "service = \"1ms\"",
                 "service = \"1ms\"\nmax_poll_interval = \"1s\"\nrestart_takes_over = true\n\
-                 commit_interval = \"1s\""
+                 client = \"plain\"\ncommit_interval = \"1s\""
             )
         );
         load_str("x.toml", &kafka, &none).unwrap();
+        // Spring Kafka's container (the default client) does not auto-commit.
+        let spring = kafka.replace("client = \"plain\"\n", "");
+        let e = load_str("x.toml", &spring, &none).unwrap_err().to_string();
+        assert!(e.contains("client = \"plain\""), "{e}");
+    }
+
+    /// `[consumers] client` names a Kafka consumer: refused, in a sentence, on another broker.
+    #[test]
+    fn a_kafka_client_is_refused_on_another_broker() {
+        let with = |flavour: &str| {
+            format!(
+                "flavour = \"{flavour}\"\n{}",
+                GOOD.replace("service = \"1ms\"", "service = \"1ms\"\nclient = \"plain\"")
+            )
+        };
+        let e = load_str("x.toml", &with("activemq"), &none)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("field `consumers.client`"), "{e}");
+        assert!(e.contains("needs flavour = \"kafka\""), "{e}");
+        load_str("x.toml", &with("kafka"), &none).unwrap();
+        load_str("x.toml", &with("native"), &none).unwrap();
     }
 
     /// A bad field name does not hide what follows: unknown fields, a bad type, and the problems

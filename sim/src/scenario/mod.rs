@@ -552,13 +552,16 @@ pub struct Consumers {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_detection: Option<Dur>,
     /// How a consumer settles what it processed: `each` (an ack, or an offset commit, per
-    /// message), `batch` (one commit once its received batch is processed: Kafka's
-    /// `commitSync()` after the poll loop) or `interval` (every `commit_interval`: Kafka's
-    /// auto-commit). Until its commit a processed message stays unsettled: a consumer that dies,
-    /// or loses its partitions, before it commits has it redelivered. Default: the flavour's.
+    /// message: Spring Kafka's `AckMode.RECORD`), `batch` (one commit once its received batch is
+    /// processed: Kafka's `commitSync()` after the poll loop, Spring Kafka's `AckMode.BATCH`) or
+    /// `interval` (Kafka's auto-commit: at a poll, at most every `commit_interval`). Until its
+    /// commit a processed message stays unsettled: a consumer that dies, or loses its
+    /// partitions, before it commits has it redelivered. Default: the flavour's (under `kafka`,
+    /// the `client`'s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<Commit>,
-    /// The period of `commit = "interval"` (Kafka's `auto.commit.interval.ms`, 5s).
+    /// The least time between two auto-commits (`commit = "interval"`: Kafka's
+    /// `auto.commit.interval.ms`, 5s), each made at a poll.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit_interval: Option<Dur>,
     /// How the broker learns that a consumer process died: `connection` (its socket closes: at
@@ -600,6 +603,13 @@ pub struct Consumers {
     /// and amqplib's `nack` do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub return_with: Option<ReturnWith>,
+    /// The Kafka consumer: `spring` (a Spring for Apache Kafka listener container: a commit
+    /// after each poll's records, a failed record retried 10 times, then skipped) or `plain`
+    /// (the `KafkaConsumer` with its own defaults: auto-commit at a poll every 5s, a failed
+    /// record skipped). Only with `flavour = "kafka"` (or `"native"`). Default: `spring`
+    /// (docs/modelling-your-broker.md says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<KafkaClient>,
     /// How a consumer takes messages: `prefetch` (the broker keeps up to `prefetch` unacked
     /// messages pushed to it, topping up as it acks: JMS) or `batch` (it asks for up to
     /// `prefetch` messages, and again only once it has settled all of them: an SQS
@@ -645,7 +655,10 @@ pub enum Commit {
     Each,
     /// One commit once every message it received is processed.
     Batch,
-    /// A commit every `commit_interval` of what it processed since the last one.
+    /// Kafka's auto-commit: at each poll (once the records of the last one are processed, or
+    /// while it waits in `poll()` for more) it commits what it processed, if `commit_interval`
+    /// has passed since its last such commit (or since it joined its group). A consumer busy on
+    /// one poll's records commits none of them until it polls again.
     Interval,
 }
 
@@ -681,6 +694,23 @@ pub enum PartialFailure {
     /// AWS Lambda's SQS event source without `ReportBatchItemFailures`, with `commit = "batch"`
     /// (Lambda deletes a batch only when the invocation succeeds).
     WholeBatch,
+}
+
+/// `[consumers] client`: the Kafka consumer a group runs, which decides how it commits and what
+/// it does with a record that fails (only with `flavour = "kafka"`, or `"native"` for the
+/// strategies modelled on Kafka).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KafkaClient {
+    /// A Spring for Apache Kafka listener container: auto-commit off, the offsets of a poll's
+    /// records committed once they are all processed (`AckMode.BATCH`), a failed record retried
+    /// by the `DefaultErrorHandler` (10 attempts, no delay), then skipped.
+    #[default]
+    Spring,
+    /// The plain `KafkaConsumer` in the application's own poll loop: `enable.auto.commit` (at a
+    /// poll, at most every `auto.commit.interval.ms`), and no retry handler: a record that fails
+    /// is logged and skipped.
+    Plain,
 }
 
 /// `[consumers] return_with`: the AMQP 0-9-1 method a RabbitMQ client returns a failed message
@@ -954,12 +984,17 @@ impl Scenario {
     }
 
     /// The flavour's defaults on the release its brokers run ([`Scenario::broker_version`] of
-    /// the first: a validated file gives them all one) with its consumers' `return_with`.
+    /// the first: a validated file gives them all one) with its consumers' `return_with`, and
+    /// under `kafka` its consumers' `client` ([`KafkaClient::defaults`]).
     pub fn flavour_defaults(&self) -> Defaults {
         let return_with = self.consumers.return_with.unwrap_or_default();
-        self.flavour
-            .product()
-            .defaults_on(self.broker_version(0), return_with)
+        let product = self.flavour.product();
+        let d = product.defaults_on(self.broker_version(0), return_with);
+        if product == Flavour::Kafka {
+            self.consumers.client.unwrap_or_default().defaults(d)
+        } else {
+            d
+        }
     }
 
     /// The release line broker `i` runs: its `version`, else the flavour's current release;

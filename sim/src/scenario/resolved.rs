@@ -7,8 +7,9 @@
 //! once per broker its strategies model ([`Scenario::on_flavour`]), and each is checked.
 
 use super::{
-    Commit, CrashDetection, Defaults, FieldError, Flavour, LeasePolicy, PartialFailure, PathSeg,
-    ReadAhead, Receive, RedeliveryPolicy, Scenario, MAX_IDEMPOTENT_IN_FLIGHT,
+    Commit, CrashDetection, Defaults, FieldError, Flavour, KafkaClient, LeasePolicy,
+    PartialFailure, PathSeg, ReadAhead, Receive, RedeliveryPolicy, Scenario,
+    MAX_IDEMPOTENT_IN_FLIGHT,
 };
 use crate::dist::{DurDist, DurSpec};
 use crate::time::{Dur, Time};
@@ -33,6 +34,10 @@ pub struct Resolved {
     pub commit: Commit,
     /// `[consumers] commit_interval`.
     pub commit_interval: Dur,
+    /// A consumer commits what it processed before its error handler retries a failed record:
+    /// Spring Kafka's container (`client = "spring"`) with `commit = "batch"`, whose
+    /// `invokeErrorHandler` runs `processCommits()` before the `DefaultErrorHandler` [K8].
+    pub commit_before_retry: bool,
     /// `[consumers] crash_detection`.
     pub crash_detection: CrashDetection,
     /// `[consumers] max_poll_interval`: none unless consumers poll (`receive = "batch"`).
@@ -182,11 +187,9 @@ impl Scenario {
         if c.commit_interval.is_some() && commit != Commit::Interval {
             err(
                 &["consumers", "commit_interval"],
-                format!(
-                    "only applies to periodic commits: it needs commit = \"interval\" (the \
-                     default of flavour = {})",
-                    flavours_where(|d| d.commit.0 == Commit::Interval)
-                ),
+                "only applies to auto-commits: it needs commit = \"interval\" (the default of \
+                 flavour = \"kafka\" with client = \"plain\")"
+                    .into(),
             );
         }
 
@@ -258,6 +261,9 @@ impl Scenario {
             failure_detection: c.failure_detection.unwrap_or(d.failure_detection),
             commit,
             commit_interval: c.commit_interval.unwrap_or(d.commit.1),
+            commit_before_retry: flavour == Flavour::Kafka
+                && c.client.unwrap_or_default() == KafkaClient::Spring
+                && commit == Commit::Batch,
             crash_detection,
             max_poll_interval: if receive == Receive::Batch {
                 c.max_poll_interval.or(d.max_poll_interval)
@@ -323,8 +329,16 @@ mod tests {
     fn defaults_fill_what_the_file_leaves_out() {
         let r = scenario("kafka", "").resolve().unwrap();
         assert_eq!(r.flavour, Flavour::Kafka);
-        assert_eq!((r.receive, r.commit), (Receive::Batch, Commit::Interval));
+        assert_eq!((r.receive, r.commit), (Receive::Batch, Commit::Batch));
         assert_eq!(r.commit_interval, Dur::from_secs(5));
+        assert_eq!(r.redelivery.limit, super::super::Limit::Deliveries(10));
+        // The plain client: auto-commit, no retry handler.
+        let r = scenario("kafka", "client = \"plain\"").resolve().unwrap();
+        assert_eq!(
+            (r.commit, r.commit_interval),
+            (Commit::Interval, Dur::from_secs(5))
+        );
+        assert_eq!(r.redelivery.limit, super::super::Limit::Deliveries(1));
         assert_eq!(r.max_poll_interval, Some(Dur::from_secs(300)));
         assert_eq!(r.brokers[0].page_size, u32::MAX);
         let r = scenario("kafka", "commit = \"each\"\nreceive = \"prefetch\"")
@@ -369,7 +383,7 @@ mod tests {
         assert_eq!(e[0].path_string(), "consumers.commit_interval");
         assert!(
             e[0].message
-                .ends_with("(the default of flavour = \"kafka\")"),
+                .ends_with("(the default of flavour = \"kafka\" with client = \"plain\")"),
             "{e:?}"
         );
         let e = scenario("activemq", "crash_detection = \"lease\"")

@@ -301,6 +301,20 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
             ),
         );
     }
+    if let Some(client) = s.consumers.client {
+        if s.flavour != Flavour::Kafka && s.flavour != super::FlavourChoice::Native {
+            err(
+                p(&["consumers", "client"]),
+                format!(
+                    "names a Kafka consumer (\"spring\" or \"plain\"): it needs flavour = \"kafka\" \
+                     (or \"native\", for the strategies modelled on Kafka); flavour {:?} has no \
+                     Kafka client: leave out client = {:?}",
+                    s.flavour.name(),
+                    client.name()
+                ),
+            );
+        }
+    }
     let names: std::collections::BTreeSet<&str> =
         s.brokers.iter().map(|b| b.name.as_str()).collect();
     // Listed in file order, and only the first few: an error per fault must not copy them all.
