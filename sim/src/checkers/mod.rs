@@ -146,6 +146,26 @@ fn fold(h: u64, seq: u32) -> u64 {
         .rotate_left(17)
 }
 
+/// Drops final records from the front of key `key`'s window `k`, classifying them
+/// ([`Checkers::settle_front`]; the apply calls it with the key's state already at hand).
+#[inline(always)]
+fn settle_window<A: Annotations>(k: &mut KeyState, key: u32, tally: &mut Tally, notes: &mut A) {
+    while let Some(r) = k.window.front() {
+        if !r.is_final() {
+            break;
+        }
+        tally.classify(r, key, k.base);
+        k.prev_resolved_at = r.resolved_at;
+        if A::ON {
+            if let Some(n) = notes.notes() {
+                anomaly::annotate_final(n, key, k.base, r);
+            }
+        }
+        k.window.pop_front();
+        k.base += 1;
+    }
+}
+
 /// Counts of final classifications, kept as records leave their windows.
 #[derive(Default)]
 struct Tally {
@@ -619,21 +639,12 @@ impl<A: Annotations> Checkers<A> {
     /// Drops final records from the front of a key's window, classifying them.
     #[inline]
     fn settle_front(&mut self, key: u32) {
-        let k = &mut self.keys[key as usize];
-        while let Some(r) = k.window.front() {
-            if !r.is_final() {
-                break;
-            }
-            self.tally.classify(r, key, k.base);
-            k.prev_resolved_at = r.resolved_at;
-            if A::ON {
-                if let Some(n) = self.notes.notes() {
-                    anomaly::annotate_final(n, key, k.base, r);
-                }
-            }
-            k.window.pop_front();
-            k.base += 1;
-        }
+        settle_window(
+            &mut self.keys[key as usize],
+            key,
+            &mut self.tally,
+            &mut self.notes,
+        );
     }
 
     /// Feeds one event.
@@ -933,7 +944,8 @@ impl<A: Annotations> Checkers<A> {
         if r.resolved_at == NONE {
             r.resolved_at = t;
         }
-        self.settle_front(msg.key);
+        // `settle_front` with the key's state at hand: no call, no second lookup.
+        settle_window(k, msg.key, &mut self.tally, &mut self.notes);
     }
 
     /// Final figures. `events` is the engine's event count, `end` the time the run ended.
