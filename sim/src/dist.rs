@@ -2,7 +2,7 @@
 
 use crate::time::{Dur, Time};
 use rand::Rng;
-use rand_distr::{Distribution, Exp, LogNormal};
+use rand_distr::{Distribution, Exp1, LogNormal};
 use serde::{de, Deserialize, Deserializer, Serialize};
 use std::fmt;
 
@@ -97,7 +97,7 @@ impl DurDist {
             DurDist::Constant { value } => Sampler::Constant(value.0),
             DurDist::Exponential { mean } if mean.0 == 0 => Sampler::Constant(0),
             DurDist::Exponential { mean } => {
-                Sampler::Exp(Exp::new(1.0 / mean.0 as f64).expect("positive rate"))
+                Sampler::Exp(ExpDraw::new(1.0 / mean.0 as f64).expect("positive rate"))
             }
             DurDist::Lognormal { mean, .. } if mean.0 == 0 => Sampler::Constant(0),
             DurDist::Lognormal { mean, sigma } => {
@@ -110,13 +110,37 @@ impl DurDist {
     }
 }
 
+/// Exponential draws: `rand_distr::Exp`'s values, bit for bit (`Exp1`'s ziggurat times
+/// `1 / lambda`, computed as `Exp::new` computes it), without the out-of-line `Rng::sample` call
+/// that `Exp::sample` goes through (no inlining hint on it: a call frame per draw).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ExpDraw {
+    lambda_inverse: f64,
+}
+
+impl ExpDraw {
+    /// The exponential distribution of rate `lambda` (`None` unless `lambda >= 0`, as
+    /// `Exp::new` refuses).
+    pub fn new(lambda: f64) -> Option<ExpDraw> {
+        (lambda >= 0.0).then(|| ExpDraw {
+            lambda_inverse: 1.0 / lambda,
+        })
+    }
+
+    /// One draw.
+    #[inline(always)]
+    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
+        Distribution::<f64>::sample(&Exp1, rng) * self.lambda_inverse
+    }
+}
+
 /// Draws durations from a [`DurDist`].
 #[derive(Clone, Debug)]
 pub enum Sampler {
     /// Constant.
     Constant(Time),
     /// Exponential (rate per microsecond).
-    Exp(Exp<f64>),
+    Exp(ExpDraw),
     /// Log-normal over microseconds.
     LogNormal(LogNormal<f64>),
     /// Uniform over `[min, max]` microseconds.
@@ -193,6 +217,26 @@ mod tests {
             assert_eq!(round_u64(x), x.round() as u64, "{x}");
             assert_eq!(to_micros(x), x.round().clamp(0.0, 3.2e15) as Time, "{x}");
         }
+    }
+
+    /// `ExpDraw` draws what `rand_distr::Exp` draws, bit for bit, from the same stream (the
+    /// histories depend on it).
+    #[test]
+    fn exp_draw_is_rand_distr_exp() {
+        for lambda in [1e-6, 1.0 / 3.0, 7.2e-6, 1.0, 0.0] {
+            let ours = ExpDraw::new(lambda).unwrap();
+            let theirs = rand_distr::Exp::new(lambda).unwrap();
+            let mut a = stream(5, Component::Consumer, 0, 0);
+            let mut b = stream(5, Component::Consumer, 0, 0);
+            for _ in 0..100_000 {
+                assert_eq!(
+                    ours.sample(&mut a).to_bits(),
+                    theirs.sample(&mut b).to_bits()
+                );
+            }
+        }
+        assert!(ExpDraw::new(-1.0).is_none() && rand_distr::Exp::new(-1.0).is_err());
+        assert!(ExpDraw::new(f64::NAN).is_none() && rand_distr::Exp::new(f64::NAN).is_err());
     }
 
     #[test]

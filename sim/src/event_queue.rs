@@ -6,9 +6,18 @@ use crate::time::Time;
 
 #[derive(Clone, Copy)]
 struct Entry<E> {
-    /// (time << 64 | insertion number) packed in one integer: a single comparison per step.
-    key: u128,
+    time: Time,
+    /// Insertion number: unique, so (time, seq) orders every pair of entries.
+    seq: u64,
     ev: E,
+}
+
+impl<E> Entry<E> {
+    /// Whether `self` comes before `other`.
+    #[inline(always)]
+    fn before(&self, other: &Self) -> bool {
+        (self.time, self.seq) < (other.time, other.seq)
+    }
 }
 
 /// While at most this many events are pending, they are kept sorted; above it, in a heap.
@@ -27,7 +36,8 @@ const SORTED_AGAIN: usize = 8;
 /// out here rather than `std::collections::BinaryHeap`, whose `pop` sifts the last element all
 /// the way down and back up. Events are `Copy`, so moves are plain copies.
 pub struct EventQueue<E: Copy> {
-    /// Sorted by key descending (the earliest last) while `sorted`, a min-heap otherwise.
+    /// Sorted by (time, insertion number) descending (the earliest last) while `sorted`, a
+    /// min-heap otherwise.
     v: Vec<Entry<E>>,
     sorted: bool,
     next: u64,
@@ -44,18 +54,21 @@ impl<E: Copy> EventQueue<E> {
     }
 
     /// Schedules `ev` at `time`.
+    // The new entry's insertion number is the largest yet, so it comes after every entry whose
+    // time is not later than `time`: the steps of `push` compare times only (one 64-bit
+    // comparison where the packed (time, number) key took two).
     #[inline]
     pub fn push(&mut self, time: Time, ev: E) {
-        let key = ((time as u128) << 64) | self.next as u128;
+        let seq = self.next;
         self.next += 1;
-        let new = Entry { key, ev };
+        let new = Entry { time, seq, ev };
         let v = &mut self.v;
         let mut i = v.len();
         if self.sorted {
             if i < SORTED_MAX {
                 // Shift the earlier entries one place towards the end, then put `new` before them.
                 v.push(new);
-                while i > 0 && v[i - 1].key < key {
+                while i > 0 && v[i - 1].time <= time {
                     v[i] = v[i - 1];
                     i -= 1;
                 }
@@ -69,7 +82,7 @@ impl<E: Copy> EventQueue<E> {
         v.push(new);
         while i > 0 {
             let parent = (i - 1) / 2;
-            if v[parent].key <= key {
+            if v[parent].time <= time {
                 break;
             }
             v[i] = v[parent];
@@ -79,18 +92,27 @@ impl<E: Copy> EventQueue<E> {
     }
 
     /// The earliest event and its time.
-    #[inline]
+    // Always inlined (the engine's loop is its one caller): the sorted case is a `Vec::pop`,
+    // cheaper than the call frame it used to pay; the heap's case is out of line.
+    #[inline(always)]
     pub fn pop(&mut self) -> Option<(Time, E)> {
         if self.sorted {
             let e = self.v.pop()?;
-            return Some(((e.key >> 64) as Time, e.ev));
+            return Some((e.time, e.ev));
         }
+        self.pop_from_heap()
+    }
+
+    /// [`Self::pop`] while the queue is a heap.
+    #[inline(never)]
+    fn pop_from_heap(&mut self) -> Option<(Time, E)> {
         let top = self.heap_pop()?;
         if self.v.len() <= SORTED_AGAIN {
-            self.v.sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
+            self.v
+                .sort_unstable_by_key(|e| std::cmp::Reverse((e.time, e.seq)));
             self.sorted = true;
         }
-        Some(((top.key >> 64) as Time, top.ev))
+        Some((top.time, top.ev))
     }
 
     /// Removes the heap's root.
@@ -111,8 +133,8 @@ impl<E: Copy> EventQueue<E> {
                 break;
             }
             let r = l + 1;
-            let c = if r < n && h[r].key < h[l].key { r } else { l };
-            if last.key <= h[c].key {
+            let c = if r < n && h[r].before(&h[l]) { r } else { l };
+            if !h[c].before(&last) {
                 break;
             }
             h[i] = h[c];

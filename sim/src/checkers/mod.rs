@@ -146,6 +146,26 @@ fn fold(h: u64, seq: u32) -> u64 {
         .rotate_left(17)
 }
 
+/// Drops final records from the front of key `key`'s window `k`, classifying them
+/// ([`Checkers::settle_front`]; the apply calls it with the key's state already at hand).
+#[inline(always)]
+fn settle_window<A: Annotations>(k: &mut KeyState, key: u32, tally: &mut Tally, notes: &mut A) {
+    while let Some(r) = k.window.front() {
+        if !r.is_final() {
+            break;
+        }
+        tally.classify(r, key, k.base);
+        k.prev_resolved_at = r.resolved_at;
+        if A::ON {
+            if let Some(n) = notes.notes() {
+                anomaly::annotate_final(n, key, k.base, r);
+            }
+        }
+        k.window.pop_front();
+        k.base += 1;
+    }
+}
+
 /// Counts of final classifications, kept as records leave their windows.
 #[derive(Default)]
 struct Tally {
@@ -463,7 +483,9 @@ impl<A: Annotations> Checkers<A> {
     }
 
     /// Consumer `c` crashed: whatever it had in hand is out of its hands.
-    #[inline]
+    // Always inlined: a load and a store on the common path (each apply and ack comes here),
+    // where a call frame cost as much; the rare parts are out of line.
+    #[inline(always)]
     fn drop_hand(&mut self, c: u32) {
         if let Some(h) = self.hands.get_mut(c as usize) {
             let prev = std::mem::replace(h, EMPTY_HAND);
@@ -617,26 +639,16 @@ impl<A: Annotations> Checkers<A> {
     /// Drops final records from the front of a key's window, classifying them.
     #[inline]
     fn settle_front(&mut self, key: u32) {
-        let k = &mut self.keys[key as usize];
-        while let Some(r) = k.window.front() {
-            if !r.is_final() {
-                break;
-            }
-            self.tally.classify(r, key, k.base);
-            k.prev_resolved_at = r.resolved_at;
-            if A::ON {
-                if let Some(n) = self.notes.notes() {
-                    anomaly::annotate_final(n, key, k.base, r);
-                }
-            }
-            k.window.pop_front();
-            k.base += 1;
-        }
+        settle_window(
+            &mut self.keys[key as usize],
+            key,
+            &mut self.tally,
+            &mut self.notes,
+        );
     }
 
     /// Feeds one event.
-    // Inlined into each emit site, where the event's variant is known: the match folds away.
-    #[inline(always)]
+    #[inline]
     pub fn observe(&mut self, e: &Event) {
         let t = e.time();
         if t < self.last_time {
@@ -646,6 +658,27 @@ impl<A: Annotations> Checkers<A> {
             ));
         }
         self.last_time = t;
+        self.observe_in_order(e);
+    }
+
+    /// The engine's clock went from `now` back to `t` (its event queue misordered two events):
+    /// the history it emits would go backwards. The engine tests its clock once per engine
+    /// event rather than having [`Checkers::observe`] test each history event's time.
+    #[cold]
+    #[inline(never)]
+    pub fn clock_went_back(&mut self, t: Time, now: Time) {
+        self.malformed(format!(
+            "time went backwards: the clock went from {now} to {t}"
+        ));
+    }
+
+    /// Feeds one event whose time is known not to be earlier than any event fed before: the
+    /// engine's (it emits every event at its clock and checks the clock once per engine event,
+    /// [`Checkers::clock_went_back`]), so the time test of [`Checkers::observe`] is left out.
+    // Inlined into each emit site, where the event's variant is known: the match folds away.
+    #[inline(always)]
+    pub fn observe_in_order(&mut self, e: &Event) {
+        let t = e.time();
         match *e {
             Event::Produce { msg, poison, .. } => self.produce(t, msg, poison),
             Event::Enqueue { msg, .. } => {
@@ -811,6 +844,9 @@ impl<A: Annotations> Checkers<A> {
         }
     }
 
+    // Always inlined (one call site, the produce arm): out of line it paid a call frame per
+    // message; the malformed cases are calls of their own.
+    #[inline(always)]
     fn produce(&mut self, t: Time, msg: MsgRef, poison: bool) {
         let Some(k) = self.keys.get_mut(msg.key as usize) else {
             self.malformed(format!("key {} out of range", msg.key));
@@ -885,7 +921,13 @@ impl<A: Annotations> Checkers<A> {
             return;
         };
         let i = i as usize;
-        let Some(r) = k.window.get(i).copied() else {
+        // The predecessor's resolution, read first: then the record is looked up once.
+        let prev_resolved = if i == 0 {
+            prev_resolved_before
+        } else {
+            k.window.get(i - 1).map_or(NONE, |p| p.resolved_at)
+        };
+        let Some(r) = k.window.get_mut(i) else {
             self.malformed(format!("apply of a message never produced: {msg:?}"));
             return;
         };
@@ -895,23 +937,18 @@ impl<A: Annotations> Checkers<A> {
             self.latency.record(t.saturating_sub(r.produced_at));
             // Head-of-line block: time at a broker spent waiting for the predecessor to resolve,
             // counted only when the message was applied after its predecessor (in order).
-            let prev_resolved = if i == 0 {
-                prev_resolved_before
-            } else {
-                k.window[i - 1].resolved_at
-            };
             if msg.seq > 0 && prev_resolved != NONE && prev_resolved <= t && r.enqueued_at != NONE {
                 self.max_block = self
                     .max_block
                     .max(prev_resolved.saturating_sub(r.enqueued_at));
             }
         }
-        let r = &mut k.window[i];
         r.applies += 1;
         if r.resolved_at == NONE {
             r.resolved_at = t;
         }
-        self.settle_front(msg.key);
+        // `settle_front` with the key's state at hand: no call, no second lookup.
+        settle_window(k, msg.key, &mut self.tally, &mut self.notes);
     }
 
     /// Final figures. `events` is the engine's event count, `end` the time the run ended.
@@ -1004,6 +1041,7 @@ impl<A: Annotations> Checkers<A> {
             self.latency.record(end.saturating_sub((*p).min(end)));
         }
         let ms = |us: Time| us as f64 / 1000.0;
+        let (p50, p99, max) = self.latency.figures();
         // With messages never delivered the work is not done when the last apply happens: the
         // rate is over the whole run.
         let done_at = if undelivered > 0 {
@@ -1044,9 +1082,9 @@ impl<A: Annotations> Checkers<A> {
             events,
             throughput_per_s: round3(throughput),
             latency_ms: Latency {
-                p50: ms(self.latency.quantile(0.5)),
-                p99: ms(self.latency.quantile(0.99)),
-                max: ms(self.latency.max()),
+                p50: ms(p50),
+                p99: ms(p99),
+                max: ms(max),
             },
             max_block_ms: ms(self.max_block),
             sim_time_s: end as f64 / 1e6,

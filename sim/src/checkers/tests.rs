@@ -1131,6 +1131,24 @@ fn time_going_backwards_is_malformed() {
     assert!(h.malformed(6 * MS).contains("time went backwards"));
 }
 
+/// The engine feeds its events without the per-event time test (`observe_in_order`) and tests
+/// its clock instead: a clock that went back makes the history malformed all the same.
+#[test]
+fn a_clock_that_went_back_is_malformed() {
+    let a = m(0, 0, 0);
+    let mut h = H::state();
+    h.c.observe_in_order(&Event::Produce {
+        t: 5 * MS,
+        msg: a,
+        producer: 0,
+        timestamp: 5 * MS,
+        poison: false,
+    });
+    h.c.clock_went_back(4 * MS, 5 * MS);
+    h.apply(4 * MS, a).ack(6 * MS, a);
+    assert!(h.malformed(6 * MS).contains("time went backwards"));
+}
+
 #[test]
 fn skipped_seq_is_malformed() {
     // Key 0's seq 1 is produced before its seq 0.

@@ -199,8 +199,10 @@ impl<O: Observer> Engine<'_, O> {
             msg,
             consumer: c,
         });
-        let begin = {
-            let ctx = handler_ctx(
+        // The handler's context is built only where `begin` is called: built before the test,
+        // its stores were paid for every message of a strategy without `begin`.
+        let ctx = || {
+            handler_ctx(
                 self.now,
                 c,
                 0,
@@ -209,13 +211,15 @@ impl<O: Observer> Engine<'_, O> {
                 self.w.source_down,
                 &self.w.rows,
                 &self.w.source,
-            );
+            )
+        };
+        let begin = {
             if self.hooks.begin {
-                self.strategy.begin(&ctx, &view, &mut self.ctl)
+                self.strategy.begin(&ctx(), &view, &mut self.ctl)
             } else {
                 let before = self.ctl.requests.len();
                 debug_assert_eq!(
-                    self.strategy.begin(&ctx, &view, &mut self.ctl),
+                    self.strategy.begin(&ctx(), &view, &mut self.ctl),
                     Begin::Proceed,
                     "begin left out of hooks()"
                 );

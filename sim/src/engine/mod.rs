@@ -282,7 +282,8 @@ impl<'a, O: Observer> Engine<'a, O> {
         if e.is_progress() {
             self.last_progress = self.events;
         }
-        self.checkers.observe(&e);
+        // Every event is at the engine's clock, which the loop checks never goes back.
+        self.checkers.observe_in_order(&e);
         self.observer.event(&e);
     }
 
@@ -421,6 +422,10 @@ impl<'a, O: Observer> Engine<'a, O> {
                 break;
             }
             debug_assert!(t >= self.now, "time went backwards");
+            if t < self.now {
+                // The checkers' time test, once per engine event (`Checkers::observe_in_order`).
+                self.checkers.clock_went_back(t, self.now);
+            }
             self.now = t;
             if let Ev::DrainDeadline = ev {
                 ended_by = EndReason::DrainTimeout;
