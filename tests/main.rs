@@ -9,6 +9,7 @@ mod common;
 mod check;
 mod cli;
 mod clustered_grouping;
+mod delivery_timeout;
 mod determinism;
 mod docs_map;
 mod explore;

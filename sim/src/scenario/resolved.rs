@@ -7,8 +7,9 @@
 //! once per broker its strategies model ([`Scenario::on_flavour`]), and each is checked.
 
 use super::{
-    Commit, CrashDetection, Defaults, FieldError, Flavour, LeasePolicy, PartialFailure, PathSeg,
-    ReadAhead, Receive, RedeliveryPolicy, Scenario, MAX_IDEMPOTENT_IN_FLIGHT,
+    Commit, CrashDetection, Defaults, FieldError, Flavour, LeasePolicy, OnDeliveryTimeout,
+    PartialFailure, PathSeg, ReadAhead, Receive, RedeliveryPolicy, Scenario,
+    MAX_IDEMPOTENT_IN_FLIGHT,
 };
 use crate::dist::{DurDist, DurSpec};
 use crate::time::{Dur, Time};
@@ -51,6 +52,11 @@ pub struct Resolved {
     /// `[producers] call_timeout`, else the flavour's; None: a blocking send waits as long as
     /// the broker holds it.
     pub call_timeout: Option<Dur>,
+    /// `[producers] delivery_timeout`, else the flavour's; None (or `"0s"`): a send is retried
+    /// until it is stored.
+    pub delivery_timeout: Option<Dur>,
+    /// `[producers] on_delivery_timeout` (default `drop`).
+    pub on_delivery_timeout: OnDeliveryTimeout,
     /// Per `[[broker]]`, in the file's order.
     pub brokers: Vec<ResolvedBroker>,
 }
@@ -277,6 +283,11 @@ impl Scenario {
                 .call_timeout
                 .or(d.call_timeout)
                 .filter(|t| *t > Dur::ZERO),
+            delivery_timeout: pr
+                .delivery_timeout
+                .or(d.delivery_timeout)
+                .filter(|t| *t > Dur::ZERO),
+            on_delivery_timeout: pr.on_delivery_timeout.unwrap_or_default(),
             brokers,
         };
         (resolved, problems)
