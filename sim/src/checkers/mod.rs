@@ -42,7 +42,8 @@ struct Rec {
     dead_lettered: bool,
     dropped: bool,
     discarded: bool,
-    /// Its producer gave it up before any broker stored it (`Event::DeliveryTimeout`).
+    /// Its producer gave it up before any broker stored it (`Event::DeliveryTimeout`); it is
+    /// also `discarded` (gone), and counted as given up, not lost.
     given_up: bool,
     pending: bool,
     /// Consumers that had it in hand when it was gone and are not done with it yet.
@@ -73,10 +74,10 @@ impl Rec {
         }
     }
 
-    /// The broker's copy is gone: dead-lettered, dropped or discarded; or no broker ever had
-    /// one (its producer gave it up).
+    /// The broker's copy is gone: dead-lettered, dropped or discarded (a message its producer
+    /// gave up is marked discarded too: no broker has a copy).
     fn gone(&self) -> bool {
-        self.dead_lettered || self.dropped || self.discarded || self.given_up
+        self.dead_lettered || self.dropped || self.discarded
     }
 
     fn is_final(&self) -> bool {
@@ -802,18 +803,8 @@ impl<A: Annotations> Checkers<A> {
             Event::DeliveryTimeout { msg, resent, .. } => {
                 self.coverage.delivery_timeouts += 1;
                 self.unknown(e, msg);
-                // Given up only if no broker ever stored it and it is not sent again: a copy
-                // of a stored message (its answer lost) is the broker's as any stored one.
                 if !resent {
-                    if let Some(r) = self.rec(msg) {
-                        if r.enqueued_at == NONE {
-                            r.given_up = true;
-                            if r.resolved_at == NONE {
-                                r.resolved_at = t;
-                            }
-                            self.settle_front(msg.key);
-                        }
-                    }
+                    self.given_up(t, msg);
                 }
             }
             Event::DrainStart { .. } => self.drain_start = Some(t),
@@ -825,6 +816,24 @@ impl<A: Annotations> Checkers<A> {
                 }
             }
             Event::Recover { .. } | Event::Resume { .. } | Event::Takeover { .. } => {}
+        }
+    }
+
+    /// Producer gave `msg` up at `t` and did not send it again: given up if no broker ever
+    /// stored it; a copy of a stored message (its answer lost) is the broker's as any stored
+    /// one. Out of line: the hot paths' inlining stays as it was.
+    #[cold]
+    #[inline(never)]
+    fn given_up(&mut self, t: Time, msg: MsgRef) {
+        if let Some(r) = self.rec(msg) {
+            if r.enqueued_at == NONE {
+                r.given_up = true;
+                r.discarded = true;
+                if r.resolved_at == NONE {
+                    r.resolved_at = t;
+                }
+                self.settle_front(msg.key);
+            }
         }
     }
 
