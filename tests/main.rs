@@ -41,6 +41,7 @@ mod restart;
 mod seed_claims;
 mod semantics;
 mod sqs_visibility;
+mod static_membership;
 mod sweep;
 mod trace;
 mod transit;
