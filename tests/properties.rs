@@ -263,11 +263,17 @@ fn toml_of(g: &Gen) -> String {
     let leased = g.lease > 0 || flavour == "sqs" || flavour == "servicebus";
     match (g.crash_detection, leased) {
         (1, _) => writeln!(s, "crash_detection = \"connection\"").unwrap(),
-        (2, _) => writeln!(
-            s,
-            "crash_detection = \"timeout\"\nfailure_detection = \"500ms\""
-        )
-        .unwrap(),
+        (2, _) => {
+            writeln!(
+                s,
+                "crash_detection = \"timeout\"\nfailure_detection = \"500ms\""
+            )
+            .unwrap();
+            // Static membership on half of these draws: a consumer_leave keeps its session.
+            if g.delivery_timeout % 2 == 1 {
+                writeln!(s, "restart_takes_over = true").unwrap();
+            }
+        }
         (3, true) => writeln!(s, "crash_detection = \"lease\"").unwrap(),
         _ => {}
     }
