@@ -79,6 +79,8 @@ const FIELDS: &[(&str, &str)] = &[
     ("producers", "idempotence"),
     ("producers", "retry_backoff"),
     ("producers", "call_timeout"),
+    ("producers", "delivery_timeout"),
+    ("producers", "on_delivery_timeout"),
 ];
 
 fn toml_value() -> impl Strategy<Value = toml::Value> {
@@ -113,6 +115,7 @@ fn toml_value() -> impl Strategy<Value = toml::Value> {
             Just("broker_crash"),
             Just("cache_collapse"),
             Just("send_error"),
+            Just("resend"),
             Just("a"),
             Just("zz"),
         ]

@@ -46,6 +46,9 @@ struct Gen {
     max_in_flight: u32,
     idempotence: Option<bool>,
     retry_backoff: bool,
+    /// `[producers] delivery_timeout` and `on_delivery_timeout`: 0 left out (the flavour's),
+    /// 1 `"0s"` (none), 2 200ms dropped, 3 200ms resent, 4 1s resent.
+    delivery_timeout: u8,
     /// `[[broker]] version` on a versioned flavour: 0 left out (the current release), else
     /// `Flavour::versions()[n - 1]`.
     version: u8,
@@ -83,6 +86,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             prop::option::of(any::<bool>()),
             any::<bool>(),
             0u8..=6,
+            0u8..5,
         ),
         prop::sample::select(vec![
             "competing",
@@ -109,7 +113,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 faults,
                 (counting, flavour, dead_letter, rabbit),
                 (lease, crash_detection, partial_failure, requeue, receive, commit),
-                (max_in_flight, idempotence, retry_backoff, version),
+                (max_in_flight, idempotence, retry_backoff, version, delivery_timeout),
                 strategy,
             )| Gen {
                 // An SQS FIFO queue is one queue; a Kafka cluster, the broker that owns a Pulsar topic,
@@ -152,6 +156,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 max_in_flight,
                 idempotence,
                 retry_backoff,
+                delivery_timeout,
                 version,
                 rabbit,
             },
@@ -197,6 +202,25 @@ fn toml_of(g: &Gen) -> String {
     if g.retry_backoff {
         writeln!(s, "retry_backoff = \"50ms\"").unwrap();
     }
+    match g.delivery_timeout {
+        1 => writeln!(s, "delivery_timeout = \"0s\"").unwrap(),
+        2 => writeln!(
+            s,
+            "delivery_timeout = \"200ms\"\non_delivery_timeout = \"drop\""
+        )
+        .unwrap(),
+        3 => writeln!(
+            s,
+            "delivery_timeout = \"200ms\"\non_delivery_timeout = \"resend\""
+        )
+        .unwrap(),
+        4 => writeln!(
+            s,
+            "delivery_timeout = \"1s\"\non_delivery_timeout = \"resend\""
+        )
+        .unwrap(),
+        _ => {}
+    }
     // On a quarter of the clustered-grouping draws below, the client gives up on a held send
     // (100ms) before the broker's 11 proposals of 20ms end: the broker stores it later, the
     // producer sends it again.
@@ -241,11 +265,17 @@ fn toml_of(g: &Gen) -> String {
     let leased = g.lease > 0 || flavour == "sqs" || flavour == "servicebus";
     match (g.crash_detection, leased) {
         (1, _) => writeln!(s, "crash_detection = \"connection\"").unwrap(),
-        (2, _) => writeln!(
-            s,
-            "crash_detection = \"timeout\"\nfailure_detection = \"500ms\""
-        )
-        .unwrap(),
+        (2, _) => {
+            writeln!(
+                s,
+                "crash_detection = \"timeout\"\nfailure_detection = \"500ms\""
+            )
+            .unwrap();
+            // Static membership on half of these draws: a consumer_leave keeps its session.
+            if g.delivery_timeout % 2 == 1 {
+                writeln!(s, "restart_takes_over = true").unwrap();
+            }
+        }
         (3, true) => writeln!(s, "crash_detection = \"lease\"").unwrap(),
         _ => {}
     }
@@ -370,14 +400,16 @@ fn toml_of(g: &Gen) -> String {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
-    /// produced = applied + stale_rejected + dead_lettered + dropped + pending + lost, for every run (the
-    /// engine's own self-checks would fail the run first if a message went missing).
+    /// produced = applied + stale_rejected + dead_lettered + dropped + pending + lost + given_up,
+    /// for every run (the engine's own self-checks would fail the run first if a message went
+    /// missing). Only a producer without a delivery timeout, or that sends again what it gave
+    /// up, gives nothing up.
     #[test]
     fn messages_are_conserved(g in gen(), seed in 0u64..1000) {
         let sc = common::scenario(&toml_of(&g));
         let m = common::run(&sc, g.strategy, seed);
         prop_assert_eq!(m.produced, g.messages);
-        prop_assert_eq!(m.produced, m.applied + m.stale_rejected + m.dead_lettered + m.dropped + m.pending_at_end + m.lost);
+        prop_assert_eq!(m.produced, m.applied + m.stale_rejected + m.dead_lettered + m.dropped + m.pending_at_end + m.lost + m.given_up);
         prop_assert_eq!(m.dead_lettered, m.poison_dead_lettered + m.innocent_dead_lettered);
         prop_assert_eq!(m.dropped, m.poison_dropped + m.innocent_dropped);
         if g.dead_letter == 1 {
@@ -387,6 +419,10 @@ proptest! {
             prop_assert_eq!(m.dead_lettered, 0);
         }
         prop_assert!(m.applied <= m.produced);
+        prop_assert!(m.given_up <= m.coverage.delivery_timeouts);
+        if g.delivery_timeout == 1 || g.delivery_timeout >= 3 {
+            prop_assert_eq!(m.given_up, 0);
+        }
         // Without faults, and without leases (a lease is a timeout: a slow message is handed out
         // twice), the serialising strategies keep order.
         // (flavours 4 and 10: sqs and servicebus; 9, native, leases for sqs_fifo and servicebus_sessions)
@@ -410,7 +446,7 @@ proptest! {
         let sc = common::scenario(&text);
         let m = common::run(&sc, g.strategy, seed);
         prop_assert_eq!(m.produced, g.messages);
-        prop_assert_eq!(m.produced, m.applied + m.stale_rejected + m.dead_lettered + m.dropped + m.pending_at_end + m.lost);
+        prop_assert_eq!(m.produced, m.applied + m.stale_rejected + m.dead_lettered + m.dropped + m.pending_at_end + m.lost + m.given_up);
         let unapplied = m.produced - m.applied;
         let incomplete = m.incomplete_groups.expect("grouped");
         prop_assert!(incomplete <= unapplied, "{} > {}", incomplete, unapplied);

@@ -989,6 +989,7 @@ fn known_only(m: Metrics, unknown: &[String], kind: WorkloadKind) -> Metrics {
     m.produced = produced;
     m.undelivered = m.pending_at_end
         + m.lost
+        + m.given_up
         + m.innocent_dead_lettered
         + m.innocent_dropped
         + if kind == WorkloadKind::Command {

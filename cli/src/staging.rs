@@ -89,6 +89,14 @@ pub const FIELDS: &[(&str, Staging)] = &[
         "producers.call_timeout",
         Refused("Artemis's client; no live broker holds a send"),
     ),
+    (
+        "producers.delivery_timeout",
+        Refused("Kafka's producer; the live producers retry a send until it is stored"),
+    ),
+    (
+        "producers.on_delivery_timeout",
+        Refused("Kafka's producer; the live producers retry a send until it is stored"),
+    ),
     ("broker.name", Staged("one ActiveMQ process per broker")),
     (
         "broker.persistent",

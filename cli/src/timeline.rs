@@ -338,6 +338,24 @@ pub fn describe(h: &TraceHeader, e: &Event) -> (&'static str, String) {
                 )
             },
         ),
+        Event::DeliveryTimeout {
+            msg,
+            producer,
+            resent,
+            ..
+        } => (
+            "delivery_timeout",
+            format!(
+                "{} gave up its send of seq {} (delivery timeout){}",
+                h.producer(producer),
+                msg.seq,
+                if resent {
+                    ": the application sends it again"
+                } else {
+                    ""
+                }
+            ),
+        ),
         Event::SourceRead { consumer, seq, .. } => (
             "source_read",
             match seq {
@@ -833,7 +851,8 @@ impl<'a> Page<'a> {
             let lane = match *e {
                 Event::Produce { producer, .. }
                 | Event::SendFail { producer, .. }
-                | Event::Resend { producer, .. } => Lane::Producer(producer),
+                | Event::Resend { producer, .. }
+                | Event::DeliveryTimeout { producer, .. } => Lane::Producer(producer),
                 Event::Enqueue { broker, .. }
                 | Event::Dispatch { broker, .. }
                 | Event::DeadLetter { broker, .. }

@@ -806,6 +806,8 @@ impl Scan {
             Event::DeadLetter { .. } | Event::Drop { .. } | Event::Discard { .. } => {
                 (None, all(self, None))
             }
+            // Given up by its producer: it leaves the producer (a resend stays there).
+            Event::DeliveryTimeout { resent: false, .. } => (None, all(self, Some(PRODUCER))),
             _ => (None, vec![]),
         };
         for p in close {

@@ -346,7 +346,7 @@ impl FaultKind {
             },
             FaultKind::ConsumerLeave => KindSpec {
                 name: "consumer_leave",
-                doc: "a consumer leaves its group gracefully: it finishes the message in hand, commits what it processed and disconnects (what it had received and not started goes back); it joins again after `for` (absent: for good). Both are membership changes: a strategy that assigns partitions (`kafka`) rebalances",
+                doc: "a consumer leaves its group gracefully: it finishes the message in hand, commits what it processed and disconnects (what it had received and not started goes back); it joins again after `for` (absent: for good). Both are membership changes: a strategy that assigns partitions (`kafka`) rebalances. A static member (`restart_takes_over = true` with `crash_detection = \"timeout\"`: Kafka's `group.instance.id`) sends no LeaveGroup: its session is held, its partitions wait, and only `failure_detection` after it left does its group drop it",
                 summary: "a consumer leaves its group gracefully (finishes the message in hand, commits, closes) and joins again after `for` (absent: for good): a membership change, not a failure",
                 fields: &["consumer"],
                 random_needs_duration: false,

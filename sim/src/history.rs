@@ -357,6 +357,22 @@ pub enum Event {
         /// The broker refused it.
         deduplicated: bool,
     },
+    /// The producer gave a send up: it was not stored `delivery_timeout` after it was made
+    /// (Kafka's `delivery.timeout.ms`: the batch expired, the callback got a
+    /// `TimeoutException`). If the broker never stored the message, it never will: it is
+    /// given up (`given_up` in the summary) unless `resent`: the application sent it again as a
+    /// new send, behind those made since. If the broker had stored a first attempt whose answer
+    /// was lost (a `send_timeout`), the message is the broker's as any stored one.
+    DeliveryTimeout {
+        /// Time.
+        t: Time,
+        /// The message.
+        msg: MsgRef,
+        /// Producer.
+        producer: u32,
+        /// The application sent it again (`on_delivery_timeout = "resend"`).
+        resent: bool,
+    },
     /// A handler read the source database (the notifier strategy).
     SourceRead {
         /// Time.
@@ -393,7 +409,7 @@ pub enum Event {
 
 impl Event {
     /// Whether the event is progress: a message produced, delivered, applied, rejected, acked,
-    /// rolled back, dead-lettered, dropped or discarded. (A fault starting or ending is progress too; the
+    /// rolled back, dead-lettered, dropped, discarded or given up by its producer. (A fault starting or ending is progress too; the
     /// engine counts those itself.) Reconnect attempts, failed sends, timers and job starts are
     /// not: a run that only does those cannot settle anything.
     #[inline]
@@ -409,6 +425,7 @@ impl Event {
                 | Event::DeadLetter { .. }
                 | Event::Drop { .. }
                 | Event::Discard { .. }
+                | Event::DeliveryTimeout { .. }
         )
     }
 
@@ -433,6 +450,7 @@ impl Event {
             | Event::Discard { msg, .. }
             | Event::SendFail { msg, .. }
             | Event::Resend { msg, .. }
+            | Event::DeliveryTimeout { msg, .. }
             | Event::Pending { msg, .. }
             | Event::Unacked { msg, .. } => Some(msg),
             _ => None,
@@ -471,6 +489,7 @@ impl Event {
             | Event::SourceRead { t, .. }
             | Event::SendFail { t, .. }
             | Event::Resend { t, .. }
+            | Event::DeliveryTimeout { t, .. }
             | Event::JobStart { t, .. }
             | Event::JobEnd { t, .. }
             | Event::DrainStart { t }

@@ -112,11 +112,18 @@ pub const METRICS: &[MetricDef] = &[
         meaning: "vanished: no copy anywhere and never applied (a non-persistent broker's crash, a buffer acked upstream and then lost with its process)",
     },
     MetricDef {
+        path: "given_up",
+        title: "Given up",
+        column: None,
+        unit: "messages",
+        meaning: "given up by their producer and never stored: not stored within `[producers] delivery_timeout` of the send (Kafka's `delivery.timeout.ms`, 120s under the `kafka` flavour) and not sent again (`on_delivery_timeout = \"drop\"`). Not `lost`: no broker lost them, the application was told (the send's callback)",
+    },
+    MetricDef {
         path: "lost_commands",
         title: "Lost commands",
         column: None,
         unit: "messages",
-        meaning: "`command` workloads only: non-poison commands that never took effect (stale-rejected, lost, dead-lettered or dropped): what the user lost. 0 for `state` workloads",
+        meaning: "`command` workloads only: non-poison commands that never took effect (stale-rejected, lost, given up, dead-lettered or dropped): what the user lost. 0 for `state` workloads",
     },
     MetricDef {
         path: "duplicates",
@@ -186,7 +193,7 @@ pub const METRICS: &[MetricDef] = &[
         title: "Never delivered",
         column: None,
         unit: "messages",
-        meaning: "should have taken effect and never did: `pending_at_end` + `lost` + `innocent_dead_lettered` + `innocent_dropped` (+ `stale_rejected` for `command` workloads; poison messages dead-lettered or dropped are the queue doing its job). Any makes the verdict `FAIL` and puts the strategy in the cost chart's band above every strategy that delivered all. The latencies count each of them at the run's end (a lower bound, marked `≥` in the table) and `throughput_per_s` divides by the whole run, so not delivering never looks fast",
+        meaning: "should have taken effect and never did: `pending_at_end` + `lost` + `given_up` + `innocent_dead_lettered` + `innocent_dropped` (+ `stale_rejected` for `command` workloads; poison messages dead-lettered or dropped are the queue doing its job). Any makes the verdict `FAIL` and puts the strategy in the cost chart's band above every strategy that delivered all. The latencies count each of them at the run's end (a lower bound, marked `≥` in the table) and `throughput_per_s` divides by the whole run, so not delivering never looks fast",
     },
     MetricDef {
         path: "incomplete_groups",
@@ -376,6 +383,13 @@ pub const METRICS: &[MetricDef] = &[
         column: None,
         unit: "count",
         meaning: "such resends the broker refused: an idempotent producer's sequence number, or its `dedup_window`",
+    },
+    MetricDef {
+        path: "coverage.delivery_timeouts",
+        title: "Delivery timeouts",
+        column: None,
+        unit: "count",
+        meaning: "sends the producer gave up at its `delivery_timeout`, then dropped (`given_up`) or sent again (`on_delivery_timeout = \"resend\"`); one whose first attempt the broker had stored counts here only",
     },
     MetricDef {
         path: "coverage.batch_runs",

@@ -79,6 +79,10 @@ pub struct Coverage {
     /// Such resends the broker refused (an idempotent producer, or its `dedup_window`).
     #[serde(default)]
     pub resends_deduplicated: u64,
+    /// Sends the producer gave up on at its `delivery_timeout` (`Event::DeliveryTimeout`),
+    /// whether the application then dropped them or sent them again.
+    #[serde(default)]
+    pub delivery_timeouts: u64,
 }
 
 /// Why a run stopped.
@@ -120,8 +124,13 @@ pub struct Metrics {
     pub stale_rejected: u64,
     /// Messages that vanished (no copy left anywhere, never applied).
     pub lost: u64,
+    /// Messages their producer gave up on, never stored: not stored within its
+    /// `delivery_timeout` of the send (Kafka's `delivery.timeout.ms`) and not sent again. Not
+    /// `lost` (no broker lost them: the application was told, by the send's callback).
+    #[serde(default)]
+    pub given_up: u64,
     /// `command` workloads only: commands that never took effect although they were not poison
-    /// (stale-rejected, lost, dead-lettered or dropped): what the user lost. 0 for `state` workloads.
+    /// (stale-rejected, lost, given up, dead-lettered or dropped): what the user lost. 0 for `state` workloads.
     pub lost_commands: u64,
     /// Applies beyond the first of the same message.
     pub duplicates: u64,
@@ -143,8 +152,9 @@ pub struct Metrics {
     /// offset commit covering the record, never reached it, so a restart would deliver them again.
     /// Counted in `applied`, not in `pending_at_end`. 0 whenever the run settled.
     pub unacked_at_end: u64,
-    /// Messages that should have taken effect and never did: pending at the end, lost, innocent
-    /// (non-poison) dead-lettered or dropped, and for `command` workloads stale-rejected. The
+    /// Messages that should have taken effect and never did: pending at the end, lost, given up
+    /// by their producer, innocent (non-poison) dead-lettered or dropped, and for `command`
+    /// workloads stale-rejected. The
     /// latency percentiles count each of them at the run's end, so not delivering never looks
     /// fast.
     #[serde(default)]

@@ -62,11 +62,13 @@ pub fn judge(m: &Metrics, guarantee: &str) -> Verdict {
             .undelivered
             .saturating_sub(m.pending_at_end)
             .saturating_sub(m.lost)
+            .saturating_sub(m.given_up)
             .saturating_sub(m.innocent_dead_lettered)
             .saturating_sub(m.innocent_dropped);
         let parts: Vec<(u64, &str)> = [
             (m.pending_at_end, "pending at the end"),
             (m.lost, "lost"),
+            (m.given_up, "given up by the producer"),
             (m.innocent_dead_lettered, "dead-lettered"),
             (m.innocent_dropped, "dropped"),
             (lost_commands, "rejected as stale"),

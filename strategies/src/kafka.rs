@@ -20,7 +20,9 @@
 //!   a paused member that wakes up still writes what it had in hand, and its commit fails;
 //! - a member restarted before the group dropped its dead session (no `group.instance.id`:
 //!   `[consumers] restart_takes_over = false`, the flavour's) joins as a new member, and the
-//!   rebalance waits for the old session's timeout: nothing is handed out meanwhile [K7]. A member
+//!   rebalance waits for the old session's timeout: nothing is handed out meanwhile [K7]. A
+//!   static member's `consumer_leave` sends no LeaveGroup (the engine's `membership.rs`): no
+//!   rebalance until its session times out. A member
 //!   dropped for a slow poll loop (`max_poll_interval`) is the engine's (`poll.rs`).
 //!
 //! The log, the offset commits and the session timeout are the broker's: run it with

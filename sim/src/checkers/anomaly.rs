@@ -333,7 +333,7 @@ pub(super) fn annotate_final<S: AnomalySink>(n: &mut Notes<S>, key: u32, seq: u3
             return; // what the redelivery limit is for
         }
         AnomalyKind::Dropped
-    } else if r.pending || !r.discarded {
+    } else if r.pending || !r.discarded || r.given_up {
         return;
     } else {
         AnomalyKind::Lost

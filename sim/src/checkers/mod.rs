@@ -42,6 +42,9 @@ struct Rec {
     dead_lettered: bool,
     dropped: bool,
     discarded: bool,
+    /// Its producer gave it up before any broker stored it (`Event::DeliveryTimeout`); it is
+    /// also `discarded` (gone), and counted as given up, not lost.
+    given_up: bool,
     pending: bool,
     /// Consumers that had it in hand when it was gone and are not done with it yet.
     in_hand: u16,
@@ -64,13 +67,15 @@ impl Rec {
             dead_lettered: false,
             dropped: false,
             discarded: false,
+            given_up: false,
             pending: false,
             in_hand: 0,
             copies: 0,
         }
     }
 
-    /// The broker's copy is gone: dead-lettered, dropped or discarded.
+    /// The broker's copy is gone: dead-lettered, dropped or discarded (a message its producer
+    /// gave up is marked discarded too: no broker has a copy).
     fn gone(&self) -> bool {
         self.dead_lettered || self.dropped || self.discarded
     }
@@ -179,6 +184,7 @@ struct Tally {
     innocent_dropped: u64,
     pending: u64,
     lost: u64,
+    given_up: u64,
     unaccounted: u64,
     /// The messages counted dead-lettered, for a replay to take back (and, the innocent ones,
     /// for the latency censored at the end).
@@ -248,6 +254,9 @@ impl Tally {
                 self.innocent_dropped += 1;
                 self.undelivered_produced_at.push(r.produced_at);
             }
+        } else if r.given_up {
+            self.given_up += 1;
+            self.undelivered_produced_at.push(r.produced_at);
         } else if r.pending {
             self.pending += 1;
             self.undelivered_produced_at.push(r.produced_at);
@@ -281,7 +290,7 @@ impl Tally {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SelfCheckError {
     /// Some messages are neither applied, rejected, dead-lettered, pending nor discarded.
-    #[error("conservation violated: produced {produced} = applied {applied} + stale_rejected {stale} + dead_lettered {dlq} + dropped {dropped} + pending {pending} + lost {lost} + UNACCOUNTED {unaccounted}")]
+    #[error("conservation violated: produced {produced} = applied {applied} + stale_rejected {stale} + dead_lettered {dlq} + dropped {dropped} + pending {pending} + lost {lost} + given_up {given_up} + UNACCOUNTED {unaccounted}")]
     Conservation {
         /// Produced.
         produced: u64,
@@ -297,6 +306,8 @@ pub enum SelfCheckError {
         pending: u64,
         /// Lost.
         lost: u64,
+        /// Given up by their producer.
+        given_up: u64,
         /// The remainder.
         unaccounted: u64,
     },
@@ -822,6 +833,13 @@ impl<A: Annotations> Checkers<A> {
                     }
                 }
             }
+            Event::DeliveryTimeout { msg, resent, .. } => {
+                self.coverage.delivery_timeouts += 1;
+                self.unknown(e, msg);
+                if !resent {
+                    self.given_up(t, msg);
+                }
+            }
             Event::DrainStart { .. } => self.drain_start = Some(t),
             Event::Unacked { msg, .. } => {
                 self.unacked += 1;
@@ -831,6 +849,24 @@ impl<A: Annotations> Checkers<A> {
                 }
             }
             Event::Recover { .. } | Event::Resume { .. } | Event::Takeover { .. } => {}
+        }
+    }
+
+    /// Producer gave `msg` up at `t` and did not send it again: given up if no broker ever
+    /// stored it; a copy of a stored message (its answer lost) is the broker's as any stored
+    /// one. Out of line: the hot paths' inlining stays as it was.
+    #[cold]
+    #[inline(never)]
+    fn given_up(&mut self, t: Time, msg: MsgRef) {
+        if let Some(r) = self.rec(msg) {
+            if r.enqueued_at == NONE {
+                r.given_up = true;
+                r.discarded = true;
+                if r.resolved_at == NONE {
+                    r.resolved_at = t;
+                }
+                self.settle_front(msg.key);
+            }
         }
     }
 
@@ -1017,11 +1053,13 @@ impl<A: Annotations> Checkers<A> {
                 dropped: t.dropped,
                 pending: t.pending,
                 lost: t.lost,
+                given_up: t.given_up,
                 unaccounted: t.unaccounted,
             });
         }
         let undelivered = t.pending
             + t.lost
+            + t.given_up
             + t.innocent_dead_lettered
             + t.innocent_dropped
             + if t.rejected_is_loss {
@@ -1063,10 +1101,15 @@ impl<A: Annotations> Checkers<A> {
             lost_commands: match self.kind {
                 WorkloadKind::State => 0,
                 WorkloadKind::Command => {
-                    t.stale_rejected + t.lost + t.innocent_dead_lettered + t.innocent_dropped
+                    t.stale_rejected
+                        + t.lost
+                        + t.given_up
+                        + t.innocent_dead_lettered
+                        + t.innocent_dropped
                 }
             },
             lost: t.lost,
+            given_up: t.given_up,
             duplicates: self.duplicates,
             dead_lettered: t.dead_lettered,
             poison_dead_lettered: t.poison_dead_lettered,

@@ -1055,6 +1055,7 @@ fn unaccounted_message_fails_conservation() {
             dropped: 0,
             pending: 0,
             lost: 0,
+            given_up: 0,
             unaccounted: 1,
         })
     );
@@ -2326,4 +2327,59 @@ fn a_replayed_member_applied_completes_its_group() {
     let x = h.metrics(10 * MS);
     assert_eq!((x.applied, x.dead_lettered), (2, 0));
     assert_eq!(x.incomplete_groups, Some(0));
+}
+
+impl H {
+    /// Producer 0 gave `msg` up at `t` (its delivery timeout); `resent`: the application sent
+    /// it again.
+    fn give_up(&mut self, t: Time, msg: MsgRef, resent: bool) -> &mut Self {
+        self.ev(Event::DeliveryTimeout {
+            t,
+            msg,
+            producer: 0,
+            resent,
+        })
+    }
+}
+
+/// A message its producer gave up before any broker stored it is `given_up`: final, neither
+/// lost nor pending, undelivered (its latency censored at the end), a lost command; the next
+/// message of its key settles past it. One the application sent again is still open (here
+/// stored and applied late: an ordering violation), and one whose first attempt was stored is
+/// the broker's (applied).
+#[test]
+fn a_message_given_up_unstored_is_given_up_and_nothing_else() {
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::command();
+    h.produce(0, a)
+        .produce(MS, b)
+        .give_up(2 * MS, a, false)
+        .enqueue(3 * MS, b)
+        .deliver_stored(3 * MS, b);
+    let r = h.metrics(10 * MS);
+    assert_eq!((r.given_up, r.lost, r.pending_at_end), (1, 0, 0));
+    assert_eq!((r.applied, r.undelivered, r.lost_commands), (1, 1, 1));
+    assert_eq!(r.coverage.delivery_timeouts, 1);
+    // Censored at the end: produced at 0, counted at 10ms (3 significant digits).
+    assert!((r.latency_ms.max - 10.0).abs() < 0.01, "{:?}", r.latency_ms);
+
+    let mut h = H::state();
+    h.produce(0, a)
+        .produce(MS, b)
+        .give_up(2 * MS, a, true)
+        .enqueue(3 * MS, b)
+        .deliver_stored(3 * MS, b)
+        .enqueue(4 * MS, a)
+        .deliver_stored(4 * MS, a);
+    let r = h.metrics(10 * MS);
+    assert_eq!((r.given_up, r.applied, r.ordering_violations), (0, 2, 1));
+    assert_eq!(r.coverage.delivery_timeouts, 1);
+
+    let mut h = H::state();
+    h.produce(0, a)
+        .enqueue(MS, a)
+        .give_up(2 * MS, a, false)
+        .deliver_stored(3 * MS, a);
+    let r = h.metrics(10 * MS);
+    assert_eq!((r.given_up, r.applied, r.undelivered), (0, 1, 0));
 }

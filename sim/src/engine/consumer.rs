@@ -707,6 +707,9 @@ pub(super) struct Consumer {
     away: u32,
     /// `consumer_leave`: it leaves its group once the message in hand is done.
     leaving: bool,
+    /// It closed as a static member (`group.instance.id`): no LeaveGroup; the group holds its
+    /// session (a pause) until it comes back or the session times out (`membership.rs`).
+    static_away: bool,
     /// Dropped by its group for a slow poll loop: it joins again at its next poll, once the
     /// records it polled are done.
     rejoin_when_idle: bool,
@@ -806,6 +809,7 @@ impl Consumer {
             lost_connection: false,
             away: 0,
             leaving: false,
+            static_away: false,
             rejoin_when_idle: false,
             pull,
             blocked: 0,
@@ -1055,6 +1059,16 @@ impl Consumer {
         }
         self.leaving = false;
         Some(self.epoch)
+    }
+
+    /// It closed as a static member, its session held (`membership.rs`).
+    pub fn close_static(&mut self) {
+        self.static_away = true;
+    }
+
+    /// Whether it had closed as a static member (asked once, when it comes back).
+    pub fn take_static_away(&mut self) -> bool {
+        std::mem::take(&mut self.static_away)
     }
 
     /// Dropped by its group for a slow poll loop: it joins again at its next poll.

@@ -14,7 +14,7 @@
 //!
 //! | file | what happens there |
 //! |---|---|
-//! | `producer.rs` | the producer node (`Producer`); a message is produced, routed by the strategy, stored at a broker; failed sends (`send_error`) are retried, overtaken by at most `max_in_flight - 1` later ones without idempotence |
+//! | `producer.rs` | the producer node (`Producer`); a message is produced, routed by the strategy, stored at a broker; failed sends (`send_error`) are retried, overtaken by at most `max_in_flight - 1` later ones without idempotence, and given up at the `delivery_timeout` |
 //! | `broker.rs` | the broker node (`Broker`: its store, attached consumers, bridges and dead-letter queue as private state; it chooses what dispatch hands out, through the strategy's `select`), the one requeue, settlement (ack, dead-letter) |
 //! | `network.rs` | the network of brokers: ActiveMQ's bridge (one more consumer, driven by the peer's demand) or idle store-and-forward |
 //! | `consumer.rs` | delivery, processing (`begin`, `handle`), the ack; attach/detach, crash, blip, suspension |
@@ -359,6 +359,7 @@ impl<'a, O: Observer> Engine<'a, O> {
             Ev::ConsumerReconnect { c, epoch } => self.consumer_reconnect(c, epoch),
             Ev::ParkTimeout { c, epoch, serial } => self.park_timeout(c, epoch, serial),
             Ev::ProducerRetry(p) => self.producer_retry(p),
+            Ev::DeliveryTimeout(p) => self.delivery_timeout(p),
             Ev::HeldSend { slot, id } => self.held_send(slot, id),
             Ev::JobStart(c) => self.job_start(c),
             Ev::Transit(c) => self.transit_done(c),

@@ -5,18 +5,20 @@
 //! hold ends, the producer's later sends behind it. Whether later sends wait behind a failed one or overtake
 //! it (`max_in_flight`, `idempotence`): [`Engine::send_behind_failure`].
 //! A producer without a connection buffers its sends (its failover transport: `failover.rs`).
+//! Under a `delivery_timeout` (Kafka's `delivery.timeout.ms`) a send still waiting that long
+//! after it was made is given up, and dropped or sent again ([`Engine::delivery_timeout`]).
 //! The producer is a node that owns its state ([`Producer`], private fields behind methods).
 
 use super::events::Ev;
 use super::state::{HeldSend, Loc, Msg};
 use super::Engine;
 use crate::history::{Event, MsgRef, Observer};
-use crate::scenario::Producers;
+use crate::scenario::{OnDeliveryTimeout, Producers};
 use crate::strategy::{Route, RouteCtx};
 use crate::time::Time;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 impl<O: Observer> Engine<'_, O> {
     /// A message is produced; it goes to the producer's broker or waits in its buffer.
@@ -74,6 +76,7 @@ impl<O: Observer> Engine<'_, O> {
         let ps = &mut self.w.producers[p as usize];
         if ps.broker.is_none() {
             ps.buffer.push_back(slot);
+            self.await_delivery(p, slot);
         } else if !ps.failed.is_empty() {
             self.send_behind_failure(p, slot);
         } else if !self.w.send_errors.is_empty() {
@@ -99,6 +102,7 @@ impl<O: Observer> Engine<'_, O> {
         let ps = &mut self.w.producers[p as usize];
         if ps.failed_block || ps.overtakes == Some(0) {
             ps.failed.push_back(slot);
+            self.await_delivery(p, slot);
             return;
         }
         if let Some(n) = ps.overtakes {
@@ -177,13 +181,15 @@ impl<O: Observer> Engine<'_, O> {
             .resent
             .iter()
             .find(|&&(s, ..)| s == slot)
-            .map(|&(_, at, b)| (at, b));
+            .map(|&(_, at, b, renewed)| (at, b, renewed));
         let retry = self.alloc(*self.w.slab.get(slot));
         match self.route_and_enqueue(p, slot) {
             Ok(b) => {
                 // The window of a deduplicating broker runs from the first store.
-                let (at, b) = first.unwrap_or((self.now, b));
-                self.w.producers[p as usize].resent.push((retry, at, b));
+                let (at, b, renewed) = first.unwrap_or((self.now, b, false));
+                self.w.producers[p as usize]
+                    .resent
+                    .push((retry, at, b, renewed));
                 Ok(retry)
             }
             Err(block) => {
@@ -203,11 +209,14 @@ impl<O: Observer> Engine<'_, O> {
         let Some(i) = ps.resent.iter().position(|&(s, ..)| s == slot) else {
             return false;
         };
-        let (_, at, first) = ps.resent.swap_remove(i);
+        let (_, at, first, renewed) = ps.resent.swap_remove(i);
         let of = self.msg_ref(slot);
         let window = self.w.brokers[b as usize].dedup_window();
-        let deduplicated =
-            self.cfg.idempotence || (b == first && self.now < at.saturating_add(window));
+        // A send the application made again after its producer gave it up is a new record: an
+        // idempotent producer's sequence numbers do not recognise it (Kafka bumps the epoch
+        // after an expired batch, KIP-360).
+        let deduplicated = (self.cfg.idempotence && !renewed)
+            || (b == first && self.now < at.saturating_add(window));
         let msg = if deduplicated {
             of
         } else {
@@ -246,6 +255,7 @@ impl<O: Observer> Engine<'_, O> {
             ps.overtakes = Some(overtakes);
         }
         ps.failed.push_back(slot);
+        self.await_delivery(p, slot);
         self.schedule_producer_retry(p);
     }
 
@@ -365,7 +375,7 @@ impl<O: Observer> Engine<'_, O> {
         let ps = &mut self.w.producers[p as usize];
         ps.held_since = None;
         // The window of a deduplicating broker is counted from the hold's start.
-        ps.resent.push((copy, since, broker));
+        ps.resent.push((copy, since, broker, false));
         waiting.insert(at, copy);
         ps.send_after_reconnect(waiting);
         self.producer_lost_broker(p);
@@ -413,6 +423,7 @@ impl<O: Observer> Engine<'_, O> {
             let ps = &mut self.w.producers[p as usize];
             ps.failed.push_back(slot);
             ps.failed_block = true;
+            self.await_delivery(p, slot);
             self.schedule_producer_retry_at(p, at);
             return;
         }
@@ -420,7 +431,131 @@ impl<O: Observer> Engine<'_, O> {
         let ps = &mut self.w.producers[p as usize];
         ps.failed.push_back(slot);
         ps.failed_block = block;
+        self.await_delivery(p, slot);
         self.schedule_producer_retry(p);
+    }
+
+    /// `slot`, a send of producer `p`, waits at the producer (failed, behind a failed send, or
+    /// buffered while disconnected): under a `delivery_timeout` its message's deadline runs from
+    /// its send, which is now unless it waited before (a deadline is kept until the message is
+    /// given up or the producer has nothing waiting).
+    #[inline]
+    fn await_delivery(&mut self, p: u32, slot: u32) {
+        if let Some(limit) = self.cfg.delivery_timeout {
+            self.set_deadline(p, slot, limit.0);
+        }
+    }
+
+    #[inline(never)]
+    fn set_deadline(&mut self, p: u32, slot: u32, limit: Time) {
+        let id = self.w.slab.get(slot).r.id;
+        let ps = &mut self.w.producers[p as usize];
+        let due = *ps
+            .deadlines
+            .entry(id)
+            .or_insert(self.now.saturating_add(limit));
+        if !ps.expiry_armed {
+            ps.expiry_armed = true;
+            self.q.push(due.max(self.now), Ev::DeliveryTimeout(p));
+        }
+    }
+
+    /// Producer `p`'s delivery timeout: the sends at the front of its waiting queues (its
+    /// failed sends and those behind them, then its buffer) whose deadline has passed are given
+    /// up, oldest first, up to the first that is not due, as Kafka's `Sender` expires the
+    /// batches of each partition's queue in send order and stops at the first not expired
+    /// (`RecordAccumulator.expiredBatches`, `Sender.getExpiredInflightBatches`); then the
+    /// timeout is armed again for the new fronts.
+    pub(super) fn delivery_timeout(&mut self, p: u32) {
+        let Some(limit) = self.cfg.delivery_timeout else {
+            return;
+        };
+        let now = self.now;
+        let w = &mut self.w;
+        let Producer {
+            failed,
+            buffer,
+            deadlines,
+            expiry_armed,
+            held_since,
+            hold,
+            overtakes,
+            failed_block,
+            ..
+        } = &mut w.producers[p as usize];
+        *expiry_armed = false;
+        let mut expired = Vec::new();
+        let mut next: Option<Time> = None;
+        for queue in [&mut *failed, &mut *buffer] {
+            while let Some(&slot) = queue.front() {
+                let id = w.slab.get(slot).r.id;
+                // Every waiting send has a deadline; one without is given its own from now.
+                let due = *deadlines.entry(id).or_insert(now.saturating_add(limit.0));
+                if due > now {
+                    next = Some(next.map_or(due, |n: Time| n.min(due)));
+                    break;
+                }
+                queue.pop_front();
+                if held_since.is_some_and(|(s, _)| s == slot) {
+                    *held_since = None;
+                    *hold = None;
+                }
+                expired.push(slot);
+            }
+        }
+        if failed.is_empty() {
+            *overtakes = None;
+            *failed_block = false;
+        }
+        let waiting = failed.len() + buffer.len();
+        if waiting == 0 {
+            deadlines.clear();
+        } else if deadlines.len() > 4 * waiting + 64 {
+            // Deadlines of messages stored since: forget them, keeping the waiting ones'.
+            let ids: std::collections::BTreeSet<u64> = failed
+                .iter()
+                .chain(buffer.iter())
+                .map(|&s| w.slab.get(s).r.id)
+                .collect();
+            deadlines.retain(|id, _| ids.contains(id));
+        }
+        if let Some(at) = next {
+            *expiry_armed = true;
+            self.q.push(at, Ev::DeliveryTimeout(p));
+        }
+        for slot in expired {
+            self.give_up_send(p, slot);
+        }
+    }
+
+    /// Producer `p` gave up its send `slot` at its delivery timeout (the callback's
+    /// `TimeoutException`). `drop`: the message is never stored (unless the broker had stored
+    /// a first attempt whose answer was lost: then only the copy waiting to be sent again goes).
+    /// `resend`: the application sends it again, a new send behind those made since, with a
+    /// deadline of its own.
+    fn give_up_send(&mut self, p: u32, slot: u32) {
+        let resend = self.cfg.on_delivery_timeout == OnDeliveryTimeout::Resend;
+        let msg = self.msg_ref(slot);
+        self.emit(Event::DeliveryTimeout {
+            t: self.now,
+            msg,
+            producer: p,
+            resent: resend,
+        });
+        let ps = &mut self.w.producers[p as usize];
+        ps.deadlines.remove(&msg.id);
+        let copy = ps.resent.iter().position(|&(s, ..)| s == slot);
+        if resend {
+            if let Some(i) = copy {
+                ps.resent[i].3 = true;
+            }
+            self.send(p, slot);
+        } else {
+            if let Some(i) = copy {
+                ps.resent.swap_remove(i);
+            }
+            self.w.slab.release(slot);
+        }
     }
 
     /// A retry of `p`'s failed sends after its retry backoff, unless one is already scheduled.
@@ -546,7 +681,14 @@ pub(super) struct Producer {
     /// Waiting sends whose first attempt the broker stored though the producer saw it fail (a
     /// `send_timeout`): (slot, when it was stored, where). Its resend is deduplicated or stored
     /// again ([`crate::engine::Engine`]'s `resend`).
-    resent: Vec<(u32, Time, u16)>,
+    /// `renewed`: the application sent it again after giving it up (`on_delivery_timeout =
+    /// "resend"`): a new record, which an idempotent producer's sequence numbers do not cover.
+    resent: Vec<(u32, Time, u16, bool)>,
+    /// Under a `delivery_timeout`: when each waiting message (by id) is given up. Set when a
+    /// send starts waiting; kept for messages stored since until nothing waits.
+    deadlines: BTreeMap<u64, Time>,
+    /// An `Ev::DeliveryTimeout` is scheduled.
+    expiry_armed: bool,
     /// Set by a send the broker holds (`Route::Wait`): when to route it again. Taken at once by
     /// the caller that saw the send refused.
     hold: Option<Time>,
@@ -583,6 +725,8 @@ impl Producer {
             retrying: false,
             overtakes: None,
             resent: Vec::new(),
+            deadlines: BTreeMap::new(),
+            expiry_armed: false,
             hold: None,
             held_since: None,
             send_rng,

@@ -158,6 +158,7 @@ impl Flavour {
             takeover: Some(Dur::from_secs(10)),
             failback: false,
             call_timeout: None,
+            delivery_timeout: None,
             read_ahead: ReadAhead::Any,
             redelivery: RedeliveryDefaults {
                 mode: RedeliveryMode::Blocking,
@@ -260,6 +261,7 @@ impl Flavour {
                 max_in_flight: 5,
                 idempotence: true,
                 retry_backoff: Some(Dur::from_millis(100)),
+                delivery_timeout: Some(Dur::from_secs(120)),
                 page_size: u32::MAX,
                 takeover: None,
                 redelivery: original(dropped(RedeliveryDefaults {
@@ -674,6 +676,12 @@ pub struct Defaults {
     /// sendBlocking` then calls `connection.asyncFail`) [A20]; None: the client waits as long as
     /// it takes (ActiveMQ Classic's `sendTimeout` 0).
     pub call_timeout: Option<Dur>,
+    /// How long after a send the producer gives an unstored message up: Kafka's
+    /// `delivery.timeout.ms`, 120s (`Sender.sendProducerData` expires in-flight batches and
+    /// `RecordAccumulator.expiredBatches` waiting ones, each with a `TimeoutException`) [K11];
+    /// None for the JMS brokers, whose synchronous send has no such bound (the application
+    /// retries until it is stored).
+    pub delivery_timeout: Option<Dur>,
     /// Which messages the client may hold ahead of the one in hand (`[consumers] prefetch`
     /// above 1).
     pub read_ahead: ReadAhead,

@@ -365,6 +365,33 @@ pub struct Producers {
     /// `"0s"`: no timeout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_timeout: Option<Dur>,
+    /// How long after a send the producer gives the message up if it has not been stored
+    /// (Kafka's `delivery.timeout.ms`, 120s: `Sender` expires the batch and its callback gets a
+    /// `TimeoutException`): a send still failing, waiting behind a failed one, or buffered while
+    /// disconnected is given up then (`given_up` in the summary, unless
+    /// `on_delivery_timeout = "resend"`). Default: the flavour's ([`Flavour::defaults`]: 120s
+    /// under `kafka`, none for the JMS flavours); `"0s"`: none (retried for ever).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_timeout: Option<Dur>,
+    /// What the application does with a send the producer gave up on (`delivery_timeout`):
+    /// `drop` it (the default client's behaviour: the callback logs the exception) or `resend`
+    /// it as a new send, behind the ones made since. Default `drop`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_delivery_timeout: Option<OnDeliveryTimeout>,
+}
+
+/// What the application does with a send its producer gave up on (`[producers]
+/// on_delivery_timeout`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnDeliveryTimeout {
+    /// Nothing: the message is never stored (Kafka's default: the `send()` callback, if any,
+    /// sees the `TimeoutException`).
+    #[default]
+    Drop,
+    /// Sends it again as a new send, behind every send made since (it can land after later
+    /// messages of its key; if the broker had stored the first attempt, it is stored twice).
+    Resend,
 }
 
 impl Default for Producers {
@@ -382,6 +409,8 @@ impl Default for Producers {
             idempotence: None,
             retry_backoff: None,
             call_timeout: None,
+            delivery_timeout: None,
+            on_delivery_timeout: None,
         }
     }
 }

@@ -8,6 +8,7 @@
 
 use super::{
     Commit, CrashDetection, Defaults, FieldError, Flavour, KafkaClient, LeasePolicy,
+    OnDeliveryTimeout,
     PartialFailure, PathSeg, ReadAhead, Receive, RedeliveryPolicy, Scenario,
     MAX_IDEMPOTENT_IN_FLIGHT,
 };
@@ -56,6 +57,11 @@ pub struct Resolved {
     /// `[producers] call_timeout`, else the flavour's; None: a blocking send waits as long as
     /// the broker holds it.
     pub call_timeout: Option<Dur>,
+    /// `[producers] delivery_timeout`, else the flavour's; None (or `"0s"`): a send is retried
+    /// until it is stored.
+    pub delivery_timeout: Option<Dur>,
+    /// `[producers] on_delivery_timeout` (default `drop`).
+    pub on_delivery_timeout: OnDeliveryTimeout,
     /// Per `[[broker]]`, in the file's order.
     pub brokers: Vec<ResolvedBroker>,
 }
@@ -283,6 +289,11 @@ impl Scenario {
                 .call_timeout
                 .or(d.call_timeout)
                 .filter(|t| *t > Dur::ZERO),
+            delivery_timeout: pr
+                .delivery_timeout
+                .or(d.delivery_timeout)
+                .filter(|t| *t > Dur::ZERO),
+            on_delivery_timeout: pr.on_delivery_timeout.unwrap_or_default(),
             brokers,
         };
         (resolved, problems)

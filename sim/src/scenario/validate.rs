@@ -229,6 +229,18 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
             );
         }
     }
+    if let Some(t) = s.producers.delivery_timeout {
+        if t > Dur::ZERO && t < MIN_RECONNECT_DELAY {
+            err(
+                p(&["producers", "delivery_timeout"]),
+                format!(
+                    "must be \"0s\" (none) or at least {MIN_RECONNECT_DELAY}, got {t}: a send \
+                     not stored this long after it was made is given up (Kafka's \
+                     delivery.timeout.ms, 120s), and a resend that soon only spins"
+                ),
+            );
+        }
+    }
     if s.producers.timestamp_resolution == Dur::ZERO {
         err(
             p(&["producers", "timestamp_resolution"]),
