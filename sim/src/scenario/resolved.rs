@@ -8,8 +8,7 @@
 
 use super::{
     Commit, CrashDetection, Defaults, FieldError, Flavour, KafkaClient, LeasePolicy,
-    OnDeliveryTimeout,
-    PartialFailure, PathSeg, ReadAhead, Receive, RedeliveryPolicy, Scenario,
+    OnDeliveryTimeout, PartialFailure, PathSeg, ReadAhead, Receive, RedeliveryPolicy, Scenario,
     MAX_IDEMPOTENT_IN_FLIGHT,
 };
 use crate::dist::{DurDist, DurSpec};
