@@ -189,6 +189,25 @@ impl Scenario {
                 ),
             );
         }
+        let delivery_timeout = pr
+            .delivery_timeout
+            .or(d.delivery_timeout)
+            .filter(|t| *t > Dur::ZERO);
+        if pr.on_delivery_timeout.is_some() && delivery_timeout.is_none() {
+            err(
+                &["producers", "on_delivery_timeout"],
+                format!(
+                    "only applies to a send the producer gives up after its delivery_timeout, \
+                     and there is none here ({}): set [producers] delivery_timeout (Kafka's \
+                     delivery.timeout.ms, the default of flavour = \"kafka\", is 120s)",
+                    if pr.delivery_timeout.is_some() {
+                        "delivery_timeout = \"0s\"".to_string()
+                    } else {
+                        format!("flavour {:?} gives none", flavour.name())
+                    }
+                ),
+            );
+        }
         if c.commit_interval.is_some() && commit != Commit::Interval {
             err(
                 &["consumers", "commit_interval"],
@@ -288,10 +307,7 @@ impl Scenario {
                 .call_timeout
                 .or(d.call_timeout)
                 .filter(|t| *t > Dur::ZERO),
-            delivery_timeout: pr
-                .delivery_timeout
-                .or(d.delivery_timeout)
-                .filter(|t| *t > Dur::ZERO),
+            delivery_timeout,
             on_delivery_timeout: pr.on_delivery_timeout.unwrap_or_default(),
             brokers,
         };
@@ -383,6 +399,37 @@ mod tests {
         for other in ["activemq", "weblogic", "artemis"] {
             assert!(scenario(other, "prefetch = 2").resolve().is_ok(), "{other}");
         }
+    }
+
+    /// What to do at a delivery timeout means nothing without one: refused, naming why.
+    #[test]
+    fn on_delivery_timeout_needs_a_delivery_timeout() {
+        let with = |flavour: &str, producers: &str| {
+            scenario(flavour, &format!("[producers]\ncount = 1\n{producers}")).resolve()
+        };
+        let e = with("activemq", "on_delivery_timeout = \"resend\"").unwrap_err();
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].path_string(), "producers.on_delivery_timeout");
+        assert!(
+            e[0].message.contains("flavour \"activemq\" gives none"),
+            "{e:?}"
+        );
+        let e = with(
+            "kafka",
+            "delivery_timeout = \"0s\"\non_delivery_timeout = \"drop\"",
+        )
+        .unwrap_err();
+        assert!(
+            e[0].message.contains("(delivery_timeout = \"0s\")"),
+            "{e:?}"
+        );
+        assert!(with("kafka", "on_delivery_timeout = \"resend\"").is_ok());
+        let r = with(
+            "activemq",
+            "delivery_timeout = \"10s\"\non_delivery_timeout = \"resend\"",
+        )
+        .unwrap();
+        assert_eq!(r.delivery_timeout, Some(Dur::from_secs(10)));
     }
 
     #[test]
