@@ -3,7 +3,7 @@
 //! `delivery.timeout.ms` (120s) and completes its callback with a `TimeoutException`. Dropped
 //! (`given_up`, the default) or sent again as a new send (`on_delivery_timeout = "resend"`).
 
-use crate::common::{self, history, one_key};
+use crate::common::{self, history, one_key, stored_order};
 
 use sim::history::Event;
 
@@ -20,18 +20,6 @@ for = "2s"
 /// 2.55s) are given up before the retry at 2.6s stores the rest. No deadline ties an event.
 fn producers(extra: &str) -> String {
     format!("max_in_flight = 5\nidempotence = true\nretry_backoff = \"300ms\"\ndelivery_timeout = \"1050ms\"\n{extra}")
-}
-
-/// The seqs in the order the broker first stored them.
-fn stored_order(events: &[Event]) -> Vec<u32> {
-    let mut seen = std::collections::BTreeSet::new();
-    events
-        .iter()
-        .filter_map(|e| match *e {
-            Event::Enqueue { msg, .. } if seen.insert(msg.id) => Some(msg.seq),
-            _ => None,
-        })
-        .collect()
 }
 
 /// (time, seq, resent) of every give-up.

@@ -3,7 +3,7 @@
 //! idempotence and with more than one send in flight, up to `max_in_flight - 1` later sends are
 //! stored before it (Kafka's "risk of message reordering after a failed send due to retries").
 
-use crate::common;
+use crate::common::{self, stored_order};
 
 use sim::history::Event;
 
@@ -27,18 +27,6 @@ kind = "send_error"
 at = "450ms"
 for = "100ms"
 "#;
-
-/// The seqs in the order the broker stored them (the first store of each).
-fn stored_order(events: &[Event]) -> Vec<u32> {
-    let mut seen = std::collections::BTreeSet::new();
-    events
-        .iter()
-        .filter_map(|e| match *e {
-            Event::Enqueue { msg, .. } if seen.insert(msg.id) => Some(msg.seq),
-            _ => None,
-        })
-        .collect()
-}
 
 fn send_failures(events: &[Event]) -> Vec<(u64, u32)> {
     events

@@ -580,11 +580,6 @@ pub fn inside(v: f64, low: f64, high: f64) -> bool {
     v.is_finite() && v >= low - eps && v <= high + eps
 }
 
-/// The figures of one metric over a run's summaries.
-pub fn values(ms: &[Metrics], metric: &str) -> Vec<f64> {
-    ms.iter().filter_map(|m| m.numeric(metric)).collect()
-}
-
 /// Runs `strategy` of `sc` with seeds `seeds` in parallel (the library's run path, as `sim sweep`
 /// does): the metrics with their seeds, in seed order (a seed the strategy does not apply to is
 /// left out).
@@ -636,7 +631,6 @@ pub fn rows(
     live: &[(u64, Metrics)],
     tol: &Tolerance,
 ) -> Vec<Row> {
-    let sim_ms: Vec<Metrics> = sim.iter().map(|(_, m)| m.clone()).collect();
     metrics
         .iter()
         .filter_map(|metric| {
@@ -653,7 +647,9 @@ pub fn rows(
                 file,
                 strategy,
                 metric,
-                &values(&sim_ms, metric),
+                &sim.iter()
+                    .filter_map(|(_, m)| m.numeric(metric))
+                    .collect::<Vec<_>>(),
                 &l,
                 tol,
             )?;

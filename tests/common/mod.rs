@@ -197,3 +197,15 @@ pub fn names_containing(dir: &std::path::Path, part: &str) -> Vec<String> {
         .filter(|n| n.contains(part))
         .collect()
 }
+
+/// The seqs in the order the broker first stored them.
+pub fn stored_order(events: &[Event]) -> Vec<u32> {
+    let mut seen = std::collections::BTreeSet::new();
+    events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Enqueue { msg, .. } if seen.insert(msg.id) => Some(msg.seq),
+            _ => None,
+        })
+        .collect()
+}
