@@ -5,12 +5,14 @@
 use super::broker::{Delay, PutBack};
 use super::events::Ev;
 use super::state::Delivery;
+use super::walk::walk;
 use super::Engine;
 use crate::history::{Event, FailReason, MsgRef, Observer};
 
 impl<O: Observer> Engine<'_, O> {
     /// A scheduled batch run starts: the job connects and drains the queue.
     pub(super) fn job_start(&mut self, c: u32) {
+        walk!();
         let interval = self
             .sc
             .consumers
@@ -37,6 +39,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// The run is over: drained, or given up on a resource outage (the rest waits for the next).
     pub(super) fn end_job(&mut self, c: u32, gave_up: bool) {
+        walk!();
         self.w.consumers[c as usize].stop_job();
         self.emit(Event::JobEnd {
             t: self.now,
@@ -53,6 +56,7 @@ impl<O: Observer> Engine<'_, O> {
     /// listener's failure does ([`Engine::failed_deliveries`]), so a long outage can back out
     /// innocent messages.
     pub(super) fn batch_failed(&mut self, c: u32, d: Delivery, msg: MsgRef, reason: FailReason) {
+        walk!();
         self.w.consumers[c as usize].go_idle();
         self.sync_load(c);
         if !self.w.slab.valid(&d, c) || !self.w.brokers[d.broker as usize].is_up() {

@@ -5,10 +5,11 @@
 
 use super::events::Ev;
 use super::state::{sort_for_put_back, Delivery, Loc, Msg, Slab};
-use super::Engine;
+use super::walk::walk;
+use super::{Engine, Fx};
 use crate::dist::Sampler;
-use crate::history::{DiscardReason, Event, Observer};
-use crate::scenario::{self, DeadLetter, Requeue};
+use crate::history::{DiscardReason, Event, MsgRef, Observer};
+use crate::scenario::{self, DeadLetter, NetworkKind, Requeue};
 use crate::strategy::{ConsumerSlot, Control, DispatchCtx, Select, Strategy};
 use crate::time::Time;
 use rand_chacha::ChaCha8Rng;
@@ -589,6 +590,12 @@ impl Broker {
         ids
     }
 
+    /// Its copy of consumer `c`'s free prefetch, if `c` is attached here.
+    pub fn free_copy(&self, c: u32) -> Option<u32> {
+        let at = self.position[c as usize];
+        (at != NOT_ATTACHED).then(|| self.attached[at as usize].free)
+    }
+
     /// Consumer `c`'s free prefetch is now `free` (nothing if it is not attached here: a
     /// consumer whose broker dropped it unnoticed, or a crash that took the whole list).
     #[inline]
@@ -757,7 +764,7 @@ impl Broker {
 /// How many more messages a consumer holding `load` unsettled ones may receive: up to its
 /// prefetch, or (taking batches) a whole batch when it holds none and nothing before.
 #[inline(always)]
-fn free_of(load: u32, prefetch: u32, batch: bool) -> u32 {
+pub(super) fn free_of(load: u32, prefetch: u32, batch: bool) -> u32 {
     if batch {
         if load == 0 {
             prefetch
@@ -770,25 +777,6 @@ fn free_of(load: u32, prefetch: u32, batch: bool) -> u32 {
 }
 
 impl<O: Observer> Engine<'_, O> {
-    /// Consumer `c`'s free prefetch as its load stands now (what its broker keeps in its
-    /// attached list).
-    #[inline]
-    pub(super) fn free_prefetch(&self, c: u32) -> u32 {
-        let load = self.w.consumers[c as usize].load();
-        free_of(load, self.sc.consumers.prefetch, self.batch_receive)
-    }
-
-    /// Whether consumer `c`'s broker, if it lists it, has its free prefetch as its load stands
-    /// (for a debug check).
-    pub(super) fn load_in_sync(&self, c: u32) -> bool {
-        let Some(b) = self.w.consumers[c as usize].connected_to() else {
-            return true;
-        };
-        let bs = &self.w.brokers[b as usize];
-        let at = bs.position[c as usize];
-        at == NOT_ATTACHED || bs.attached[at as usize].free == self.free_prefetch(c)
-    }
-
     /// Whether broker `b`'s attached list has every consumer's free prefetch as its load stands
     /// (for a debug check: `sync_load` was called after every change of load).
     fn free_in_sync(&self, b: u16) -> bool {
@@ -801,6 +789,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// Stores a message at the tail of broker `b`'s queue (a send or a forward arriving).
     pub(super) fn enqueue_back(&mut self, b: u16, slot: u32) {
+        walk!();
         self.w.slab.get_mut(slot).loc = Loc::Queued(b);
         self.w.brokers[b as usize].store(slot);
         let msg = self.msg_ref(slot);
@@ -815,6 +804,7 @@ impl<O: Observer> Engine<'_, O> {
     /// order (as a broker redispatches unacked messages first, in their original order; with
     /// `requeue = "head"`, ahead of everything queued). Invalid (stale) deliveries are skipped.
     pub(super) fn requeue_returned(&mut self) {
+        walk!();
         if self.w.returned.is_empty() {
             return;
         }
@@ -829,6 +819,7 @@ impl<O: Observer> Engine<'_, O> {
     /// still its holder's) put back at once or held for its delay, as `how` says. Returns the
     /// emptied vector for reuse.
     pub(super) fn put_back(&mut self, mut back: Vec<Delivery>, how: PutBack) -> Vec<Delivery> {
+        walk!();
         sort_for_put_back(&mut back, how.at);
         for &d in &back {
             self.put_back_one(d, how);
@@ -839,6 +830,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// [`Self::put_back`] of one delivery.
     pub(super) fn put_back_one(&mut self, d: Delivery, how: PutBack) {
+        walk!();
         let m = self.w.slab.get(d.slot);
         let current = match how.holder {
             Some(c) => self.w.slab.valid(&d, c),
@@ -888,12 +880,14 @@ impl<O: Observer> Engine<'_, O> {
     /// consumer leaving and a batch job's rollback).
     #[inline]
     pub(super) fn requeue(&mut self, b: u16, slot: u32) {
+        walk!();
         self.requeue_at(b, slot, self.cfg.redelivery.requeue);
     }
 
     /// [`Self::requeue`] at `at` (a gone consumer's deliveries: `requeue_lost`; a batch job's
     /// rollback: the head).
     pub(super) fn requeue_at(&mut self, b: u16, slot: u32, at: Requeue) {
+        walk!();
         self.w.slab.get_mut(slot).loc = Loc::Queued(b);
         self.w.brokers[b as usize].put_back(slot, at, &self.w.slab);
         self.returned_hook(b, slot);
@@ -915,6 +909,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// The broker side of a consumer leaving: its unacked deliveries go back to the queue.
     pub(super) fn return_deliveries(&mut self, deliveries: impl IntoIterator<Item = Delivery>) {
+        walk!();
         self.w.returned.extend(deliveries);
         self.requeue_returned();
     }
@@ -927,6 +922,13 @@ impl<O: Observer> Engine<'_, O> {
     // so they pay no call frame; `dispatch_some` is the rest.
     #[inline(always)]
     pub(super) fn dispatch(&mut self, b: u16) {
+        walk!();
+        // Behind effects still waiting (the consumers of an earlier dispatch starting): after
+        // them, as the call came after theirs.
+        if self.waiting() {
+            self.then(Fx::Dispatch(b));
+            return;
+        }
         let bs = &self.w.brokers[b as usize];
         if !bs.up || bs.queue.is_empty() {
             return;
@@ -1028,21 +1030,22 @@ impl<O: Observer> Engine<'_, O> {
         out.clear();
         self.handouts = out;
         self.scratch = cands;
-        // Only the consumers that received something may have work to start. `start_next` may
-        // re-enter dispatch (a strategy hook, a batch job ending): keep this call's list local.
+        // Only the consumers that received something may have work to start: each does, after
+        // this step (the router), then the strategy's requests.
         for &c in &started {
             if self.poll_hook {
-                self.polled(c);
+                self.then(Fx::Polled(c));
             }
-            self.start_next(c);
+            self.then(Fx::StartNext(c));
         }
+        self.apply_control();
         started.clear();
         self.started_scratch = started;
-        self.apply_control();
     }
 
     /// The message leaves the broker for good: acked or dead-lettered.
     pub(super) fn settle(&mut self, slot: u32) {
+        walk!();
         let view = self.view(slot);
         self.drop_held(view.id);
         self.w.slab.release(slot);
@@ -1058,6 +1061,7 @@ impl<O: Observer> Engine<'_, O> {
     /// The broker's copy of message `id` is gone for good: if the strategy had taken it over and
     /// then dropped it, it is lost now.
     pub(super) fn drop_held(&mut self, id: u64) {
+        walk!();
         if !self.w.held.is_empty() && self.w.held.get(&id).is_some_and(|h| h.dropped) {
             let h = self.w.held.remove(&id).expect("present");
             self.emit(Event::Discard {
@@ -1071,6 +1075,7 @@ impl<O: Observer> Engine<'_, O> {
     /// Broker `b` gives up on a message (the redelivery limit): it moves it to its dead-letter
     /// queue or deletes it, as the policy says for this broker.
     pub(super) fn give_up(&mut self, b: u16, slot: u32) {
+        walk!();
         let msg = self.msg_ref(slot);
         self.w.held.remove(&msg.id);
         let t = self.now;
@@ -1093,6 +1098,7 @@ impl<O: Observer> Engine<'_, O> {
     /// first: each message is new to the broker (its delivery count starts again) and keeps its
     /// hidden poison flag. A broker that is down cannot be asked.
     pub(super) fn dlq_replay(&mut self, b: u16) {
+        walk!();
         if !self.w.brokers[b as usize].up || self.w.brokers[b as usize].dlq.is_empty() {
             return;
         }
@@ -1113,6 +1119,206 @@ impl<O: Observer> Engine<'_, O> {
             self.enqueue_back(b, slot);
         }
         self.dispatch(b);
+    }
+
+    /// How long the failed delivery of the message in `slot` (its `deliveries`-th) stays
+    /// undeliverable: the policy's delay from the failure, or, with `until_lease_end` (SQS), what
+    /// is left of its lease: the visibility timeout runs from the receive (or the last
+    /// `ChangeMessageVisibility`), not from the failure [Q4][Q8].
+    pub(super) fn invisible_for(&self, slot: u32, deliveries: u32) -> u64 {
+        walk!();
+        let r = &self.cfg.redelivery;
+        if r.until_lease_end {
+            self.w.slab.get(slot).lease_due.saturating_sub(self.now)
+        } else {
+            r.delay(deliveries).0
+        }
+    }
+
+    /// Whether brokers are joined by demand-forwarding bridges.
+    #[inline]
+    pub(super) fn bridged(&self) -> bool {
+        walk!();
+        self.sc.network.kind == NetworkKind::Bridge
+    }
+
+    /// A delivery of the message in `slot` was just made: its lease starts.
+    #[inline]
+    pub(super) fn lease_start(&mut self, slot: u32, id: u64) {
+        walk!();
+        if let Some(l) = self.cfg.lease {
+            let due = self.now + l.duration.0;
+            let m = self.w.slab.get_mut(slot);
+            m.lease_due = due;
+            m.leased_at = self.now;
+            self.q.push(due, Ev::LeaseExpire { slot, id });
+        }
+    }
+
+    /// Consumer `c`'s ack (delete) of `d` reached a broker that no longer counts the delivery as
+    /// its: with leases, the broker refuses it (recorded); else the connection it came over is
+    /// gone and the ack with it.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn ack_refused(&mut self, c: u32, d: Delivery, msg: MsgRef) {
+        walk!();
+        let connected = self.w.consumers[c as usize].connected_to() == Some(d.broker);
+        if self.cfg.lease.is_some() && connected && self.w.brokers[d.broker as usize].is_up() {
+            self.emit(Event::AckFail {
+                t: self.now,
+                msg,
+                consumer: c,
+            });
+        }
+    }
+
+    /// Broker `b` pushes a message to consumer `c`.
+    // One call site (dispatch, compiled once per receive mode): inlined there, as before the split.
+    #[inline(always)]
+    pub(super) fn deliver(&mut self, b: u16, c: u32, slot: u32) {
+        walk!();
+        if let Some(delay) = self.w.brokers[b as usize].transit_delay() {
+            // No later delivery overtakes it: the consumer takes its buffer in order, and only
+            // the front's arrival gates the start (`start_one`).
+            self.w.slab.get_mut(slot).arrives = self.now + delay;
+        }
+        self.hand_over(b, c, slot, false);
+    }
+
+    /// The receive that would exceed `maxReceiveCount` moves the message in `slot` to the
+    /// dead-letter queue instead; the broker receives again at this instant (the rest of its
+    /// group may go now), as a long-polling receive returns what else is there.
+    #[cold]
+    #[inline(never)]
+    fn redrive_on_receive(&mut self, b: u16, slot: u32) {
+        self.give_up(b, slot);
+        self.q.push(self.now, Ev::Dispatch(b));
+    }
+
+    /// Message `slot` of broker `b` is delivered to consumer `c` (one more delivery): into its
+    /// buffer's back (a dispatch), or its front (a blocking redelivery, which the client makes
+    /// to itself ahead of what it prefetched). The one place a delivery is made.
+    #[inline(always)]
+    pub(super) fn hand_over(&mut self, b: u16, c: u32, slot: u32, front: bool) {
+        walk!();
+        let m = self.w.slab.get_mut(slot);
+        // SQS's redrive policy acts on the receive that would exceed `maxReceiveCount` [Q3].
+        let r = &self.cfg.redelivery;
+        if r.redrive_on_receive && r.gives_up(m.deliveries) {
+            self.redrive_on_receive(b, slot);
+            return;
+        }
+        m.deliveries += 1;
+        let delivery = m.deliveries;
+        m.loc = Loc::Delivered {
+            broker: b,
+            consumer: c,
+            delivery,
+        };
+        let (msg, id) = (m.r, m.r.id);
+        self.emit(Event::Dispatch {
+            t: self.now,
+            msg,
+            broker: b,
+            consumer: c,
+            delivery,
+            redelivered: delivery > 1,
+        });
+        let d = Delivery {
+            slot,
+            id,
+            delivery,
+            broker: b,
+        };
+        self.w.consumers[c as usize].receive(d, front);
+        self.sync_load(c);
+        self.lease_start(slot, id);
+    }
+
+    /// A message from a producer reaches broker `b`: stored at its tail, then handed out if a
+    /// consumer has room.
+    #[inline(always)]
+    pub(super) fn accept(&mut self, b: u16, slot: u32) {
+        walk!();
+        // A producer sending several in a row (a retry, a flush after a reconnect): what the
+        // last one set off is over before this one is stored, as it was when calls nested.
+        self.flush();
+        self.enqueue_back(b, slot);
+        self.dispatch(b);
+    }
+
+    /// Store-and-forward (`idle_forward`): moves the whole queue toward the first peer that is up
+    /// and has consumers.
+    pub(super) fn forward_all(&mut self, from: u16) {
+        walk!();
+        let Some(to) = (0..self.w.brokers.len() as u16).find(|&p| {
+            p != from
+                && self.w.brokers[p as usize].is_up()
+                && !self.w.brokers[p as usize].attached().is_empty()
+        }) else {
+            return;
+        };
+        let at = self.now + self.sc.network.forward_delay.0;
+        while let Some(slot) = self.w.brokers[from as usize].take_first() {
+            self.send_over(from, to, slot, at);
+        }
+    }
+
+    /// Puts a message on its way from `from` to `to`, arriving at `at`.
+    fn send_over(&mut self, from: u16, to: u16, slot: u32, at: u64) {
+        let m = self.w.slab.get_mut(slot);
+        m.loc = Loc::Forwarding {
+            from,
+            to,
+            due: at as u32,
+            orphan: false,
+        };
+        let (msg, id) = (m.r, m.r.id);
+        self.emit(Event::Forward {
+            t: self.now,
+            msg,
+            from,
+            to,
+        });
+        self.q.push(at, Ev::ForwardArrive { slot, id });
+    }
+
+    /// The bridge `bridge` of broker `from` takes the message at `slot` (already out of the queue).
+    /// It reaches the bridge's local consumer after a draw of `from`'s `dispatch_latency` (the
+    /// bridge is one of its consumers), not before the bridge's previous take, and goes on the
+    /// wire then.
+    pub(super) fn bridge_take(&mut self, from: u16, bridge: usize, slot: u32) {
+        walk!();
+        let transit = self.w.brokers[from as usize].transit_delay().unwrap_or(0);
+        let br = &mut self.w.brokers[from as usize].bridges_mut()[bridge];
+        br.in_flight += 1;
+        br.sent = br.sent.max(self.now + transit);
+        let (to, sent) = (br.peer, br.sent);
+        let at = sent + self.sc.network.forward_delay.0;
+        // When it reaches the bridge and goes on the wire: a crash of `from` before strands it.
+        self.w.slab.get_mut(slot).arrives = sent;
+        self.send_over(from, to, slot, at);
+    }
+
+    /// The deliveries of the message in `slot`, whose current one failed, that count against
+    /// the redelivery limit once it is returned: a failure returned without counting (a
+    /// RabbitMQ 4.3 quorum queue's `basic.nack`, `count_failed = false`) leaves the count where
+    /// it was, so the limit reads the deliveries that failed otherwise (a consumer's death).
+    /// Every path of a failure (a listener's, a batch job's) asks here, and records the return
+    /// with [`Engine::returned_failed`] when the message goes back.
+    pub(super) fn failed_deliveries(&self, slot: u32) -> u32 {
+        walk!();
+        let counted = self.w.slab.counted(slot);
+        counted.saturating_sub(u32::from(!self.cfg.redelivery.count_failed))
+    }
+
+    /// The failed delivery of the message in `slot` went back to the broker: one the broker
+    /// does not count is left out of its count from now on ([`Engine::failed_deliveries`]).
+    pub(super) fn returned_failed(&mut self, slot: u32) {
+        walk!();
+        if !self.cfg.redelivery.count_failed {
+            self.w.slab.uncount(slot);
+        }
     }
 }
 

@@ -17,31 +17,16 @@
 //! (`Ev::CommitDue`) [K3][K9].
 
 use super::events::Ev;
-use super::state::Delivery;
+use super::walk::walk;
 use super::Engine;
-use crate::history::{Event, MsgRef, Observer};
+use crate::history::{Event, Observer};
 use crate::scenario::Commit;
 
 impl<O: Observer> Engine<'_, O> {
-    /// Consumer `c` processed the record of delivery `d`; it is settled by its next commit. It
-    /// no longer counts against the consumer's fetch (`max.poll.records`), so it may fetch more.
-    pub(super) fn processed(&mut self, c: u32, d: Delivery, msg: MsgRef) {
-        let cs = &mut self.w.consumers[c as usize];
-        cs.hold_for_commit(d, msg);
-        // Nothing received is left: it goes back to `poll()`, where it commits.
-        let polls = !cs.has_buffered();
-        self.sync_load(c);
-        if polls {
-            self.at_poll(c);
-        }
-        if let Some(b) = self.w.consumers[c as usize].connected_to() {
-            self.dispatch(b);
-        }
-    }
-
     /// Consumer `c` has nothing left of its last poll and polls again: it commits what it
     /// processed (`batch`), or auto-commits if the interval is over (`interval`).
     pub(super) fn at_poll(&mut self, c: u32) {
+        walk!();
         match self.cfg.commit {
             Commit::Batch => self.commit_now(c),
             Commit::Interval => self.auto_commit_at_poll(c),
@@ -54,6 +39,7 @@ impl<O: Observer> Engine<'_, O> {
     /// (with nothing new, a commit of the same offsets): its timer is where those wake-ups left
     /// it. A commit still due at this instant is made before the records are returned.
     pub(super) fn auto_commit_leaving_poll(&mut self, c: u32) {
+        walk!();
         let interval = self.cfg.commit_interval.0.max(1);
         let cs = &mut self.w.consumers[c as usize];
         let due = cs.auto_commit_due();
@@ -86,6 +72,7 @@ impl<O: Observer> Engine<'_, O> {
     /// Consumer `c`'s auto-commit interval (of process incarnation `epoch`) is over: if it is
     /// waiting in `poll()`, it commits now; if it is busy on a poll's records, its next poll will.
     pub(super) fn commit_due(&mut self, c: u32, epoch: u32) {
+        walk!();
         let cs = &self.w.consumers[c as usize];
         if !cs.alive_in(epoch) {
             return;
@@ -103,6 +90,7 @@ impl<O: Observer> Engine<'_, O> {
     /// Consumer `c` commits what it processed: each record still delivered to it is acked and
     /// settled; each one the broker has taken back meanwhile is refused (`ack_fail`).
     pub(super) fn commit_now(&mut self, c: u32) {
+        walk!();
         let cs = &mut self.w.consumers[c as usize];
         if !cs.has_uncommitted() || !cs.is_up() || cs.is_paused() {
             return;

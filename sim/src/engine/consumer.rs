@@ -1,13 +1,16 @@
-//! Consumer sessions: delivery into the prefetch buffer, processing one message at a time through
-//! the strategy's `begin` and `handle`, the ack (after the apply: a crash in between makes a
-//! duplicate), attach/detach at a broker, crashes, network blips and endpoint suspension.
+//! Consumer sessions: processing what was delivered to the prefetch buffer, one message at a time
+//! through the strategy's `begin` and `handle`, the ack (after the apply: a crash in between
+//! makes a duplicate), attach/detach at a broker; its own
+//! copies of expired receives and its timers held while it is stopped. The process's life
+//! (crash, restart, blips, suspension) is `lifecycle.rs`.
 
 use super::events::Ev;
-use super::state::{Delivery, Job, Loc, Phase};
-use super::Engine;
+use super::state::{Delivery, Job, Phase};
+use super::walk::walk;
+use super::{Engine, Fx};
 use crate::history::{Event, FailReason, MsgRef, Node, Observer};
-use crate::scenario::{Commit, CrashDetection};
-use crate::strategy::{plain_handle, Begin, HandlerCtx, MsgView, Outcome, Row, WorldChange};
+use crate::scenario::Commit;
+use crate::strategy::{plain_handle, Begin, HandlerCtx, MsgView, Outcome, Row};
 use crate::time::Time;
 use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
@@ -38,89 +41,10 @@ fn handler_ctx<'a>(
 }
 
 impl<O: Observer> Engine<'_, O> {
-    /// Tells consumer `c`'s broker its free prefetch from its [`Consumer::load`] (the broker
-    /// keeps it in its attached list, which dispatch offers as it is). Called after every change
-    /// of its buffer, phase or pending acks, before anything that may dispatch; dispatch checks
-    /// the broker's copy in debug builds.
-    // Always inlined: a few loads and stores, called several times per message, where a call
-    // frame cost as much as the work.
-    #[inline(always)]
-    pub(super) fn sync_load(&mut self, c: u32) {
-        if let Some(b) = self.w.consumers[c as usize].broker {
-            let free = self.free_prefetch(c);
-            self.w.brokers[b as usize].set_free(c, free);
-        }
-    }
-
-    /// Broker `b` pushes a message to consumer `c`.
-    // One call site (dispatch, compiled once per receive mode): inlined there, as before the split.
-    #[inline(always)]
-    pub(super) fn deliver(&mut self, b: u16, c: u32, slot: u32) {
-        if let Some(delay) = self.w.brokers[b as usize].transit_delay() {
-            // No later delivery overtakes it: the consumer takes its buffer in order, and only
-            // the front's arrival gates the start (`start_one`).
-            self.w.slab.get_mut(slot).arrives = self.now + delay;
-        }
-        self.hand_over(b, c, slot, false);
-    }
-
-    /// The receive that would exceed `maxReceiveCount` moves the message in `slot` to the
-    /// dead-letter queue instead; the broker receives again at this instant (the rest of its
-    /// group may go now), as a long-polling receive returns what else is there.
-    #[cold]
-    #[inline(never)]
-    fn redrive_on_receive(&mut self, b: u16, slot: u32) {
-        self.give_up(b, slot);
-        self.q.push(self.now, Ev::Dispatch(b));
-    }
-
-    /// Message `slot` of broker `b` is delivered to consumer `c` (one more delivery): into its
-    /// buffer's back (a dispatch), or its front (a blocking redelivery, which the client makes
-    /// to itself ahead of what it prefetched). The one place a delivery is made.
-    #[inline(always)]
-    pub(super) fn hand_over(&mut self, b: u16, c: u32, slot: u32, front: bool) {
-        let m = self.w.slab.get_mut(slot);
-        // SQS's redrive policy acts on the receive that would exceed `maxReceiveCount` [Q3].
-        let r = &self.cfg.redelivery;
-        if r.redrive_on_receive && r.gives_up(m.deliveries) {
-            self.redrive_on_receive(b, slot);
-            return;
-        }
-        m.deliveries += 1;
-        let delivery = m.deliveries;
-        m.loc = Loc::Delivered {
-            broker: b,
-            consumer: c,
-            delivery,
-        };
-        let (msg, id) = (m.r, m.r.id);
-        self.emit(Event::Dispatch {
-            t: self.now,
-            msg,
-            broker: b,
-            consumer: c,
-            delivery,
-            redelivered: delivery > 1,
-        });
-        let d = Delivery {
-            slot,
-            id,
-            delivery,
-            broker: b,
-        };
-        let buffer = &mut self.w.consumers[c as usize].buffer;
-        if front {
-            buffer.push_front(d);
-        } else {
-            buffer.push_back(d);
-        }
-        self.sync_load(c);
-        self.lease_start(slot, id);
-    }
-
     /// The work of delivery `d`: the message as the consumer received it (its own copy).
     #[inline]
     pub(super) fn job_of(&self, d: Delivery) -> Job {
+        walk!();
         Job {
             d,
             view: self.view(d.slot),
@@ -130,6 +54,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// A delivery reached consumer `c` (`dispatch_latency`): it starts it if it is idle.
     pub(super) fn transit_done(&mut self, c: u32) {
+        walk!();
         let cs = &mut self.w.consumers[c as usize];
         if cs.transit_wake == Some(self.now) {
             cs.transit_wake = None;
@@ -140,23 +65,27 @@ impl<O: Observer> Engine<'_, O> {
     /// An idle, connected consumer takes the next message from its buffer; the strategy's `begin`
     /// may let it proceed, park it (waiting for a lock), or fail it.
     pub(super) fn start_next(&mut self, c: u32) {
-        // A loop, not a tail call: a consumer whose messages fail at once in `begin` goes
-        // through its whole buffer in one instant.
-        while self.start_one(c) {}
+        walk!();
+        // Behind effects still waiting: after them, as the call came after theirs.
+        if self.waiting() {
+            self.then(Fx::StartNext(c));
+            return;
+        }
+        // A message that fails at once in `begin` is rolled back and the next one started
+        // after it, by the router (`Fx::Failed`, then `Fx::StartNext`): no loop here.
+        self.start_one(c);
     }
 
-    /// [`Self::start_next`]'s step: starts one message; true when the consumer is idle again
-    /// and should take the next.
-    // Inlined into the loop: one call frame per started message, as before the loop.
+    /// [`Self::start_next`]'s work: starts one message.
     #[inline(always)]
-    fn start_one(&mut self, c: u32) -> bool {
+    fn start_one(&mut self, c: u32) {
         let cs = &mut self.w.consumers[c as usize];
         if !cs.ready() {
-            return false;
+            return;
         }
         if cs.take_leaving() {
-            self.leave_now(c);
-            return false;
+            self.then(Fx::LeaveNow(c));
+            return;
         }
         if self.transit {
             if let Some(d) = cs.buffer.front().filter(|d| d.delivery != 0) {
@@ -167,7 +96,7 @@ impl<O: Observer> Engine<'_, O> {
                         cs.transit_wake = Some(at);
                         self.q.push(at, Ev::Transit(c));
                     }
-                    return false;
+                    return;
                 }
             }
         }
@@ -175,14 +104,14 @@ impl<O: Observer> Engine<'_, O> {
             if cs.take_rejoin() {
                 // Its next poll: it joins the group again (`poll.rs`).
                 let epoch = cs.epoch();
-                self.consumer_reconnect(c, epoch);
-                return false;
+                self.then(Fx::Reconnect { c, epoch });
+                return;
             }
             if cs.in_job() && cs.ack_pending.is_empty() && cs.broker.is_some() {
                 // receiveNoWait() returned nothing: the queue is drained for this run.
-                self.end_job(c, false);
+                self.then(Fx::EndJob(c));
             }
-            return false;
+            return;
         };
         let job = if d.delivery == 0 {
             // Its lease ended before it got here: the consumer's own copy (`lease.rs`).
@@ -244,15 +173,19 @@ impl<O: Observer> Engine<'_, O> {
             Begin::Fail(reason) => {
                 self.w.consumers[c as usize].phase = Phase::Serving { job, step: 0 };
                 self.sync_load(c);
-                self.failed(c, job, reason);
+                // Rolled back, then the strategy's requests, then its next message.
+                self.then(Fx::Failed { c, reason });
+                self.apply_control();
+                self.start_next(c);
+                return;
             }
         }
         self.apply_control();
-        matches!(self.w.consumers[c as usize].phase, Phase::Idle)
     }
 
     /// Service starts: the processing time is drawn now.
     pub(super) fn serve(&mut self, c: u32, job: Job) {
+        walk!();
         let cs = &mut self.w.consumers[c as usize];
         cs.phase = Phase::Serving { job, step: 0 };
         let svc = self.service.sample(&mut cs.rng);
@@ -271,6 +204,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// A parked consumer may go on (the strategy released what it waited for).
     pub(super) fn unpark(&mut self, c: u32) {
+        walk!();
         if let Phase::Parked { job, .. } = self.w.consumers[c as usize].phase {
             if self.w.consumers[c as usize].is_up() {
                 self.serve(c, job);
@@ -280,6 +214,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// A parked consumer waited too long: the strategy releases its claim, and the delivery fails.
     pub(super) fn park_timeout(&mut self, c: u32, epoch: u32, serial: u32) {
+        walk!();
         let cs = &self.w.consumers[c as usize];
         let Phase::Parked { job, serial: s } = cs.phase else {
             return;
@@ -291,7 +226,10 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         self.strategy.abandon(self.now, c, &job.view, &mut self.ctl);
-        self.failed(c, job, FailReason::Strategy);
+        self.then(Fx::Failed {
+            c,
+            reason: FailReason::Strategy,
+        });
         self.apply_control();
         self.start_next(c);
     }
@@ -299,6 +237,7 @@ impl<O: Observer> Engine<'_, O> {
     /// Processing is over: run the handler, then ack, or roll back. A consumer that lost its
     /// connection meanwhile still runs the handler (the side effect happens); its ack will be lost.
     pub(super) fn service_done(&mut self, c: u32, epoch: u32) {
+        walk!();
         if !self.w.consumers[c as usize].alive_in(epoch) {
             return;
         }
@@ -350,9 +289,9 @@ impl<O: Observer> Engine<'_, O> {
         let msg = job.view.msg_ref();
         match outcome {
             Outcome::Applied { state_seq } => {
-                self.unhold(msg.id);
-                self.mark_applied(job.d.slot, msg.id);
-                self.write_row(msg.key, state_seq, job.view.timestamp);
+                self.w.unhold(msg.id);
+                self.w.mark_applied(job.d.slot, msg.id);
+                self.w.write_row(msg.key, state_seq, job.view.timestamp);
                 self.emit(Event::Apply {
                     t: self.now,
                     msg,
@@ -362,7 +301,7 @@ impl<O: Observer> Engine<'_, O> {
                 self.succeeded(c, job.d, msg);
             }
             Outcome::Rejected => {
-                self.unhold(msg.id);
+                self.w.unhold(msg.id);
                 self.emit(Event::Reject {
                     t: self.now,
                     msg,
@@ -371,10 +310,10 @@ impl<O: Observer> Engine<'_, O> {
                 self.succeeded(c, job.d, msg);
             }
             Outcome::Buffered => {
-                self.take_over(job.d.slot, msg);
+                self.w.take_over(job.d.slot, msg);
                 self.succeeded(c, job.d, msg)
             }
-            Outcome::Failed(reason) => self.failed(c, job, reason),
+            Outcome::Failed(reason) => self.then(Fx::Failed { c, reason }),
             Outcome::After { delay, step } => {
                 self.w.consumers[c as usize].phase = Phase::Serving { job, step };
                 self.q.push(self.now + delay, Ev::ServiceDone { c, epoch });
@@ -387,12 +326,24 @@ impl<O: Observer> Engine<'_, O> {
     }
 
     pub(super) fn succeeded(&mut self, c: u32, d: Delivery, msg: MsgRef) {
+        walk!();
         let cs = &mut self.w.consumers[c as usize];
         cs.failures_in_row = 0;
         cs.job_retries = 0;
         cs.phase = Phase::Idle;
         if self.cfg.commit != Commit::Each {
-            self.processed(c, d, msg);
+            // Settled by its next offset commit; it no longer counts against the consumer's
+            // fetch (`max.poll.records`), so it may fetch more. Nothing received is left: it
+            // goes back to `poll()`, where it commits (`commit.rs`).
+            cs.hold_for_commit(d, msg);
+            let polls = !cs.has_buffered();
+            self.sync_load(c);
+            if polls {
+                self.then(Fx::AtPoll(c));
+            }
+            if let Some(b) = self.w.consumers[c as usize].connected_to() {
+                self.dispatch(b);
+            }
             return;
         }
         let latency = self.sc.consumers.ack_latency.0;
@@ -419,6 +370,7 @@ impl<O: Observer> Engine<'_, O> {
     /// The ack reaches the broker: settled if the delivery is still current (else it was already
     /// given back for redelivery, and this ack is lost or refused).
     pub(super) fn ack_arrive(&mut self, c: u32, d: Delivery, msg: MsgRef) {
+        walk!();
         let cs = &mut self.w.consumers[c as usize];
         if let Some(i) = cs.ack_pending.iter().position(|x| *x == d) {
             cs.ack_pending.swap_remove(i);
@@ -431,9 +383,7 @@ impl<O: Observer> Engine<'_, O> {
             if let Some(b) = self.w.consumers[c as usize].broker {
                 self.dispatch(b);
             }
-            if self.w.consumers[c as usize].in_job() {
-                self.start_next(c);
-            }
+            self.then_in_job(c);
             return;
         }
         self.emit(Event::Ack {
@@ -444,7 +394,16 @@ impl<O: Observer> Engine<'_, O> {
         self.settle(d.slot);
         self.apply_control();
         self.dispatch(d.broker);
-        if self.w.consumers[c as usize].in_job() {
+        self.then_in_job(c);
+    }
+
+    /// A batch job's consumer goes on with its run once what waits is done (a running job takes
+    /// its next message itself; a listener is started by its broker's dispatch).
+    #[inline]
+    fn then_in_job(&mut self, c: u32) {
+        if self.waiting() {
+            self.then(Fx::StartNextInJob(c));
+        } else if self.w.consumers[c as usize].in_job() {
             self.start_next(c);
         }
     }
@@ -453,6 +412,7 @@ impl<O: Observer> Engine<'_, O> {
     /// every unacknowledged delivery. `keep_current`: the process is alive and goes on with the
     /// message in hand (it will apply it, but its ack will be lost).
     pub(super) fn detach(&mut self, c: u32, keep_current: bool) {
+        walk!();
         let Some(b) = self.w.consumers[c as usize].broker.take() else {
             return;
         };
@@ -500,9 +460,7 @@ impl<O: Observer> Engine<'_, O> {
         self.w.brokers[b as usize].members_changed();
         self.apply_control();
         self.dispatch(b);
-        if self.w.brokers[b as usize].attached().is_empty() {
-            self.demand_lost(b);
-        }
+        self.demand_lost_if_none(b);
     }
 
     /// Consumer `c`'s deliveries `back`, given back because its connection closed, do not count
@@ -519,6 +477,7 @@ impl<O: Observer> Engine<'_, O> {
     }
 
     pub(super) fn attach(&mut self, c: u32, b: u16) {
+        walk!();
         let cs = &mut self.w.consumers[c as usize];
         cs.broker = Some(b);
         // It joins its group: its auto-commit interval starts now (`onJoinComplete`).
@@ -536,119 +495,49 @@ impl<O: Observer> Engine<'_, O> {
         self.w.brokers[b as usize].members_changed();
         self.apply_control();
         self.dispatch(b);
-        if self.w.brokers[b as usize].attached().len() == 1 {
-            self.demand_gained(b);
+        self.demand_gained_if_first(b);
+    }
+
+    /// Whether consumer `c`'s process is stopped; if so, `ev` (one of its own timers, due now)
+    /// waits until it resumes, with the time it had left when the process stopped.
+    #[inline]
+    pub(super) fn defer_if_paused(&mut self, c: u32, ev: Ev) -> bool {
+        walk!();
+        self.w.consumers[c as usize].defer(self.now, ev)
+    }
+
+    /// Consumer `c` starts working on `job`: with renewal on, it will extend the lease.
+    #[inline]
+    pub(super) fn lease_work_started(&mut self, job: &Job) {
+        walk!();
+        if let Some(every) = self.cfg.lease.and_then(|l| l.renew_every) {
+            self.q.push(
+                self.now + every.0,
+                Ev::LeaseRenew {
+                    slot: job.d.slot,
+                    id: job.d.id,
+                },
+            );
         }
     }
 
-    /// The process dies: everything unacked goes back; the message in hand is abandoned.
-    pub(super) fn consumer_crash(&mut self, c: u32) {
-        match self.w.consumers[c as usize].crash() {
-            Crash::Again => return,
-            Crash::BeforeRejoin => {
-                // Dead again before it could join: the old session still waits for its timeout.
-                self.emit(Event::Crash {
-                    t: self.now,
-                    node: Node::Consumer(c),
-                });
-                self.world_change(WorldChange::ConsumerCrashed(c));
-                return;
-            }
-            Crash::Died => {}
-        }
-        self.emit(Event::Crash {
-            t: self.now,
-            node: Node::Consumer(c),
-        });
-        if self.cfg.crash_detection == CrashDetection::Connection {
-            // Detaching abandons the message in hand (the strategy releases its locks).
-            self.detach(c, false);
-        } else {
-            self.die_unnoticed(c);
-        }
-        self.world_change(WorldChange::ConsumerCrashed(c));
-        let cs = &mut self.w.consumers[c as usize];
-        cs.phase = Phase::Idle;
-        if cs.broker.is_none() {
-            cs.forget_deliveries();
-        }
-        cs.failures_in_row = 0;
-        self.sync_load(c);
+    /// The consumer's own copy of a message whose lease ended before it started it.
+    pub(super) fn take_orphan(&mut self, c: u32, id: u64) -> Option<Job> {
+        walk!();
+        let i = self
+            .w
+            .orphans
+            .iter()
+            .position(|(oc, j)| *oc == c && j.d.id == id)?;
+        Some(self.w.orphans.swap_remove(i).1)
     }
 
-    /// The process restarts and connects.
-    pub(super) fn consumer_restart(&mut self, c: u32) {
-        // A dead session the broker has not noticed yet goes when the process comes back, or the
-        // process waits for the broker to drop it (`detection.rs`).
-        let up = match self.w.consumers[c as usize].restart(self.cfg.restart_takes_over) {
-            Restart::No => return,
-            Restart::Waits => None,
-            Restart::Up { epoch, stale } => {
-                self.sync_load(c);
-                Some((epoch, stale))
-            }
-        };
-        self.emit(Event::Recover {
-            t: self.now,
-            node: Node::Consumer(c),
-        });
-        if let Some((_, true)) = up {
-            self.session_gone(c);
+    /// Consumer `c` lost its buffer (it left its broker): its copies go too.
+    pub(super) fn drop_orphans(&mut self, c: u32) {
+        walk!();
+        if !self.w.orphans.is_empty() {
+            self.w.orphans.retain(|(oc, _)| *oc != c);
         }
-        self.world_change(WorldChange::ConsumerRestarted(c));
-        if let Some((epoch, _)) = up {
-            self.consumer_reconnect(c, epoch);
-        }
-    }
-
-    /// The connection drops; the process goes on with the message in hand.
-    pub(super) fn blip_start(&mut self, c: u32) {
-        if self.w.consumers[c as usize].blip() {
-            self.lose_connection_keep_work(c);
-        }
-    }
-
-    /// Consumer `c`'s connection is gone (a blip, or the broker gave up on a paused process): the
-    /// broker takes its deliveries back; the process keeps the message in hand and will still
-    /// write it.
-    pub(super) fn lose_connection_keep_work(&mut self, c: u32) {
-        self.w.consumers[c as usize].lost_connection();
-        self.emit(Event::Disconnect {
-            t: self.now,
-            node: Node::Consumer(c),
-        });
-        self.detach(c, true);
-    }
-
-    /// The network is back: reconnect.
-    pub(super) fn blip_end(&mut self, c: u32) {
-        if let Some(epoch) = self.w.consumers[c as usize].unblip() {
-            self.consumer_reconnect(c, epoch);
-        }
-    }
-
-    /// Endpoint stopped after too many failures in a row (the [MDB-or-batch] post's activation
-    /// spec).
-    pub(super) fn suspend(&mut self, c: u32) {
-        self.emit(Event::Suspend {
-            t: self.now,
-            consumer: c,
-        });
-        self.detach(c, false);
-        let serial = self.w.consumers[c as usize].suspend();
-        if let Some(after) = self.sc.consumers.resume_after {
-            self.q.push(self.now + after.0, Ev::Resume { c, serial });
-        }
-    }
-
-    /// A suspended endpoint starts again.
-    pub(super) fn resume(&mut self, c: u32) {
-        let epoch = self.w.consumers[c as usize].unsuspend();
-        self.emit(Event::Resume {
-            t: self.now,
-            consumer: c,
-        });
-        self.consumer_reconnect(c, epoch);
     }
 }
 
@@ -1231,6 +1120,35 @@ impl Consumer {
         };
         self.phase = Phase::Idle;
         Some(d)
+    }
+
+    /// The job in hand (serving or parked), if any.
+    pub fn job_in_hand(&self) -> Option<Job> {
+        match self.phase {
+            Phase::Serving { job, .. } | Phase::Parked { job, .. } => Some(job),
+            _ => None,
+        }
+    }
+
+    /// After its process died: nothing in hand, no failures in a row, and with no session left
+    /// nothing it received.
+    pub fn after_crash(&mut self) {
+        self.phase = Phase::Idle;
+        if self.broker.is_none() {
+            self.forget_deliveries();
+        }
+        self.failures_in_row = 0;
+    }
+
+    /// It receives delivery `d`: at its buffer's back (a dispatch), or its front (a blocking
+    /// redelivery, which the client makes to itself ahead of what it prefetched).
+    #[inline(always)]
+    pub fn receive(&mut self, d: Delivery, front: bool) {
+        if front {
+            self.buffer.push_front(d);
+        } else {
+            self.buffer.push_back(d);
+        }
     }
 
     /// The deliveries it received and has not started (not its own copies of expired receives).

@@ -6,6 +6,7 @@
 //! the dead process held comes back when its lease ends, `lease.rs`).
 
 use super::events::Ev;
+use super::walk::walk;
 use super::Engine;
 use crate::history::{Event, Node, Observer};
 use crate::scenario::CrashDetection;
@@ -14,6 +15,7 @@ impl<O: Observer> Engine<'_, O> {
     /// Consumer `c`'s process just died, unnoticed by its broker (`timeout` or `lease`). The
     /// message in hand is dropped (the strategy releases what `begin` took for it).
     pub(super) fn die_unnoticed(&mut self, c: u32) {
+        walk!();
         let cs = &mut self.w.consumers[c as usize];
         // Its copies of expired messages die with it.
         let abandoned = cs.drop_work();
@@ -39,9 +41,7 @@ impl<O: Observer> Engine<'_, O> {
                     self.strategy
                         .on_silent_detach(self.now, b, c, &mut self.ctl);
                     self.w.brokers[b as usize].members_changed();
-                    if self.w.brokers[b as usize].attached().is_empty() {
-                        self.demand_lost(b);
-                    }
+                    self.demand_lost_if_none(b);
                 }
             }
         }
@@ -51,6 +51,7 @@ impl<O: Observer> Engine<'_, O> {
     /// The failure-detection timeout of a consumer that died in incarnation `epoch`: the broker
     /// drops its session and redelivers what it held.
     pub(super) fn crash_detected(&mut self, c: u32, epoch: u32) {
+        walk!();
         let cs = &self.w.consumers[c as usize];
         if !cs.current(epoch) {
             return;
@@ -58,6 +59,7 @@ impl<O: Observer> Engine<'_, O> {
         if cs.rejoining() {
             if cs.is_connected() {
                 self.session_gone(c);
+                self.flush();
             }
             self.rejoin(c);
             return;
@@ -79,6 +81,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// The broker drops dead consumer `c`'s session (its timeout, or the process restarted).
     pub(super) fn session_gone(&mut self, c: u32) {
+        walk!();
         self.emit(Event::Disconnect {
             t: self.now,
             node: Node::Consumer(c),

@@ -15,6 +15,7 @@ use super::broker::Down;
 use super::events::Ev;
 use super::producer::Attempt;
 use super::state::Loc;
+use super::walk::walk;
 use super::Engine;
 use crate::history::{DiscardReason, Event, Node, Observer};
 use crate::scenario::ConsumerMode;
@@ -24,6 +25,7 @@ impl<O: Observer> Engine<'_, O> {
     /// Broker `b` goes down: its clients lose their connection; a non-persistent store loses
     /// everything it held.
     pub(super) fn broker_crash(&mut self, b: u16) {
+        walk!();
         match self.w.brokers[b as usize].crash() {
             Down::Already => return,
             Down::Standby => {
@@ -77,9 +79,11 @@ impl<O: Observer> Engine<'_, O> {
         }
         let attached = self.w.brokers[b as usize].take_attached();
         for &c in &attached {
+            self.flush();
             self.consumer_lost_broker(c, b);
         }
         for p in 0..self.w.producers.len() as u32 {
+            self.flush();
             if self.w.producers[p as usize].connected_to() == Some(b) {
                 self.producer_lost_broker(p);
             }
@@ -132,6 +136,7 @@ impl<O: Observer> Engine<'_, O> {
     /// Passive HA member `b`'s wait for the store's lock is over: if its partner still does
     /// not serve, it takes the store over and serves.
     pub(super) fn takeover(&mut self, b: u16) {
+        walk!();
         let Some(from) = self.w.brokers[b as usize].partner() else {
             return;
         };
@@ -162,6 +167,7 @@ impl<O: Observer> Engine<'_, O> {
     /// Broker `b` is back; its store is dispatched again (to its bridges toward peers with
     /// consumers, or, `idle_forward`, forwarded to where the consumers are).
     pub(super) fn broker_restart(&mut self, b: u16) {
+        walk!();
         // The other member of its HA pair serves its store: it waits as the passive one, or
         // (failback) takes the store back.
         let partner = self.w.brokers[b as usize]
@@ -205,6 +211,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// The producer's broker went down: drop the connection and try the list again later.
     pub(super) fn producer_lost_broker(&mut self, p: u32) {
+        walk!();
         if self.w.producers[p as usize].lose_broker() {
             let at = self.now + self.sc.producers.reconnect_delay.0;
             self.q.push(at, Ev::ProducerReconnect(p));
@@ -213,6 +220,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// A connection attempt: the first broker of the list that is up; else try again later.
     pub(super) fn producer_reconnect(&mut self, p: u32) {
+        walk!();
         let brokers = &self.w.brokers;
         let attempt = self.w.producers[p as usize].try_connect(|b| brokers[b as usize].is_up());
         let (b, failover, buffered) = match attempt {
@@ -242,6 +250,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// The consumer's broker crashed: its connection is gone (the process goes on); it fails over.
     pub(super) fn consumer_lost_broker(&mut self, c: u32, b: u16) {
+        walk!();
         debug_assert_eq!(self.w.consumers[c as usize].connected_to(), Some(b));
         // The broker's attached list was already taken by the crash; detach does the rest.
         let free = self.free_prefetch(c);
@@ -256,6 +265,7 @@ impl<O: Observer> Engine<'_, O> {
     }
 
     pub(super) fn schedule_reconnect(&mut self, c: u32, after: u64) {
+        walk!();
         let epoch = self.w.consumers[c as usize].epoch();
         self.q
             .push(self.now + after, Ev::ConsumerReconnect { c, epoch });
@@ -263,6 +273,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// A connection attempt through the failover list; retried after the reconnect delay.
     pub(super) fn consumer_reconnect(&mut self, c: u32, epoch: u32) {
+        walk!();
         let cs = &self.w.consumers[c as usize];
         if !cs.alive_in(epoch)
             || cs.is_connected()

@@ -2,6 +2,7 @@
 //! (The catalogue of kinds, their fields and the plan itself: `crate::faults`.)
 
 use super::events::Ev;
+use super::walk::walk;
 use super::Engine;
 use crate::faults::FaultAction;
 use crate::history::{Event, Node, Observer};
@@ -9,6 +10,7 @@ use crate::strategy::WorldChange;
 
 impl<O: Observer> Engine<'_, O> {
     pub(super) fn fault_start(&mut self, i: u32) {
+        walk!();
         self.fault_transition();
         let f = &self.plan.faults[i as usize];
         let (action, duration) = (f.action, f.duration);
@@ -71,6 +73,7 @@ impl<O: Observer> Engine<'_, O> {
                 Some(b) => self.dlq_replay(b),
                 None => {
                     for b in 0..self.w.brokers.len() as u16 {
+                        self.flush();
                         self.dlq_replay(b);
                     }
                 }
@@ -79,6 +82,7 @@ impl<O: Observer> Engine<'_, O> {
                 Some(b) => self.reset_groups(b),
                 None => {
                     for b in 0..self.w.brokers.len() as u16 {
+                        self.flush();
                         self.reset_groups(b);
                     }
                 }
@@ -97,6 +101,7 @@ impl<O: Observer> Engine<'_, O> {
     }
 
     pub(super) fn fault_end(&mut self, i: u32) {
+        walk!();
         self.fault_transition();
         let action = self.plan.faults[i as usize].action;
         match action {

@@ -7,44 +7,22 @@
 //!
 //! A received message the consumer has not started when its lease ends stays in its buffer as
 //! the consumer's own copy (`World::orphans`): it is processed later, as a client that received a
-//! batch goes through it.
+//! batch goes through it. A lease starts where the broker hands the message over (`broker.rs`),
+//! and its renewal timer where the consumer starts working on it (`consumer.rs`); this file
+//! handles their ends.
 
 use super::consumer::Expiry;
 use super::events::Ev;
 use super::state::{Delivery, Job, Loc};
+use super::walk::walk;
 use super::Engine;
-use crate::history::{Event, MsgRef, Observer};
+use crate::history::{Event, Observer};
 
 impl<O: Observer> Engine<'_, O> {
-    /// A delivery of the message in `slot` was just made: its lease starts.
-    #[inline]
-    pub(super) fn lease_start(&mut self, slot: u32, id: u64) {
-        if let Some(l) = self.cfg.lease {
-            let due = self.now + l.duration.0;
-            let m = self.w.slab.get_mut(slot);
-            m.lease_due = due;
-            m.leased_at = self.now;
-            self.q.push(due, Ev::LeaseExpire { slot, id });
-        }
-    }
-
-    /// Consumer `c` starts working on `job`: with renewal on, it will extend the lease.
-    #[inline]
-    pub(super) fn lease_work_started(&mut self, job: &Job) {
-        if let Some(every) = self.cfg.lease.and_then(|l| l.renew_every) {
-            self.q.push(
-                self.now + every.0,
-                Ev::LeaseRenew {
-                    slot: job.d.slot,
-                    id: job.d.id,
-                },
-            );
-        }
-    }
-
     /// The lease of the current delivery of `slot` ends (unless renewed, settled or redelivered
     /// meanwhile): the broker takes the message back.
     pub(super) fn lease_expire(&mut self, slot: u32, id: u64) {
+        walk!();
         let m = self.w.slab.get(slot);
         let Loc::Delivered {
             broker: b,
@@ -95,6 +73,7 @@ impl<O: Observer> Engine<'_, O> {
     /// received, or acked with the ack still on its way) has its lease end now. The expiries are
     /// events at this instant, after the one being handled (no strategy hook runs from here).
     pub(super) fn end_leases(&mut self, c: u32) {
+        walk!();
         if self.cfg.lease.is_none() {
             return;
         }
@@ -121,6 +100,7 @@ impl<O: Observer> Engine<'_, O> {
     /// The consumer working on the message in `slot` extends its lease (a paused process only
     /// when it runs again, if the lease has not ended by then).
     pub(super) fn lease_renew(&mut self, slot: u32, id: u64) {
+        walk!();
         let Some(l) = self.cfg.lease else { return };
         let m = self.w.slab.get(slot);
         let Loc::Delivered {
@@ -152,39 +132,6 @@ impl<O: Observer> Engine<'_, O> {
         self.q.push(due, Ev::LeaseExpire { slot, id });
         if let Some(every) = l.renew_every {
             self.q.push(self.now + every.0, Ev::LeaseRenew { slot, id });
-        }
-    }
-
-    /// Consumer `c`'s ack (delete) of `d` reached a broker that no longer counts the delivery as
-    /// its: with leases, the broker refuses it (recorded); else the connection it came over is
-    /// gone and the ack with it.
-    #[cold]
-    #[inline(never)]
-    pub(super) fn ack_refused(&mut self, c: u32, d: Delivery, msg: MsgRef) {
-        let connected = self.w.consumers[c as usize].connected_to() == Some(d.broker);
-        if self.cfg.lease.is_some() && connected && self.w.brokers[d.broker as usize].is_up() {
-            self.emit(Event::AckFail {
-                t: self.now,
-                msg,
-                consumer: c,
-            });
-        }
-    }
-
-    /// The consumer's own copy of a message whose lease ended before it started it.
-    pub(super) fn take_orphan(&mut self, c: u32, id: u64) -> Option<Job> {
-        let i = self
-            .w
-            .orphans
-            .iter()
-            .position(|(oc, j)| *oc == c && j.d.id == id)?;
-        Some(self.w.orphans.swap_remove(i).1)
-    }
-
-    /// Consumer `c` lost its buffer (it left its broker): its copies go too.
-    pub(super) fn drop_orphans(&mut self, c: u32) {
-        if !self.w.orphans.is_empty() {
-            self.w.orphans.retain(|(oc, _)| *oc != c);
         }
     }
 }

@@ -10,6 +10,7 @@
 //! (`pause.rs`), so only the session timeout (`failure_detection`) reassigns them, and coming
 //! back inside it causes no rebalance.
 
+use super::walk::walk;
 use super::Engine;
 use crate::history::{Event, Node, Observer};
 use crate::scenario::CrashDetection;
@@ -17,6 +18,7 @@ use crate::scenario::CrashDetection;
 impl<O: Observer> Engine<'_, O> {
     /// `consumer_leave` starts: consumer `c` leaves once the message in hand is done.
     pub(super) fn leave_start(&mut self, c: u32) {
+        walk!();
         if self.w.consumers[c as usize].leave() {
             // Leaves now if idle; else `start_next` does when the message in hand is done.
             self.start_next(c);
@@ -26,7 +28,9 @@ impl<O: Observer> Engine<'_, O> {
     /// Consumer `c`, idle, commits and leaves its broker; what it had fetched and not started
     /// goes back (the group resumes from its commit).
     pub(super) fn leave_now(&mut self, c: u32) {
+        walk!();
         self.commit_now(c);
+        self.flush();
         if self.cfg.restart_takes_over && self.cfg.crash_detection == CrashDetection::Timeout {
             // No LeaveGroup: the group holds the session until it times out.
             self.w.consumers[c as usize].close_static();
@@ -42,6 +46,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// `consumer_leave` ends: consumer `c` joins again.
     pub(super) fn leave_end(&mut self, c: u32) {
+        walk!();
         if let Some(epoch) = self.w.consumers[c as usize].come_back() {
             if self.w.consumers[c as usize].take_static_away() {
                 // Its session still held: it goes on, no rebalance; else it joins again.

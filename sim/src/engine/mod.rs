@@ -15,9 +15,10 @@
 //! | file | what happens there |
 //! |---|---|
 //! | `producer.rs` | the producer node (`Producer`); a message is produced, routed by the strategy, stored at a broker; failed sends (`send_error`) are retried, overtaken by at most `max_in_flight - 1` later ones without idempotence, and given up at the `delivery_timeout` |
-//! | `broker.rs` | the broker node (`Broker`: its store, attached consumers, bridges and dead-letter queue as private state; it chooses what dispatch hands out, through the strategy's `select`), the one requeue, settlement (ack, dead-letter) |
-//! | `network.rs` | the network of brokers: ActiveMQ's bridge (one more consumer, driven by the peer's demand) or idle store-and-forward |
-//! | `consumer.rs` | delivery, processing (`begin`, `handle`), the ack; attach/detach, crash, blip, suspension |
+//! | `broker.rs` | the broker node (`Broker`: its store, attached consumers, bridges and dead-letter queue as private state; it chooses what dispatch hands out, through the strategy's `select`, and hands it to a consumer or a bridge), the one requeue, settlement (ack, dead-letter), a delivery's lease |
+//! | `network.rs` | the network of brokers: ActiveMQ's bridge (one more consumer, driven by the peer's demand) or idle store-and-forward: forwards arriving, credit coming back, demand |
+//! | `consumer.rs` | processing (`begin`, `handle`), the ack; attach/detach |
+//! | `lifecycle.rs` | a consumer process's life: crash, restart, network blip, suspension |
 //! | `commit.rs` | a log's consumer settles what it processed by offset commits at its polls (after each poll's records, or Kafka's auto-commit at a poll once its interval is over) or on a rebalance; a commit of records no longer its own is refused |
 //! | `membership.rs` | a consumer leaves its group gracefully and joins again (`consumer_leave`) |
 //! | `redelivery.rs` | a rollback: redelivery after the policy's delay (blocking or not), or the dead-letter queue |
@@ -27,13 +28,26 @@
 //! | `batch.rs` | consumers hosted as a scheduled batch job |
 //! | `failover.rs` | **broker failover**: a broker crashes and restarts; producers and consumers reconnect through their lists |
 //! | `faults.rs` | the fault plan acting on the world |
-//! | `control.rs` | strategy requests ([`crate::strategy::Control`]) carried out, in the order issued |
+//! | `control.rs` | a strategy's applies and discards outside a transaction; world changes told to it |
+//! | `walk.rs` | test builds only: the file transitions of a message's walk |
 //!
 //! Where is a redelivery scheduled? `redelivery.rs`. Where does broker failover live?
-//! `failover.rs`. Every handler is a method of [`Engine`]. The broker and the producer are nodes
-//! that own their state: other files change it only through their methods; the broker's dispatch
-//! returns what it hands out (`Handout`s) for the engine to carry out instead of delivering
-//! itself (issue 35's design, node by node: the consumer still keeps public fields).
+//! `failover.rs`. Every handler is a method of [`Engine`]; the broker, the consumer and the
+//! producer are nodes that own their state (other files change it only through their methods).
+//!
+//! # The router
+//!
+//! Calls between the files go one way, down this list read from the bottom: broker, producer,
+//! network, consumer, lease, failover, detection, lifecycle, pause, commit, poll, membership,
+//! faults, batch, redelivery. What a lower file needs done above it (a rollback, a reconnect, a
+//! batch job's end, a consumer starting what it received) is an effect ([`Fx`]) it asks for with
+//! [`Engine::then`]; the router here carries the effects out once the step that asked is over,
+//! each a step of its own, in the order asked and depth first, which is the order the nested
+//! calls had, so every history is what it was. A handler called while effects of its step still
+//! wait (`dispatch`, `start_next`, `apply_control`) waits its turn behind them
+//! ([`Engine::waiting`]); a handler that calls several nodes in turn lets each one's effects
+//! finish first ([`Engine::flush`]). Nothing re-enters a handler through another file, so no
+//! stack guard is needed; `scripts/engine-calls.py` checks the direction.
 
 mod batch;
 mod broker;
@@ -45,6 +59,7 @@ mod events;
 mod failover;
 mod faults;
 mod lease;
+mod lifecycle;
 mod membership;
 mod network;
 mod pause;
@@ -52,16 +67,17 @@ mod poll;
 mod producer;
 mod redelivery;
 mod state;
+mod walk;
 mod workload;
 
 use crate::checkers::{Checkers, SelfCheckError};
 use crate::dist::Sampler;
 use crate::event_queue::EventQueue;
 use crate::faults::FaultPlan;
-use crate::history::{DynObserver, Event, MsgRef, NoObserver, Observer};
+use crate::history::{DynObserver, Event, FailReason, MsgRef, NoObserver, Observer};
 use crate::rng::{stream, Component, RESTART, SEND_ERRORS, TAKEOVER, TRANSIT};
 use crate::scenario::{Commit, Connect, ConsumerMode, FieldError, Receive, Resolved, Scenario};
-use crate::strategy::{ConsumerSlot, Control, Hooks, MsgView, Row, Strategy};
+use crate::strategy::{ConsumerSlot, Control, Hooks, MsgView, Request, Row, Strategy};
 use crate::summary::{EndReason, Metrics};
 use crate::time::Time;
 use broker::Broker;
@@ -91,6 +107,42 @@ pub enum RunError {
     /// library caller's, or a `flavour = "native"` one resolved for a strategy's broker).
     #[error("the scenario does not resolve on its flavour: {}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
     Unresolved(Vec<FieldError>),
+}
+
+/// What a handler asks the engine to do after it, instead of calling another node's handler
+/// (issue 35: the nodes return effects, one router carries them out).
+#[derive(Clone, Copy, Debug)]
+enum Fx {
+    /// Broker `b` hands out what its consumers have room for.
+    Dispatch(u16),
+    /// Consumer `c` starts the next message it holds, if it is idle.
+    StartNext(u32),
+    /// Consumer `c` leaves `poll()` with a batch (`poll.rs`).
+    Polled(u32),
+    /// The strategy's requests, carried out in the order made.
+    ApplyControl,
+    /// The fault phase is over: the drain begins.
+    StartDrain,
+    /// Consumer `c`, if it runs a batch job, takes its next message.
+    StartNextInJob(u32),
+    /// Broker `b` lost its consumers, if none is left: its bridges lose their demand.
+    DemandLost(u16),
+    /// Broker `b` has its first consumer, if it has just one: its peers' bridges gain demand.
+    DemandGained(u16),
+    /// Consumer `c` leaves its group now that it is idle (`membership.rs`).
+    LeaveNow(u32),
+    /// Consumer `c` connects (again) through its failover list (`failover.rs`).
+    Reconnect { c: u32, epoch: u32 },
+    /// Consumer `c`'s batch job found nothing more: its run ends (`batch.rs`).
+    EndJob(u32),
+    /// The message consumer `c` has in hand failed: rolled back (`redelivery.rs`).
+    Failed { c: u32, reason: FailReason },
+    /// What the failure below set off is over (`Engine::failures_open`).
+    FailureOver,
+    /// Consumer `c` is back in `poll()` with nothing of its last poll left (`commit.rs`).
+    AtPoll(u32),
+    /// Producer `p` lost its broker: it fails over (`failover.rs`).
+    ProducerLostBroker(u32),
 }
 
 /// Options of one run beyond the scenario.
@@ -140,15 +192,24 @@ struct Engine<'a, O: Observer> {
     /// 1`, or 0 with idempotence).
     send_overtakes: u32,
     ctl: Control,
-    /// How many `failed` calls are on the stack (a zero-delay requeue dispatches at once, and
-    /// the consumer it reaches may fail at once again).
-    fail_depth: u32,
+    /// Rollbacks whose effects are not all carried out yet: nested failures, each set off by
+    /// the one before in the same instant (a zero-delay requeue dispatches, and the consumer it
+    /// reaches may fail at once again; `redelivery.rs` bounds the chain).
+    failures_open: u32,
     /// Dispatch's candidate list (reused buffer).
     scratch: Vec<ConsumerSlot>,
     /// Consumers that received messages in the current dispatch call (reused buffer).
     started_scratch: Vec<u32>,
     /// What the current dispatch call's broker handed out, in order (reused buffer).
     handouts: Vec<(u32, broker::Handout)>,
+    /// Effects asked for and not yet carried out, the next on top ([`Engine::route`]).
+    fx: Vec<Fx>,
+    /// Where the current step's effects begin in `fx`: above it wait effects this step asked for.
+    step_base: usize,
+    /// Debug builds: the current step deferred an effect, so whatever it does after must be
+    /// deferred too (checked where it emits: [`Engine::emit`]).
+    #[cfg(debug_assertions)]
+    deferred: Option<&'static std::panic::Location<'static>>,
     /// Things that keep the fault phase open: messages still to produce + faults not yet over.
     phase_open: u64,
     /// Planned fault starts and ends still to come.
@@ -262,10 +323,14 @@ impl<'a, O: Observer> Engine<'a, O> {
             },
             cfg,
             ctl: Control::default(),
-            fail_depth: 0,
+            failures_open: 0,
             scratch: Vec::with_capacity(sc.consumers.count as usize),
             started_scratch: Vec::with_capacity(sc.consumers.count as usize),
             handouts: Vec::new(),
+            fx: Vec::new(),
+            step_base: 0,
+            #[cfg(debug_assertions)]
+            deferred: None,
             phase_open,
             fault_transitions_left,
             last_progress: 0,
@@ -277,7 +342,15 @@ impl<'a, O: Observer> Engine<'a, O> {
     // Always inlined: at each call site the event's variant is known, so the progress test and
     // the checkers' match fold away (a call would pass the event by value and match at run time).
     #[inline(always)]
+    #[cfg_attr(debug_assertions, track_caller)]
     fn emit(&mut self, e: Event) {
+        #[cfg(debug_assertions)]
+        if let Some(at) = self.deferred {
+            panic!(
+                "{e:?} emitted after an effect deferred in the same step (at {at}): it would come \
+                 before the effect's own events; defer it too"
+            );
+        }
         // Inlined at each call site, where the variant is known: a store or nothing.
         if e.is_progress() {
             self.last_progress = self.events;
@@ -285,6 +358,164 @@ impl<'a, O: Observer> Engine<'a, O> {
         // Every event is at the engine's clock, which the loop checks never goes back.
         self.checkers.observe_in_order(&e);
         self.observer.event(&e);
+    }
+
+    /// Carries out what a strategy hook asked for.
+    #[inline]
+    pub(super) fn apply_control(&mut self) {
+        // Behind effects still waiting: after them, as the call came after theirs.
+        if self.waiting() {
+            self.then(Fx::ApplyControl);
+            return;
+        }
+        // Called after every hook; most hooks ask for nothing, so only the flag test is inlined.
+        if !self.ctl.is_empty() {
+            self.apply_control_slow();
+        }
+    }
+
+    #[inline(never)]
+    fn apply_control_slow(&mut self) {
+        let mut requests = std::mem::take(&mut self.ctl.requests);
+        let redispatch = std::mem::take(&mut self.ctl.redispatch);
+        for &r in &requests {
+            // Each request, with what it set off, is over before the next, as each call was.
+            self.flush();
+            match r {
+                Request::Wake { at, token } => self.q.push(at.max(self.now), Ev::Wake(token)),
+                Request::Reassigned { broker, consumer } => self.emit(Event::Reassign {
+                    t: self.now,
+                    broker,
+                    consumer,
+                }),
+                Request::SourceRead { key, consumer, seq } => self.emit(Event::SourceRead {
+                    t: self.now,
+                    key,
+                    consumer,
+                    seq,
+                }),
+                Request::Apply {
+                    msg,
+                    state_seq,
+                    worker,
+                } => self.apply_for_strategy(msg, state_seq, worker),
+                Request::Discard(msg) => self.discard_for_strategy(msg),
+                Request::Unpark(c) => self.unpark(c),
+                Request::Commit(c) => self.commit_now(c),
+                Request::EndLeases(c) => self.end_leases(c),
+            }
+        }
+        // Give the buffer back (nothing above calls a strategy hook, so nothing new was asked
+        // meanwhile), so that a lock hand-over does not allocate on every release.
+        self.flush();
+        debug_assert!(self.ctl.requests.is_empty());
+        requests.clear();
+        self.ctl.requests = requests;
+        if redispatch {
+            for b in 0..self.w.brokers.len() as u16 {
+                self.dispatch(b);
+            }
+        }
+    }
+
+    /// Whether effects this step asked for are waiting: a handler run now would come before
+    /// them, so it must wait its turn too ([`Engine::then`]).
+    #[inline(always)]
+    fn waiting(&self) -> bool {
+        self.fx.len() > self.step_base
+    }
+
+    /// Asks for `e` after the current step: the router carries it out once the step is over,
+    /// after the effects the step asked for before it (and theirs), before those asked after.
+    #[inline(always)]
+    #[cfg_attr(debug_assertions, track_caller)]
+    fn then(&mut self, e: Fx) {
+        self.fx.push(e);
+        #[cfg(debug_assertions)]
+        {
+            self.deferred = Some(std::panic::Location::caller());
+        }
+    }
+
+    /// The router: carries out the effects the step that just ended asked for, each one a
+    /// step of its own, in the order they were asked and depth first (an effect's own effects
+    /// before the next one's), which is the order of the nested calls they replace; no handler
+    /// calls another node's handler, so nothing re-enters.
+    #[inline]
+    fn route(&mut self) {
+        debug_assert_eq!(self.step_base, 0);
+        self.flush();
+    }
+
+    /// Carries out, now, the effects the current step has asked for so far (and theirs): for a
+    /// loop over nodes whose every turn must be over before the next begins, as each call was
+    /// over before the next was made.
+    #[inline(always)]
+    fn flush(&mut self) {
+        if self.fx.len() != self.step_base {
+            self.flush_waiting();
+        }
+    }
+
+    /// [`Self::flush`] past its test.
+    #[inline(never)]
+    fn flush_waiting(&mut self) {
+        let base = self.step_base;
+        // The step pushed them in order: the first goes on top.
+        self.fx[base..].reverse();
+        while self.fx.len() > base {
+            let e = self.fx.pop().expect("above the base");
+            let top = self.fx.len();
+            self.step_base = top;
+            #[cfg(debug_assertions)]
+            {
+                self.deferred = None;
+            }
+            let failure = matches!(e, Fx::Failed { .. });
+            self.exec(e);
+            self.fx[top..].reverse();
+            if failure {
+                // Below what the rollback set off: its failure is over when they are.
+                self.fx.insert(top, Fx::FailureOver);
+            }
+        }
+        self.step_base = base;
+        #[cfg(debug_assertions)]
+        {
+            self.deferred = None;
+        }
+    }
+
+    /// Carries out one effect.
+    #[inline(never)]
+    fn exec(&mut self, e: Fx) {
+        match e {
+            Fx::Dispatch(b) => self.dispatch(b),
+            Fx::StartNext(c) => self.start_next(c),
+            Fx::Polled(c) => self.polled(c),
+            Fx::ApplyControl => self.apply_control(),
+            Fx::StartDrain => self.start_drain(),
+            Fx::StartNextInJob(c) => {
+                if self.w.consumers[c as usize].in_job() {
+                    self.start_next(c);
+                }
+            }
+            Fx::DemandLost(b) => self.demand_lost_if_none(b),
+            Fx::DemandGained(b) => self.demand_gained_if_first(b),
+            Fx::LeaveNow(c) => self.leave_now(c),
+            Fx::Reconnect { c, epoch } => self.consumer_reconnect(c, epoch),
+            Fx::EndJob(c) => self.end_job(c, false),
+            Fx::Failed { c, reason } => {
+                let job = self.w.consumers[c as usize]
+                    .job_in_hand()
+                    .expect("a failed message is in hand until the rollback");
+                self.failures_open += 1;
+                self.failed(c, job, reason);
+            }
+            Fx::FailureOver => self.failures_open -= 1,
+            Fx::AtPoll(c) => self.at_poll(c),
+            Fx::ProducerLostBroker(p) => self.producer_lost_broker(p),
+        }
     }
 
     /// Checks, in debug builds, that a hook the strategy said it leaves out ([`Hooks`]) did
@@ -317,7 +548,9 @@ impl<'a, O: Observer> Engine<'a, O> {
     fn phase_step(&mut self) {
         self.phase_open -= 1;
         if self.phase_open == 0 && !self.draining {
-            self.start_drain();
+            // After what the step that ended the phase asked for (as the call did when made
+            // last in that step).
+            self.then(Fx::StartDrain);
         }
     }
 
@@ -332,6 +565,7 @@ impl<'a, O: Observer> Engine<'a, O> {
         // one stopped for good (`resume_after = "never"`) stays stopped.
         if self.sc.consumers.resume_after.is_some() {
             for c in 0..self.w.consumers.len() as u32 {
+                self.flush();
                 if self.w.consumers[c as usize].is_suspended() {
                     self.resume(c);
                 }
@@ -399,6 +633,7 @@ impl<'a, O: Observer> Engine<'a, O> {
         // Producers and consumers connect at time 0, in index order.
         for p in 0..self.w.producers.len() as u32 {
             self.producer_reconnect(p);
+            self.route();
         }
         for c in 0..self.w.consumers.len() as u32 {
             match &self.sc.consumers.batch {
@@ -408,9 +643,11 @@ impl<'a, O: Observer> Engine<'a, O> {
                 }
                 _ => self.consumer_reconnect(c, 0),
             }
+            self.route();
         }
         if self.phase_open == 0 {
             self.start_drain();
+            self.route();
         }
         let max_events = opts.max_events.unwrap_or(self.sc.run.max_events);
         let max_time = opts.max_sim_time.unwrap_or(Time::MAX);
@@ -434,6 +671,7 @@ impl<'a, O: Observer> Engine<'a, O> {
             }
             self.events += 1;
             self.handle(ev);
+            self.route();
             if self.draining && self.w.slab.live == 0 && self.w.held.is_empty() && !self.zombies() {
                 ended_by = EndReason::Settled;
                 break;
@@ -519,6 +757,39 @@ impl<'a, O: Observer> Engine<'a, O> {
         }
         Ok(self.checkers.finish(self.events, self.now)?)
     }
+
+    /// Tells consumer `c`'s broker its free prefetch from its [`Consumer::load`] (the broker
+    /// keeps it in its attached list, which dispatch offers as it is). Called after every change
+    /// of its buffer, phase or pending acks, before anything that may dispatch; dispatch checks
+    /// the broker's copy in debug builds.
+    // Always inlined: a few loads and stores, called several times per message, where a call
+    // frame cost as much as the work.
+    #[inline(always)]
+    pub(super) fn sync_load(&mut self, c: u32) {
+        if let Some(b) = self.w.consumers[c as usize].connected_to() {
+            let free = self.free_prefetch(c);
+            self.w.brokers[b as usize].set_free(c, free);
+        }
+    }
+
+    /// Consumer `c`'s free prefetch as its load stands now (what its broker keeps in its
+    /// attached list).
+    #[inline]
+    pub(super) fn free_prefetch(&self, c: u32) -> u32 {
+        let load = self.w.consumers[c as usize].load();
+        broker::free_of(load, self.sc.consumers.prefetch, self.batch_receive)
+    }
+
+    /// Whether consumer `c`'s broker, if it lists it, has its free prefetch as its load stands
+    /// (for a debug check).
+    pub(super) fn load_in_sync(&self, c: u32) -> bool {
+        let Some(b) = self.w.consumers[c as usize].connected_to() else {
+            return true;
+        };
+        self.w.brokers[b as usize]
+            .free_copy(c)
+            .is_none_or(|free| free == self.free_prefetch(c))
+    }
 }
 
 /// Runs `strategy` on `sc` with its resolved `plan`, feeding every history event to `observer`
@@ -536,5 +807,67 @@ pub fn run(
     match observer {
         None => Engine::new(sc, cfg, plan, opts.seed, strategy, &mut NoObserver).run(opts),
         Some(o) => Engine::new(sc, cfg, plan, opts.seed, strategy, &mut DynObserver(o)).run(opts),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::faults::FaultPlan;
+    use crate::history::FailReason;
+    use crate::strategy::Strategy;
+    use crate::strategy::{Begin, Control, DispatchCtx, Handler, HandlerCtx, MsgView, Select};
+    use crate::summary::EndReason;
+    use crate::{run, RunOptions, Scenario};
+
+    /// Fails every message in `begin`, and hands each to the first consumer with room.
+    struct FailsAtOnce;
+    impl Handler for FailsAtOnce {
+        fn begin(&mut self, _ctx: &HandlerCtx, _msg: &MsgView, _ctl: &mut Control) -> Begin {
+            Begin::Fail(FailReason::Outage)
+        }
+    }
+    impl Strategy for FailsAtOnce {
+        fn select(&mut self, ctx: &DispatchCtx, _msg: &MsgView, _ctl: &mut Control) -> Select {
+            match ctx.consumers.iter().position(|c| c.free > 0) {
+                Some(i) => Select::Consumer(i),
+                None => Select::Hold,
+            }
+        }
+    }
+
+    /// With zero-delay non-blocking redelivery and no limit, a message failing in `begin` is
+    /// rolled back, requeued, dispatched and fails again, all in one instant: the router must
+    /// hand the chain to the event queue now and then (`redelivery.rs`'s bound), so that the run's
+    /// event bound ends it. Without that, the router would loop inside one event for ever.
+    #[test]
+    fn a_chain_of_instant_failures_is_made_of_events_and_ends_at_the_event_bound() {
+        // Not through validation, which refuses such a spinning file: a library caller's.
+        let sc: Scenario = toml::from_str(
+            "strategies = [\"x\"]\n[workload]\nmessages = 1\nrate = \"10/s\"\nkeys = 1\n\
+             [[broker]]\nname = \"a\"\n[consumers]\ncount = 1\nservice = \"1ms\"\n\
+             [redelivery]\nmode = \"non_blocking\"\ninitial_delay = \"0s\"\n\
+             max_redeliveries = -1\n[run]\nmax_events = 20000\n",
+        )
+        .expect("parses");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let plan = FaultPlan::resolve(&sc, 1);
+            let opts = RunOptions {
+                seed: 1,
+                max_events: None,
+                max_sim_time: None,
+            };
+            let m = run(&sc, &plan, &mut FailsAtOnce, &opts, None).expect("runs");
+            let _ = tx.send((m.ended_by, m.coverage.rollbacks));
+        });
+        let (ended_by, rolled_back) = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the run never handed the chain to the event queue");
+        assert_eq!(ended_by, EndReason::MaxEvents);
+        // Chains of failures in one event, but none longer than the bound.
+        assert!(
+            rolled_back > 20_000 && rolled_back <= 32 * 20_000,
+            "{rolled_back} rollbacks in 20,000 events"
+        );
     }
 }

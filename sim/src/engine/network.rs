@@ -28,77 +28,22 @@
 use super::broker::Bridge;
 use super::events::Ev;
 use super::state::Loc;
-use super::Engine;
-use crate::history::{Event, Observer};
-use crate::scenario::NetworkKind;
+use super::walk::walk;
+use super::{Engine, Fx};
+use crate::history::Observer;
 
 impl<O: Observer> Engine<'_, O> {
-    /// Whether brokers are joined by demand-forwarding bridges.
-    #[inline]
-    pub(super) fn bridged(&self) -> bool {
-        self.sc.network.kind == NetworkKind::Bridge
-    }
-
     /// The consumer id under which strategies see the bridge toward `peer`.
     #[inline]
     pub(super) fn bridge_id(&self, peer: u16) -> u32 {
+        walk!();
         self.sc.consumers.count + u32::from(peer)
-    }
-
-    /// Store-and-forward (`idle_forward`): moves the whole queue toward the first peer that is up
-    /// and has consumers.
-    pub(super) fn forward_all(&mut self, from: u16) {
-        let Some(to) = (0..self.w.brokers.len() as u16).find(|&p| {
-            p != from
-                && self.w.brokers[p as usize].is_up()
-                && !self.w.brokers[p as usize].attached().is_empty()
-        }) else {
-            return;
-        };
-        let at = self.now + self.sc.network.forward_delay.0;
-        while let Some(slot) = self.w.brokers[from as usize].take_first() {
-            self.send_over(from, to, slot, at);
-        }
-    }
-
-    /// Puts a message on its way from `from` to `to`, arriving at `at`.
-    fn send_over(&mut self, from: u16, to: u16, slot: u32, at: u64) {
-        let m = self.w.slab.get_mut(slot);
-        m.loc = Loc::Forwarding {
-            from,
-            to,
-            due: at as u32,
-            orphan: false,
-        };
-        let (msg, id) = (m.r, m.r.id);
-        self.emit(Event::Forward {
-            t: self.now,
-            msg,
-            from,
-            to,
-        });
-        self.q.push(at, Ev::ForwardArrive { slot, id });
-    }
-
-    /// The bridge `bridge` of broker `from` takes the message at `slot` (already out of the queue).
-    /// It reaches the bridge's local consumer after a draw of `from`'s `dispatch_latency` (the
-    /// bridge is one of its consumers), not before the bridge's previous take, and goes on the
-    /// wire then.
-    pub(super) fn bridge_take(&mut self, from: u16, bridge: usize, slot: u32) {
-        let transit = self.w.brokers[from as usize].transit_delay().unwrap_or(0);
-        let br = &mut self.w.brokers[from as usize].bridges_mut()[bridge];
-        br.in_flight += 1;
-        br.sent = br.sent.max(self.now + transit);
-        let (to, sent) = (br.peer, br.sent);
-        let at = sent + self.sc.network.forward_delay.0;
-        // When it reaches the bridge and goes on the wire: a crash of `from` before strands it.
-        self.w.slab.get_mut(slot).arrives = sent;
-        self.send_over(from, to, slot, at);
     }
 
     /// A forwarded message reaches its peer, which stores it (and a bridge's credit comes back);
     /// if the peer went down it stays with the sender.
     pub(super) fn forward_arrive(&mut self, slot: u32, id: u64) {
+        walk!();
         let m = self.w.slab.get(slot);
         let Loc::Forwarding {
             from,
@@ -156,6 +101,7 @@ impl<O: Observer> Engine<'_, O> {
     /// The answer to a forward of bridge `link` from `from` to `to` is back: the message is acked
     /// and its credit returns. A bridge closed by `from`'s crash since is gone: nothing returns.
     pub(super) fn bridge_ack(&mut self, from: u16, to: u16, link: u32) {
+        walk!();
         if self.bridge_landed(from, to, Some(link)) {
             self.dispatch(from);
         }
@@ -181,12 +127,36 @@ impl<O: Observer> Engine<'_, O> {
         was_full && bridges.get(i).is_some_and(|b| b.demand)
     }
 
+    /// Broker `b` may have lost its last consumer: if none is left (once what waits is done),
+    /// its demand is lost.
+    pub(super) fn demand_lost_if_none(&mut self, b: u16) {
+        walk!();
+        if self.waiting() {
+            self.then(Fx::DemandLost(b));
+        } else if self.w.brokers[b as usize].attached().is_empty() {
+            self.demand_lost(b);
+        }
+    }
+
+    /// Broker `b` may have gained its first consumer: if it has just one (once what waits is
+    /// done), it has demand.
+    pub(super) fn demand_gained_if_first(&mut self, b: u16) {
+        walk!();
+        if self.waiting() {
+            self.then(Fx::DemandGained(b));
+        } else if self.w.brokers[b as usize].attached().len() == 1 {
+            self.demand_gained(b);
+        }
+    }
+
     /// Broker `p` has consumers again: every other broker that is up opens a bridge toward it.
     pub(super) fn demand_gained(&mut self, p: u16) {
+        walk!();
         if !self.bridged() {
             return;
         }
         for s in 0..self.w.brokers.len() as u16 {
+            self.flush();
             if s != p && self.w.brokers[s as usize].is_up() {
                 self.open_bridge(s, p);
             }
@@ -196,10 +166,12 @@ impl<O: Observer> Engine<'_, O> {
     /// Broker `p` has no consumer left (or went down): no bridge leads to it any more. What the
     /// bridges have in flight goes on (the peer stores it and acks), unless `p` is down.
     pub(super) fn demand_lost(&mut self, p: u16) {
+        walk!();
         if !self.bridged() {
             return;
         }
         for s in 0..self.w.brokers.len() as u16 {
+            self.flush();
             if s != p {
                 self.close_bridge(s, p);
             }
@@ -257,6 +229,7 @@ impl<O: Observer> Engine<'_, O> {
     /// bridges had sent goes on to its peer (an orphan: `b`'s copy, sent again after the
     /// restart, is a duplicate the peer drops).
     pub(super) fn bridges_broker_down(&mut self, b: u16) {
+        walk!();
         let mut recalled: Vec<(u64, u32, u16)> = Vec::new();
         for slot in 0..self.w.slab.msgs.len() as u32 {
             let m = self.w.slab.get_mut(slot);
@@ -303,6 +276,7 @@ impl<O: Observer> Engine<'_, O> {
     /// Broker `b` is back (`bridge`): it opens a bridge toward every peer that is up and has
     /// consumers.
     pub(super) fn bridges_broker_up(&mut self, b: u16) {
+        walk!();
         for p in 0..self.w.brokers.len() as u16 {
             let peer = &self.w.brokers[p as usize];
             if p != b && peer.is_up() && !peer.attached().is_empty() {

@@ -6,12 +6,14 @@
 //! write, after its work was given away. A pause shorter than the detection time only delays.
 
 use super::events::Ev;
+use super::walk::walk;
 use super::Engine;
 use crate::history::Observer;
 
 impl<O: Observer> Engine<'_, O> {
     /// Consumer `c`'s process stops.
     pub(super) fn pause_start(&mut self, c: u32) {
+        walk!();
         let Some(serial) = self.w.consumers[c as usize].pause(self.now) else {
             return;
         };
@@ -20,16 +22,10 @@ impl<O: Observer> Engine<'_, O> {
         self.q.push(at, Ev::PauseDetected { c, serial });
     }
 
-    /// Whether consumer `c`'s process is stopped; if so, `ev` (one of its own timers, due now)
-    /// waits until it resumes, with the time it had left when the process stopped.
-    #[inline]
-    pub(super) fn defer_if_paused(&mut self, c: u32, ev: Ev) -> bool {
-        self.w.consumers[c as usize].defer(self.now, ev)
-    }
-
     /// The broker has heard nothing from paused consumer `c` for `failure_detection`: it drops
     /// the connection and redelivers what it had given it. The process keeps the message in hand.
     pub(super) fn pause_detected(&mut self, c: u32, serial: u32) {
+        walk!();
         let cs = &self.w.consumers[c as usize];
         if !cs.paused_by(serial) || !cs.is_connected() {
             return;
@@ -40,6 +36,7 @@ impl<O: Observer> Engine<'_, O> {
     /// Consumer `c`'s process runs again: its timers go on where they stopped; if the broker
     /// dropped it meanwhile it reconnects through its failover list.
     pub(super) fn pause_end(&mut self, c: u32) {
+        walk!();
         let Some(deferred) = self.w.consumers[c as usize].unpause() else {
             return;
         };

@@ -7,6 +7,7 @@
 
 use super::events::Ev;
 use super::state::Job;
+use super::walk::walk;
 use super::Engine;
 use crate::history::Observer;
 use crate::scenario::Commit;
@@ -16,6 +17,7 @@ impl<O: Observer> Engine<'_, O> {
     /// starts; under auto-commit, the poll commits first if its interval is over.
     #[inline(never)]
     pub(super) fn polled(&mut self, c: u32) {
+        walk!();
         if let Some(limit) = self.max_poll {
             let cs = &mut self.w.consumers[c as usize];
             let serial = cs.next_poll();
@@ -30,6 +32,7 @@ impl<O: Observer> Engine<'_, O> {
     /// The deadline of consumer `c`'s poll `serial`: if it is still on that poll's records, the
     /// group drops it and it keeps them.
     pub(super) fn poll_overdue(&mut self, c: u32, serial: u32) {
+        walk!();
         let cs = &self.w.consumers[c as usize];
         if !cs.on_poll(serial) || !cs.is_up() || !cs.is_connected() {
             return;

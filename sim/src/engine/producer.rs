@@ -11,7 +11,8 @@
 
 use super::events::Ev;
 use super::state::{HeldSend, Loc, Msg};
-use super::Engine;
+use super::walk::walk;
+use super::{Engine, Fx};
 use crate::history::{Event, MsgRef, Observer};
 use crate::scenario::{OnDeliveryTimeout, Producers};
 use crate::strategy::{Route, RouteCtx};
@@ -23,6 +24,7 @@ use std::collections::{BTreeMap, VecDeque};
 impl<O: Observer> Engine<'_, O> {
     /// A message is produced; it goes to the producer's broker or waits in its buffer.
     pub(super) fn arrival(&mut self) {
+        walk!();
         let boost = self.w.poison_boost.iter().copied().fold(0.0, f64::max);
         let (key, seq, producer, poison, group) = self.keys.next(boost);
         let id = self.w.next_id;
@@ -73,6 +75,9 @@ impl<O: Observer> Engine<'_, O> {
     // frame costs more than the send-error test it carries.
     #[inline(always)]
     pub(super) fn send(&mut self, p: u32, slot: u32) {
+        walk!();
+        // Sends in a row (a flush after a reconnect): what the last one set off is over first.
+        self.flush();
         let ps = &mut self.w.producers[p as usize];
         if ps.broker.is_none() {
             ps.buffer.push_back(slot);
@@ -131,6 +136,8 @@ impl<O: Observer> Engine<'_, O> {
     /// `s` waits for its retry (a send stored with its answer lost leaves its copy waiting);
     /// `Err(block)`: the strategy's routing refused it.
     fn attempt(&mut self, p: u32, slot: u32) -> Result<Option<u32>, bool> {
+        // Retries in a row: what the last one set off is over first.
+        self.flush();
         let hit = if self.w.send_errors.is_empty() {
             None
         } else {
@@ -261,6 +268,8 @@ impl<O: Observer> Engine<'_, O> {
 
     /// The producer saw its send of `slot` fail.
     fn emit_send_fail(&mut self, p: u32, slot: u32) {
+        // A send stored with its answer lost set off a dispatch: that comes first.
+        self.flush();
         let msg = self.msg_ref(slot);
         self.emit(Event::SendFail {
             t: self.now,
@@ -273,6 +282,7 @@ impl<O: Observer> Engine<'_, O> {
     // Inlined into the send path (it stopped being when the message grew its lease fields).
     #[inline(always)]
     pub(super) fn route_and_enqueue(&mut self, p: u32, slot: u32) -> Result<u16, bool> {
+        walk!();
         let ps = &self.w.producers[p as usize];
         let connected = ps.broker.expect("connected");
         let view = self.view(slot);
@@ -317,8 +327,7 @@ impl<O: Observer> Engine<'_, O> {
         if !self.w.producers[p as usize].resent.is_empty() && self.resend(p, slot, b) {
             return Ok(b);
         }
-        self.enqueue_back(b, slot);
-        self.dispatch(b);
+        self.accept(b, slot);
         Ok(b)
     }
 
@@ -378,12 +387,13 @@ impl<O: Observer> Engine<'_, O> {
         ps.resent.push((copy, since, broker, false));
         waiting.insert(at, copy);
         ps.send_after_reconnect(waiting);
-        self.producer_lost_broker(p);
+        self.then(Fx::ProducerLostBroker(p));
     }
 
     /// A held send whose producer gave up on it ([`Engine::call_timed_out`]) is asked about
     /// again: stored where the strategy routes it, or held on.
     pub(super) fn held_send(&mut self, slot: u32, id: u64) {
+        walk!();
         let Some(i) = self.w.held_sends.iter().position(|h| h.slot == slot) else {
             return;
         };
@@ -411,13 +421,13 @@ impl<O: Observer> Engine<'_, O> {
             Err(Unrouted::Refused { .. }) => h.broker,
         };
         self.w.held_sends.swap_remove(i);
-        self.enqueue_back(b, slot);
-        self.dispatch(b);
+        self.accept(b, slot);
     }
 
     /// The strategy's routing refused a send (e.g. a Unit-of-Order member down): retried after
     /// the retry backoff; `block`: later sends wait behind it.
     pub(super) fn send_failed(&mut self, p: u32, slot: u32, block: bool) {
+        walk!();
         if let Some(at) = self.w.producers[p as usize].hold.take() {
             // Not a failure: the broker holds the send (`Route::Wait`), later sends wait.
             let ps = &mut self.w.producers[p as usize];
@@ -467,6 +477,7 @@ impl<O: Observer> Engine<'_, O> {
     /// (`RecordAccumulator.expiredBatches`, `Sender.getExpiredInflightBatches`); then the
     /// timeout is armed again for the new fronts.
     pub(super) fn delivery_timeout(&mut self, p: u32) {
+        walk!();
         let Some(limit) = self.cfg.delivery_timeout else {
             return;
         };
@@ -579,6 +590,7 @@ impl<O: Observer> Engine<'_, O> {
     /// `send_error` lets only the in-flight window's worth of the ones behind it go ahead (the
     /// rule at [`Engine::send_behind_failure`]).
     pub(super) fn producer_retry(&mut self, p: u32) {
+        walk!();
         let ps = &mut self.w.producers[p as usize];
         ps.retrying = false;
         // The round sends everything again: no window is open until one of them fails.

@@ -5,28 +5,29 @@
 use super::broker::{Delay, PutBack};
 use super::events::Ev;
 use super::state::{Delivery, Job, Loc};
+use super::walk::walk;
 use super::Engine;
 use crate::history::{Event, FailReason, Observer};
 use crate::scenario::{Commit, PartialFailure, RedeliveryMode};
 
-/// Nested failures handled on the stack before the next dispatch waits for the event queue.
+/// Failures chained in one instant before the next dispatch waits for the event queue.
 const MAX_FAIL_DEPTH: u32 = 32;
 
 impl<O: Observer> Engine<'_, O> {
     /// Delivery `job` of consumer `c` failed: rolled back, then redelivered or given up on.
     pub(super) fn failed(&mut self, c: u32, job: Job, reason: FailReason) {
-        self.fail_depth += 1;
+        walk!();
         self.fail(c, job, reason);
-        self.fail_depth -= 1;
     }
 
-    /// The broker's next dispatch after a failure: at once, or, under more nested failures than
-    /// [`MAX_FAIL_DEPTH`] (a handler that fails in `begin` during an outage, with zero-delay
-    /// non-blocking redelivery: fail, requeue, dispatch, fail, ... in one instant), from the
-    /// event queue at the same instant (events already due then may go first), so that the
-    /// stack stays bounded.
+    /// The broker's next dispatch after a failure: at once, or, at the end of a chain of more
+    /// than [`MAX_FAIL_DEPTH`] failures each set off by the one before in the same instant (a
+    /// handler that fails in `begin` during an outage, with zero-delay non-blocking redelivery:
+    /// fail, requeue, dispatch, fail, ...), from the event queue at the same instant (events
+    /// already due then may go first), so that such a loop is made of events, which the run's
+    /// bounds count (`max_events`, the stuck check).
     fn dispatch_after_failure(&mut self, b: u16) {
-        if self.fail_depth < MAX_FAIL_DEPTH {
+        if self.failures_open < MAX_FAIL_DEPTH {
             self.dispatch(b);
         } else {
             self.q.push(self.now, Ev::Dispatch(b));
@@ -50,6 +51,8 @@ impl<O: Observer> Engine<'_, O> {
             // Spring Kafka's container commits what the poll processed before its error
             // handler seeks the failed record back (`invokeErrorHandler`) [K8].
             self.commit_now(c);
+            // What the commit set off comes before the rollback goes on, as the call did.
+            self.flush();
         }
         let cs = &mut self.w.consumers[c as usize];
         let failures = cs.record_failure();
@@ -84,6 +87,8 @@ impl<O: Observer> Engine<'_, O> {
                 }
             }
         }
+        // What giving the window back set off (requeues, dispatches) comes first.
+        self.flush();
         // A consumer whose connection is gone cannot roll back at the broker: the broker already
         // took the message back when the connection dropped.
         if self.w.slab.valid(&d, c) && self.w.brokers[d.broker as usize].is_up() {
@@ -151,39 +156,8 @@ impl<O: Observer> Engine<'_, O> {
             self.dispatch_after_failure(d.broker);
         }
         if suspend {
+            self.flush();
             self.suspend(c);
-        }
-    }
-
-    /// The deliveries of the message in `slot`, whose current one failed, that count against
-    /// the redelivery limit once it is returned: a failure returned without counting (a
-    /// RabbitMQ 4.3 quorum queue's `basic.nack`, `count_failed = false`) leaves the count where
-    /// it was, so the limit reads the deliveries that failed otherwise (a consumer's death).
-    /// Every path of a failure (a listener's, a batch job's) asks here, and records the return
-    /// with [`Engine::returned_failed`] when the message goes back.
-    pub(super) fn failed_deliveries(&self, slot: u32) -> u32 {
-        let counted = self.w.slab.counted(slot);
-        counted.saturating_sub(u32::from(!self.cfg.redelivery.count_failed))
-    }
-
-    /// The failed delivery of the message in `slot` went back to the broker: one the broker
-    /// does not count is left out of its count from now on ([`Engine::failed_deliveries`]).
-    pub(super) fn returned_failed(&mut self, slot: u32) {
-        if !self.cfg.redelivery.count_failed {
-            self.w.slab.uncount(slot);
-        }
-    }
-
-    /// How long the failed delivery of the message in `slot` (its `deliveries`-th) stays
-    /// undeliverable: the policy's delay from the failure, or, with `until_lease_end` (SQS), what
-    /// is left of its lease: the visibility timeout runs from the receive (or the last
-    /// `ChangeMessageVisibility`), not from the failure [Q4][Q8].
-    pub(super) fn invisible_for(&self, slot: u32, deliveries: u32) -> u64 {
-        let r = &self.cfg.redelivery;
-        if r.until_lease_end {
-            self.w.slab.get(slot).lease_due.saturating_sub(self.now)
-        } else {
-            r.delay(deliveries).0
         }
     }
 
@@ -267,6 +241,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// Blocking redelivery: the consumer redelivers the held message to itself.
     pub(super) fn blocking_retry(&mut self, c: u32, epoch: u32) {
+        walk!();
         if !self.w.consumers[c as usize].alive_in(epoch) {
             return;
         }
@@ -290,6 +265,7 @@ impl<O: Observer> Engine<'_, O> {
     /// goes back to its queue ([`Self::cancel_window`]). The broker dispatches once the others
     /// due at this instant are back too (events at an instant run in the order scheduled).
     pub(super) fn return_due(&mut self, slot: u32, id: u64) {
+        walk!();
         let m = self.w.slab.get(slot);
         let Loc::Held(b) = m.loc else { return };
         if m.r.id != id {
@@ -303,6 +279,7 @@ impl<O: Observer> Engine<'_, O> {
     /// A non-blocking redelivery delay is over: the message goes back to its queue (at the head,
     /// unless `requeue` says otherwise).
     pub(super) fn redelivery_due(&mut self, slot: u32, id: u64) {
+        walk!();
         let m = self.w.slab.get(slot);
         if m.r.id != id {
             return;

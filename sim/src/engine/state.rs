@@ -60,6 +60,54 @@ pub(super) struct World {
     pub held_sends: Vec<HeldSend>,
 }
 
+/// The world's own bookkeeping: messages strategies took over, and the target rows.
+impl World {
+    /// Forgets that the strategy holds message `id` (it was applied, rejected or dead-lettered).
+    /// Most strategies never take messages over: skip the map lookup when it is empty.
+    #[inline]
+    pub fn unhold(&mut self, id: u64) {
+        if !self.held.is_empty() {
+            self.held.remove(&id);
+        }
+    }
+
+    /// Notes that a copy of message `id` (in `slot`, if it is still there) has been applied.
+    pub fn mark_applied(&mut self, slot: u32, id: u64) {
+        let m = self.slab.get_mut(slot);
+        if m.r.id == id && m.loc != Loc::Free {
+            m.applied = true;
+        }
+    }
+
+    /// The strategy took message `msg` (delivered in `slot`) over: it holds it until it applies
+    /// or discards it. A copy of a message already applied, or one the broker has settled
+    /// meanwhile (its slot freed or reused: acked, dropped, dead-lettered or lost while this
+    /// consumer held a copy whose lease had ended), is not held: it can no longer be pending,
+    /// only duplicated or written late.
+    pub fn take_over(&mut self, slot: u32, msg: MsgRef) {
+        let m = self.slab.get(slot);
+        if m.r.id != msg.id || m.loc == Loc::Free || m.applied {
+            return;
+        }
+        self.held.insert(
+            msg.id,
+            Held {
+                msg,
+                slot,
+                dropped: false,
+            },
+        );
+    }
+
+    /// Writes the target row of `key` with the state of `state_seq`.
+    pub fn write_row(&mut self, key: u32, state_seq: u32, timestamp: u64) {
+        let row = &mut self.rows[key as usize];
+        row.state = state_seq + 1;
+        row.timestamp = timestamp;
+        row.version += 1;
+    }
+}
+
 /// A send a broker holds whose producer gave up waiting for it.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct HeldSend {
