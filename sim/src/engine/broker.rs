@@ -1032,13 +1032,22 @@ impl<O: Observer> Engine<'_, O> {
         self.scratch = cands;
         // Only the consumers that received something may have work to start: each does, after
         // this step (the router), then the strategy's requests.
-        for &c in &started {
-            if self.poll_hook {
-                self.then(Fx::Polled(c));
+        if let Some((&last, rest)) = started.split_last() {
+            for &c in rest {
+                if self.poll_hook {
+                    self.then(Fx::Polled(c));
+                }
+                self.then(Fx::StartNext(c));
             }
-            self.then(Fx::StartNext(c));
+            if self.poll_hook {
+                self.then(Fx::Polled(last));
+            }
+            // The last start and the strategy's requests (from `select`, and whatever the
+            // starts leave) as one step.
+            self.then(Fx::StartThenApply(last));
+        } else {
+            self.apply_control();
         }
-        self.apply_control();
         started.clear();
         self.started_scratch = started;
     }

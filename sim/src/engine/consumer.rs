@@ -64,6 +64,9 @@ impl<O: Observer> Engine<'_, O> {
 
     /// An idle, connected consumer takes the next message from its buffer; the strategy's `begin`
     /// may let it proceed, park it (waiting for a lock), or fail it.
+    // Out of line: the router calls it from several arms, each of which would inline all of
+    // `start_one` otherwise.
+    #[inline(never)]
     pub(super) fn start_next(&mut self, c: u32) {
         walk!();
         // Behind effects still waiting: after them, as the call came after theirs.
@@ -175,8 +178,7 @@ impl<O: Observer> Engine<'_, O> {
                 self.sync_load(c);
                 // Rolled back, then the strategy's requests, then its next message.
                 self.then(Fx::Failed { c, reason });
-                self.apply_control();
-                self.start_next(c);
+                self.apply_then_start(c);
                 return;
             }
         }
@@ -230,8 +232,7 @@ impl<O: Observer> Engine<'_, O> {
             c,
             reason: FailReason::Strategy,
         });
-        self.apply_control();
-        self.start_next(c);
+        self.apply_then_start(c);
     }
 
     /// Processing is over: run the handler, then ack, or roll back. A consumer that lost its
@@ -321,8 +322,7 @@ impl<O: Observer> Engine<'_, O> {
                 return;
             }
         }
-        self.apply_control();
-        self.start_next(c);
+        self.apply_then_start(c);
     }
 
     pub(super) fn succeeded(&mut self, c: u32, d: Delivery, msg: MsgRef) {
@@ -401,10 +401,13 @@ impl<O: Observer> Engine<'_, O> {
     /// its next message itself; a listener is started by its broker's dispatch).
     #[inline]
     fn then_in_job(&mut self, c: u32) {
-        if self.waiting() {
-            self.then(Fx::StartNextInJob(c));
-        } else if self.w.consumers[c as usize].in_job() {
-            self.start_next(c);
+        // Only a `JobStart` event starts a job run: one not running now is not running later.
+        if self.w.consumers[c as usize].in_job() {
+            if self.waiting() {
+                self.then(Fx::StartNextInJob(c));
+            } else {
+                self.start_next(c);
+            }
         }
     }
 

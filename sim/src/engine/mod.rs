@@ -121,6 +121,10 @@ enum Fx {
     Polled(u32),
     /// The strategy's requests, carried out in the order made.
     ApplyControl,
+    /// [`Fx::StartNext`], then [`Fx::ApplyControl`], as one step (the end of a dispatch).
+    StartThenApply(u32),
+    /// [`Fx::ApplyControl`], then [`Fx::StartNext`], as one step (the end of a message).
+    ApplyThenStart(u32),
     /// The fault phase is over: the drain begins.
     StartDrain,
     /// Consumer `c`, if it runs a batch job, takes its next message.
@@ -361,9 +365,10 @@ impl<'a, O: Observer> Engine<'a, O> {
     }
 
     /// Carries out what a strategy hook asked for.
-    #[inline]
+    #[inline(always)]
     pub(super) fn apply_control(&mut self) {
-        // Behind effects still waiting: after them, as the call came after theirs.
+        // Behind effects still waiting: after them, as the call came after theirs (they may
+        // leave requests of their own for it).
         if self.waiting() {
             self.then(Fx::ApplyControl);
             return;
@@ -425,6 +430,18 @@ impl<'a, O: Observer> Engine<'a, O> {
         self.fx.len() > self.step_base
     }
 
+    /// The strategy's requests, then consumer `c`'s next message: at once, or as one effect
+    /// behind those still waiting (the end of a message's processing).
+    #[inline]
+    fn apply_then_start(&mut self, c: u32) {
+        if self.waiting() {
+            self.then(Fx::ApplyThenStart(c));
+        } else {
+            self.apply_control();
+            self.start_next(c);
+        }
+    }
+
     /// Asks for `e` after the current step: the router carries it out once the step is over,
     /// after the effects the step asked for before it (and theirs), before those asked after.
     #[inline(always)]
@@ -461,22 +478,49 @@ impl<'a, O: Observer> Engine<'a, O> {
     #[inline(never)]
     fn flush_waiting(&mut self) {
         let base = self.step_base;
-        // The step pushed them in order: the first goes on top.
-        self.fx[base..].reverse();
-        while self.fx.len() > base {
-            let e = self.fx.pop().expect("above the base");
+        // The step pushed them in order: the first goes on top (most steps push one).
+        if self.fx.len() - base > 1 {
+            self.fx[base..].reverse();
+        }
+        while let Some(e) = self.fx.pop() {
             let top = self.fx.len();
             self.step_base = top;
             #[cfg(debug_assertions)]
             {
                 self.deferred = None;
             }
-            let failure = matches!(e, Fx::Failed { .. });
-            self.exec(e);
-            self.fx[top..].reverse();
-            if failure {
-                // Below what the rollback set off: its failure is over when they are.
-                self.fx.insert(top, Fx::FailureOver);
+            // The effects of nearly every message, carried out here; the rest in `exec`.
+            match e {
+                Fx::StartNext(c) => self.start_next(c),
+                Fx::StartThenApply(c) => {
+                    self.start_next(c);
+                    self.apply_control();
+                }
+                Fx::ApplyThenStart(c) => {
+                    self.apply_control();
+                    self.start_next(c);
+                }
+                Fx::ApplyControl => self.apply_control(),
+                Fx::Dispatch(b) => self.dispatch(b),
+                Fx::Failed { .. } => {
+                    self.exec(e);
+                    if self.fx.len() - top > 1 {
+                        self.fx[top..].reverse();
+                    }
+                    // Below what the rollback set off: its failure is over when they are.
+                    self.fx.insert(top, Fx::FailureOver);
+                    if self.fx.len() == base {
+                        break;
+                    }
+                    continue;
+                }
+                _ => self.exec(e),
+            }
+            if self.fx.len() - top > 1 {
+                self.fx[top..].reverse();
+            }
+            if self.fx.len() == base {
+                break;
             }
         }
         self.step_base = base;
@@ -492,6 +536,14 @@ impl<'a, O: Observer> Engine<'a, O> {
         match e {
             Fx::Dispatch(b) => self.dispatch(b),
             Fx::StartNext(c) => self.start_next(c),
+            Fx::StartThenApply(c) => {
+                self.start_next(c);
+                self.apply_control();
+            }
+            Fx::ApplyThenStart(c) => {
+                self.apply_control();
+                self.start_next(c);
+            }
             Fx::Polled(c) => self.polled(c),
             Fx::ApplyControl => self.apply_control(),
             Fx::StartDrain => self.start_drain(),
