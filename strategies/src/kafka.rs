@@ -428,14 +428,23 @@ impl Kafka {
         if self.dead.contains(&m) {
             return;
         }
-        if self.revoke(m) && self.round.is_none() {
-            ctl.commit(m);
-            self.start_round(&[m], ctl);
-        } else if let Some(pending) = &mut self.round {
-            if let Some(i) = pending.iter().position(|&x| x == m) {
-                pending.remove(i);
-                ctl.commit(m);
+        let revoked = self.revoke(m);
+        match &mut self.round {
+            Some(pending) => {
+                // It rejoins this round, or had already and revokes in it: a commit either way.
+                let waited = pending
+                    .iter()
+                    .position(|&x| x == m)
+                    .map(|i| pending.remove(i));
+                if revoked || waited.is_some() {
+                    ctl.commit(m);
+                }
             }
+            None if revoked => {
+                ctl.commit(m);
+                self.start_round(&[m], ctl);
+            }
+            None => {}
         }
         self.maybe_complete(ctl);
     }
