@@ -35,6 +35,7 @@ mod physics;
 mod producer;
 mod properties;
 mod rabbit_versions;
+mod rebalance_protocol;
 mod reports;
 mod resend;
 mod restart;

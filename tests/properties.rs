@@ -50,7 +50,7 @@ struct Gen {
     /// 1 `"0s"` (none), 2 200ms dropped, 3 200ms resent, 4 1s resent.
     delivery_timeout: u8,
     /// `[[broker]] version` on a versioned flavour: 0 left out (the current release), else
-    /// `Flavour::versions()[n - 1]`.
+    /// `Flavour::versions()[n - 1]`. Under `kafka`: the assignor (`version % 3`).
     version: u8,
     /// Under `rabbitmq_quorum`: 0 the defaults; else `[[broker]] version` ("3.13", "4.2",
     /// "4.3" by `(rabbit - 1) / 2`) and `return_with` (`nack` when odd, `reject` when even).
@@ -332,7 +332,14 @@ fn toml_of(g: &Gen) -> String {
         _ => {}
     }
     if g.strategy == "kafka" {
-        writeln!(s, "[strategy.kafka]\npartitions = 3").unwrap();
+        // The assignor, and with it the rebalance protocol, by `version` (unused for Kafka): 0
+        // left out (range, eager), 1 round robin (eager), 2 cooperative-sticky (cooperative).
+        let assignor = [
+            "",
+            "assignor = \"round_robin\"\n",
+            "assignor = \"cooperative_sticky\"\n",
+        ][g.version as usize % 3];
+        writeln!(s, "[strategy.kafka]\npartitions = 3\n{assignor}").unwrap();
     }
     // Artemis clustered grouping on half the Artemis draws (`version` is unused there): the
     // LOCAL handler on the last broker, a short timeout so that held sends end within the run.

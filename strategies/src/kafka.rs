@@ -12,15 +12,25 @@
 //!   first is used), `round_robin`, or `cooperative_sticky` (each member keeps what it owned as far
 //!   as balance allows: [`sticky`]). Members are the consumers connected, ordered by index (a
 //!   member id's order);
-//! - a rebalance (a member joins, leaves, or is dropped after `session.timeout.ms`) is eager: every
-//!   member commits what it processed, and a partition that moves to another member is handed
-//!   over only once its old owner has processed what it had fetched of it and committed (its next
-//!   `poll()` joins the rebalance). A member dropped for silence (a crash, a pause past the
-//!   session timeout) commits nothing: its partitions resume from their last commit (duplicates);
-//!   a paused member that wakes up still writes what it had in hand, and its commit fails;
+//! - a rebalance (a member joins, leaves, or is dropped after `session.timeout.ms`; partitions
+//!   are added) waits for every member to rejoin, which a member does only from `poll()`: at once
+//!   if it is waiting there, else once it has processed every record of its last poll (or is
+//!   dropped at `max.poll.interval.ms`, the rebalance timeout, by `poll.rs`). Each commits as it
+//!   rejoins (`onJoinPrepare`). The protocol follows the assignor [K12][K13]: `range` and
+//!   `round_robin` are eager (so is the default list, which negotiates eager): a member revokes
+//!   all it owns when it rejoins, so nothing flows to anyone until the last busy member has
+//!   polled and the new assignment is made (stop-the-world, KIP-429 [K14]). `cooperative_sticky`
+//!   is cooperative: the members keep fetching what they own while the group waits; the
+//!   assignment gives unowned partitions out at once, and a partition that moves is revoked by
+//!   its owner at its next poll (`onJoinComplete`) and given to its new owner in a second round,
+//!   which again waits for every member's next poll. A member dropped for silence (a crash, a
+//!   pause past the session timeout) commits nothing: its partitions resume from their last
+//!   commit (duplicates); a paused member that wakes up still writes what it had in hand, and
+//!   its commit fails;
 //! - a member restarted before the group dropped its dead session (no `group.instance.id`:
 //!   `[consumers] restart_takes_over = false`, the flavour's) joins as a new member, and the
-//!   rebalance waits for the old session's timeout: nothing is handed out meanwhile [K7]. A
+//!   rebalance waits for the old session's timeout (under eager nothing is handed out
+//!   meanwhile; under cooperative only the dead session's partitions wait) [K7]. A
 //!   static member's `consumer_leave` sends no LeaveGroup (the engine's `membership.rs`): no
 //!   rebalance until its session times out. A member
 //!   dropped for a slow poll loop (`max_poll_interval`) is the engine's (`poll.rs`).
@@ -127,7 +137,30 @@ impl Assignor {
     }
 }
 
+/// A group's rebalance protocol (`ConsumerPartitionAssignor.RebalanceProtocol`): the consumer
+/// takes the highest protocol every configured assignor supports (`ConsumerCoordinator`'s
+/// constructor), so only `cooperative_sticky` alone is cooperative; the default list
+/// `[RangeAssignor, CooperativeStickyAssignor]` negotiates eager, since `RangeAssignor` supports
+/// only eager [K12][K13].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// Every member revokes all it owns when it rejoins (`onJoinPrepare`): nothing flows until
+    /// the new assignment (stop-the-world).
+    Eager,
+    /// Members keep what they own while they rejoin; a partition that moves is revoked by its
+    /// owner when the assignment arrives (`onJoinComplete`) and handed out in a second round.
+    Cooperative,
+}
+
 impl Assignor {
+    /// The rebalance protocol this assignor (alone in the group's list) negotiates.
+    pub fn protocol(self) -> Protocol {
+        match self {
+            Assignor::CooperativeSticky => Protocol::Cooperative,
+            Assignor::Range | Assignor::RoundRobin => Protocol::Eager,
+        }
+    }
+
     /// The new owner of each partition, given `owned` (each partition's current owner, a member
     /// id or none) and the group's `members` (ids, sorted).
     pub fn reassign(self, owned: &[Option<u32>], members: &[u32]) -> Vec<Option<u32>> {
@@ -243,16 +276,14 @@ impl Default for KafkaParams {
     }
 }
 
-/// Records of one partition handed to its owner and not yet processed.
+/// One partition's ownership in the group.
 #[derive(Clone, Copy, Debug, Default)]
 struct Partition {
     /// The member that owns it (a consumer id).
     owner: Option<u32>,
-    /// The previous owner, still a member, that must finish what it fetched and commit before
-    /// the new owner gets any record.
-    revoking: Option<u32>,
-    /// Records delivered to a consumer and neither processed, settled nor given back.
-    unprocessed: u32,
+    /// Cooperative: the assignment moved it away from its owner, which fetches no more of it
+    /// and revokes it at its next poll; the second round hands it to its new owner.
+    revoking: bool,
 }
 
 /// What `n` partitions cost a run of `sc`: a [`Partition`] each plus the owners the rebalance
@@ -282,10 +313,25 @@ pub struct Kafka {
     members: Vec<u32>,
     /// Per record delivered and not processed yet: its partition and holder.
     holding: BTreeMap<u64, (u32, u32)>,
-    /// Members whose process restarted while the group still holds their dead session: the
-    /// rebalance their new JoinGroup starts waits for that session to time out, and the whole
-    /// group fetches nothing meanwhile (an eager rebalance stops every member).
-    rejoining: Vec<u32>,
+    /// Per consumer id: records delivered to it and neither processed, settled nor given back.
+    /// A member with none is in `poll()`: that is where it rejoins a rebalance.
+    held: Vec<u32>,
+    /// A rebalance in progress: the members still to rejoin (each does at its next poll; a
+    /// dead one never, until its session goes). None while the group is stable.
+    round: Option<Vec<u32>>,
+    /// Eager: a rebalance is in progress and every member has revoked (or will revoke at its
+    /// next poll, fetching nothing more meanwhile) all it owned: nothing is handed out.
+    stopped: bool,
+    /// Members whose process died while the group still holds their session (a crash not yet
+    /// noticed, or a restart whose new JoinGroup waits for the old session): they never rejoin
+    /// a rebalance, which waits for their session to time out [K7].
+    dead: Vec<u32>,
+    /// Cooperative: members with partitions the last assignment moved away, to revoke at their
+    /// next poll.
+    revokers: Vec<u32>,
+    /// Restarted processes whose JoinGroup waits in the rebalance for their old session to time
+    /// out: the round takes them in when they join, rather than ending without them.
+    replacing: Vec<u32>,
 }
 
 impl Kafka {
@@ -299,7 +345,12 @@ impl Kafka {
             added: 0,
             members: Vec::new(),
             holding: BTreeMap::new(),
-            rejoining: Vec::new(),
+            held: Vec::new(),
+            round: None,
+            stopped: false,
+            dead: Vec::new(),
+            revokers: Vec::new(),
+            replacing: Vec::new(),
         }
     }
 
@@ -322,51 +373,179 @@ impl Kafka {
         self.partitions[p as usize].owner
     }
 
-    /// Recomputes the assignment after a membership or topology change (an eager rebalance).
-    fn rebalance(&mut self, broker: u16, ctl: &mut Control) {
-        let owned: Vec<Option<u32>> = self.partitions.iter().map(|p| p.owner).collect();
-        let owners = self.assignor.reassign(&owned, &self.members);
-        // Every member commits what it processed before the group is re-formed.
-        for &m in &self.members {
-            ctl.commit(m);
+    /// Whether a rebalance is in progress (for tests).
+    pub fn rebalancing(&self) -> bool {
+        self.round.is_some()
+    }
+
+    /// A member joined or left, a dead member's replacement asked to join, or partitions were
+    /// added: a rebalance starts, or the one in progress takes the change in (a joiner is in
+    /// `poll()`, so already rejoined; a leaver is no longer waited for).
+    fn rebalance(&mut self, ctl: &mut Control) {
+        match &mut self.round {
+            Some(pending) => pending
+                .retain(|m| self.members.binary_search(m).is_ok() || self.replacing.contains(m)),
+            None => self.start_round(&[], ctl),
         }
+        self.maybe_complete(ctl);
+    }
+
+    /// A rebalance starts (the coordinator asks every member to rejoin; those in `already` just
+    /// did). A member in `poll()` (nothing held) rejoins at once; a busy one at its next poll,
+    /// that is once it has processed every record of its last poll. Each commits as it rejoins
+    /// (`onJoinPrepare`'s auto-commit; Spring's container commits in `onPartitionsRevoked`).
+    /// Under eager each also revokes everything it owns: from now nothing is handed out.
+    fn start_round(&mut self, already: &[u32], ctl: &mut Control) {
+        let mut pending = Vec::new();
+        for &m in &self.members {
+            if already.contains(&m) {
+                continue;
+            }
+            if self.dead.contains(&m) || self.held_by(m) > 0 {
+                pending.push(m);
+            } else {
+                ctl.commit(m);
+            }
+        }
+        self.round = Some(pending);
+        if self.assignor.protocol() == Protocol::Eager {
+            self.stopped = true;
+            // Promises made to owners are withdrawn: nothing goes to anyone now.
+            ctl.holds_changed(0);
+        }
+    }
+
+    /// Records of member `m` delivered and not yet processed or given back.
+    fn held_by(&self, m: u32) -> u32 {
+        self.held.get(m as usize).copied().unwrap_or(0)
+    }
+
+    /// Member `m` is back in `poll()` (it processed, or gave back, every record it held). Under
+    /// cooperative it revokes the partitions the last assignment moved away from it, commits,
+    /// and rejoins: the second round (started by the first such member). It rejoins the round in
+    /// progress, committing first.
+    fn polls(&mut self, m: u32, ctl: &mut Control) {
+        if self.dead.contains(&m) {
+            return;
+        }
+        let revoked = self.revoke(m);
+        match &mut self.round {
+            Some(pending) => {
+                // It rejoins this round, or had already and revokes in it: a commit either way.
+                let waited = pending
+                    .iter()
+                    .position(|&x| x == m)
+                    .map(|i| pending.remove(i));
+                if revoked || waited.is_some() {
+                    ctl.commit(m);
+                }
+            }
+            None if revoked => {
+                ctl.commit(m);
+                self.start_round(&[m], ctl);
+            }
+            None => {}
+        }
+        self.maybe_complete(ctl);
+    }
+
+    /// Member `m`, in `poll()`, revokes the partitions the last assignment moved away from it
+    /// (`onJoinComplete`): nobody's until the next round. Whether it had any.
+    fn revoke(&mut self, m: u32) -> bool {
+        let Some(i) = self.revokers.iter().position(|&r| r == m) else {
+            return false;
+        };
+        self.revokers.remove(i);
+        let mut any = false;
+        for part in &mut self.partitions {
+            if part.revoking && part.owner == Some(m) {
+                part.revoking = false;
+                part.owner = None;
+                any = true;
+            }
+        }
+        any
+    }
+
+    /// Every member has rejoined: the leader's assignment takes effect (`SyncGroup`). Eager: all
+    /// partitions, from nothing. Cooperative (`CooperativeStickyAssignor.adjustAssignment`): a
+    /// partition owned by nobody goes to its new owner now; one that moves from a member stays
+    /// with it, revoking, until that member's next poll; the second round hands it out.
+    fn maybe_complete(&mut self, ctl: &mut Control) {
+        if self.round.as_ref().is_none_or(|p| !p.is_empty()) {
+            return;
+        }
+        self.round = None;
+        self.stopped = false;
+        let owned: Vec<Option<u32>> = self
+            .partitions
+            .iter()
+            .map(|p| p.owner.filter(|o| self.members.binary_search(o).is_ok()))
+            .collect();
+        let owners = self.assignor.reassign(&owned, &self.members);
+        let cooperative = self.assignor.protocol() == Protocol::Cooperative;
+        let mut revokers = std::mem::take(&mut self.revokers);
         for (p, new) in owners.into_iter().enumerate() {
             let part = &mut self.partitions[p];
             if part.owner == new {
+                // Stays, or (assigned back before its owner polled) is no longer revoked.
+                part.revoking = false;
                 continue;
             }
-            let old = part.owner;
-            part.owner = new;
-            // The old owner, if it is still a member, finishes what it fetched of it first.
-            part.revoking = old.filter(|o| self.members.contains(o) && part.unprocessed > 0);
-            if let Some(n) = new {
-                ctl.reassigned(broker, n);
+            match owned[p] {
+                Some(old) if cooperative && new.is_some() => {
+                    part.revoking = true;
+                    if !revokers.contains(&old) {
+                        revokers.push(old);
+                    }
+                }
+                _ => {
+                    part.owner = new;
+                    part.revoking = false;
+                    if let Some(n) = new {
+                        ctl.reassigned(0, n);
+                    }
+                }
             }
         }
-        ctl.holds_changed(broker);
+        ctl.holds_changed(0);
         ctl.redispatch();
+        self.revokers = revokers;
+        // A member already in `poll()` gets the assignment there, revokes at once and rejoins:
+        // the second round.
+        let idle: Vec<u32> = (self.revokers.iter().copied())
+            .filter(|&m| self.held_by(m) == 0 && !self.dead.contains(&m))
+            .collect();
+        let mut rejoined = Vec::new();
+        for m in idle {
+            if self.revoke(m) {
+                ctl.commit(m);
+                rejoined.push(m);
+            }
+        }
+        if !rejoined.is_empty() {
+            self.start_round(&rejoined, ctl);
+            self.maybe_complete(ctl);
+        }
     }
 
-    /// One record of partition `p` is no longer waiting to be processed by its holder: when the
-    /// old owner of a partition being handed over has none left, it commits, and the new owner
-    /// may have the partition.
-    fn done(&mut self, p: u32, ctl: &mut Control) {
-        let part = &mut self.partitions[p as usize];
-        part.unprocessed = part.unprocessed.saturating_sub(1);
-        if part.unprocessed == 0 {
-            if let Some(old) = part.revoking.take() {
-                ctl.commit(old);
-                ctl.holds_changed(0);
-                ctl.redispatch();
-            }
+    /// One record of partition `p` held by member `holder` is no longer waiting to be
+    /// processed: with none left the member is back in `poll()`.
+    fn done(&mut self, holder: u32, ctl: &mut Control) {
+        let Some(h) = self.held.get_mut(holder as usize) else {
+            return;
+        };
+        *h = h.saturating_sub(1);
+        if *h == 0 && (self.round.is_some() || !self.revokers.is_empty()) {
+            self.polls(holder, ctl);
         }
     }
 
     /// The record left the broker's hands for good, or came back to the log: forget it.
     fn forget(&mut self, id: u64, ctl: &mut Control) {
         // A record already processed was forgotten then (`on_handled`).
-        if let Some((p, _)) = self.holding.remove(&id) {
-            self.done(p, ctl);
+        if let Some((_, holder)) = self.holding.remove(&id) {
+            self.done(holder, ctl);
         }
     }
 }
@@ -375,7 +554,7 @@ impl Handler for Kafka {}
 
 impl crate::Named for Kafka {
     const NAME: &'static str = "kafka";
-    const SUMMARY: &'static str = "Kafka consumer group: key -> partition by murmur2, one owner per partition (range assignor), eager rebalance; run with flavour = \"kafka\" (offset commits, session timeout)";
+    const SUMMARY: &'static str = "Kafka consumer group: key -> partition by murmur2, one owner per partition (range assignor), eager or cooperative rebalance; run with flavour = \"kafka\" (offset commits, session timeout)";
     const GUARANTEE: &'static str = "ordering_violations";
     const ROLE: crate::Role = crate::Role::Dispatch;
     const FLAVOUR: sim::scenario::Flavour = sim::scenario::Flavour::Kafka;
@@ -405,7 +584,7 @@ impl crate::Named for Kafka {
             default: "range",
             range: crate::Range::Any,
             sizes: None,
-            models: "partition.assignment.strategy (default [RangeAssignor, CooperativeStickyAssignor]: range); cooperative_sticky keeps owners where balance allows",
+            models: "partition.assignment.strategy (default [RangeAssignor, CooperativeStickyAssignor]: range, eager protocol: a rebalance stops every member until the last has polled); cooperative_sticky keeps owners where balance allows and the cooperative protocol (only moved partitions stop, for two rounds)",
             hazard: None,
         },
     ];
@@ -422,18 +601,21 @@ impl crate::Named for Kafka {
 
 impl Strategy for Kafka {
     fn select(&mut self, ctx: &DispatchCtx, msg: &MsgView, _ctl: &mut Control) -> Select {
-        if !self.rejoining.is_empty() {
-            // The group is stopped: every record waits, so the rest of the log is not asked.
+        if self.stopped {
+            // An eager rebalance: every record waits, so the rest of the log is not asked.
             return Select::Stop;
         }
         let p = self.partition_of(msg);
         let part = &self.partitions[p as usize];
-        let Some(owner) = part.owner.filter(|_| part.revoking.is_none()) else {
+        let Some(owner) = part.owner.filter(|_| !part.revoking) else {
             return Select::Hold;
         };
         match ctx.consumers.iter().position(|c| c.id == owner) {
             Some(i) if ctx.consumers[i].free > 0 => {
-                self.partitions[p as usize].unprocessed += 1;
+                if self.held.len() <= owner as usize {
+                    self.held.resize(owner as usize + 1, 0);
+                }
+                self.held[owner as usize] += 1;
                 self.holding.insert(msg.id, (p, owner));
                 Select::Consumer(i)
             }
@@ -452,24 +634,33 @@ impl Strategy for Kafka {
         Route::Connected
     }
 
-    fn on_attach(&mut self, _now: Time, broker: u16, consumer: u32, ctl: &mut Control) {
+    fn on_attach(&mut self, _now: Time, _broker: u16, consumer: u32, ctl: &mut Control) {
         if let Err(i) = self.members.binary_search(&consumer) {
             self.members.insert(i, consumer);
-            self.rebalance(broker, ctl);
+            // It joins from `poll()`: it has rejoined (a restarted process, the round that
+            // waited for its old session).
+            self.replacing.retain(|&c| c != consumer);
+            if let Some(pending) = &mut self.round {
+                pending.retain(|&m| m != consumer);
+            }
+            self.rebalance(ctl);
         }
     }
 
-    fn on_detach(&mut self, _now: Time, broker: u16, consumer: u32, ctl: &mut Control) {
-        self.rejoining.retain(|&c| c != consumer);
+    fn on_detach(&mut self, _now: Time, _broker: u16, consumer: u32, ctl: &mut Control) {
+        self.dead.retain(|&c| c != consumer);
+        self.revokers.retain(|&c| c != consumer);
         if let Ok(i) = self.members.binary_search(&consumer) {
             self.members.remove(i);
-            // What it held came back to the log: a handover waiting on it is over.
+            // Its partitions are nobody's until the rebalance assigns them (what it held came
+            // back to the log: a revocation waiting on it is over).
             for part in &mut self.partitions {
-                if part.revoking == Some(consumer) {
-                    part.revoking = None;
+                if part.owner == Some(consumer) {
+                    part.owner = None;
+                    part.revoking = false;
                 }
             }
-            self.rebalance(broker, ctl);
+            self.rebalance(ctl);
         }
     }
 
@@ -486,8 +677,8 @@ impl Strategy for Kafka {
         if matches!(outcome, Outcome::Applied { .. } | Outcome::Rejected)
             && self.holding.get(&msg.id).is_some_and(|h| h.1 == consumer)
         {
-            let (p, _) = self.holding.remove(&msg.id).expect("present");
-            self.done(p, ctl);
+            self.holding.remove(&msg.id);
+            self.done(consumer, ctl);
         }
     }
 
@@ -501,14 +692,34 @@ impl Strategy for Kafka {
 
     fn on_world(&mut self, _now: Time, change: WorldChange, ctl: &mut Control) {
         match change {
-            // Its old session is still a member (no `group.instance.id`): the new member's join
-            // starts a rebalance that waits for the old one; every member commits as it rejoins.
-            WorldChange::ConsumerRestarted(c)
-                if self.members.binary_search(&c).is_ok() && !self.rejoining.contains(&c) =>
+            // Its session stays in the group until it times out: it will not rejoin.
+            WorldChange::ConsumerCrashed(c)
+                if self.members.binary_search(&c).is_ok() && !self.dead.contains(&c) =>
             {
-                self.rejoining.push(c);
-                for &m in self.members.iter().filter(|&&m| m != c) {
-                    ctl.commit(m);
+                self.dead.push(c);
+            }
+            // A restarted process died again before it could join: the round no longer waits
+            // for it.
+            WorldChange::ConsumerCrashed(c) if self.replacing.contains(&c) => {
+                self.replacing.retain(|&r| r != c);
+                if self.members.binary_search(&c).is_err() {
+                    self.rebalance(ctl);
+                }
+            }
+            // Its old session is still a member (no `group.instance.id`): the new member's join
+            // starts a rebalance that waits for the old session to time out; every other member
+            // rejoins (and commits) at its next poll.
+            WorldChange::ConsumerRestarted(c) if self.members.binary_search(&c).is_ok() => {
+                if !self.dead.contains(&c) {
+                    self.dead.push(c);
+                }
+                if !self.replacing.contains(&c) {
+                    self.replacing.push(c);
+                }
+                match &mut self.round {
+                    Some(pending) if !pending.contains(&c) => pending.push(c),
+                    Some(_) => {}
+                    None => self.start_round(&[], ctl),
                 }
             }
             WorldChange::PartitionsAdded(n) => {
@@ -517,7 +728,7 @@ impl Strategy for Kafka {
                 let total = (self.partitions.len() as u32).saturating_add(n).min(10_000);
                 self.added += n;
                 self.partitions.resize(total as usize, Partition::default());
-                self.rebalance(0, ctl);
+                self.rebalance(ctl);
             }
             _ => {}
         }
@@ -642,8 +853,9 @@ mod tests {
     }
 
     /// A member restarted while its dead session is still in the group: nothing is handed out
-    /// until that session goes, the others commit; a restart of a member already dropped, or a
-    /// second notice, changes nothing.
+    /// until that session goes and the new process joins (its JoinGroup waited in the same
+    /// rebalance), the others commit; a second notice, or a restart of a member already
+    /// dropped, changes nothing; a restart of a member not in the group starts no rebalance.
     #[test]
     fn a_restart_before_the_old_session_goes_stalls_the_group() {
         let mut k = Kafka::new(50, 2, Assignor::Range);
@@ -663,12 +875,79 @@ mod tests {
             Err(Select::Stop),
             "the whole group waits: nothing else is asked"
         );
+        let mut ctl = Control::default();
         k.on_detach(2, 0, 1, &mut ctl);
+        k.on_world(2, WorldChange::ConsumerRestarted(1), &mut ctl);
+        assert!(ctl.commits().is_empty());
+        assert!(
+            k.rebalancing(),
+            "the round waits for the new process's join"
+        );
+        k.on_attach(2, 0, 1, &mut ctl);
+        assert!(!k.rebalancing());
         assert_eq!(select_at(&mut k, 2, &slots, &msg(1, key0), &mut ctl), Ok(0));
+        // Member 0 processes its record; member 1 leaves; its restart, not a member's, starts
+        // nothing.
+        k.on_handled(
+            3,
+            0,
+            &msg(1, key0),
+            &Outcome::Applied { state_seq: 1 },
+            &mut ctl,
+        );
+        k.on_detach(3, 0, 1, &mut ctl);
         let mut ctl = Control::default();
         k.on_world(3, WorldChange::ConsumerRestarted(1), &mut ctl);
         assert!(ctl.commits().is_empty());
+        assert!(!k.rebalancing());
         assert_eq!(select_at(&mut k, 3, &slots, &msg(2, key0), &mut ctl), Ok(0));
+    }
+
+    /// A restarted process that dies again before it could join: the round waiting for it ends
+    /// without it when its old session goes.
+    #[test]
+    fn a_restarted_process_dead_again_is_not_waited_for() {
+        let mut k = Kafka::new(50, 2, Assignor::Range);
+        let mut ctl = Control::default();
+        k.on_attach(0, 0, 0, &mut ctl);
+        k.on_attach(0, 0, 1, &mut ctl);
+        k.on_world(1, WorldChange::ConsumerRestarted(1), &mut ctl);
+        k.on_world(2, WorldChange::ConsumerCrashed(1), &mut ctl);
+        assert!(k.rebalancing());
+        k.on_detach(3, 0, 1, &mut ctl);
+        assert!(!k.rebalancing());
+        assert_eq!((k.owner(0), k.owner(1)), (Some(0), Some(0)));
+    }
+
+    /// Cooperative: the same restart stops only the dead session's partition; the member that
+    /// stays keeps its own flowing while the rebalance waits, and the new process has the other
+    /// once it joined (nobody owned it then: no second round).
+    #[test]
+    fn under_cooperative_a_restart_stalls_only_the_dead_sessions_partitions() {
+        let mut k = Kafka::new(50, 2, Assignor::CooperativeSticky);
+        let mut ctl = Control::default();
+        k.on_attach(0, 0, 0, &mut ctl);
+        k.on_attach(0, 0, 1, &mut ctl);
+        let key = |p| (0..50).find(|&key| k.partition_of(&msg(0, key)) == p);
+        let mine = |k: &Kafka, m| (0..2).find(|&p| k.owner(p) == Some(m)).unwrap();
+        let (k0, k1) = (key(mine(&k, 0)).unwrap(), key(mine(&k, 1)).unwrap());
+        let mut ctl = Control::default();
+        k.on_world(1, WorldChange::ConsumerRestarted(1), &mut ctl);
+        assert!(k.rebalancing());
+        assert_eq!(ctl.commits(), [0]);
+        let slots = [(0, 5)];
+        assert_eq!(select_at(&mut k, 1, &slots, &msg(1, k0), &mut ctl), Ok(0));
+        assert_eq!(
+            select_at(&mut k, 1, &slots, &msg(2, k1), &mut ctl),
+            Err(Select::Hold)
+        );
+        // Member 0 rejoined when the round started (it was in `poll()`).
+        k.on_detach(2, 0, 1, &mut ctl);
+        assert_eq!(select_at(&mut k, 2, &slots, &msg(3, k0), &mut ctl), Ok(0));
+        k.on_attach(2, 0, 1, &mut ctl);
+        assert!(!k.rebalancing());
+        let both = [(0, 5), (1, 5)];
+        assert_eq!(select_at(&mut k, 3, &both, &msg(2, k1), &mut ctl), Ok(1));
     }
 
     /// Two keys in different partitions of two: each record goes only to its partition's owner,
@@ -696,46 +975,65 @@ mod tests {
             "a promise until owner 0 has room"
         );
         assert_eq!(select_at(&mut k, 1, &full, &msg(4, b), &mut ctl), Ok(1));
-        // The partitions move (a member leaves): the promise is withdrawn.
+        // The partitions move (a member leaves): the promise is withdrawn. Consumer 1 rejoins
+        // once it has processed what it holds; partition 0 is its own then.
         let mut ctl = Control::default();
         k.on_detach(2, 0, 0, &mut ctl);
         assert_eq!(ctl.holds_changes(), vec![0]);
+        let applied = Outcome::Applied { state_seq: 1 };
+        k.on_handled(2, 1, &msg(2, b), &applied, &mut ctl);
+        k.on_handled(2, 1, &msg(4, b), &applied, &mut ctl);
         assert_eq!(select_at(&mut k, 2, &[(1, 5)], &msg(3, a), &mut ctl), Ok(1));
     }
 
-    /// A member joins: a partition that moves waits until its old owner has processed what it
-    /// fetched of it, then the old owner commits and the new one gets it.
+    /// The protocol follows the assignor: the default (range, whose list with cooperative-sticky
+    /// negotiates eager) and round robin are eager; cooperative-sticky is cooperative.
     #[test]
-    fn a_moved_partition_waits_for_its_old_owner_to_finish_and_commit() {
+    fn only_cooperative_sticky_is_cooperative() {
+        assert_eq!(Assignor::default().protocol(), Protocol::Eager);
+        assert_eq!(Assignor::RoundRobin.protocol(), Protocol::Eager);
+        assert_eq!(
+            Assignor::CooperativeSticky.protocol(),
+            Protocol::Cooperative
+        );
+    }
+
+    /// Eager: a member joins while member 0 is busy on a record of partition 0. Every partition
+    /// stops, member 1's too though it keeps it (it rejoined from `poll()` and revoked all it
+    /// owned), until member 0 has processed its poll's records and rejoins, committing then
+    /// and not before; then the new assignment flows.
+    #[test]
+    fn an_eager_rebalance_stops_every_partition_until_the_busy_member_polls() {
         let mut k = Kafka::new(50, 2, Assignor::Range);
         let mut ctl = Control::default();
         k.on_attach(0, 0, 0, &mut ctl);
-        let key1 = (0..50)
-            .find(|&key| k.partition_of(&msg(0, key)) == 1)
-            .unwrap();
-        let slots = [(0, 5), (1, 5)];
-        assert_eq!(select_at(&mut k, 1, &slots, &msg(1, key1), &mut ctl), Ok(0));
+        k.on_attach(0, 0, 1, &mut ctl);
+        let key = |p| (0..50).find(|&key| k.partition_of(&msg(0, key)) == p);
+        let (key0, key1) = (key(0).unwrap(), key(1).unwrap());
+        let slots = [(0, 5), (1, 5), (2, 5)];
+        assert_eq!(select_at(&mut k, 1, &slots, &msg(1, key0), &mut ctl), Ok(0));
         let mut ctl = Control::default();
-        k.on_attach(2, 0, 1, &mut ctl);
-        // Every member commits when the group re-forms; partition 1 now belongs to consumer 1.
-        assert_eq!(ctl.commits(), [0, 1]);
-        assert_eq!(k.owner(1), Some(1));
+        k.on_attach(2, 0, 2, &mut ctl);
+        assert!(k.rebalancing());
+        assert_eq!(
+            ctl.commits(),
+            [1, 2],
+            "the members in poll() rejoin and commit at once"
+        );
         assert_eq!(
             select_at(&mut k, 2, &slots, &msg(2, key1), &mut ctl),
-            Err(Select::Hold),
-            "consumer 0 still has record 1 of partition 1"
+            Err(Select::Stop),
+            "member 1 revoked its partition too: nothing flows"
         );
-        // Consumer 0 processes record 1: it commits, and consumer 1 may have the partition.
+        // Member 0 processes its record: back in `poll()`, it commits and rejoins; the range
+        // assignment over three members gives partition 1 back to member 1.
         let applied = Outcome::Applied { state_seq: 1 };
         let mut ctl = Control::default();
-        k.on_handled(3, 0, &msg(1, key1), &applied, &mut ctl);
+        k.on_handled(3, 0, &msg(1, key0), &applied, &mut ctl);
         assert_eq!(ctl.commits(), [0]);
+        assert!(!k.rebalancing());
         assert!(ctl.redispatch_requested());
-        assert_eq!(
-            ctl.holds_changes(),
-            [0],
-            "what waited for the handover is asked again"
-        );
+        assert_eq!(ctl.holds_changes(), [0], "what waited is asked again");
         assert_eq!(select_at(&mut k, 3, &slots, &msg(2, key1), &mut ctl), Ok(1));
         // A zombie's copy (not its holder's) changes nothing; nor does a failure.
         let mut ctl = Control::default();
@@ -743,12 +1041,77 @@ mod tests {
         let failed = Outcome::Failed(sim::history::FailReason::Outage);
         k.on_handled(4, 1, &msg(2, key1), &failed, &mut ctl);
         assert!(ctl.commits().is_empty());
-        assert_eq!(k.partitions[1].unprocessed, 1);
+        assert_eq!(k.held_by(1), 1);
     }
 
-    /// A member leaving (a clean leave, or dropped at the session timeout) rebalances the group
-    /// at once: the members left commit, its partitions go to them, and a handover that waited
-    /// on it is over (what it held is back in the log).
+    /// Cooperative: member 2 joins two busy members owning two partitions each. The first
+    /// round waits for both to rejoin from their next poll while their partitions keep flowing;
+    /// then the one partition that moves (member 0's lowest: it is at the maximum) is revoked by
+    /// member 0 in its `poll()` and nobody's until the second round, which waits for member 1's
+    /// next poll; then member 2 has it.
+    #[test]
+    fn a_cooperative_rebalance_keeps_what_stays_flowing_and_moves_the_rest_in_a_second_round() {
+        let mut k = Kafka::new(200, 4, Assignor::CooperativeSticky);
+        let mut ctl = Control::default();
+        k.on_attach(0, 0, 0, &mut ctl);
+        k.on_attach(0, 0, 1, &mut ctl);
+        let of = |k: &Kafka, m| {
+            (0..4)
+                .filter(|&p| k.owner(p) == Some(m))
+                .collect::<Vec<_>>()
+        };
+        let (mine0, mine1) = (of(&k, 0), of(&k, 1));
+        assert_eq!((mine0.len(), mine1.len()), (2, 2));
+        let key = |p| (0..200).find(|&key| k.partition_of(&msg(0, key)) == p);
+        let keys: Vec<u32> = (0..4).map(|p| key(p).unwrap()).collect();
+        let slots = [(0, 5), (1, 5), (2, 5)];
+        let sel = |k: &mut Kafka, id, p: u32, ctl: &mut Control| {
+            select_at(k, 1, &slots, &msg(id, keys[p as usize]), ctl)
+        };
+        let applied = Outcome::Applied { state_seq: 1 };
+        assert_eq!(sel(&mut k, 1, mine0[1], &mut ctl), Ok(0));
+        assert_eq!(sel(&mut k, 2, mine1[0], &mut ctl), Ok(1));
+        let mut ctl = Control::default();
+        k.on_attach(2, 0, 2, &mut ctl);
+        assert!(k.rebalancing());
+        assert_eq!(ctl.commits(), [2]);
+        assert_eq!(
+            sel(&mut k, 3, mine1[1], &mut ctl),
+            Ok(1),
+            "nothing revoked yet"
+        );
+        // Member 1 polls (rejoins) and takes another record; member 0 polls last: the first
+        // round is over.
+        let mut ctl = Control::default();
+        k.on_handled(2, 1, &msg(2, keys[mine1[0] as usize]), &applied, &mut ctl);
+        k.on_handled(2, 1, &msg(3, keys[mine1[1] as usize]), &applied, &mut ctl);
+        assert_eq!(ctl.commits(), [1]);
+        assert_eq!(sel(&mut k, 4, mine1[0], &mut ctl), Ok(1));
+        let mut ctl = Control::default();
+        k.on_handled(3, 0, &msg(1, keys[mine0[1] as usize]), &applied, &mut ctl);
+        // It rejoins; it revokes and rejoins again, and member 2, in `poll()`, with it.
+        assert_eq!(ctl.commits(), [0, 0, 2]);
+        assert!(k.rebalancing(), "the second round waits for member 1");
+        let moved = mine0[0];
+        assert_eq!(k.owner(moved), None);
+        assert_eq!(sel(&mut k, 5, moved, &mut ctl), Err(Select::Hold));
+        assert_eq!(
+            sel(&mut k, 6, mine0[1], &mut ctl),
+            Ok(0),
+            "what stays flows"
+        );
+        // Member 1 polls: the second round gives the moved partition to member 2.
+        let mut ctl = Control::default();
+        k.on_handled(4, 1, &msg(4, keys[mine1[0] as usize]), &applied, &mut ctl);
+        assert_eq!(ctl.commits(), [1]);
+        assert!(!k.rebalancing());
+        assert_eq!(ctl.reassignments(), vec![(0, 2)]);
+        assert_eq!(sel(&mut k, 7, moved, &mut ctl), Ok(2));
+    }
+
+    /// A member leaving (a clean leave, or dropped at the session timeout) is no longer waited
+    /// for: a rebalance that waited only for its next poll is over, and its partitions go to
+    /// the members left (what it held is back in the log).
     #[test]
     fn a_member_leaving_hands_its_partitions_to_the_others_at_once() {
         let mut k = Kafka::new(50, 2, Assignor::Range);
@@ -760,13 +1123,14 @@ mod tests {
         let slots = [(0, 5), (1, 5), (2, 5)];
         assert_eq!(select_at(&mut k, 1, &slots, &msg(1, key1), &mut ctl), Ok(0));
         k.on_attach(2, 0, 1, &mut ctl);
-        assert_eq!(k.owner(1), Some(1));
-        // Consumer 0 leaves with record 1 of partition 1 unprocessed: partition 0 goes to 1,
-        // and partition 1 no longer waits for 0.
+        assert_eq!(k.owner(1), Some(0), "not before consumer 0 rejoins");
+        // Consumer 0 leaves with record 1 of partition 1 unprocessed: the rebalance no longer
+        // waits for it (consumer 1 rejoined when it joined), partition 0 goes to 1.
+        assert!(k.rebalancing());
         let mut ctl = Control::default();
         k.on_detach(3, 0, 0, &mut ctl);
-        assert_eq!(ctl.commits(), [1]);
-        assert_eq!(ctl.reassignments(), vec![(0, 1)]);
+        assert!(!k.rebalancing());
+        assert_eq!(ctl.reassignments(), vec![(0, 1), (0, 1)]);
         assert!(ctl.redispatch_requested());
         assert_eq!((k.owner(0), k.owner(1)), (Some(1), Some(1)));
         let left = [(1, 5), (2, 5)];
@@ -808,7 +1172,7 @@ mod tests {
             k.on_attach(2, 0, 1, &mut ctl);
             assert_eq!(
                 select_at(&mut k, 2, &slots, &msg(2, key1), &mut ctl),
-                Err(Select::Hold)
+                Err(Select::Stop)
             );
             let mut ctl = Control::default();
             give_back(&mut k, 1, key1, &mut ctl);
