@@ -530,22 +530,11 @@ impl<'a, O: Observer> Engine<'a, O> {
         }
     }
 
-    /// Carries out one effect.
+    /// Carries out one of the rarer effects (the router's loop carries out the others itself).
     #[inline(never)]
     fn exec(&mut self, e: Fx) {
         match e {
-            Fx::Dispatch(b) => self.dispatch(b),
-            Fx::StartNext(c) => self.start_next(c),
-            Fx::StartThenApply(c) => {
-                self.start_next(c);
-                self.apply_control();
-            }
-            Fx::ApplyThenStart(c) => {
-                self.apply_control();
-                self.start_next(c);
-            }
             Fx::Polled(c) => self.polled(c),
-            Fx::ApplyControl => self.apply_control(),
             Fx::StartDrain => self.start_drain(),
             Fx::StartNextInJob(c) => {
                 if self.w.consumers[c as usize].in_job() {
@@ -566,6 +555,11 @@ impl<'a, O: Observer> Engine<'a, O> {
             }
             Fx::FailureOver => self.failures_open -= 1,
             Fx::AtPoll(c) => self.at_poll(c),
+            Fx::Dispatch(_)
+            | Fx::StartNext(_)
+            | Fx::StartThenApply(_)
+            | Fx::ApplyThenStart(_)
+            | Fx::ApplyControl => unreachable!("carried out in the router's loop"),
             Fx::ProducerLostBroker(p) => self.producer_lost_broker(p),
         }
     }
