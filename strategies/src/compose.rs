@@ -140,6 +140,11 @@ impl Strategy for Composed {
         self.dispatch.on_wake(now, token, ctl)
     }
 
+    fn on_start(&mut self, seed: u64) {
+        self.dispatch.on_start(seed);
+        self.handler.on_start(seed);
+    }
+
     fn on_world(&mut self, now: Time, change: WorldChange, ctl: &mut Control) {
         self.dispatch.on_world(now, change, ctl);
         self.handler.on_world(now, change, ctl);
