@@ -7,6 +7,12 @@
 //!   goes round-robin by record number. The partition is decided when the record is first sent,
 //!   so adding partitions (`add_partitions`) moves later records of some keys to a new partition
 //!   while earlier ones wait in the old one [K4];
+//! - added partitions are seen late (`Metadata` below, [K20]-[K22]): each producer switches at its
+//!   own metadata refresh, the group rebalances at its leader's, and a new partition's first
+//!   owner starts at `auto.offset.reset` (`latest` skips what was written to it before). Not
+//!   modelled: a new partition that changes owner before anything of it was committed is reset
+//!   again; a leader that leaves before its refresh (the refresh still happens at its time); a
+//!   record sent before the reset and stored after it (skipped here, read by Kafka);
 //! - each partition has one owner in the group, chosen by the assignor: `range` (Kafka's default
 //!   `partition.assignment.strategy` is `[RangeAssignor, CooperativeStickyAssignor]`, and the
 //!   first is used), `round_robin`, or `cooperative_sticky` (each member keeps what it owned as far
