@@ -193,3 +193,74 @@ fn with_no_metadata_age_everyone_switches_at_once() {
     let m = run_with(&sc, "kafka", 1, |_| {});
     assert_eq!((m.lost, m.applied), (0, m.produced));
 }
+
+/// Partitions seen at once by everyone (`metadata_max_age = "0s"`) while consumer 0 is busy with
+/// a backlog on the one old partition: the rebalance waits for its next poll (the rebalance
+/// protocols, tests/rebalance_protocol.rs), and only then is a new partition assigned and its
+/// position reset. Under `latest` what the producers wrote to the new partitions in between is
+/// skipped, at the instant consumer 0 rejoins (it commits then), eager or cooperative (the new
+/// partitions are nobody's, but the assignment waits for every member either way); under
+/// `earliest` nothing is lost. Resetting at the add, as if the group rebalanced at once, loses
+/// nothing here.
+#[test]
+fn the_reset_waits_for_the_rebalance_and_skips_what_was_written_meanwhile() {
+    let text = |assignor: &str, reset: &str| {
+        format!(
+            r#"
+flavour = "kafka"
+strategies = ["kafka"]
+[workload]
+messages = 2000
+rate = "100/s"
+keys = 20
+[[broker]]
+name = "k"
+[producers]
+metadata_max_age = "0s"
+[consumers]
+count = 2
+service = "15ms"
+metadata_max_age = "0s"
+auto_offset_reset = "{reset}"
+[strategy.kafka]
+partitions = 1
+assignor = "{assignor}"
+[[fault]]
+kind = "add_partitions"
+at = "10s"
+count = 2
+"#
+        )
+    };
+    let add = 10_000_000;
+    for assignor in ["range", "cooperative_sticky"] {
+        let mut events = Vec::new();
+        let m = run_with(&scenario(&text(assignor, "latest")), "kafka", 1, |e| {
+            events.push(*e)
+        });
+        let skips = skipped(&events);
+        assert!(m.lost > 0, "{assignor}: nothing lost: {m:?}");
+        assert_eq!(m.lost, skips.len() as u64, "{assignor}");
+        let reset = skips[0].0;
+        assert!(reset > add, "{assignor}: the reset did not wait ({reset})");
+        assert!(
+            events.iter().any(|e| matches!(
+                e,
+                Event::Commit { t, consumer: 0, .. } if *t == reset
+            )),
+            "{assignor}: consumer 0 did not rejoin at {reset}"
+        );
+        let at = produced(&events);
+        for &(t, id) in &skips {
+            assert_eq!(t, reset, "{assignor}: one reset");
+            let (p, _) = at[&id];
+            assert!(
+                p >= add && p < reset,
+                "{assignor}: record {id} produced at {p}"
+            );
+        }
+        assert_eq!(m.applied + m.lost, m.produced, "{assignor}");
+        let m = run_with(&scenario(&text(assignor, "earliest")), "kafka", 1, |_| {});
+        assert_eq!((m.lost, m.applied), (0, m.produced), "{assignor}: {m:?}");
+    }
+}
