@@ -30,6 +30,7 @@ mod live_postgres;
 mod live_rabbitmq;
 mod log;
 mod network;
+mod new_partitions;
 mod pause;
 mod physics;
 mod producer;

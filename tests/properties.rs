@@ -55,7 +55,8 @@ struct Gen {
     /// Under `rabbitmq_quorum`: 0 the defaults; else `[[broker]] version` ("3.13", "4.2",
     /// "4.3" by `(rabbit - 1) / 2`) and `return_with` (`nack` when odd, `reject` when even).
     /// Under `kafka` and `native`: `[consumers] client` by `rabbit % 3` (0 left out, 1
-    /// `spring`, 2 `plain`).
+    /// `spring`, 2 `plain`) and `auto_offset_reset` by `rabbit / 3` (0 left out, 1 `latest`,
+    /// 2 `earliest`); `version` draws the producers' and the consumers' `metadata_max_age`.
     rabbit: u8,
 }
 
@@ -221,6 +222,15 @@ fn toml_of(g: &Gen) -> String {
         .unwrap(),
         _ => {}
     }
+    // Kafka's metadata refresh (partitions added are seen late) by `version`, unused there:
+    // the flavour's 5 min, none, or a short one that ends within the run.
+    if matches!(flavour, "kafka" | "native") {
+        match g.version % 3 {
+            1 => writeln!(s, "metadata_max_age = \"0s\"").unwrap(),
+            2 => writeln!(s, "metadata_max_age = \"150ms\"").unwrap(),
+            _ => {}
+        }
+    }
     // On a quarter of the clustered-grouping draws below, the client gives up on a held send
     // (100ms) before the broker's 11 proposals of 20ms end: the broker stores it later, the
     // producer sends it again.
@@ -287,6 +297,17 @@ fn toml_of(g: &Gen) -> String {
         match g.rabbit % 3 {
             1 => writeln!(s, "client = \"spring\"").unwrap(),
             2 => writeln!(s, "client = \"plain\"").unwrap(),
+            _ => {}
+        }
+        // Where a partition added to the topic starts, and when the group's leader sees it.
+        match g.rabbit / 3 {
+            1 => writeln!(s, "auto_offset_reset = \"latest\"").unwrap(),
+            2 => writeln!(s, "auto_offset_reset = \"earliest\"").unwrap(),
+            _ => {}
+        }
+        match (g.version / 3) % 3 {
+            1 => writeln!(s, "metadata_max_age = \"0s\"").unwrap(),
+            2 => writeln!(s, "metadata_max_age = \"400ms\"").unwrap(),
             _ => {}
         }
     }

@@ -97,6 +97,10 @@ pub const FIELDS: &[(&str, Staging)] = &[
         "producers.on_delivery_timeout",
         Refused("Kafka's producer; the live producers retry a send until it is stored"),
     ),
+    (
+        "producers.metadata_max_age",
+        Refused("Kafka's producer; no live broker adds partitions"),
+    ),
     ("broker.name", Staged("one ActiveMQ process per broker")),
     (
         "broker.persistent",
@@ -166,6 +170,14 @@ pub const FIELDS: &[(&str, Staging)] = &[
     ("consumers.partial_failure", Refused("not staged")),
     ("consumers.return_with", Refused("RabbitMQ's client")),
     ("consumers.client", Refused("Kafka's consumer")),
+    (
+        "consumers.metadata_max_age",
+        Refused("Kafka's consumer; no live broker adds partitions"),
+    ),
+    (
+        "consumers.auto_offset_reset",
+        Refused("Kafka's consumer; no live broker adds partitions"),
+    ),
     ("consumers.receive", Refused("not staged")),
     ("consumers.suspend_after_failures", Refused("not staged")),
     ("consumers.resume_after", Refused("not staged")),

@@ -251,6 +251,9 @@ pub fn describe(h: &TraceHeader, e: &Event) -> (&'static str, String) {
                 match reason {
                     sim::history::DiscardReason::BrokerCrash => "a non-persistent broker crashed",
                     sim::history::DiscardReason::BufferLost => "a buffer holding it was lost",
+                    sim::history::DiscardReason::OffsetReset => {
+                        "its group's position was reset past it (auto.offset.reset = latest)"
+                    }
                 }
             ),
         ),

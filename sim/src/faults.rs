@@ -354,7 +354,7 @@ impl FaultKind {
             },
             FaultKind::AddPartitions => KindSpec {
                 name: "add_partitions",
-                doc: "`count` partitions are added to the topic: `kafka`'s partitioner maps some keys to new partitions from the next record sent, while their earlier records wait in the old ones [K4]; `rabbitmq_hash` binds `count` more queues to its exchange (at most 1000 in all) [B4]",
+                doc: "`count` partitions are added to the topic. Under `kafka` each producer's partitioner maps some keys to new partitions from its next metadata refresh (`[producers] metadata_max_age`, 5 min, each producer on its own cycle), while their earlier records wait in the old ones [K4][K20]; the group rebalances onto the new partitions at its leader's refresh (`[consumers] metadata_max_age`) [K22], and a new partition's first owner starts at `[consumers] auto_offset_reset`: under `latest` (Kafka's default) the records written to it before are skipped, counted lost [K21]. `rabbitmq_hash` binds `count` more queues to its exchange at once (at most 1000 in all) [B4]",
                 summary: "`count` partitions are added to the topic (an instant): strategies that hash keys to partitions (`kafka`) remap some keys",
                 fields: &["count"],
                 required: Some(("count", "e.g. 6")),

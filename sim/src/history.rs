@@ -56,6 +56,10 @@ pub enum DiscardReason {
     BrokerCrash,
     /// A component that had acknowledged it upstream crashed before applying it.
     BufferLost,
+    /// The consumer group's position in its partition was set past it before it was ever
+    /// fetched (Kafka's `auto.offset.reset = latest` on a partition added to the topic that the
+    /// group had no committed offset for): it stays in the log, and nobody reads it.
+    OffsetReset,
 }
 
 /// One history event. `t` is simulated time in microseconds.

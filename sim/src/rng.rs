@@ -47,6 +47,17 @@ pub fn stream(seed: u64, component: Component, index: u32, purpose: u8) -> ChaCh
     rng
 }
 
+/// One draw, uniform below `bound` (0 when `bound` is 0), from the stream of `(component,
+/// index, purpose)` under `seed`: for a crate that has a seed and no `rand` of its own (a
+/// strategy's [`Component::Strategy`] draws).
+pub fn draw_below(seed: u64, component: Component, index: u32, purpose: u8, bound: u64) -> u64 {
+    use rand::Rng;
+    if bound == 0 {
+        return 0;
+    }
+    stream(seed, component, index, purpose).random_range(0..bound)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

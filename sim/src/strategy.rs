@@ -95,6 +95,11 @@ pub enum Select {
     /// same answer and asking again changes nothing (a group owned by a candidate it is not
     /// offered to; a unit waiting for its incomplete message).
     HoldWhileMembers,
+    /// The record is not for the group: its partition's position was set past it (Kafka's
+    /// `auto.offset.reset = latest` for a partition the group had no committed offset for). It
+    /// leaves the queue, never delivered, and the history counts it lost
+    /// ([`crate::history::DiscardReason::OffsetReset`]).
+    Skip,
     /// Leave it, and stop dispatching from this broker until something changes (e.g. the only
     /// eligible consumer is full): saves scanning a page of messages that would all be held.
     Stop,
@@ -607,6 +612,12 @@ pub trait Strategy: Handler {
     fn hooks(&self) -> Hooks {
         Hooks::ALL
     }
+
+    /// The run starts under `seed` (before any other hook): a strategy that draws randomness of
+    /// its own seeds its streams here ([`crate::rng::stream`] with
+    /// [`crate::rng::Component::Strategy`]), so that each seed of a scenario draws anew.
+    /// Default: nothing.
+    fn on_start(&mut self, _seed: u64) {}
 
     /// Picks a consumer for `msg` at this broker, or holds it. An owner change made here is
     /// recorded with [`Control::reassigned`].

@@ -140,6 +140,11 @@ impl Strategy for Composed {
         self.dispatch.on_wake(now, token, ctl)
     }
 
+    fn on_start(&mut self, seed: u64) {
+        self.dispatch.on_start(seed);
+        self.handler.on_start(seed);
+    }
+
     fn on_world(&mut self, now: Time, change: WorldChange, ctl: &mut Control) {
         self.dispatch.on_world(now, change, ctl);
         self.handler.on_world(now, change, ctl);
@@ -348,6 +353,9 @@ service = "1ms"
         fn on_world(&mut self, now: Time, change: WorldChange, _ctl: &mut Control) {
             self.note(format!("on_world {now} {change:?}"));
         }
+        fn on_start(&mut self, seed: u64) {
+            self.note(format!("start {seed}"));
+        }
     }
 
     /// The cache handler part hears a cache collapse: an older message is accepted after it.
@@ -387,6 +395,7 @@ service = "1ms"
             dispatch: Box::new(part("d")),
             handler: Box::new(part("h")),
         };
+        s.on_start(42);
         let ctl = &mut Control::default();
         let m = crate::test_util::view(9, 2);
         let rows = [Row::default(); 4];
@@ -421,6 +430,8 @@ service = "1ms"
         assert_eq!(
             *log.borrow(),
             [
+                "d start 42",
+                "h start 42",
                 "h begin 11 3 9",
                 "h handle 1 3 9",
                 "h abandon 12 3 9",

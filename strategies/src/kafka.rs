@@ -7,13 +7,20 @@
 //!   goes round-robin by record number. The partition is decided when the record is first sent,
 //!   so adding partitions (`add_partitions`) moves later records of some keys to a new partition
 //!   while earlier ones wait in the old one [K4];
+//! - added partitions are seen late (`Metadata` below, [K20]-[K22]): each producer switches at its
+//!   own metadata refresh, the group rebalances at its leader's, and a new partition's first
+//!   owner starts at `auto.offset.reset` (`latest` skips what was written to it before: also
+//!   what producers wrote while the rebalance that assigns it waited for its members). Not
+//!   modelled: a new partition that changes owner before anything of it was committed is reset
+//!   again; a leader that leaves before its refresh (the refresh still happens at its time); a
+//!   record sent before the reset and stored after it (skipped here, read by Kafka);
 //! - each partition has one owner in the group, chosen by the assignor: `range` (Kafka's default
 //!   `partition.assignment.strategy` is `[RangeAssignor, CooperativeStickyAssignor]`, and the
 //!   first is used), `round_robin`, or `cooperative_sticky` (each member keeps what it owned as far
 //!   as balance allows: [`sticky`]). Members are the consumers connected, ordered by index (a
 //!   member id's order);
-//! - a rebalance (a member joins, leaves, or is dropped after `session.timeout.ms`; partitions
-//!   are added) waits for every member to rejoin, which a member does only from `poll()`: at once
+//! - a rebalance (a member joins, leaves, or is dropped after `session.timeout.ms`; the leader
+//!   sees added partitions) waits for every member to rejoin, which a member does only from `poll()`: at once
 //!   if it is waiting there, else once it has processed every record of its last poll (or is
 //!   dropped at `max.poll.interval.ms`, the rebalance timeout, by `poll.rs`). Each commits as it
 //!   rejoins (`onJoinPrepare`). The protocol follows the assignor [K12][K13]: `range` and
@@ -284,6 +291,12 @@ struct Partition {
     /// Cooperative: the assignment moved it away from its owner, which fetches no more of it
     /// and revokes it at its next poll; the second round hands it to its new owner.
     revoking: bool,
+    /// Added to the topic and not yet fetched by the group: no committed offset, so its first
+    /// owner starts at `auto.offset.reset` ([`Kafka::position_new`]).
+    fresh: bool,
+    /// Records with a lower id were sent before the group's position in it was reset to the
+    /// log's end (`latest`): skipped, never read.
+    reset_below: u64,
 }
 
 /// What `n` partitions cost a run of `sc`: a [`Partition`] each plus the owners the rebalance
@@ -332,6 +345,74 @@ pub struct Kafka {
     /// Restarted processes whose JoinGroup waits in the rebalance for their old session to time
     /// out: the round takes them in when they join, rather than ending without them.
     replacing: Vec<u32>,
+    /// When producers and the group see added partitions ([`Metadata`]).
+    md: Metadata,
+}
+
+/// The `on_wake` token of the group leader's metadata refresh that finds added partitions.
+const METADATA_WAKE: u64 = 0x6d65_7461_6461_7461;
+
+/// Purposes of the [`sim::rng::Component::Strategy`] draws of a client's refresh phase.
+const PRODUCER_PHASE: u8 = 1;
+const CONSUMER_PHASE: u8 = 2;
+
+/// Partitions added to the topic are seen late (issue 38 §7, [K20]-[K22]): a client learns of
+/// them at its next metadata refresh, `metadata.max.age.ms` after its last one
+/// (`Metadata.timeToNextUpdate`); a producer's partitioner then hashes keys over the new count
+/// (`KafkaProducer.partition`: `cluster.partitionsForTopic(topic).size()`), and the group
+/// rebalances onto them when its leader's refresh shows them (only the leader watches for
+/// partition changes: `ConsumerCoordinator.onJoinComplete` clears `assignmentSnapshot` on the
+/// others, and `rejoinNeededOrPending` compares it with the metadata at its next poll). Each
+/// client refreshes on its own cycle: it started at an unknown time before the run, so the
+/// cycle's phase is drawn per client, uniform over the period, from the run's seed. A new
+/// partition has no committed offset: its first owner starts at `auto.offset.reset`
+/// (`SubscriptionState.resetInitializingPositions`, `OffsetFetcher.resetPositionsIfNeeded`),
+/// and under `latest` the records written to it before are skipped (KAFKA-12261).
+#[derive(Debug, Default)]
+struct Metadata {
+    /// The producers' `metadata.max.age.ms` (0: they see added partitions at once).
+    producer_age: Time,
+    /// The consumers' (0: the group rebalances at once).
+    consumer_age: Time,
+    /// `auto.offset.reset = latest`.
+    latest: bool,
+    /// The run's seed, for the refresh phases.
+    seed: u64,
+    /// The partitions of the topic (the group may know fewer: `Kafka::partitions`).
+    topic: u32,
+    /// Each `add_partitions` (with `producer_age` > 0): when, and the topic's partitions then.
+    adds: Vec<(Time, u32)>,
+    /// Per producer, once it has seen an add: `(first record id, partition count)`, as
+    /// `Kafka::counts` for all of them when they switch at once.
+    by_producer: Vec<Vec<(u64, u32)>>,
+    /// Per producer, its refresh phase, once drawn.
+    phases: Vec<Option<Time>>,
+    /// One more than the highest record id sent so far.
+    next_id: u64,
+    /// Partitions the group knows with `fresh` set.
+    fresh: u32,
+}
+
+impl Metadata {
+    /// The first refresh at or after `at` of a client refreshing every `age` from `phase`.
+    fn next_refresh(phase: Time, age: Time, at: Time) -> Time {
+        if at <= phase {
+            phase
+        } else {
+            phase + (at - phase).div_ceil(age) * age
+        }
+    }
+
+    /// Client `index`'s refresh phase (`purpose`: producer or consumer), uniform below `age`.
+    fn phase(&self, purpose: u8, index: u32, age: Time) -> Time {
+        sim::rng::draw_below(
+            self.seed,
+            sim::rng::Component::Strategy,
+            index,
+            purpose,
+            age,
+        )
+    }
 }
 
 impl Kafka {
@@ -351,21 +432,135 @@ impl Kafka {
             dead: Vec::new(),
             revokers: Vec::new(),
             replacing: Vec::new(),
+            md: Metadata {
+                topic: partitions,
+                ..Metadata::default()
+            },
+        }
+    }
+
+    /// Sets when clients see added partitions and where a new partition's first owner starts:
+    /// `producer_age` and `consumer_age` are `metadata.max.age.ms` (0: at once), `latest` is
+    /// `auto.offset.reset = latest` (else `earliest`).
+    pub fn with_metadata(mut self, producer_age: Time, consumer_age: Time, latest: bool) -> Self {
+        self.md.producer_age = producer_age;
+        self.md.consumer_age = consumer_age;
+        self.md.latest = latest;
+        self
+    }
+
+    /// The partition count producer `msg.producer`'s partitioner used for `msg`, if it has
+    /// switched since the start on its own refresh cycle.
+    fn producer_count(&self, msg: &MsgView) -> Option<u32> {
+        let list = self.md.by_producer.get(msg.producer as usize)?;
+        list.iter()
+            .rev()
+            .find(|(from, _)| msg.id >= *from)
+            .map(|&(_, n)| n)
+    }
+
+    /// A send by `msg.producer` at `now`: from its first refresh after an `add_partitions` its
+    /// partitioner hashes over the new count.
+    fn producer_refresh(&mut self, now: Time, msg: &MsgView) {
+        let p = msg.producer as usize;
+        let age = self.md.producer_age;
+        if self.md.phases.len() <= p {
+            self.md.phases.resize(p + 1, None);
+            self.md.by_producer.resize(p + 1, Vec::new());
+        }
+        let phase = match self.md.phases[p] {
+            Some(ph) => ph,
+            None => {
+                let ph = self.md.phase(PRODUCER_PHASE, msg.producer, age);
+                self.md.phases[p] = Some(ph);
+                ph
+            }
+        };
+        let seen = self.md.adds.iter().rev().find_map(|&(at, total)| {
+            (Metadata::next_refresh(phase, age, at) <= now).then_some(total)
+        });
+        let list = &mut self.md.by_producer[p];
+        if let Some(n) = seen.filter(|&n| list.last().map(|l| l.1) != Some(n)) {
+            list.push((msg.id, n));
+        }
+    }
+
+    /// `count` partitions were added at `now`: producers see them at their next refreshes, the
+    /// group at its leader's (taken to be the member with the lowest id, the first to join at
+    /// the run's start), or at once when the group is empty (its first member reads fresh
+    /// metadata when it starts).
+    fn partitions_added(&mut self, now: Time, count: u32, ctl: &mut Control) {
+        let total = self.md.topic.saturating_add(count).min(10_000);
+        self.md.topic = total;
+        if self.md.producer_age == 0 {
+            self.added += count;
+        } else {
+            self.md.adds.push((now, total));
+        }
+        let leader = self.members.first().copied();
+        match leader.filter(|_| self.md.consumer_age > 0) {
+            Some(l) => {
+                let age = self.md.consumer_age;
+                let phase = self.md.phase(CONSUMER_PHASE, l, age);
+                ctl.wake_at(Metadata::next_refresh(phase, age, now), METADATA_WAKE);
+            }
+            None => self.learn_partitions(ctl),
+        }
+    }
+
+    /// The group's leader sees the topic's partitions: the new ones (no committed offset) join
+    /// the assignment.
+    fn learn_partitions(&mut self, ctl: &mut Control) {
+        let total = self.md.topic as usize;
+        if total <= self.partitions.len() {
+            return;
+        }
+        let fresh = Partition {
+            fresh: true,
+            ..Partition::default()
+        };
+        self.md.fresh += (total - self.partitions.len()) as u32;
+        self.partitions.resize(total, fresh);
+        self.rebalance(ctl);
+    }
+
+    /// When a round's assignment takes effect (`maybe_complete`: under eager, once the last
+    /// busy member has polled; under cooperative a new partition, owned by nobody, is given out
+    /// in the first round): each new partition that got an owner is positioned by
+    /// `auto.offset.reset` as its owner first fetches it; under `latest`, past every record
+    /// sent so far, so what producers wrote to it while the round waited is skipped too.
+    fn position_new(&mut self) {
+        if self.md.fresh == 0 {
+            return;
+        }
+        let below = if self.md.latest { self.md.next_id } else { 0 };
+        for part in self.partitions.iter_mut() {
+            if part.fresh && part.owner.is_some() {
+                part.fresh = false;
+                part.reset_below = below;
+                self.md.fresh -= 1;
+            }
         }
     }
 
     /// The partition of a record, as the producer's partitioner chose it when it was sent.
     pub fn partition_of(&self, msg: &MsgView) -> u32 {
         let count = self
-            .counts
-            .iter()
-            .rev()
-            .find(|(from, _)| msg.id >= *from)
-            .map_or(self.counts[0].1, |&(_, n)| n);
+            .producer_count(msg)
+            .unwrap_or_else(|| self.count_of(msg));
         match msg.group {
             Some(k) => self.hash[k as usize] % count,
             None => (msg.id % u64::from(count)) as u32,
         }
+    }
+
+    /// The partition count for `msg` when every producer switches at once.
+    fn count_of(&self, msg: &MsgView) -> u32 {
+        self.counts
+            .iter()
+            .rev()
+            .find(|(from, _)| msg.id >= *from)
+            .map_or(self.counts[0].1, |&(_, n)| n)
     }
 
     /// The owner of partition `p` (for tests).
@@ -508,6 +703,7 @@ impl Kafka {
                 }
             }
         }
+        self.position_new();
         ctl.holds_changed(0);
         ctl.redispatch();
         self.revokers = revokers;
@@ -595,7 +791,16 @@ impl crate::Named for Kafka {
                     .into(),
             );
         }
-        Ok(Kafka::new(sc.workload.keys, p.partitions, p.assignor))
+        let d = sc.flavour_defaults();
+        let age = |set: Option<sim::time::Dur>| set.or(d.metadata_max_age).map_or(0, |a| a.0);
+        let reset = sc.consumers.auto_offset_reset.or(d.auto_offset_reset);
+        Ok(
+            Kafka::new(sc.workload.keys, p.partitions, p.assignor).with_metadata(
+                age(sc.producers.metadata_max_age),
+                age(sc.consumers.metadata_max_age),
+                reset == Some(sim::scenario::OffsetReset::Latest),
+            ),
+        )
     }
 }
 
@@ -606,7 +811,13 @@ impl Strategy for Kafka {
             return Select::Stop;
         }
         let p = self.partition_of(msg);
-        let part = &self.partitions[p as usize];
+        let Some(part) = self.partitions.get(p as usize) else {
+            // Added to the topic, and the group's leader has not seen it yet.
+            return Select::HoldWhileMembers;
+        };
+        if msg.id < part.reset_below {
+            return Select::Skip;
+        }
         let Some(owner) = part.owner.filter(|_| !part.revoking) else {
             return Select::Hold;
         };
@@ -626,12 +837,26 @@ impl Strategy for Kafka {
         }
     }
 
-    fn route(&mut self, _ctx: &RouteCtx, msg: &MsgView) -> Route {
+    fn route(&mut self, ctx: &RouteCtx, msg: &MsgView) -> Route {
         if self.added > 0 {
             self.added = 0;
-            self.counts.push((msg.id, self.partitions.len() as u32));
+            self.counts.push((msg.id, self.md.topic));
+        }
+        self.md.next_id = self.md.next_id.max(msg.id + 1);
+        if !self.md.adds.is_empty() {
+            self.producer_refresh(ctx.now, msg);
         }
         Route::Connected
+    }
+
+    fn on_start(&mut self, seed: u64) {
+        self.md.seed = seed;
+    }
+
+    fn on_wake(&mut self, _now: Time, token: u64, ctl: &mut Control) {
+        if token == METADATA_WAKE {
+            self.learn_partitions(ctl);
+        }
     }
 
     fn on_attach(&mut self, _now: Time, _broker: u16, consumer: u32, ctl: &mut Control) {
@@ -690,7 +915,7 @@ impl Strategy for Kafka {
         self.forget(msg.id, ctl);
     }
 
-    fn on_world(&mut self, _now: Time, change: WorldChange, ctl: &mut Control) {
+    fn on_world(&mut self, now: Time, change: WorldChange, ctl: &mut Control) {
         match change {
             // Its session stays in the group until it times out: it will not rejoin.
             WorldChange::ConsumerCrashed(c)
@@ -722,14 +947,7 @@ impl Strategy for Kafka {
                     None => self.start_round(&[], ctl),
                 }
             }
-            WorldChange::PartitionsAdded(n) => {
-                // The producers see the new partitions from their next send; the group
-                // rebalances.
-                let total = (self.partitions.len() as u32).saturating_add(n).min(10_000);
-                self.added += n;
-                self.partitions.resize(total as usize, Partition::default());
-                self.rebalance(ctl);
-            }
+            WorldChange::PartitionsAdded(n) => self.partitions_added(now, n, ctl),
             _ => {}
         }
     }
@@ -1276,5 +1494,73 @@ mod tests {
         assert!(m.duplicates > 10, "{m:?}");
         assert!(m.stale_writes > 0, "{m:?}");
         assert_eq!((m.final_state_mismatches, m.lost), (0, 0));
+    }
+
+    /// Each producer's partitioner switches to the added partitions at its own metadata refresh
+    /// (a phase drawn from the seed, then every `metadata.max.age.ms`), not at the add; the
+    /// group's leader sees them at its own refresh, and under `latest` the records sent to a new
+    /// partition before then are skipped.
+    #[test]
+    fn producers_switch_at_their_own_refresh_and_latest_skips_what_came_before() {
+        let age: Time = 300_000_000;
+        let mut k = Kafka::new(200, 2, Assignor::Range).with_metadata(age, age, true);
+        k.on_start(7);
+        let mut ctl = Control::default();
+        k.on_attach(0, 0, 0, &mut ctl);
+        let add: Time = 60_000_000;
+        let mut ctl = Control::default();
+        k.on_world(add, WorldChange::PartitionsAdded(2), &mut ctl);
+        let leader = ctl.wakes()[0].0;
+        assert!(leader >= add && leader < add + age, "{leader}");
+        let switch = |p: u32| {
+            let phase = k.md.phase(PRODUCER_PHASE, p, age);
+            Metadata::next_refresh(phase, age, add)
+        };
+        let (s0, s1) = (switch(0), switch(1));
+        assert_ne!(s0, s1);
+        let up = [true];
+        let mut id = 0;
+        // A key that moves to a new partition over 4 partitions.
+        let key = (0..200).find(|&k| key_hash(k) % 4 >= 2).unwrap();
+        let mut send = |k: &mut Kafka, now: Time, producer: u32| {
+            id += 1;
+            let msg = MsgView {
+                producer,
+                ..msg(id, key)
+            };
+            let ctx = RouteCtx {
+                now,
+                producer,
+                connected: 0,
+                up: &up,
+                held_since: None,
+            };
+            k.route(&ctx, &msg);
+            (msg, k.partition_of(&msg))
+        };
+        for p in [0, 1] {
+            let at = if p == 0 { s0 } else { s1 };
+            let (_, before) = send(&mut k, at - 1, p);
+            let (_, after) = send(&mut k, at, p);
+            assert_eq!(before, key_hash(key) % 2, "producer {p} before its refresh");
+            assert_eq!(after, key_hash(key) % 4, "producer {p} at its refresh");
+        }
+        // The producer that refreshed first sends to the new partition before the leader
+        // refreshes: once the group has seen it, that record is skipped, a later one is not.
+        let first = s0.min(s1);
+        let p = if s0 < s1 { 0 } else { 1 };
+        let early = (first < leader).then(|| send(&mut k, first, p).0);
+        let mut ctl = Control::default();
+        k.on_wake(leader, METADATA_WAKE, &mut ctl);
+        let late = send(&mut k, leader.max(first) + 1, p).0;
+        let ctx = DispatchCtx {
+            now: leader,
+            broker: 0,
+            consumers: &[sim::strategy::ConsumerSlot { id: 0, free: 10 }],
+        };
+        if let Some(early) = early {
+            assert_eq!(k.select(&ctx, &early, &mut ctl), Select::Skip);
+        }
+        assert_eq!(k.select(&ctx, &late, &mut ctl), Select::Consumer(0));
     }
 }

@@ -404,6 +404,8 @@ impl Strategy for RabbitmqHash {
                 None => Select::Hold,
             },
             Select::Hold | Select::HoldFor(_) | Select::HoldWhileMembers => Select::Hold,
+            // A queue's single-active-consumer dispatch never skips a message.
+            Select::Skip => Select::Skip,
         };
         self.slots = slots;
         out

@@ -315,6 +315,8 @@ pub(super) enum Handout {
     Consumer(u32),
     /// Over this bridge (an index into the broker's bridges).
     Bridge(usize),
+    /// Nowhere: the strategy skipped it ([`Select::Skip`]).
+    Skip,
 }
 
 /// The fixed facts of one dispatch call.
@@ -746,6 +748,13 @@ impl Broker {
                     i += 1;
                 }
                 Select::Stop => break,
+                Select::Skip => {
+                    self.queue.remove(i);
+                    if keep {
+                        self.waits.removed(i);
+                    }
+                    out.push((slot, Handout::Skip));
+                }
             }
         }
     }
@@ -1019,6 +1028,7 @@ impl<O: Observer> Engine<'_, O> {
         for &(slot, to) in &out {
             match to {
                 Handout::Bridge(br) => self.bridge_take(b, br, slot),
+                Handout::Skip => self.skip(slot),
                 Handout::Consumer(c) => {
                     if !started.contains(&c) {
                         started.push(c);
@@ -1065,6 +1075,20 @@ impl<O: Observer> Engine<'_, O> {
             self.strategy.on_settled(self.now, &view, &mut self.ctl);
             self.skipped_hook_did_nothing(before, "on_settled");
         }
+    }
+
+    /// The strategy skipped the queued message in `slot` ([`Select::Skip`]: its group's
+    /// position was set past it): nobody will read it, so it is lost, and gone from the broker.
+    #[cold]
+    #[inline(never)]
+    fn skip(&mut self, slot: u32) {
+        let msg = self.msg_ref(slot);
+        self.emit(Event::Discard {
+            t: self.now,
+            msg,
+            reason: DiscardReason::OffsetReset,
+        });
+        self.settle(slot);
     }
 
     /// The broker's copy of message `id` is gone for good: if the strategy had taken it over and

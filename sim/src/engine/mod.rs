@@ -850,6 +850,7 @@ pub fn run(
     observer: Option<&mut dyn Observer>,
 ) -> Result<Metrics, RunError> {
     let cfg = sc.resolve().map_err(RunError::Unresolved)?;
+    strategy.on_start(opts.seed);
     match observer {
         None => Engine::new(sc, cfg, plan, opts.seed, strategy, &mut NoObserver).run(opts),
         Some(o) => Engine::new(sc, cfg, plan, opts.seed, strategy, &mut DynObserver(o)).run(opts),

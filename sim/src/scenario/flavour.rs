@@ -159,6 +159,8 @@ impl Flavour {
             failback: false,
             call_timeout: None,
             delivery_timeout: None,
+            metadata_max_age: None,
+            auto_offset_reset: None,
             read_ahead: ReadAhead::Any,
             redelivery: RedeliveryDefaults {
                 mode: RedeliveryMode::Blocking,
@@ -262,6 +264,10 @@ impl Flavour {
                 idempotence: true,
                 retry_backoff: Some(Dur::from_millis(100)),
                 delivery_timeout: Some(Dur::from_secs(120)),
+                // `metadata.max.age.ms` (5 min) and `auto.offset.reset` (`latest`), the producer's
+                // and the consumer's defaults [K20][K21].
+                metadata_max_age: Some(Dur::from_secs(300)),
+                auto_offset_reset: Some(super::OffsetReset::Latest),
                 page_size: u32::MAX,
                 takeover: None,
                 redelivery: original(dropped(RedeliveryDefaults {
@@ -682,6 +688,13 @@ pub struct Defaults {
     /// None for the JMS brokers, whose synchronous send has no such bound (the application
     /// retries until it is stored).
     pub delivery_timeout: Option<Dur>,
+    /// How often clients refresh their cached metadata, and so see partitions added to a topic:
+    /// Kafka's `metadata.max.age.ms`, 5 min for producers and consumers alike
+    /// (`Metadata.timeToNextUpdate`) [K20]. None: the other brokers have no partitions.
+    pub metadata_max_age: Option<Dur>,
+    /// Where a consumer starts in a partition its group has no committed offset for: Kafka's
+    /// `auto.offset.reset`, `latest` by default [K21]. None: no such choice.
+    pub auto_offset_reset: Option<super::OffsetReset>,
     /// Which messages the client may hold ahead of the one in hand (`[consumers] prefetch`
     /// above 1).
     pub read_ahead: ReadAhead,

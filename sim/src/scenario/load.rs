@@ -943,6 +943,68 @@ service = "1ms"
         assert!(e.contains("client = \"plain\""), "{e}");
     }
 
+    /// Kafka's metadata refresh and offset reset are refused, each in a sentence, where there are
+    /// no partitions to add; under `kafka` (and `native`) they load, a bad value named.
+    #[test]
+    fn kafkas_metadata_settings_are_refused_on_another_broker() {
+        let with = |flavour: &str, producers: &str, consumers: &str| {
+            format!(
+                "flavour = \"{flavour}\"\n{}",
+                GOOD.replace(
+                    "service = \"1ms\"",
+                    &format!("service = \"1ms\"\n{consumers}")
+                )
+                .replace(
+                    "[consumers]",
+                    &format!("[producers]\n{producers}\n[consumers]")
+                )
+            )
+        };
+        for (producers, consumers, field) in [
+            (
+                "metadata_max_age = \"1m\"",
+                "",
+                "producers.metadata_max_age",
+            ),
+            (
+                "",
+                "metadata_max_age = \"1m\"",
+                "consumers.metadata_max_age",
+            ),
+            (
+                "",
+                "auto_offset_reset = \"earliest\"",
+                "consumers.auto_offset_reset",
+            ),
+        ] {
+            let e = load_str("x.toml", &with("rabbitmq", producers, consumers), &none)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(&format!("field `{field}`")), "{e}");
+            assert!(e.contains("needs flavour = \"kafka\""), "{e}");
+            for flavour in ["kafka", "native"] {
+                load_str("x.toml", &with(flavour, producers, consumers), &none).unwrap();
+            }
+        }
+        let e = load_str(
+            "x.toml",
+            &with("kafka", "", "auto_offset_reset = \"none\""),
+            &none,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("auto_offset_reset"), "{e}");
+        // The flavour's defaults: Kafka's 5 min and latest; none elsewhere.
+        let d = crate::scenario::Flavour::Kafka.defaults();
+        assert_eq!(d.metadata_max_age, Some(crate::time::Dur::from_secs(300)));
+        assert_eq!(
+            d.auto_offset_reset,
+            Some(crate::scenario::OffsetReset::Latest)
+        );
+        let d = crate::scenario::Flavour::Rabbitmq.defaults();
+        assert_eq!((d.metadata_max_age, d.auto_offset_reset), (None, None));
+    }
+
     /// `[consumers] client` names a Kafka consumer: refused, in a sentence, on another broker.
     #[test]
     fn a_kafka_client_is_refused_on_another_broker() {

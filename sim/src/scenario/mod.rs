@@ -378,6 +378,37 @@ pub struct Producers {
     /// it as a new send, behind the ones made since. Default `drop`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_delivery_timeout: Option<OnDeliveryTimeout>,
+    /// How often a producer refreshes its cached cluster metadata (Kafka's
+    /// `metadata.max.age.ms`, 5 min): partitions added to the topic (the `add_partitions` fault)
+    /// are used by its partitioner from its next refresh on. Each producer refreshes on its own
+    /// cycle (`Metadata.timeToNextUpdate`: the last refresh plus this), whose phase is drawn per
+    /// producer from the run's seed. Only with `flavour = "kafka"` (or `"native"`). Default: the
+    /// flavour's (5m under `kafka`); `"0s"`: every producer sees new partitions at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_max_age: Option<Dur>,
+}
+
+/// Where a Kafka consumer starts in a partition with no committed offset (`[consumers]
+/// auto_offset_reset`, Kafka's `auto.offset.reset`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OffsetReset {
+    /// At the log's end when it first fetches (`ListOffsetsRequest.LATEST_TIMESTAMP`): what
+    /// was written before is skipped. Kafka's default.
+    #[default]
+    Latest,
+    /// At the log's start (`EARLIEST_TIMESTAMP`): nothing is skipped.
+    Earliest,
+}
+
+impl OffsetReset {
+    /// Its name in a scenario file.
+    pub fn name(self) -> &'static str {
+        match self {
+            OffsetReset::Latest => "latest",
+            OffsetReset::Earliest => "earliest",
+        }
+    }
 }
 
 /// What the application does with a send its producer gave up on (`[producers]
@@ -411,6 +442,7 @@ impl Default for Producers {
             call_timeout: None,
             delivery_timeout: None,
             on_delivery_timeout: None,
+            metadata_max_age: None,
         }
     }
 }
@@ -639,6 +671,21 @@ pub struct Consumers {
     /// (docs/modelling-your-broker.md says why).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<KafkaClient>,
+    /// How often the group's consumers refresh their cached metadata (Kafka's
+    /// `metadata.max.age.ms`, 5 min). Only the group leader watches it for new partitions
+    /// (`ConsumerCoordinator.rejoinNeededOrPending`): the group rebalances onto partitions added
+    /// (`add_partitions`) at the leader's next refresh, on a cycle whose phase is drawn from the
+    /// run's seed. Only with `flavour = "kafka"` (or `"native"`). Default: the flavour's (5m
+    /// under `kafka`); `"0s"`: the group rebalances at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_max_age: Option<Dur>,
+    /// Where a consumer starts in a partition its group has no committed offset for (Kafka's
+    /// `auto.offset.reset`): `latest` (Kafka's default: records written to a partition added by
+    /// `add_partitions` before the group first fetched it are skipped, counted lost) or
+    /// `earliest` (from its first record). Only with `flavour = "kafka"` (or `"native"`).
+    /// Default: the flavour's (`latest` under `kafka`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_offset_reset: Option<OffsetReset>,
     /// How a consumer takes messages: `prefetch` (the broker keeps up to `prefetch` unacked
     /// messages pushed to it, topping up as it acks: JMS) or `batch` (it asks for up to
     /// `prefetch` messages, and again only once it has settled all of them: an SQS

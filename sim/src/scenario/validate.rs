@@ -327,6 +327,37 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
             );
         }
     }
+    // Kafka's metadata refresh and offset reset: settings of its clients only.
+    let kafka_only = [
+        (
+            &["producers", "metadata_max_age"][..],
+            s.producers.metadata_max_age.is_some(),
+            "is Kafka's metadata.max.age.ms (when a producer sees added partitions)",
+        ),
+        (
+            &["consumers", "metadata_max_age"][..],
+            s.consumers.metadata_max_age.is_some(),
+            "is Kafka's metadata.max.age.ms (when a consumer group sees added partitions)",
+        ),
+        (
+            &["consumers", "auto_offset_reset"][..],
+            s.consumers.auto_offset_reset.is_some(),
+            "is Kafka's auto.offset.reset (where a consumer starts in a partition with no \
+             committed offset)",
+        ),
+    ];
+    for (path, set, what) in kafka_only {
+        if set && s.flavour != Flavour::Kafka && s.flavour != super::FlavourChoice::Native {
+            err(
+                p(path),
+                format!(
+                    "{what}: it needs flavour = \"kafka\" (or \"native\", for the strategies \
+                     modelled on Kafka); flavour {:?} has no partitions to add: leave it out",
+                    s.flavour.name()
+                ),
+            );
+        }
+    }
     let names: std::collections::BTreeSet<&str> =
         s.brokers.iter().map(|b| b.name.as_str()).collect();
     // Listed in file order, and only the first few: an error per fault must not copy them all.
