@@ -69,3 +69,71 @@ fn fault_plan_is_the_same_for_every_strategy_and_run() {
     assert!(!a.faults.is_empty());
     assert_ne!(a, sim::FaultPlan::resolve(&sc, 12));
 }
+
+/// A few bundled histories pinned by their fingerprint (FNV-1a over every event's JSON line):
+/// the runs whose order is the engine's hardest to keep (a poison message failing as it starts
+/// behind a dispatch, groups moving at a crash, a broker failover, batch receives). A change to
+/// the engine that must keep every history (issue 35's router and what follows it) is checked
+/// over every bundled file by `scripts/compare-histories.sh`; these keep the hardest cases in
+/// `cargo test`. A change meant to alter one of them updates its number and says why.
+#[test]
+fn pinned_histories_are_unchanged() {
+    common::at_root();
+    let pins: [(&str, &str, u64, u64); 6] = [
+        (
+            "scenarios/artemis-groups.toml",
+            "competing",
+            1,
+            0x9fcc09bc52f18a97,
+        ),
+        (
+            "scenarios/artemis-groups.toml",
+            "message_groups",
+            1,
+            0xbcdc154298b97442,
+        ),
+        (
+            "scenarios/artemis-groups.toml",
+            "artemis_groups",
+            2,
+            0xb265610e99435683,
+        ),
+        (
+            "scenarios/failover.toml",
+            "message_groups",
+            42,
+            0x8843832ad19eca5e,
+        ),
+        (
+            "scenarios/failover.toml",
+            "unit_of_order",
+            42,
+            0xb4dbe16d1dcd083d,
+        ),
+        (
+            "scenarios/db-outage-batch.toml",
+            "cache_pessimistic",
+            1,
+            0xf91f3526f7ee8be4,
+        ),
+    ];
+    let mut changed = Vec::new();
+    for (file, strategy, seed, pinned) in pins {
+        let sc = ordsim::load(Path::new(file)).unwrap();
+        let mut fp = sim::history::Fingerprint::new(false, None);
+        common::run_with(&sc, strategy, seed, |e| {
+            sim::history::Observer::event(&mut fp, e)
+        });
+        if fp.hash != pinned {
+            changed.push(format!(
+                "{file} {strategy} seed {seed}: {:#018x} ({} events)",
+                fp.hash, fp.events
+            ));
+        }
+    }
+    assert!(
+        changed.is_empty(),
+        "histories changed:\n{}",
+        changed.join("\n")
+    );
+}

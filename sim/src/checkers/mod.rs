@@ -437,7 +437,7 @@ impl<A: Annotations> Checkers<A> {
     /// Consumer `c` starts processing `msg` (whatever it had in hand before is out of its hands).
     // The hot path only records which message each consumer holds; records are looked at only
     // when a message is gone while someone holds it (rare), see [`Checkers::gone`].
-    #[inline]
+    #[inline(always)]
     fn take_in_hand(&mut self, c: u32, msg: MsgRef) {
         let c = c as usize;
         if c >= self.hands.len() {
@@ -871,13 +871,19 @@ impl<A: Annotations> Checkers<A> {
     }
 
     /// Reports an event about a message that was never produced (a settled one is fine).
-    #[inline]
+    #[inline(always)]
     fn unknown(&mut self, e: &Event, msg: MsgRef) {
         let k = self.keys.get(msg.key as usize);
         let known = k.is_some_and(|k| msg.seq < k.base + k.window.len() as u32);
         if !known {
-            self.malformed(format!("event about a message never produced: {e:?}"));
+            self.never_produced(e);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn never_produced(&mut self, e: &Event) {
+        self.malformed(format!("event about a message never produced: {e:?}"));
     }
 
     // Always inlined (one call site, the produce arm): out of line it paid a call frame per

@@ -628,6 +628,23 @@ impl Broker {
         self.members += 1;
     }
 
+    /// The attached list, lent to an offer to count down (no copy).
+    #[inline(always)]
+    fn lend_attached(&mut self) -> Vec<ConsumerSlot> {
+        std::mem::take(&mut self.attached)
+    }
+
+    /// Takes back the list lent to an offer, undoing its count-down of the handouts.
+    #[inline(always)]
+    fn take_back_attached(&mut self, mut cands: Vec<ConsumerSlot>, out: &[(u32, Handout)]) {
+        for &(_, to) in out {
+            if let Handout::Consumer(c) = to {
+                cands[self.position[c as usize] as usize].free += 1;
+            }
+        }
+        self.attached = cands;
+    }
+
     /// Offers its queued messages, up to its page, to `cands` (the local consumers first,
     /// `pick.locals` of them; then the bridges with demand) through the strategy's `select`, with
     /// `free` the room of all candidates and of the bridges among them. Each message chosen
@@ -982,11 +999,17 @@ impl<O: Observer> Engine<'_, O> {
             self.apply_control();
             return;
         }
-        // A copy the offer may count down as it hands out (the broker's own list follows the
-        // consumers' loads as the deliveries are made).
-        let mut cands = std::mem::take(&mut self.scratch);
-        cands.clear();
-        cands.extend_from_slice(&self.w.brokers[bi].attached);
+        // A list the offer may count down as it hands out (the broker's own list follows the
+        // consumers' loads as the deliveries are made): with bridges a copy that adds them, else
+        // the broker's own list, lent and given back as it was.
+        let mut cands = if has_bridges {
+            let mut cands = std::mem::take(&mut self.scratch);
+            cands.clear();
+            cands.extend_from_slice(&self.w.brokers[bi].attached);
+            cands
+        } else {
+            self.w.brokers[bi].lend_attached()
+        };
         let mut total_free = self.w.brokers[bi].free_total;
         // The local consumers are `cands[..locals]`; the bridges with demand follow.
         let locals = cands.len();
@@ -1023,15 +1046,27 @@ impl<O: Observer> Engine<'_, O> {
         );
         // Carried out in the order chosen (as one pass did before the node owned the choice:
         // nothing `select` sees changes with a delivery).
-        let mut started = std::mem::take(&mut self.started_scratch);
-        started.clear();
+        // The consumers that received something, in the order of their first delivery: the
+        // first one here (most dispatches hand out to one), the others in `started`.
+        if has_bridges {
+            self.scratch = cands;
+        } else {
+            self.w.brokers[bi].take_back_attached(cands, &out);
+        }
+        let mut first = None;
+        // Nothing below dispatches again (a nested dispatch would share the list).
+        debug_assert!(self.started_scratch.is_empty());
         for &(slot, to) in &out {
             match to {
                 Handout::Bridge(br) => self.bridge_take(b, br, slot),
                 Handout::Skip => self.skip(slot),
                 Handout::Consumer(c) => {
-                    if !started.contains(&c) {
-                        started.push(c);
+                    match first {
+                        None => first = Some(c),
+                        Some(f) if f != c && !self.started_scratch.contains(&c) => {
+                            self.started_scratch.push(c);
+                        }
+                        Some(_) => {}
                     }
                     self.deliver(b, c, slot);
                 }
@@ -1039,27 +1074,30 @@ impl<O: Observer> Engine<'_, O> {
         }
         out.clear();
         self.handouts = out;
-        self.scratch = cands;
         // Only the consumers that received something may have work to start: each does, after
-        // this step (the router), then the strategy's requests.
-        if let Some((&last, rest)) = started.split_last() {
-            for &c in rest {
-                if self.poll_hook {
-                    self.then(Fx::Polled(c));
-                }
-                self.then(Fx::StartNext(c));
-            }
-            if self.poll_hook {
-                self.then(Fx::Polled(last));
-            }
-            // The last start and the strategy's requests (from `select`, and whatever the
-            // starts leave) as one step.
-            self.then(Fx::StartThenApply(last));
-        } else {
+        // this step (the router), then the strategy's requests. The last start and the
+        // strategy's requests (from `select`, and whatever the starts leave) are one step.
+        let Some(f) = first else {
             self.apply_control();
+            return;
+        };
+        let n = self.started_scratch.len();
+        for i in 0..=n {
+            let c = if i == 0 {
+                f
+            } else {
+                self.started_scratch[i - 1]
+            };
+            if self.poll_hook {
+                self.then(Fx::Polled(c));
+            }
+            self.then(if i == n {
+                Fx::StartThenApply(c)
+            } else {
+                Fx::StartNext(c)
+            });
         }
-        started.clear();
-        self.started_scratch = started;
+        self.started_scratch.clear();
     }
 
     /// The message leaves the broker for good: acked or dead-lettered.

@@ -11,7 +11,7 @@ use crate::history::{Event, FailReason, Observer};
 use crate::scenario::{Commit, PartialFailure, RedeliveryMode};
 
 /// Failures chained in one instant before the next dispatch waits for the event queue.
-const MAX_FAIL_DEPTH: u32 = 32;
+pub(super) const MAX_FAIL_DEPTH: u32 = 32;
 
 impl<O: Observer> Engine<'_, O> {
     /// Delivery `job` of consumer `c` failed: rolled back, then redelivered or given up on.

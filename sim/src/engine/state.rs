@@ -220,7 +220,7 @@ pub(super) struct Slab {
 
 impl Slab {
     /// The strategy's view of the message in `slot`.
-    #[inline]
+    #[inline(always)]
     pub fn view(&self, slot: u32) -> MsgView {
         let m = self.get(slot);
         MsgView {
