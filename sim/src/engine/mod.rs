@@ -15,6 +15,7 @@
 //! | file | what happens there |
 //! |---|---|
 //! | `producer.rs` | the producer node (`Producer`); a message is produced, routed by the strategy, stored at a broker; failed sends (`send_error`) are retried, overtaken by at most `max_in_flight - 1` later ones without idempotence, and given up at the `delivery_timeout` |
+//! | `replication.rs` | a Kafka topic's replicas (`[broker.replication]`): a send written at the partitions' leader, committed (readable; answered under `acks = "all"`) once its followers have it; the log cut back for a new leader |
 //! | `broker.rs` | the broker node (`Broker`: its store, attached consumers, bridges and dead-letter queue as private state; it chooses what dispatch hands out, through the strategy's `select`, and hands it to a consumer or a bridge), the one requeue, settlement (ack, dead-letter), a delivery's lease |
 //! | `network.rs` | the network of brokers: ActiveMQ's bridge (one more consumer, driven by the peer's demand) or idle store-and-forward: forwards arriving, credit coming back, demand |
 //! | `consumer.rs` | processing (`begin`, `handle`), the ack; attach/detach |
@@ -37,7 +38,7 @@
 //!
 //! # The router
 //!
-//! Calls between the files go one way, down this list read from the bottom: broker, producer,
+//! Calls between the files go one way, down this list read from the bottom: broker, replication, producer,
 //! network, consumer, lease, failover, detection, lifecycle, pause, commit, poll, membership,
 //! faults, batch, redelivery. What a lower file needs done above it (a rollback, a reconnect, a
 //! batch job's end, a consumer starting what it received) is an effect ([`Fx`]) it asks for with

@@ -323,3 +323,37 @@ impl<O: Observer> Engine<'_, O> {
         self.arm_replication(b);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::{stream, Component};
+
+    fn log(text: &str) -> Log {
+        let r: Replication = toml::from_str(text).expect("a replication table");
+        let rng = || stream(1, Component::Broker, 0, 0);
+        Log::new(&r, Acks::All, rng(), rng())
+    }
+
+    #[test]
+    fn defaults_are_kafkas_and_min_isr_counts_at_most_the_factor() {
+        let l = log("");
+        assert_eq!((l.replicas.len(), l.min_in_sync, l.unclean), (1, 1, false));
+        assert_eq!(l.leadership, Leadership::Leader(0));
+        let mut l = log("replication_factor = 2\nmin_insync_replicas = 5");
+        assert_eq!(l.min_in_sync, 2, "effectiveMinIsr");
+        assert!(l.may_commit());
+        l.replicas[1].up = false;
+        assert_eq!(l.in_sync_up(), 1);
+        assert!(
+            !l.may_commit(),
+            "the high watermark waits under min.insync.replicas"
+        );
+        assert!(l.someone_behind());
+        // The default election: uniform 7s-9s; the default lag: 1ms.
+        for _ in 0..100 {
+            assert!((7_000_000..=9_000_000).contains(&l.election_time()));
+            assert_eq!(l.lag(), 1_000);
+        }
+    }
+}
