@@ -21,7 +21,7 @@ use super::Engine;
 use crate::history::{DiscardReason, Event, Node, Observer};
 use crate::scenario::ConsumerMode;
 use crate::strategy::WorldChange;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 impl<O: Observer> Engine<'_, O> {
     /// Broker `b` goes down: its clients lose their connection; a non-persistent store loses
@@ -224,6 +224,7 @@ impl<O: Observer> Engine<'_, O> {
     /// `leader_election_time` (or, with `unclean_leader_election`, one out of sync that is
     /// alive), and what the new leader lacks is cut from the log ([`Engine::truncate_log`]).
     /// With no replica to elect the partitions are offline until one returns.
+    #[inline(never)]
     fn leader_crash(&mut self, b: u16) {
         let log = self.w.logs[b as usize].as_deref_mut().expect("log");
         let Leadership::Leader(l) = log.leadership else {
@@ -270,6 +271,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// The controller's election on broker `b` is over: its replica leads (after an unclean
     /// election, alone in the ISR), the log cut back to its end, and the broker serves again.
+    #[inline(never)]
     pub(super) fn leader_elected(&mut self, b: u16) {
         walk!();
         let log = self.w.logs[b as usize].as_deref_mut().expect("log");
@@ -286,6 +288,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// Replica `to` of broker `b` leads from its log's `end`: the log is cut back to it, the
     /// replicas it left out of the ISR catch up, and the broker serves.
+    #[inline(never)]
     fn take_lead(&mut self, b: u16, to: u8, unclean: bool, end: u64) {
         let resend = self.truncate_log(b, end);
         let log = self.w.logs[b as usize].as_deref_mut().expect("log");
@@ -312,9 +315,11 @@ impl<O: Observer> Engine<'_, O> {
             self.q.push(at, Ev::CaughtUp { b, r });
         }
         // Each producer sends its own again, in log order, before anything it holds.
-        let mut by_producer: BTreeMap<u32, VecDeque<u32>> = BTreeMap::new();
+        // (A Vec: a new call site of `VecDeque<u32>::push_back` makes the compiler stop
+        // inlining the broker queue's on the hot path.)
+        let mut by_producer: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
         for (p, slot) in resend {
-            by_producer.entry(p).or_default().push_back(slot);
+            by_producer.entry(p).or_default().push(slot);
         }
         for (p, slots) in by_producer {
             self.flush();
@@ -335,6 +340,7 @@ impl<O: Observer> Engine<'_, O> {
     /// A crashed replica of broker `b` is back (the first that went down): it follows the
     /// leader and catches up, or, with the partitions offline, leads if it was the last in
     /// sync (or out of sync, with `unclean_leader_election`).
+    #[inline(never)]
     fn replica_back(&mut self, b: u16) {
         let log = self.w.logs[b as usize].as_deref_mut().expect("log");
         if log.idle_crashes > 0 {

@@ -571,7 +571,7 @@ impl<O: Observer> Engine<'_, O> {
     /// Sends of `p` a partition leader wrote and lost in its crash before its followers had
     /// them, under `acks = "all"` (never acknowledged: `replication.rs`): the producer sends
     /// them again, in order, before anything it holds (they were sent first).
-    pub(super) fn send_again_first(&mut self, p: u32, slots: VecDeque<u32>) {
+    pub(super) fn send_again_first(&mut self, p: u32, slots: Vec<u32>) {
         walk!();
         for &slot in &slots {
             self.w.slab.get_mut(slot).loc = Loc::Producer(p);
@@ -579,12 +579,17 @@ impl<O: Observer> Engine<'_, O> {
             self.await_delivery(p, slot);
         }
         let ps = &mut self.w.producers[p as usize];
-        if ps.broker.is_none() {
-            ps.send_after_reconnect(slots);
+        // Disconnected: ahead of what it buffered; else ahead of its failed sends, retried.
+        let connected = ps.broker.is_some();
+        let queue = if connected {
+            &mut ps.failed
         } else {
-            for slot in slots.into_iter().rev() {
-                ps.failed.push_front(slot);
-            }
+            &mut ps.buffer
+        };
+        for slot in slots.into_iter().rev() {
+            queue.push_front(slot);
+        }
+        if connected {
             ps.failed_block = true;
             self.schedule_producer_retry(p);
         }

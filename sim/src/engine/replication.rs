@@ -153,6 +153,7 @@ impl<O: Observer> Engine<'_, O> {
         Ok(())
     }
 
+    #[cold]
     #[inline(never)]
     fn write_at_leader(&mut self, b: u16, slot: u32) -> Result<(), bool> {
         walk!();
@@ -194,6 +195,7 @@ impl<O: Observer> Engine<'_, O> {
     }
 
     /// Schedules the next move of broker `b`'s high watermark, if one may come.
+    #[inline(never)]
     pub(super) fn arm_replication(&mut self, b: u16) {
         let now = self.now;
         let Some(log) = self.w.logs[b as usize].as_deref_mut() else {
@@ -210,6 +212,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// Broker `b`'s followers have fetched what is due: the high watermark moves past it, and
     /// consumers may read it (with `acks = "all"` the producer is answered now: `Enqueue`).
+    #[inline(never)]
     pub(super) fn replicated(&mut self, b: u16) {
         walk!();
         let now = self.now;
@@ -254,6 +257,7 @@ impl<O: Observer> Engine<'_, O> {
     /// lost by an unclean election) and nobody applied are discarded (lost); those never
     /// acknowledged (`acks = "all"`, above the high watermark) are returned as (producer,
     /// slot), in log order, for their producers to send again.
+    #[inline(never)]
     pub(super) fn truncate_log(&mut self, b: u16, end: u64) -> Vec<(u32, u32)> {
         walk!();
         let Some(log) = self.w.logs[b as usize].as_deref_mut() else {
@@ -304,6 +308,7 @@ impl<O: Observer> Engine<'_, O> {
     }
 
     /// Replica `r` of broker `b` has caught up with its leader: it joins the ISR.
+    #[inline(never)]
     pub(super) fn caught_up(&mut self, b: u16, r: u8) {
         walk!();
         let Some(log) = self.w.logs[b as usize].as_deref_mut() else {
