@@ -37,6 +37,7 @@ mod producer;
 mod properties;
 mod rabbit_versions;
 mod rebalance_protocol;
+mod replication;
 mod reports;
 mod resend;
 mod restart;

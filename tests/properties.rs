@@ -58,6 +58,11 @@ struct Gen {
     /// `spring`, 2 `plain`) and `auto_offset_reset` by `rabbit / 3` (0 left out, 1 `latest`,
     /// 2 `earliest`); `version` draws the producers' and the consumers' `metadata_max_age`.
     rabbit: u8,
+    /// Under `kafka` and `native`: `[broker.replication]` on each persistent broker and
+    /// `[producers] acks`: 0-2 none; 3 three replicas, two needed, acks left out (`all`); 4 the
+    /// same with `acks = "1"`; 5 two replicas both needed, a 300ms election; 6 two replicas,
+    /// one needed, `acks = "1"`, unclean elections; 7 one replica, `acks = "1"`.
+    replication: u8,
 }
 
 fn gen() -> impl Strategy<Value = Gen> {
@@ -88,6 +93,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             any::<bool>(),
             0u8..=6,
             0u8..5,
+            0u8..8,
         ),
         prop::sample::select(vec![
             "competing",
@@ -114,7 +120,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 faults,
                 (counting, flavour, dead_letter, rabbit),
                 (lease, crash_detection, partial_failure, requeue, receive, commit),
-                (max_in_flight, idempotence, retry_backoff, version, delivery_timeout),
+                (max_in_flight, idempotence, retry_backoff, version, delivery_timeout, replication),
                 strategy,
             )| Gen {
                 // An SQS FIFO queue is one queue; a Kafka cluster, the broker that owns a Pulsar topic,
@@ -160,6 +166,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 delivery_timeout,
                 version,
                 rabbit,
+                replication,
             },
         )
 }
@@ -222,6 +229,24 @@ fn toml_of(g: &Gen) -> String {
         .unwrap(),
         _ => {}
     }
+    // Kafka's replicas: on each persistent broker, with `acks` when one has them.
+    let replicated = matches!(flavour, "kafka" | "native")
+        && g.replication >= 3
+        && g.persistent[..g.brokers].contains(&true);
+    if replicated {
+        match g.replication {
+            4 | 6 | 7 => writeln!(s, "acks = \"1\"").unwrap(),
+            5 => writeln!(s, "acks = \"all\"").unwrap(),
+            _ => {}
+        }
+    }
+    let replication = match g.replication {
+        3 => "replication_factor = 3\nmin_insync_replicas = 2\nreplication_lag = \"5ms\"\nleader_election_time = \"200ms\"",
+        4 => "replication_factor = 3\nmin_insync_replicas = 2\nreplication_lag = { dist = \"exponential\", mean = \"10ms\" }",
+        5 => "replication_factor = 2\nmin_insync_replicas = 2\nleader_election_time = \"300ms\"",
+        6 => "replication_factor = 2\nunclean_leader_election = true\nleader_election_time = { dist = \"uniform\", min = \"100ms\", max = \"500ms\" }",
+        _ => "", // 7: the table's defaults (one replica)
+    };
     // Kafka's metadata refresh (partitions added are seen late) by `version`, unused there:
     // the flavour's 5 min, none, or a short one that ends within the run.
     if matches!(flavour, "kafka" | "native") {
@@ -257,6 +282,9 @@ fn toml_of(g: &Gen) -> String {
         } else if rabbit {
             let v = ["3.13", "4.2", "4.3"][(g.rabbit as usize - 1) / 2];
             writeln!(s, "version = \"{v}\"").unwrap();
+        }
+        if replicated && g.persistent[b] {
+            writeln!(s, "[broker.replication]\n{replication}").unwrap();
         }
     }
     // IBM MQ's client gets persistent messages one at a time (validation refuses more).

@@ -101,6 +101,10 @@ pub const FIELDS: &[(&str, Staging)] = &[
         "producers.metadata_max_age",
         Refused("Kafka's producer; no live broker adds partitions"),
     ),
+    (
+        "producers.acks",
+        Refused("Kafka's producer; no live broker has partition replicas"),
+    ),
     ("broker.name", Staged("one ActiveMQ process per broker")),
     (
         "broker.persistent",
@@ -121,6 +125,10 @@ pub const FIELDS: &[(&str, Staging)] = &[
         Refused("HA pairs (shared-store master/slave) are not staged"),
     ),
     ("broker.takeover", Refused("HA pairs are not staged")),
+    (
+        "broker.replication",
+        Refused("Kafka's partition replicas; no live broker is a Kafka cluster"),
+    ),
     ("broker.failback", Refused("HA pairs are not staged")),
     (
         "broker.version",

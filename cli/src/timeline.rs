@@ -254,6 +254,9 @@ pub fn describe(h: &TraceHeader, e: &Event) -> (&'static str, String) {
                     sim::history::DiscardReason::OffsetReset => {
                         "its group's position was reset past it (auto.offset.reset = latest)"
                     }
+                    sim::history::DiscardReason::Truncated => {
+                        "a new partition leader did not have it (the log was truncated)"
+                    }
                 }
             ),
         ),

@@ -996,6 +996,21 @@ fn validate_one(
     }
 }
 
+/// A `broker_crash` of a broker whose partitions have followers (`[broker.replication]` with
+/// `replication_factor` above 1): each crash takes down the leader of the moment, so crashes
+/// may overlap (a new leader crashing while the old one is still down).
+fn crashes_a_leader(s: &Scenario, f: &Fault) -> bool {
+    f.kind == FaultKind::BrokerCrash
+        && f.broker.as_deref().is_some_and(|name| {
+            s.brokers.iter().any(|b| {
+                b.name == name
+                    && b.replication
+                        .as_ref()
+                        .is_some_and(|r| r.replication_factor > 1)
+            })
+        })
+}
+
 /// Two scripted faults of the same kind on the same target must not overlap: the second would act
 /// on a node that is already down, and the user surely meant something else. Sorted by target and
 /// start, so the check is n log n, and each fault is reported once (against the earlier-starting
@@ -1016,7 +1031,7 @@ fn check_overlaps(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
         .collect();
     let mut by_target: Vec<&(usize, &Fault, u64, u64)> = scripted
         .iter()
-        .filter(|(_, f, _, _)| !f.kind.may_overlap())
+        .filter(|(_, f, _, _)| !f.kind.may_overlap() && !crashes_a_leader(s, f))
         .collect();
     let target = |f: &Fault| (f.kind, f.broker.clone(), f.consumer, f.producer);
     by_target.sort_by(|a, b| {

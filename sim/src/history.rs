@@ -60,6 +60,10 @@ pub enum DiscardReason {
     /// fetched (Kafka's `auto.offset.reset = latest` on a partition added to the topic that the
     /// group had no committed offset for): it stays in the log, and nobody reads it.
     OffsetReset,
+    /// A Kafka partition's new leader did not have it: the log was cut back to the new
+    /// leader's end (a record the crashed leader wrote that its followers had not fetched yet,
+    /// or, after an unclean election, one the new leader had missed).
+    Truncated,
 }
 
 /// One history event. `t` is simulated time in microseconds.

@@ -40,6 +40,12 @@ pub const RESTART: u8 = 2;
 /// The purpose of a broker's stream of HA `takeover` draws ([`Component::Broker`]).
 pub const TAKEOVER: u8 = 3;
 
+/// The purpose of a broker's stream of `replication_lag` draws ([`Component::Broker`]).
+pub const REPLICATION_LAG: u8 = 4;
+
+/// The purpose of a broker's stream of `leader_election_time` draws ([`Component::Broker`]).
+pub const ELECTION: u8 = 5;
+
 /// A deterministic random stream for `(component, index, purpose)` under `seed`.
 pub fn stream(seed: u64, component: Component, index: u32, purpose: u8) -> ChaCha8Rng {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);

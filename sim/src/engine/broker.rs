@@ -526,6 +526,12 @@ impl Broker {
         self.queue.pop_front()
     }
 
+    /// Takes `slots` out of its queue (records cut from a Kafka log, `replication.rs`).
+    pub fn remove_queued(&mut self, slots: &[u32]) {
+        self.waits.forget();
+        self.queue.retain(|s| !slots.contains(s));
+    }
+
     /// Empties its queue (a non-persistent store lost in a crash).
     pub fn clear_queue(&mut self) {
         self.waits.forget();

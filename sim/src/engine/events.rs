@@ -98,6 +98,16 @@ pub(super) enum Ev {
         c: u32,
         epoch: u32,
     },
+    /// Broker `b`'s followers may have fetched records: its high watermark moves
+    /// (`replication.rs`).
+    Replicated(u16),
+    /// The controller's election of a new leader on broker `b` is over (`failover.rs`).
+    LeaderElected(u16),
+    /// Replica `r` of broker `b` has caught up with its leader (`replication.rs`).
+    CaughtUp {
+        b: u16,
+        r: u8,
+    },
     FaultStart(u32),
     FaultEnd(u32),
     Wake(u64),

@@ -14,18 +14,24 @@
 use super::broker::Down;
 use super::events::Ev;
 use super::producer::Attempt;
+use super::replication::Leadership;
 use super::state::Loc;
 use super::walk::walk;
 use super::Engine;
 use crate::history::{DiscardReason, Event, Node, Observer};
 use crate::scenario::ConsumerMode;
 use crate::strategy::WorldChange;
+use std::collections::BTreeMap;
 
 impl<O: Observer> Engine<'_, O> {
     /// Broker `b` goes down: its clients lose their connection; a non-persistent store loses
     /// everything it held.
     pub(super) fn broker_crash(&mut self, b: u16) {
         walk!();
+        if self.replicated && self.w.logs[b as usize].is_some() {
+            self.leader_crash(b);
+            return;
+        }
         match self.w.brokers[b as usize].crash() {
             Down::Already => return,
             Down::Standby => {
@@ -168,6 +174,10 @@ impl<O: Observer> Engine<'_, O> {
     /// consumers, or, `idle_forward`, forwarded to where the consumers are).
     pub(super) fn broker_restart(&mut self, b: u16) {
         walk!();
+        if self.replicated && self.w.logs[b as usize].is_some() {
+            self.replica_back(b);
+            return;
+        }
         // The other member of its HA pair serves its store: it waits as the passive one, or
         // (failback) takes the store back.
         let partner = self.w.brokers[b as usize]
@@ -207,6 +217,156 @@ impl<O: Observer> Engine<'_, O> {
         }
         self.world_change(WorldChange::BrokerRestarted(b));
         self.dispatch(b);
+    }
+
+    /// The leader of broker `b`'s replicated partitions crashes (`[broker.replication]`): its
+    /// clients lose their connections; a follower in sync is elected after
+    /// `leader_election_time` (or, with `unclean_leader_election`, one out of sync that is
+    /// alive), and what the new leader lacks is cut from the log ([`Engine::truncate_log`]).
+    /// With no replica to elect the partitions are offline until one returns.
+    #[inline(never)]
+    fn leader_crash(&mut self, b: u16) {
+        let log = self.w.logs[b as usize].as_deref_mut().expect("log");
+        let Leadership::Leader(l) = log.leadership else {
+            // No leader to crash (an election under way, or offline): nothing goes down, and
+            // this crash's end brings nobody back.
+            log.idle_crashes += 1;
+            return;
+        };
+        log.replicas[l as usize].up = false;
+        log.replicas[l as usize].end = log.end;
+        log.down.push_back(l);
+        let next = log
+            .replicas
+            .iter()
+            .position(|r| r.up && r.in_sync)
+            .map(|r| (r as u8, false))
+            .or_else(|| {
+                log.unclean
+                    .then(|| log.replicas.iter().position(|r| r.up))
+                    .flatten()
+                    .map(|r| (r as u8, true))
+            });
+        self.emit(Event::Crash {
+            t: self.now,
+            node: Node::Broker(b),
+        });
+        let down = self.w.brokers[b as usize].crash();
+        debug_assert_eq!(down, Down::Serving);
+        self.stop_serving(b);
+        self.apply_control();
+        self.world_change(WorldChange::BrokerCrashed(b));
+        let log = self.w.logs[b as usize].as_deref_mut().expect("log");
+        let Some((to, unclean)) = next else {
+            // The last replica in sync died: it stays the ISR, its log whole; the partitions
+            // wait for a replica to return.
+            log.replicas[l as usize].end = log.end;
+            log.leadership = Leadership::Offline;
+            return;
+        };
+        log.leadership = Leadership::Electing { to, unclean };
+        let at = self.now + log.election_time();
+        self.q.push(at, Ev::LeaderElected(b));
+    }
+
+    /// The controller's election on broker `b` is over: its replica leads (after an unclean
+    /// election, alone in the ISR), the log cut back to its end, and the broker serves again.
+    #[inline(never)]
+    pub(super) fn leader_elected(&mut self, b: u16) {
+        walk!();
+        let log = self.w.logs[b as usize].as_deref_mut().expect("log");
+        let Leadership::Electing { to, unclean } = log.leadership else {
+            return;
+        };
+        let end = if unclean {
+            log.replicas[to as usize].end
+        } else {
+            log.hw
+        };
+        self.take_lead(b, to, unclean, end);
+    }
+
+    /// Replica `to` of broker `b` leads from its log's `end`: the log is cut back to it, the
+    /// replicas it left out of the ISR catch up, and the broker serves.
+    #[inline(never)]
+    fn take_lead(&mut self, b: u16, to: u8, unclean: bool, end: u64) {
+        let resend = self.truncate_log(b, end);
+        let log = self.w.logs[b as usize].as_deref_mut().expect("log");
+        log.leadership = Leadership::Leader(to);
+        let mut catching_up = Vec::new();
+        for (i, r) in log.replicas.iter_mut().enumerate() {
+            if i as u8 == to {
+                r.in_sync = true;
+                continue;
+            }
+            if unclean || !r.up {
+                r.in_sync = false;
+            }
+            // What a replica out of the ISR has is cut back to the new leader's log.
+            if !r.in_sync {
+                r.end = r.end.min(end);
+                if r.up {
+                    catching_up.push(i as u8);
+                }
+            }
+        }
+        for r in catching_up {
+            let at = self.now + log.lag();
+            self.q.push(at, Ev::CaughtUp { b, r });
+        }
+        // Each producer sends its own again, in log order, before anything it holds.
+        // (A Vec: a new call site of `VecDeque<u32>::push_back` makes the compiler stop
+        // inlining the broker queue's on the hot path.)
+        let mut by_producer: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        for (p, slot) in resend {
+            by_producer.entry(p).or_default().push(slot);
+        }
+        for (p, slots) in by_producer {
+            self.flush();
+            self.send_again_first(p, slots);
+        }
+        if self.w.brokers[b as usize].recover(false) {
+            self.emit(Event::Recover {
+                t: self.now,
+                node: Node::Broker(b),
+            });
+            self.refresh_routable(b);
+            self.world_change(WorldChange::BrokerRestarted(b));
+            self.dispatch(b);
+        }
+        self.arm_replication(b);
+    }
+
+    /// A crashed replica of broker `b` is back (the first that went down): it follows the
+    /// leader and catches up, or, with the partitions offline, leads if it was the last in
+    /// sync (or out of sync, with `unclean_leader_election`).
+    #[inline(never)]
+    fn replica_back(&mut self, b: u16) {
+        let log = self.w.logs[b as usize].as_deref_mut().expect("log");
+        if log.idle_crashes > 0 {
+            log.idle_crashes -= 1;
+            return;
+        }
+        let Some(r) = log.down.pop_front() else {
+            return;
+        };
+        log.replicas[r as usize].up = true;
+        match log.leadership {
+            Leadership::Leader(_) => {
+                let at = self.now + log.lag();
+                self.q.push(at, Ev::CaughtUp { b, r });
+            }
+            // It follows whoever is elected (`take_lead` starts its catching up).
+            Leadership::Electing { .. } => {}
+            Leadership::Offline => {
+                let rep = log.replicas[r as usize];
+                if rep.in_sync {
+                    self.take_lead(b, r, false, rep.end);
+                } else if log.unclean {
+                    self.take_lead(b, r, true, rep.end);
+                }
+            }
+        }
     }
 
     /// The producer's broker went down: drop the connection and try the list again later.

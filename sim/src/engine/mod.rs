@@ -15,6 +15,7 @@
 //! | file | what happens there |
 //! |---|---|
 //! | `producer.rs` | the producer node (`Producer`); a message is produced, routed by the strategy, stored at a broker; failed sends (`send_error`) are retried, overtaken by at most `max_in_flight - 1` later ones without idempotence, and given up at the `delivery_timeout` |
+//! | `replication.rs` | a Kafka topic's replicas (`[broker.replication]`): a send written at the partitions' leader, committed (readable; answered under `acks = "all"`) once its followers have it; the log cut back for a new leader |
 //! | `broker.rs` | the broker node (`Broker`: its store, attached consumers, bridges and dead-letter queue as private state; it chooses what dispatch hands out, through the strategy's `select`, and hands it to a consumer or a bridge), the one requeue, settlement (ack, dead-letter), a delivery's lease |
 //! | `network.rs` | the network of brokers: ActiveMQ's bridge (one more consumer, driven by the peer's demand) or idle store-and-forward: forwards arriving, credit coming back, demand |
 //! | `consumer.rs` | processing (`begin`, `handle`), the ack; attach/detach |
@@ -37,7 +38,7 @@
 //!
 //! # The router
 //!
-//! Calls between the files go one way, down this list read from the bottom: broker, producer,
+//! Calls between the files go one way, down this list read from the bottom: broker, replication, producer,
 //! network, consumer, lease, failover, detection, lifecycle, pause, commit, poll, membership,
 //! faults, batch, redelivery. What a lower file needs done above it (a rollback, a reconnect, a
 //! batch job's end, a consumer starting what it received) is an effect ([`Fx`]) it asks for with
@@ -66,6 +67,7 @@ mod pause;
 mod poll;
 mod producer;
 mod redelivery;
+mod replication;
 mod state;
 mod walk;
 mod workload;
@@ -75,7 +77,9 @@ use crate::dist::Sampler;
 use crate::event_queue::EventQueue;
 use crate::faults::FaultPlan;
 use crate::history::{DynObserver, Event, FailReason, MsgRef, NoObserver, Observer};
-use crate::rng::{stream, Component, RESTART, SEND_ERRORS, TAKEOVER, TRANSIT};
+use crate::rng::{
+    stream, Component, ELECTION, REPLICATION_LAG, RESTART, SEND_ERRORS, TAKEOVER, TRANSIT,
+};
 use crate::scenario::{Commit, Connect, ConsumerMode, FieldError, Receive, Resolved, Scenario};
 use crate::strategy::{ConsumerSlot, Control, Hooks, MsgView, Request, Row, Strategy};
 use crate::summary::{EndReason, Metrics};
@@ -195,6 +199,9 @@ struct Engine<'a, O: Observer> {
     poll_hook: bool,
     /// Some broker has a `dispatch_latency`: a delivery may not have reached its consumer yet.
     transit: bool,
+    /// Some broker has `[broker.replication]`: a send is written at a partition leader
+    /// (`replication.rs`).
+    replicated: bool,
     /// How many later sends may overtake one that failed by a `send_error` (`max_in_flight -
     /// 1`, or 0 with idempotence).
     send_overtakes: u32,
@@ -302,6 +309,21 @@ impl<'a, O: Observer> Engine<'a, O> {
             held: BTreeMap::new(),
             orphans: Vec::new(),
             held_sends: Vec::new(),
+            logs: sc
+                .brokers
+                .iter()
+                .enumerate()
+                .map(|(i, b)| {
+                    b.replication.as_ref().map(|r| {
+                        Box::new(replication::Log::new(
+                            r,
+                            sc.producers.acks.unwrap_or_default(),
+                            stream(seed, Component::Broker, i as u32, REPLICATION_LAG),
+                            stream(seed, Component::Broker, i as u32, ELECTION),
+                        ))
+                    })
+                })
+                .collect(),
         };
         Engine {
             sc,
@@ -323,6 +345,7 @@ impl<'a, O: Observer> Engine<'a, O> {
             poll_hook: cfg.receive == Receive::Batch
                 && (cfg.max_poll_interval.is_some() || cfg.commit == Commit::Interval),
             transit: sc.brokers.iter().any(|b| b.dispatch_latency.is_some()),
+            replicated: sc.brokers.iter().any(|b| b.replication.is_some()),
             send_overtakes: if cfg.idempotence {
                 0
             } else {
@@ -690,6 +713,9 @@ impl<'a, O: Observer> Engine<'a, O> {
             Ev::LeaseRenew { slot, id } => self.lease_renew(slot, id),
             Ev::CrashDetected { c, epoch } => self.crash_detected(c, epoch),
             Ev::CommitDue { c, epoch } => self.commit_due(c, epoch),
+            Ev::Replicated(b) => self.replicated(b),
+            Ev::LeaderElected(b) => self.leader_elected(b),
+            Ev::CaughtUp { b, r } => self.caught_up(b, r),
             Ev::FaultStart(i) => self.fault_start(i),
             Ev::FaultEnd(i) => self.fault_end(i),
             Ev::Wake(token) => {

@@ -327,8 +327,7 @@ impl<O: Observer> Engine<'_, O> {
         if !self.w.producers[p as usize].resent.is_empty() && self.resend(p, slot, b) {
             return Ok(b);
         }
-        self.accept(b, slot);
-        Ok(b)
+        self.store_sent(b, slot).map(|()| b)
     }
 
     /// The broker a send routed `route` by a producer connected to `connected` is stored at,
@@ -566,6 +565,33 @@ impl<O: Observer> Engine<'_, O> {
                 ps.resent.swap_remove(i);
             }
             self.w.slab.release(slot);
+        }
+    }
+
+    /// Sends of `p` a partition leader wrote and lost in its crash before its followers had
+    /// them, under `acks = "all"` (never acknowledged: `replication.rs`): the producer sends
+    /// them again, in order, before anything it holds (they were sent first).
+    pub(super) fn send_again_first(&mut self, p: u32, slots: Vec<u32>) {
+        walk!();
+        for &slot in &slots {
+            self.w.slab.get_mut(slot).loc = Loc::Producer(p);
+            self.emit_send_fail(p, slot);
+            self.await_delivery(p, slot);
+        }
+        let ps = &mut self.w.producers[p as usize];
+        // Disconnected: ahead of what it buffered; else ahead of its failed sends, retried.
+        let connected = ps.broker.is_some();
+        let queue = if connected {
+            &mut ps.failed
+        } else {
+            &mut ps.buffer
+        };
+        for slot in slots.into_iter().rev() {
+            queue.push_front(slot);
+        }
+        if connected {
+            ps.failed_block = true;
+            self.schedule_producer_retry(p);
         }
     }
 

@@ -58,6 +58,9 @@ pub(super) struct World {
     /// Sends a broker goes on holding (`Route::Wait`) after their producer's blocking call timed
     /// out (`call_timeout`): the broker stores each when the strategy lets it (`producer.rs`).
     pub held_sends: Vec<HeldSend>,
+    /// Per broker, its replicated log (`[broker.replication]`, `replication.rs`); None for
+    /// every broker of a scenario without one.
+    pub logs: Vec<Option<Box<super::replication::Log>>>,
 }
 
 /// The world's own bookkeeping: messages strategies took over, and the target rows.

@@ -211,6 +211,17 @@ pub mod defaults {
     pub(crate) fn resolution() -> Dur {
         Dur::from_millis(1)
     }
+    pub(crate) fn replication_lag() -> DurSpec {
+        DurSpec(crate::dist::DurDist::Constant {
+            value: Dur::from_millis(1),
+        })
+    }
+    pub(crate) fn leader_election_time() -> DurSpec {
+        DurSpec(crate::dist::DurDist::Uniform {
+            min: Dur::from_secs(7),
+            max: Dur::from_secs(9),
+        })
+    }
     pub(crate) fn forward_delay() -> Dur {
         Dur::from_millis(5)
     }
@@ -386,6 +397,10 @@ pub struct Producers {
     /// flavour's (5m under `kafka`); `"0s"`: every producer sees new partitions at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata_max_age: Option<Dur>,
+    /// Kafka's `acks`: `"all"` (the default since 3.0) or `"1"`. Only with a
+    /// `[broker.replication]`: it decides what a leader's crash loses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acks: Option<Acks>,
 }
 
 /// Where a Kafka consumer starts in a partition with no committed offset (`[consumers]
@@ -443,6 +458,7 @@ impl Default for Producers {
             delivery_timeout: None,
             on_delivery_timeout: None,
             metadata_max_age: None,
+            acks: None,
         }
     }
 }
@@ -524,6 +540,69 @@ pub struct Broker {
     /// [`Scenario::broker_version`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// The topic's partitions replicated over a cluster (`[broker.replication]`, Kafka only):
+    /// the broker is then the leader of every partition, with followers. Absent: the broker is
+    /// the whole cluster, one copy (a crash stops everything until it is back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication: Option<Replication>,
+}
+
+/// A Kafka topic's replication (`[broker.replication]`, docs/modelling-your-broker.md, "Leaders
+/// and replicas"; Kafka 4.0's broker: `Partition.scala`, `PartitionChangeBuilder`,
+/// `ReplicationConfigs`). The `[[broker]]` leads every partition of the topic; its followers
+/// fetch what it writes. A `broker_crash` of it crashes the leader: a follower still in sync
+/// is elected after `leader_election_time` and what the followers had not fetched is gone
+/// from the log (`[producers] acks` decides whether anyone had been told it was written).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Replication {
+    /// Copies of each partition, the leader's included (`replication.factor`; the broker's
+    /// `default.replication.factor` is 1).
+    #[serde(default = "defaults::one")]
+    pub replication_factor: u32,
+    /// `min.insync.replicas` (1): with `acks = "all"` a write is refused
+    /// (`NotEnoughReplicas`, retried by the producer) while fewer replicas are in sync, and
+    /// the high watermark does not advance then (KAFKA-15583). Above the replication factor
+    /// it counts as the factor (`effectiveMinIsr`).
+    #[serde(default = "defaults::one")]
+    pub min_insync_replicas: u32,
+    /// `unclean.leader.election.enable` (false): when no replica in sync is alive, one out of
+    /// sync may lead, and the records it lacks are lost.
+    #[serde(default)]
+    pub unclean_leader_election: bool,
+    /// From the leader's write of a record until its followers have it (their fetch): the
+    /// record is committed (below the high watermark, readable by consumers) then. Not a Kafka
+    /// setting: a network round trip and a follower's append; default 1ms.
+    #[serde(default = "defaults::replication_lag")]
+    pub replication_lag: DurSpec,
+    /// From the leader's crash until a new leader serves: the controller fences the broker when
+    /// its session lapses (`broker.session.timeout.ms` 9s after its last heartbeat, sent every
+    /// `broker.heartbeat.interval.ms` 2s), then elects. Default uniform 7s to 9s.
+    #[serde(default = "defaults::leader_election_time")]
+    pub leader_election_time: DurSpec,
+}
+
+/// What a Kafka producer waits for before a send counts as written (`[producers] acks`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Acks {
+    /// `acks=all` (`-1`), the default since Kafka 3.0: the leader answers once every replica
+    /// in sync has the record.
+    #[default]
+    #[serde(rename = "all", alias = "-1")]
+    All,
+    /// `acks=1`: the leader answers once it wrote the record, before its followers have it.
+    #[serde(rename = "1")]
+    Leader,
+}
+
+impl Acks {
+    /// Its name in a scenario file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Acks::All => "all",
+            Acks::Leader => "1",
+        }
+    }
 }
 
 /// Network of brokers: how a broker's messages reach consumers attached to another broker.

@@ -284,6 +284,19 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
         if let Some(Err(m)) = b.restart_time.as_ref().map(|d| d.0.check()) {
             err(path("restart_time"), m);
         }
+        if let Some(r) = &b.replication {
+            replication_problems(s, b, r, &mut |f, m| {
+                err(
+                    vec![
+                        PathSeg::from("broker"),
+                        PathSeg::Index(i),
+                        PathSeg::from("replication"),
+                        PathSeg::from(f),
+                    ],
+                    m,
+                )
+            });
+        }
         if let Some(v) = &b.version {
             if let Some(m) = version_problem(s.flavour, v) {
                 err(path("version"), m);
@@ -323,6 +336,19 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
                      Kafka client: leave out client = {:?}",
                     s.flavour.name(),
                     client.name()
+                ),
+            );
+        }
+    }
+    if let Some(acks) = s.producers.acks {
+        if !s.brokers.iter().any(|b| b.replication.is_some()) {
+            err(
+                p(&["producers", "acks"]),
+                format!(
+                    "is Kafka's acks: it decides what a partition leader's crash loses, and no \
+                     broker here has replicas: add a [broker.replication] table (with \
+                     replication_factor) to the broker, or leave out acks = {:?}",
+                    acks.name()
                 ),
             );
         }
@@ -1008,5 +1034,70 @@ fn spin_limits(s: &Scenario, retry_backoff: Dur, err: &mut impl FnMut(Vec<PathSe
                 ),
             );
         }
+    }
+}
+
+/// The most replicas a partition may have in a scenario (a cluster's brokers).
+pub const MAX_REPLICATION_FACTOR: u32 = 32;
+
+/// What is wrong with broker `b`'s `[broker.replication]` table: `err(field, message)`.
+fn replication_problems(
+    s: &Scenario,
+    b: &super::Broker,
+    r: &super::Replication,
+    err: &mut dyn FnMut(&str, String),
+) {
+    if s.flavour != Flavour::Kafka && s.flavour != super::FlavourChoice::Native {
+        err(
+            "replication_factor",
+            format!(
+                "[broker.replication] is a Kafka topic's replicas: it needs flavour = \"kafka\" \
+                 (or \"native\"); flavour {:?} replicates nothing this way (an HA pair is \
+                 backup_of): leave the table out",
+                s.flavour.name()
+            ),
+        );
+    }
+    if !(1..=MAX_REPLICATION_FACTOR).contains(&r.replication_factor) {
+        err(
+            "replication_factor",
+            format!(
+                "must be 1 to {MAX_REPLICATION_FACTOR} (copies of each partition, the leader's \
+                 included), got {}",
+                r.replication_factor
+            ),
+        );
+    }
+    if !(1..=MAX_REPLICATION_FACTOR).contains(&r.min_insync_replicas) {
+        err(
+            "min_insync_replicas",
+            format!(
+                "must be 1 to {MAX_REPLICATION_FACTOR} (Kafka's min.insync.replicas is at least \
+                 1; above replication_factor it counts as the factor), got {}",
+                r.min_insync_replicas
+            ),
+        );
+    }
+    if let Err(m) = r.replication_lag.0.check() {
+        err("replication_lag", m);
+    }
+    if let Err(m) = r.leader_election_time.0.check() {
+        err("leader_election_time", m);
+    }
+    if b.backup_of.is_some() {
+        err(
+            "replication_factor",
+            "a broker with Kafka replicas cannot also be an HA pair's backup (backup_of): its \
+             followers are its failover"
+                .into(),
+        );
+    }
+    if !b.persistent {
+        err(
+            "replication_factor",
+            "Kafka's log is on disk: a broker with [broker.replication] must be persistent \
+             (leave out persistent = false)"
+                .into(),
+        );
     }
 }

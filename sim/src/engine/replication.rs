@@ -1,0 +1,364 @@
+//! A Kafka topic's replicas (`[broker.replication]`): the broker leads every partition and its
+//! followers fetch what it writes. A record is written at the leader (with `acks = "1"` the
+//! producer is answered then: `Enqueue`), reaches the followers `replication_lag` later, and
+//! only then is below the high watermark: readable by consumers, and with `acks = "all"`
+//! acknowledged (`Enqueue`). Kafka 4.0's `Partition.scala`: `appendRecordsToLeader` refuses an
+//! `acks = all` write while the in-sync replicas are fewer than `min.insync.replicas`
+//! (`NotEnoughReplicas`, retriable), and `maybeIncrementLeaderHW` does not move the high
+//! watermark then (KAFKA-15583).
+//!
+//! This file keeps the log's state (the [`Log`] node: which replicas are up and in sync, the
+//! records above the high watermark) and moves the high watermark; a leader's crash, the
+//! election and a replica's return are broker failover (`failover.rs`), which asks this file
+//! to cut the log back. A scenario without `[broker.replication]` has no log and pays one
+//! test per send ([`Engine::store_sent`]).
+
+use super::events::Ev;
+use super::state::Loc;
+use super::walk::walk;
+use super::Engine;
+use crate::dist::Sampler;
+use crate::history::{DiscardReason, Event, Observer};
+use crate::scenario::{Acks, Replication};
+use crate::time::Time;
+use rand_chacha::ChaCha8Rng;
+use std::collections::VecDeque;
+
+/// One record of the log, by its slot and id, at its offset.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Entry {
+    pub slot: u32,
+    pub id: u64,
+    pub offset: u64,
+    /// When the followers in sync have it (above the high watermark only).
+    pub due: Time,
+}
+
+/// One copy of the partitions.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Replica {
+    pub up: bool,
+    /// In the ISR (the controller keeps the last member of an ISR in it, dead or alive).
+    pub in_sync: bool,
+    /// Its log's end while it is out of sync or down (an in-sync follower has the high
+    /// watermark, the leader everything).
+    pub end: u64,
+}
+
+/// Who leads the partitions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Leadership {
+    Leader(u8),
+    /// The controller is electing this replica (`unclean`: from out of sync).
+    Electing {
+        to: u8,
+        unclean: bool,
+    },
+    /// No replica may lead: the partitions are offline until one returns.
+    Offline,
+}
+
+/// A broker's replicated log ([`Replication`], resolved).
+pub(super) struct Log {
+    pub acks: Acks,
+    pub min_in_sync: u8,
+    pub unclean: bool,
+    lag: (Sampler, ChaCha8Rng),
+    election: (Sampler, ChaCha8Rng),
+    pub replicas: Vec<Replica>,
+    pub leadership: Leadership,
+    /// Replicas down, in the order they went down (a crash's end brings back the first).
+    pub down: VecDeque<u8>,
+    /// Crashes that found no leader to take down (their ends bring nobody back).
+    pub idle_crashes: u32,
+    /// Written at the leader, not yet on every follower in sync, in log order.
+    pub above: VecDeque<Entry>,
+    /// Below the high watermark and missed by a replica out of sync: kept only while one is,
+    /// for an unclean election (what its new leader lacks).
+    pub missed: VecDeque<Entry>,
+    /// The leader's log end (the next offset).
+    pub end: u64,
+    /// The high watermark.
+    pub hw: u64,
+    /// An `Ev::Replicated` is scheduled.
+    armed: bool,
+    /// When the last record written reaches the followers (they fetch in log order).
+    last_due: Time,
+}
+
+impl Log {
+    pub fn new(r: &Replication, acks: Acks, lag_rng: ChaCha8Rng, election_rng: ChaCha8Rng) -> Log {
+        let n = r.replication_factor.clamp(1, u8::MAX as u32) as u8;
+        let replica = Replica {
+            up: true,
+            in_sync: true,
+            end: 0,
+        };
+        Log {
+            acks,
+            min_in_sync: r.min_insync_replicas.min(n as u32).max(1) as u8,
+            unclean: r.unclean_leader_election,
+            lag: (r.replication_lag.0.sampler(), lag_rng),
+            election: (r.leader_election_time.0.sampler(), election_rng),
+            replicas: vec![replica; n as usize],
+            leadership: Leadership::Leader(0),
+            down: VecDeque::new(),
+            idle_crashes: 0,
+            above: VecDeque::new(),
+            missed: VecDeque::new(),
+            end: 0,
+            hw: 0,
+            armed: false,
+            last_due: 0,
+        }
+    }
+
+    /// Replicas alive and in sync, the leader's included.
+    pub fn in_sync_up(&self) -> u8 {
+        self.replicas.iter().filter(|r| r.up && r.in_sync).count() as u8
+    }
+
+    /// Some replica is out of sync (down, or catching up).
+    fn someone_behind(&self) -> bool {
+        self.replicas.iter().any(|r| !r.up || !r.in_sync)
+    }
+
+    /// A draw of the followers' fetch of a record.
+    pub fn lag(&mut self) -> Time {
+        self.lag.0.sample(&mut self.lag.1)
+    }
+
+    /// A draw of the time to elect a new leader.
+    pub fn election_time(&mut self) -> Time {
+        self.election.0.sample(&mut self.election.1)
+    }
+
+    /// The high watermark may move: a leader, and enough replicas in sync.
+    fn may_commit(&self) -> bool {
+        matches!(self.leadership, Leadership::Leader(_)) && self.in_sync_up() >= self.min_in_sync
+    }
+}
+
+impl<O: Observer> Engine<'_, O> {
+    /// A producer's send routed to broker `b` is stored there: at once, or, with
+    /// `[broker.replication]`, written at the partition's leader. `Err(true)`: refused (the
+    /// ISR is below `min.insync.replicas` under `acks = "all"`); the producer retries it,
+    /// its later sends behind it.
+    #[inline(always)]
+    pub(super) fn store_sent(&mut self, b: u16, slot: u32) -> Result<(), bool> {
+        if self.replicated {
+            return self.write_at_leader(b, slot);
+        }
+        self.accept(b, slot);
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn write_at_leader(&mut self, b: u16, slot: u32) -> Result<(), bool> {
+        walk!();
+        let now = self.now;
+        let Some(log) = self.w.logs[b as usize].as_deref_mut() else {
+            self.accept(b, slot);
+            return Ok(());
+        };
+        let in_sync = log.in_sync_up();
+        if log.acks == Acks::All && in_sync < log.min_in_sync {
+            return Err(true);
+        }
+        // With no follower in sync the leader alone is the ISR: its write is committed at once.
+        let lag = if in_sync > 1 { log.lag() } else { 0 };
+        let due = log.last_due.max(now + lag);
+        log.last_due = due;
+        let id = self.w.slab.get(slot).r.id;
+        log.above.push_back(Entry {
+            slot,
+            id,
+            offset: log.end,
+            due,
+        });
+        log.end += 1;
+        let acks = log.acks;
+        self.flush();
+        self.w.slab.get_mut(slot).loc = Loc::Queued(b);
+        if acks == Acks::Leader {
+            // Answered once the leader wrote it: stored, as far as the producer knows.
+            let msg = self.msg_ref(slot);
+            self.emit(Event::Enqueue {
+                t: now,
+                msg,
+                broker: b,
+            });
+        }
+        self.arm_replication(b);
+        Ok(())
+    }
+
+    /// Schedules the next move of broker `b`'s high watermark, if one may come.
+    #[inline(never)]
+    pub(super) fn arm_replication(&mut self, b: u16) {
+        let now = self.now;
+        let Some(log) = self.w.logs[b as usize].as_deref_mut() else {
+            return;
+        };
+        if log.armed || !log.may_commit() {
+            return;
+        }
+        if let Some(e) = log.above.front() {
+            log.armed = true;
+            self.q.push(e.due.max(now), Ev::Replicated(b));
+        }
+    }
+
+    /// Broker `b`'s followers have fetched what is due: the high watermark moves past it, and
+    /// consumers may read it (with `acks = "all"` the producer is answered now: `Enqueue`).
+    #[inline(never)]
+    pub(super) fn replicated(&mut self, b: u16) {
+        walk!();
+        let now = self.now;
+        let Some(log) = self.w.logs[b as usize].as_deref_mut() else {
+            return;
+        };
+        log.armed = false;
+        if !log.may_commit() {
+            return;
+        }
+        let acks = log.acks;
+        let mut moved = false;
+        loop {
+            let log = self.w.logs[b as usize].as_deref_mut().expect("log");
+            let Some(e) = log.above.front().copied().filter(|e| e.due <= now) else {
+                break;
+            };
+            log.above.pop_front();
+            log.hw = e.offset + 1;
+            if log.someone_behind() {
+                log.missed.push_back(e);
+            }
+            let m = self.w.slab.get(e.slot);
+            if m.r.id != e.id || m.loc != Loc::Queued(b) {
+                continue;
+            }
+            moved = true;
+            if acks == Acks::All {
+                self.enqueue_back(b, e.slot);
+            } else {
+                self.w.brokers[b as usize].store(e.slot);
+            }
+        }
+        if moved {
+            self.dispatch(b);
+        }
+        self.arm_replication(b);
+    }
+
+    /// Broker `b`'s log is cut back to `end` (its new leader's end): the records above it are
+    /// gone. Those the producer was told were written (`acks = "1"`, or committed and then
+    /// lost by an unclean election) and nobody applied are discarded (lost); those never
+    /// acknowledged (`acks = "all"`, above the high watermark) are returned as (producer,
+    /// slot), in log order, for their producers to send again.
+    #[inline(never)]
+    pub(super) fn truncate_log(&mut self, b: u16, end: u64) -> Vec<(u32, u32)> {
+        walk!();
+        let Some(log) = self.w.logs[b as usize].as_deref_mut() else {
+            return Vec::new();
+        };
+        let acks = log.acks;
+        let mut cut: Vec<(Entry, bool)> = Vec::new();
+        while log.missed.back().is_some_and(|e| e.offset >= end) {
+            cut.push((log.missed.pop_back().expect("back"), true));
+        }
+        cut.reverse();
+        // Every record above the high watermark is beyond a new leader's end: the in-sync
+        // followers have the high watermark, one out of sync has less.
+        cut.extend(log.above.drain(..).map(|e| (e, false)));
+        log.end = end;
+        log.hw = log.hw.min(end);
+        log.last_due = 0;
+        let mut resend = Vec::new();
+        let mut out_of_queue = Vec::new();
+        for (e, committed) in cut {
+            let m = *self.w.slab.get(e.slot);
+            if m.r.id != e.id || m.loc == Loc::Free || m.applied {
+                continue;
+            }
+            if !committed && acks == Acks::All {
+                resend.push((m.producer, e.slot));
+                continue;
+            }
+            if committed {
+                // Committed: in the broker's queue, readable; one a consumer holds now is left
+                // to it (not modelled: its fetch would fail).
+                if m.loc != Loc::Queued(b) {
+                    continue;
+                }
+                out_of_queue.push(e.slot);
+            }
+            self.emit(Event::Discard {
+                t: self.now,
+                msg: m.r,
+                reason: DiscardReason::Truncated,
+            });
+            self.w.slab.release(e.slot);
+        }
+        if !out_of_queue.is_empty() {
+            self.w.brokers[b as usize].remove_queued(&out_of_queue);
+        }
+        resend
+    }
+
+    /// Replica `r` of broker `b` has caught up with its leader: it joins the ISR.
+    #[inline(never)]
+    pub(super) fn caught_up(&mut self, b: u16, r: u8) {
+        walk!();
+        let Some(log) = self.w.logs[b as usize].as_deref_mut() else {
+            return;
+        };
+        if !matches!(log.leadership, Leadership::Leader(_)) {
+            return;
+        }
+        let rep = &mut log.replicas[r as usize];
+        if !rep.up || rep.in_sync {
+            return;
+        }
+        rep.in_sync = true;
+        if !log.someone_behind() {
+            log.missed.clear();
+        }
+        self.arm_replication(b);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::{stream, Component};
+
+    fn log(text: &str) -> Log {
+        let r: Replication = toml::from_str(text).expect("a replication table");
+        let rng = || stream(1, Component::Broker, 0, 0);
+        Log::new(&r, Acks::All, rng(), rng())
+    }
+
+    #[test]
+    fn defaults_are_kafkas_and_min_isr_counts_at_most_the_factor() {
+        let l = log("");
+        assert_eq!((l.replicas.len(), l.min_in_sync, l.unclean), (1, 1, false));
+        assert_eq!(l.leadership, Leadership::Leader(0));
+        let mut l = log("replication_factor = 2\nmin_insync_replicas = 5");
+        assert_eq!(l.min_in_sync, 2, "effectiveMinIsr");
+        assert!(l.may_commit());
+        l.replicas[1].up = false;
+        assert_eq!(l.in_sync_up(), 1);
+        assert!(
+            !l.may_commit(),
+            "the high watermark waits under min.insync.replicas"
+        );
+        assert!(l.someone_behind());
+        // The default election: uniform 7s-9s; the default lag: 1ms.
+        for _ in 0..100 {
+            assert!((7_000_000..=9_000_000).contains(&l.election_time()));
+            assert_eq!(l.lag(), 1_000);
+        }
+    }
+}
