@@ -58,6 +58,10 @@ struct Gen {
     /// `spring`, 2 `plain`) and `auto_offset_reset` by `rabbit / 3` (0 left out, 1 `latest`,
     /// 2 `earliest`); `version` draws the producers' and the consumers' `metadata_max_age`.
     rabbit: u8,
+    /// Under `kafka` and `native`: the producers' batches: 0 left out, 1 `linger = "0s"` with a
+    /// `batch_size` (inert), 2 a 20ms linger (16 KiB batches of 1 KiB records), 3 a 50ms linger
+    /// with two 100-byte records to a 300-byte batch.
+    batch: u8,
 }
 
 fn gen() -> impl Strategy<Value = Gen> {
@@ -88,6 +92,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             any::<bool>(),
             0u8..=6,
             0u8..5,
+            0u8..4,
         ),
         prop::sample::select(vec![
             "competing",
@@ -114,7 +119,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 faults,
                 (counting, flavour, dead_letter, rabbit),
                 (lease, crash_detection, partial_failure, requeue, receive, commit),
-                (max_in_flight, idempotence, retry_backoff, version, delivery_timeout),
+                (max_in_flight, idempotence, retry_backoff, version, delivery_timeout, batch),
                 strategy,
             )| Gen {
                 // An SQS FIFO queue is one queue; a Kafka cluster, the broker that owns a Pulsar topic,
@@ -160,6 +165,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 delivery_timeout,
                 version,
                 rabbit,
+                batch,
             },
         )
 }
@@ -221,6 +227,14 @@ fn toml_of(g: &Gen) -> String {
         )
         .unwrap(),
         _ => {}
+    }
+    if matches!(flavour, "kafka" | "native") {
+        match g.batch {
+            1 => writeln!(s, "linger = \"0s\"\nbatch_size = 32768").unwrap(),
+            2 => writeln!(s, "linger = \"20ms\"").unwrap(),
+            3 => writeln!(s, "linger = \"50ms\"\nbatch_size = 300\nrecord_size = 100").unwrap(),
+            _ => {}
+        }
     }
     // Kafka's metadata refresh (partitions added are seen late) by `version`, unused there:
     // the flavour's 5 min, none, or a short one that ends within the run.

@@ -101,6 +101,9 @@ pub const FIELDS: &[(&str, Staging)] = &[
         "producers.metadata_max_age",
         Refused("Kafka's producer; no live broker adds partitions"),
     ),
+    ("producers.linger", Refused("Kafka's producer batches")),
+    ("producers.batch_size", Refused("Kafka's producer batches")),
+    ("producers.record_size", Refused("Kafka's producer batches")),
     ("broker.name", Staged("one ActiveMQ process per broker")),
     (
         "broker.persistent",
