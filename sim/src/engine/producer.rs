@@ -135,6 +135,8 @@ impl<O: Observer> Engine<'_, O> {
 
     /// Producer `p`'s oldest batch may have lingered long enough: the accumulated records go
     /// as one request, or the timer is armed again for a batch started since.
+    // Out of line: the event loop inlines what it calls, and this is not its hot path.
+    #[inline(never)]
     pub(super) fn linger(&mut self, p: u32) {
         walk!();
         let Some(b) = self.cfg.batching else {
@@ -168,6 +170,7 @@ impl<O: Observer> Engine<'_, O> {
     /// counted in requests: `max_in_flight` is Kafka's
     /// `max.in.flight.requests.per.connection`). A request failed by a `send_error` fails
     /// whole, and all its records wait for the retry behind the requests that overtake it.
+    #[inline(never)]
     fn send_request(&mut self, p: u32, slots: Vec<u32>) {
         self.flush();
         let ps = &mut self.w.producers[p as usize];
@@ -181,7 +184,7 @@ impl<O: Observer> Engine<'_, O> {
         let first_failure = ps.failed.is_empty();
         if !first_failure {
             if ps.failed_block || ps.overtakes == Some(0) {
-                ps.groups.push_back(slots.len() as u32);
+                ps.groups.push(slots.len() as u32);
                 ps.failed.extend(slots.iter().copied());
                 for slot in slots {
                     self.await_delivery(p, slot);
@@ -207,7 +210,7 @@ impl<O: Observer> Engine<'_, O> {
         if out.errored && ps.overtakes.is_none() {
             ps.overtakes = Some(overtakes);
         }
-        ps.groups.push_back(out.waits.len() as u32);
+        ps.groups.push(out.waits.len() as u32);
         ps.failed.extend(out.waits.iter().copied());
         for slot in out.waits {
             self.await_delivery(p, slot);
@@ -220,6 +223,7 @@ impl<O: Observer> Engine<'_, O> {
     /// each record is routed in order. What waits for the retry, in order: the records of a
     /// failed request (or the copies of records stored with their answer lost), and those the
     /// strategy's routing refused (a blocking refusal keeps the rest of the request behind it).
+    #[inline(never)]
     fn attempt_request(&mut self, p: u32, slots: &[u32]) -> Request {
         self.flush();
         let hit = if self.w.send_errors.is_empty() {
@@ -265,6 +269,7 @@ impl<O: Observer> Engine<'_, O> {
     /// `Sender.completeBatch` -> `reenqueueBatch`: the batch goes back to the front of its
     /// partition's queue, and is sent again as it was), with the in-flight window counted in
     /// requests as in [`Engine::send_request`].
+    #[inline(never)]
     fn retry_requests(&mut self, p: u32) {
         let overtakes = self.send_overtakes;
         let ps = &mut self.w.producers[p as usize];
@@ -272,7 +277,7 @@ impl<O: Observer> Engine<'_, O> {
         let groups = std::mem::take(&mut ps.groups);
         let mut groups = groups.into_iter();
         let mut still = VecDeque::new();
-        let mut still_groups = VecDeque::new();
+        let mut still_groups = Vec::new();
         let mut block = false;
         while !pending.is_empty() {
             let n = groups
@@ -281,7 +286,7 @@ impl<O: Observer> Engine<'_, O> {
             let slots: Vec<u32> = pending.drain(..n).collect();
             let ps = &mut self.w.producers[p as usize];
             if block || ps.overtakes == Some(0) {
-                still_groups.push_back(n as u32);
+                still_groups.push(n as u32);
                 still.extend(slots);
                 continue;
             }
@@ -300,7 +305,7 @@ impl<O: Observer> Engine<'_, O> {
                 block = true;
                 ps.failed_block = true;
             }
-            still_groups.push_back(out.waits.len() as u32);
+            still_groups.push(out.waits.len() as u32);
             still.extend(out.waits);
         }
         let ps = &mut self.w.producers[p as usize];
@@ -755,19 +760,8 @@ impl<O: Observer> Engine<'_, O> {
                 expired.push(slot);
             }
         }
-        // Under a `linger`: the requests the given-up records leave (the oldest first).
-        while from_failed > 0 {
-            match groups.front_mut() {
-                Some(g) if *g <= from_failed => {
-                    from_failed -= *g;
-                    groups.pop_front();
-                }
-                Some(g) => {
-                    *g -= from_failed;
-                    from_failed = 0;
-                }
-                None => break,
-            }
+        if from_failed > 0 && !groups.is_empty() {
+            leave_requests(groups, from_failed);
         }
         if failed.is_empty() {
             *overtakes = None;
@@ -916,6 +910,25 @@ impl<O: Observer> Engine<'_, O> {
     }
 }
 
+/// Under a `linger`: `n` records given up from the front of the failed queue leave its requests
+/// (`groups`, the records of each, oldest first).
+#[inline(never)]
+fn leave_requests(groups: &mut Vec<u32>, mut n: u32) {
+    while n > 0 {
+        match groups.first_mut() {
+            Some(g) if *g <= n => {
+                n -= *g;
+                groups.remove(0);
+            }
+            Some(g) => {
+                *g -= n;
+                n = 0;
+            }
+            None => break,
+        }
+    }
+}
+
 /// What a request's attempt leaves waiting ([`Engine::attempt_request`]).
 #[derive(Default)]
 struct Request {
@@ -992,7 +1005,7 @@ pub(super) struct Producer {
     linger_armed: bool,
     /// Under a `linger`: how many records of `failed` each request holds, in order (a
     /// request is retried whole).
-    groups: VecDeque<u32>,
+    groups: Vec<u32>,
 }
 
 impl Producer {
@@ -1029,7 +1042,7 @@ impl Producer {
             acc_parts: Vec::new(),
             acc_since: 0,
             linger_armed: false,
-            groups: VecDeque::new(),
+            groups: Vec::new(),
         }
     }
 
