@@ -34,6 +34,7 @@ mod new_partitions;
 mod pause;
 mod physics;
 mod producer;
+mod producer_batches;
 mod properties;
 mod rabbit_versions;
 mod rebalance_protocol;

@@ -63,6 +63,10 @@ struct Gen {
     /// same with `acks = "1"`; 5 two replicas both needed, a 300ms election; 6 two replicas,
     /// one needed, `acks = "1"`, unclean elections; 7 one replica, `acks = "1"`.
     replication: u8,
+    /// Under `kafka` and `native`: the producers' batches: 0 left out, 1 `linger = "0s"` with a
+    /// `batch_size` (inert), 2 a 20ms linger (16 KiB batches of 1 KiB records), 3 a 50ms linger
+    /// with two 100-byte records to a 300-byte batch.
+    batch: u8,
 }
 
 fn gen() -> impl Strategy<Value = Gen> {
@@ -94,6 +98,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             0u8..=6,
             0u8..5,
             0u8..8,
+            0u8..4,
         ),
         prop::sample::select(vec![
             "competing",
@@ -120,7 +125,15 @@ fn gen() -> impl Strategy<Value = Gen> {
                 faults,
                 (counting, flavour, dead_letter, rabbit),
                 (lease, crash_detection, partial_failure, requeue, receive, commit),
-                (max_in_flight, idempotence, retry_backoff, version, delivery_timeout, replication),
+                (
+                    max_in_flight,
+                    idempotence,
+                    retry_backoff,
+                    version,
+                    delivery_timeout,
+                    replication,
+                    batch,
+                ),
                 strategy,
             )| Gen {
                 // An SQS FIFO queue is one queue; a Kafka cluster, the broker that owns a Pulsar topic,
@@ -167,6 +180,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 version,
                 rabbit,
                 replication,
+                batch,
             },
         )
 }
@@ -247,6 +261,14 @@ fn toml_of(g: &Gen) -> String {
         6 => "replication_factor = 2\nunclean_leader_election = true\nleader_election_time = { dist = \"uniform\", min = \"100ms\", max = \"500ms\" }",
         _ => "", // 7: the table's defaults (one replica)
     };
+    if matches!(flavour, "kafka" | "native") {
+        match g.batch {
+            1 => writeln!(s, "linger = \"0s\"\nbatch_size = 32768").unwrap(),
+            2 => writeln!(s, "linger = \"20ms\"").unwrap(),
+            3 => writeln!(s, "linger = \"50ms\"\nbatch_size = 300\nrecord_size = 100").unwrap(),
+            _ => {}
+        }
+    }
     // Kafka's metadata refresh (partitions added are seen late) by `version`, unused there:
     // the flavour's 5 min, none, or a short one that ends within the run.
     if matches!(flavour, "kafka" | "native") {

@@ -105,6 +105,9 @@ pub const FIELDS: &[(&str, Staging)] = &[
         "producers.acks",
         Refused("Kafka's producer; no live broker has partition replicas"),
     ),
+    ("producers.linger", Refused("Kafka's producer batches")),
+    ("producers.batch_size", Refused("Kafka's producer batches")),
+    ("producers.record_size", Refused("Kafka's producer batches")),
     ("broker.name", Staged("one ActiveMQ process per broker")),
     (
         "broker.persistent",

@@ -628,6 +628,13 @@ pub trait Strategy: Handler {
         Route::Connected
     }
 
+    /// The partition a producer's record goes to, for its batches (`[producers] linger`):
+    /// records of one partition fill one batch. Asked only under a `linger`. Default: 0 (one
+    /// batch per producer).
+    fn partition(&self, _msg: &MsgView) -> u32 {
+        0
+    }
+
     /// A consumer attached to a broker (connected, resumed).
     fn on_attach(&mut self, _now: Time, _broker: u16, _consumer: u32, _ctl: &mut Control) {}
 

@@ -104,6 +104,10 @@ impl Strategy for Composed {
         self.dispatch.route(ctx, msg)
     }
 
+    fn partition(&self, msg: &MsgView) -> u32 {
+        self.dispatch.partition(msg)
+    }
+
     fn on_attach(&mut self, now: Time, broker: u16, consumer: u32, ctl: &mut Control) {
         self.dispatch.on_attach(now, broker, consumer, ctl)
     }

@@ -849,6 +849,10 @@ impl Strategy for Kafka {
         Route::Connected
     }
 
+    fn partition(&self, msg: &MsgView) -> u32 {
+        self.partition_of(msg)
+    }
+
     fn on_start(&mut self, seed: u64) {
         self.md.seed = seed;
     }

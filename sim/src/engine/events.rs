@@ -53,6 +53,8 @@ pub(super) enum Ev {
     /// A delivery to consumer `c` has crossed `dispatch_latency`: it may start it.
     Transit(u32),
     ProducerRetry(u32),
+    /// Producer `p`'s oldest batch may have lingered long enough (`linger`, `producer.rs`).
+    Linger(u32),
     /// Producer `p`'s oldest waiting send may have reached its `delivery_timeout` (`producer.rs`).
     DeliveryTimeout(u32),
     /// A send the broker holds after its producer gave up on it may be routed (`producer.rs`).

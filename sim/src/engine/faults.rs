@@ -44,10 +44,12 @@ impl<O: Observer> Engine<'_, O> {
             }
             FaultAction::Poison { fraction } => self.w.poison_boost.push(fraction),
             FaultAction::SendError { producer, fraction } => {
-                self.w.send_errors.push((producer, fraction, false))
+                self.w.send_errors.push((producer, fraction, false));
+                self.w.send_slow = true;
             }
             FaultAction::SendTimeout { producer, fraction } => {
-                self.w.send_errors.push((producer, fraction, true))
+                self.w.send_errors.push((producer, fraction, true));
+                self.w.send_slow = true;
             }
             FaultAction::SourceOutage => {
                 self.w.source_down += 1;
@@ -154,6 +156,7 @@ impl<O: Observer> Engine<'_, O> {
                 {
                     self.w.send_errors.swap_remove(j);
                 }
+                self.w.send_slow = !self.w.send_errors.is_empty() || self.cfg.batching.is_some();
             }
             // An instant: the plan never gives it a duration (validation refuses `for`).
             FaultAction::CacheCollapse

@@ -7,6 +7,9 @@
 //! A producer without a connection buffers its sends (its failover transport: `failover.rs`).
 //! Under a `delivery_timeout` (Kafka's `delivery.timeout.ms`) a send still waiting that long
 //! after it was made is given up, and dropped or sent again ([`Engine::delivery_timeout`]).
+//! Under a `linger` (Kafka's `linger.ms`, with `batch.size`) a producer sends requests, not
+//! messages: records accumulate in a batch per partition and go together ([`Engine::append`]),
+//! and the request is what is in flight, fails and is retried ([`Engine::send_request`]).
 //! The producer is a node that owns its state ([`Producer`], private fields behind methods).
 
 use super::events::Ev;
@@ -14,7 +17,7 @@ use super::state::{HeldSend, Loc, Msg};
 use super::walk::walk;
 use super::{Engine, Fx};
 use crate::history::{Event, MsgRef, Observer};
-use crate::scenario::{OnDeliveryTimeout, Producers};
+use crate::scenario::{Batching, OnDeliveryTimeout, Producers};
 use crate::strategy::{Route, RouteCtx};
 use crate::time::Time;
 use rand::Rng;
@@ -84,11 +87,234 @@ impl<O: Observer> Engine<'_, O> {
             self.await_delivery(p, slot);
         } else if !ps.failed.is_empty() {
             self.send_behind_failure(p, slot);
-        } else if !self.w.send_errors.is_empty() {
-            // The one test the send path pays for send errors: empty unless one is in force.
-            self.send_or_fail(p, slot);
+        } else if self.w.send_slow {
+            // The one test the send path pays for send errors and batches: false unless a
+            // send error is in force or the producers batch.
+            self.send_slow(p, slot);
         } else if let Err(block) = self.route_and_enqueue(p, slot) {
             self.send_failed(p, slot, block);
+        }
+    }
+
+    /// Under a `linger`: the record joins its partition's batch in the producer's accumulator
+    /// (`RecordAccumulator.append`). A record that does not fit in its partition's batch
+    /// (`Batching::records`) starts a new one, and the full batch makes the connection ready at
+    /// once (`RecordAccumulator.ready`: `full = dequeSize > 1 || batch.isFull()`); else the
+    /// oldest batch's linger does (`batchReady`: `full || expired`). Then one request carries the
+    /// first batch of every partition (`drainBatchesForOneNode`), which is everything
+    /// accumulated before the record: a simulated request takes no time, so no other batch
+    /// waits behind one of its partition.
+    #[inline(never)]
+    fn append(&mut self, p: u32, slot: u32, b: Batching) {
+        let part = {
+            let view = self.view(slot);
+            self.strategy.partition(&view) as usize
+        };
+        let ps = &self.w.producers[p as usize];
+        if ps.acc_parts.get(part).is_some_and(|&n| n >= b.records) {
+            self.drain(p);
+        }
+        let now = self.now;
+        let ps = &mut self.w.producers[p as usize];
+        if ps.acc.is_empty() {
+            ps.acc_since = now;
+        }
+        ps.acc.push(slot);
+        if ps.acc_parts.len() <= part {
+            ps.acc_parts.resize(part + 1, 0);
+        }
+        ps.acc_parts[part] += 1;
+        if b.full_at_once && ps.acc_parts[part] >= b.records {
+            self.drain(p);
+        } else if !ps.linger_armed {
+            ps.linger_armed = true;
+            let at = ps.acc_since + b.linger.0;
+            self.q.push(at, Ev::Linger(p));
+        }
+    }
+
+    /// Producer `p`'s oldest batch may have lingered long enough: the accumulated records go
+    /// as one request, or the timer is armed again for a batch started since.
+    // Out of line: the event loop inlines what it calls, and this is not its hot path.
+    #[inline(never)]
+    pub(super) fn linger(&mut self, p: u32) {
+        walk!();
+        let Some(b) = self.cfg.batching else {
+            return;
+        };
+        let ps = &mut self.w.producers[p as usize];
+        ps.linger_armed = false;
+        if ps.acc.is_empty() {
+            return;
+        }
+        let due = ps.acc_since + b.linger.0;
+        if due > self.now {
+            ps.linger_armed = true;
+            self.q.push(due, Ev::Linger(p));
+            return;
+        }
+        self.drain(p);
+    }
+
+    /// The accumulated records of producer `p` go as one request.
+    fn drain(&mut self, p: u32) {
+        let ps = &mut self.w.producers[p as usize];
+        let request = std::mem::take(&mut ps.acc);
+        ps.acc_parts.clear();
+        self.send_request(p, request);
+    }
+
+    /// A request (`slots`, in send order): it waits for the connection when there is none
+    /// (ahead of what was buffered since), waits behind failed requests when they block or the
+    /// in-flight window is used up, else is sent (the rule at [`Engine::send_behind_failure`],
+    /// counted in requests: `max_in_flight` is Kafka's
+    /// `max.in.flight.requests.per.connection`). A request failed by a `send_error` fails
+    /// whole, and all its records wait for the retry behind the requests that overtake it.
+    #[inline(never)]
+    fn send_request(&mut self, p: u32, slots: Vec<u32>) {
+        self.flush();
+        let ps = &mut self.w.producers[p as usize];
+        if ps.broker.is_none() {
+            ps.send_after_reconnect(slots.iter().copied().collect());
+            for slot in slots {
+                self.await_delivery(p, slot);
+            }
+            return;
+        }
+        let first_failure = ps.failed.is_empty();
+        if !first_failure {
+            if ps.failed_block || ps.overtakes == Some(0) {
+                ps.groups.push(slots.len() as u32);
+                ps.failed.extend(slots.iter().copied());
+                for slot in slots {
+                    self.await_delivery(p, slot);
+                }
+                return;
+            }
+            if let Some(n) = ps.overtakes {
+                ps.overtakes = Some(n - 1);
+            }
+        }
+        let out = self.attempt_request(p, &slots);
+        if out.waits.is_empty() {
+            return;
+        }
+        let overtakes = self.send_overtakes;
+        let ps = &mut self.w.producers[p as usize];
+        if first_failure {
+            ps.failed_block = out.block;
+            ps.overtakes = None;
+        } else if out.block {
+            ps.failed_block = true;
+        }
+        if out.errored && ps.overtakes.is_none() {
+            ps.overtakes = Some(overtakes);
+        }
+        ps.groups.push(out.waits.len() as u32);
+        ps.failed.extend(out.waits.iter().copied());
+        for slot in out.waits {
+            self.await_delivery(p, slot);
+        }
+        self.schedule_producer_retry(p);
+    }
+
+    /// One attempt at sending the request `slots`: one draw for the request under the
+    /// `send_error` and `send_timeout` faults in force (it fails or is answered whole), then
+    /// each record is routed in order. What waits for the retry, in order: the records of a
+    /// failed request (or the copies of records stored with their answer lost), and those the
+    /// strategy's routing refused (a blocking refusal keeps the rest of the request behind it).
+    #[inline(never)]
+    fn attempt_request(&mut self, p: u32, slots: &[u32]) -> Request {
+        self.flush();
+        let hit = if self.w.send_errors.is_empty() {
+            None
+        } else {
+            self.send_error_hits(p)
+        };
+        let mut out = Request::default();
+        for &slot in slots {
+            if out.block {
+                out.waits.push(slot);
+                continue;
+            }
+            // Records in a row: what the last one set off is over first.
+            self.flush();
+            let res = match hit {
+                Some(false) => Ok(Some(slot)),
+                Some(true) => self.store_timed_out(p, slot).map(Some),
+                None => self.route_and_enqueue(p, slot).map(|_| None),
+            };
+            match res {
+                Ok(None) => {}
+                Ok(Some(waits)) => {
+                    self.emit_send_fail(p, waits);
+                    out.waits.push(waits);
+                    out.errored = true;
+                }
+                Err(block) => {
+                    // A held send (`Route::Wait`) is no failure: it waits, and so do the rest.
+                    let held = self.w.producers[p as usize].hold.take().is_some();
+                    if !held {
+                        self.emit_send_fail(p, slot);
+                    }
+                    out.waits.push(slot);
+                    out.block = block || held;
+                }
+            }
+        }
+        out
+    }
+
+    /// Retries producer `p`'s failed requests in order, each whole as it failed (Kafka's
+    /// `Sender.completeBatch` -> `reenqueueBatch`: the batch goes back to the front of its
+    /// partition's queue, and is sent again as it was), with the in-flight window counted in
+    /// requests as in [`Engine::send_request`].
+    #[inline(never)]
+    fn retry_requests(&mut self, p: u32) {
+        let overtakes = self.send_overtakes;
+        let ps = &mut self.w.producers[p as usize];
+        let mut pending = std::mem::take(&mut ps.failed);
+        let groups = std::mem::take(&mut ps.groups);
+        let mut groups = groups.into_iter();
+        let mut still = VecDeque::new();
+        let mut still_groups = Vec::new();
+        let mut block = false;
+        while !pending.is_empty() {
+            let n = groups
+                .next()
+                .map_or(pending.len(), |g| (g as usize).min(pending.len()));
+            let slots: Vec<u32> = pending.drain(..n).collect();
+            let ps = &mut self.w.producers[p as usize];
+            if block || ps.overtakes == Some(0) {
+                still_groups.push(n as u32);
+                still.extend(slots);
+                continue;
+            }
+            if let Some(k) = ps.overtakes {
+                ps.overtakes = Some(k - 1);
+            }
+            let out = self.attempt_request(p, &slots);
+            if out.waits.is_empty() {
+                continue;
+            }
+            let ps = &mut self.w.producers[p as usize];
+            if out.errored && ps.overtakes.is_none() {
+                ps.overtakes = Some(overtakes);
+            }
+            if out.block {
+                block = true;
+                ps.failed_block = true;
+            }
+            still_groups.push(out.waits.len() as u32);
+            still.extend(out.waits);
+        }
+        let ps = &mut self.w.producers[p as usize];
+        ps.failed = still;
+        ps.groups = still_groups;
+        if ps.failed.is_empty() {
+            ps.overtakes = None;
+        } else {
+            self.schedule_producer_retry(p);
         }
     }
 
@@ -104,6 +330,11 @@ impl<O: Observer> Engine<'_, O> {
     /// after at most `max_in_flight - 1` later ones.
     #[inline(never)]
     fn send_behind_failure(&mut self, p: u32, slot: u32) {
+        if let Some(b) = self.cfg.batching {
+            // Its batch waits in the accumulator: the request is what waits or overtakes.
+            self.append(p, slot, b);
+            return;
+        }
         let ps = &mut self.w.producers[p as usize];
         if ps.failed_block || ps.overtakes == Some(0) {
             ps.failed.push_back(slot);
@@ -117,6 +348,16 @@ impl<O: Observer> Engine<'_, O> {
             self.send_or_fail(p, slot);
         } else if let Err(block) = self.route_and_enqueue(p, slot) {
             self.send_failed(p, slot, block);
+        }
+    }
+
+    /// A send on the slow path: under a `linger` it joins its batch, else (a `send_error` or
+    /// `send_timeout` in force) it is attempted.
+    #[inline(never)]
+    fn send_slow(&mut self, p: u32, slot: u32) {
+        match self.cfg.batching {
+            Some(b) => self.append(p, slot, b),
+            None => self.send_or_fail(p, slot),
         }
     }
 
@@ -491,12 +732,14 @@ impl<O: Observer> Engine<'_, O> {
             hold,
             overtakes,
             failed_block,
+            groups,
             ..
         } = &mut w.producers[p as usize];
         *expiry_armed = false;
         let mut expired = Vec::new();
         let mut next: Option<Time> = None;
-        for queue in [&mut *failed, &mut *buffer] {
+        let mut from_failed = 0u32;
+        for (q, queue) in [&mut *failed, &mut *buffer].into_iter().enumerate() {
             while let Some(&slot) = queue.front() {
                 let id = w.slab.get(slot).r.id;
                 // Every waiting send has a deadline; one without is given its own from now.
@@ -506,12 +749,18 @@ impl<O: Observer> Engine<'_, O> {
                     break;
                 }
                 queue.pop_front();
+                if q == 0 {
+                    from_failed += 1;
+                }
                 if held_since.is_some_and(|(s, _)| s == slot) {
                     *held_since = None;
                     *hold = None;
                 }
                 expired.push(slot);
             }
+        }
+        if from_failed > 0 && !groups.is_empty() {
+            leave_requests(groups, from_failed);
         }
         if failed.is_empty() {
             *overtakes = None;
@@ -623,7 +872,12 @@ impl<O: Observer> Engine<'_, O> {
         ps.overtakes = None;
         if ps.broker.is_none() {
             let failed = std::mem::take(&mut ps.failed);
+            ps.groups.clear();
             ps.send_after_reconnect(failed);
+            return;
+        }
+        if self.cfg.batching.is_some() {
+            self.retry_requests(p);
             return;
         }
         let mut pending = std::mem::take(&mut ps.failed);
@@ -682,6 +936,36 @@ impl<O: Observer> Engine<'_, O> {
     }
 }
 
+/// Under a `linger`: `n` records given up from the front of the failed queue leave its requests
+/// (`groups`, the records of each, oldest first).
+#[inline(never)]
+fn leave_requests(groups: &mut Vec<u32>, mut n: u32) {
+    while n > 0 {
+        match groups.first_mut() {
+            Some(g) if *g <= n => {
+                n -= *g;
+                groups.remove(0);
+            }
+            Some(g) => {
+                *g -= n;
+                n = 0;
+            }
+            None => break,
+        }
+    }
+}
+
+/// What a request's attempt leaves waiting ([`Engine::attempt_request`]).
+#[derive(Default)]
+struct Request {
+    /// The records (or copies) that wait for the retry, in order.
+    waits: Vec<u32>,
+    /// A `send_error` failed the request.
+    errored: bool,
+    /// The strategy refused a record and the rest wait behind it.
+    block: bool,
+}
+
 /// Why a send is not stored now ([`Engine::routed_to`]).
 #[derive(Clone, Copy)]
 enum Unrouted {
@@ -737,6 +1021,17 @@ pub(super) struct Producer {
     send_rng: ChaCha8Rng,
     /// Clock offset in microseconds (fixed skew + clock_skew faults).
     clock_offset: i64,
+    /// Under a `linger`: the records accumulated for its next request, in send order.
+    acc: Vec<u32>,
+    /// Under a `linger`: how many of `acc` go to each partition (its batches' sizes).
+    acc_parts: Vec<u32>,
+    /// Under a `linger`: when its oldest batch in `acc` was started.
+    acc_since: Time,
+    /// An `Ev::Linger` is scheduled.
+    linger_armed: bool,
+    /// Under a `linger`: how many records of `failed` each request holds, in order (a
+    /// request is retried whole).
+    groups: Vec<u32>,
 }
 
 impl Producer {
@@ -769,6 +1064,11 @@ impl Producer {
             held_since: None,
             send_rng,
             clock_offset,
+            acc: Vec::new(),
+            acc_parts: Vec::new(),
+            acc_since: 0,
+            linger_armed: false,
+            groups: Vec::new(),
         }
     }
 

@@ -34,6 +34,9 @@ pub(super) struct World {
     /// failure probability; whether the broker stored the send whose answer failed). Empty (the
     /// one test the send path pays) unless such a fault is in its window.
     pub send_errors: Vec<(Option<u32>, f64, bool)>,
+    /// A send takes the slow path: a `send_error` or `send_timeout` is in force, or producers
+    /// batch their records (`[producers] linger`). The one test the send path pays for both.
+    pub send_slow: bool,
     /// Messages produced so far.
     pub produced: u64,
     /// The id the next message stored gets: a produced one, or a resend stored again (a

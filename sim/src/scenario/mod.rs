@@ -19,7 +19,7 @@ pub use load::{
     display_path, load_file, load_str, read_bounded, read_scenario_text, FieldError, Location,
     PathSeg, ReadError, ScenarioError, MAX_FILE_BYTES, MAX_PROBLEMS_SHOWN,
 };
-pub use resolved::{HaPair, Resolved, ResolvedBroker};
+pub use resolved::{Batching, HaPair, Resolved, ResolvedBroker};
 pub use validate::{
     estimated_events, estimated_occurrences, estimated_run_bytes, validate, BYTES_PER_MESSAGE,
     BYTES_PER_OCCURRENCE, EVENTS_PER_MESSAGE, EVENTS_PER_OCCURRENCE, MAX_KEYS,
@@ -401,6 +401,25 @@ pub struct Producers {
     /// `[broker.replication]`: it decides what a leader's crash loses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acks: Option<Acks>,
+    /// How long a producer waits for more records before it sends a batch that is not full
+    /// (Kafka's `linger.ms`): records accumulate in one batch per partition, and the producer
+    /// sends a request when its oldest batch has waited this long or any batch is full
+    /// (`batch_size`), carrying the first batch of every partition. Such a request is the
+    /// unit that is in flight (`max_in_flight`), fails (a `send_error`) and is retried: a failed
+    /// batch moves all its records behind the requests that overtake it. Only with
+    /// `flavour = "kafka"` (or `"native"`). Default `"0s"` (the client's in the code read,
+    /// Kafka 4.0's `ProducerConfig` before KIP-1030): every record is a request of its own,
+    /// as the simulated sends take no time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linger: Option<Dur>,
+    /// The most bytes of one partition's batch (Kafka's `batch.size`, default 16384): a batch
+    /// holds `batch_size / record_size` records (at least one). Only with a `linger`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<u32>,
+    /// The size of a record in bytes, as it counts against `batch_size` (the sim's
+    /// assumption, default 1024: 16 records a batch). Only with a `linger`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_size: Option<u32>,
 }
 
 /// Where a Kafka consumer starts in a partition with no committed offset (`[consumers]
@@ -459,6 +478,9 @@ impl Default for Producers {
             on_delivery_timeout: None,
             metadata_max_age: None,
             acks: None,
+            linger: None,
+            batch_size: None,
+            record_size: None,
         }
     }
 }

@@ -61,8 +61,49 @@ pub struct Resolved {
     pub delivery_timeout: Option<Dur>,
     /// `[producers] on_delivery_timeout` (default `drop`).
     pub on_delivery_timeout: OnDeliveryTimeout,
+    /// `[producers] linger`, `batch_size` and `record_size`: None unless `linger` is above 0
+    /// (then every record is a request of its own, as before batches were modelled).
+    pub batching: Option<Batching>,
     /// Per `[[broker]]`, in the file's order.
     pub brokers: Vec<ResolvedBroker>,
+}
+
+/// Kafka's `batch.size` default in bytes (`ProducerConfig`).
+pub const DEFAULT_BATCH_SIZE: u32 = 16384;
+/// The record size assumed against `batch_size` when none is set (the sim's, not Kafka's).
+pub const DEFAULT_RECORD_SIZE: u32 = 1024;
+
+/// The bytes of a record batch's header, counted against `batch.size` (Kafka's
+/// `DefaultRecordBatch.RECORD_BATCH_OVERHEAD`).
+pub const RECORD_BATCH_OVERHEAD: u32 = 61;
+
+/// A producer's batches (`[producers] linger`, `batch_size`, `record_size`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Batching {
+    /// How long a batch that is not full waits for more records (`linger.ms`).
+    pub linger: Dur,
+    /// The records a batch holds: as many as fit in `batch_size` after the batch's header,
+    /// at least one (`MemoryRecordsBuilder.hasRoomFor` always takes a first record).
+    pub records: u32,
+    /// A batch of `records` records fills `batch_size` (`MemoryRecordsBuilder.isFull`): it is
+    /// sent at once. Else it is sent when the next record of its partition does not fit and
+    /// starts a new batch (`RecordAccumulator.ready`: `dequeSize > 1`).
+    pub full_at_once: bool,
+}
+
+impl Batching {
+    /// The batches of `batch_size` bytes holding records of `record_size` bytes (at least 1).
+    pub fn new(linger: Dur, batch_size: u32, record_size: u32) -> Self {
+        let record = u64::from(record_size.max(1));
+        let room = u64::from(batch_size.saturating_sub(RECORD_BATCH_OVERHEAD));
+        let records = (room / record).clamp(1, u64::from(u32::MAX)) as u32;
+        Batching {
+            linger,
+            records,
+            full_at_once: u64::from(RECORD_BATCH_OVERHEAD) + u64::from(records) * record
+                >= u64::from(batch_size),
+        }
+    }
 }
 
 /// One `[[broker]]`'s settings with the flavour's defaults filled in.
@@ -208,6 +249,36 @@ impl Scenario {
                 ),
             );
         }
+        let batching = pr.linger.filter(|l| *l > Dur::ZERO).map(|linger| {
+            Batching::new(
+                linger,
+                pr.batch_size.unwrap_or(DEFAULT_BATCH_SIZE),
+                pr.record_size.unwrap_or(DEFAULT_RECORD_SIZE),
+            )
+        });
+        if pr.linger.is_none() {
+            for (field, set) in [
+                ("batch_size", pr.batch_size.is_some()),
+                ("record_size", pr.record_size.is_some()),
+            ] {
+                if set {
+                    err(
+                        &["producers", field],
+                        "only applies to batches that wait for more records: set \
+                         [producers] linger (Kafka's linger.ms, e.g. \"5ms\"), as a simulated \
+                         send takes no time and with no linger every record is a request of its \
+                         own"
+                        .into(),
+                    );
+                }
+            }
+        }
+        if pr.record_size == Some(0) {
+            err(
+                &["producers", "record_size"],
+                "a record has at least 1 byte: set record_size to 1 or more".into(),
+            );
+        }
         if c.commit_interval.is_some() && commit != Commit::Interval {
             err(
                 &["consumers", "commit_interval"],
@@ -309,6 +380,7 @@ impl Scenario {
                 .filter(|t| *t > Dur::ZERO),
             delivery_timeout,
             on_delivery_timeout: pr.on_delivery_timeout.unwrap_or_default(),
+            batching,
             brokers,
         };
         (resolved, problems)
@@ -399,6 +471,51 @@ mod tests {
         for other in ["activemq", "weblogic", "artemis"] {
             assert!(scenario(other, "prefetch = 2").resolve().is_ok(), "{other}");
         }
+    }
+
+    /// A batch holds what fits in `batch_size` after its header; no linger, no batches.
+    #[test]
+    fn batches_hold_what_fits_after_the_header() {
+        let ms = Dur::from_millis;
+        // Kafka's defaults with 1 KiB records: 15 fit in 16384 - 61 bytes, not filling it.
+        let b = Batching::new(ms(5), 16384, 1024);
+        assert_eq!((b.records, b.full_at_once), (15, false));
+        // Exactly two 100-byte records after the 61-byte header: full at once.
+        assert_eq!(Batching::new(ms(5), 261, 100).records, 2);
+        assert!(Batching::new(ms(5), 261, 100).full_at_once);
+        // `batch.size` 0, or a record larger than the batch: one record a batch, sent at once.
+        for (size, record) in [(0, 100), (16384, 20000)] {
+            let b = Batching::new(ms(5), size, record);
+            assert_eq!((b.records, b.full_at_once), (1, true));
+        }
+        let with = |producers: &str| {
+            scenario(
+                "kafka",
+                &format!(
+                    "[producers]
+count = 1
+{producers}"
+                ),
+            )
+            .resolve()
+        };
+        // Unset, or no linger: no batches (every record a request of its own).
+        assert_eq!(with("").unwrap().batching, None);
+        assert_eq!(
+            with("linger = \"0s\"\nbatch_size = 100").unwrap().batching,
+            None
+        );
+        assert_eq!(
+            with("linger = \"10ms\"").unwrap().batching,
+            Some(Batching::new(
+                ms(10),
+                DEFAULT_BATCH_SIZE,
+                DEFAULT_RECORD_SIZE
+            ))
+        );
+        let e = with("record_size = 100").unwrap_err();
+        assert_eq!(e[0].path_string(), "producers.record_size");
+        assert!(e[0].message.contains("set [producers] linger"), "{e:?}");
     }
 
     /// What to do at a delivery timeout means nothing without one: refused, naming why.

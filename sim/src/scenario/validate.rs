@@ -384,6 +384,28 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
             );
         }
     }
+    // Kafka's producer batches: settings of its client only.
+    for (field, set, what) in [
+        ("linger", s.producers.linger.is_some(), "linger.ms"),
+        ("batch_size", s.producers.batch_size.is_some(), "batch.size"),
+        (
+            "record_size",
+            s.producers.record_size.is_some(),
+            "record size against batch.size",
+        ),
+    ] {
+        if set && s.flavour != Flavour::Kafka && s.flavour != super::FlavourChoice::Native {
+            err(
+                p(&["producers", field]),
+                format!(
+                    "is Kafka's {what} (a producer's batches of records per partition): it \
+                     needs flavour = \"kafka\" (or \"native\", for the strategies modelled on \
+                     Kafka); flavour {:?} sends each message on its own: leave it out",
+                    s.flavour.name()
+                ),
+            );
+        }
+    }
     let names: std::collections::BTreeSet<&str> =
         s.brokers.iter().map(|b| b.name.as_str()).collect();
     // Listed in file order, and only the first few: an error per fault must not copy them all.

@@ -1,0 +1,179 @@
+//! Producer batches (issue 38 §6): under `[producers] linger` (Kafka's `linger.ms`, with
+//! `batch_size` and `record_size` for `batch.size`) a producer sends requests, not records: the
+//! records it accumulated go together when the oldest batch has lingered or a batch is full, and
+//! `max_in_flight` counts requests. A request failed by a `send_error` fails whole and is retried
+//! whole: without idempotence, each of its records lands behind every record of the
+//! `max_in_flight - 1` requests after it.
+//!
+//! These fail on the per-message model (a send is routed at once, `max_in_flight` counts sends):
+//! drop the `Some(b) = self.cfg.batching` branch of `Engine::send` to see it.
+
+use crate::common;
+use sim::history::Event;
+
+/// One key, 30 records one every 100ms from 100ms, on one partition of `kafka`; `producers`
+/// extends `[producers]`, `faults` follows.
+fn scenario(producers: &str, faults: &str) -> String {
+    format!(
+        r#"
+flavour = "kafka"
+strategies = ["kafka"]
+[workload]
+messages = 30
+rate = "10/s"
+arrival = "constant"
+keys = 1
+[producers]
+{producers}
+[[broker]]
+name = "a"
+[consumers]
+count = 1
+commit = "each"
+service = "1ms"
+[strategy.kafka]
+partitions = 1
+{faults}
+"#
+    )
+}
+
+/// Every send in the window fails: it holds exactly one request's drain (at 850ms under a 350ms
+/// linger: records at 100-400ms go at 450ms, 500-800ms at 850ms, and so on every 400ms).
+const ONE_REQUEST_FAILS: &str = r#"
+[[fault]]
+kind = "send_error"
+at = "820ms"
+for = "60ms"
+"#;
+
+/// Requests of four records: a 350ms linger over records 100ms apart.
+const FOUR_A_REQUEST: &str = "linger = \"350ms\"\nretry_backoff = \"10s\"";
+
+fn send_failures(events: &[Event]) -> Vec<(u64, u32)> {
+    events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::SendFail { t, msg, .. } => Some((t, msg.seq)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// When each record (by seq) was stored first.
+fn stored_at(events: &[Event]) -> Vec<(u32, u64)> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut at: Vec<(u32, u64)> = events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Enqueue { t, msg, .. } if seen.insert(msg.id) => Some((msg.seq, t)),
+            _ => None,
+        })
+        .collect();
+    at.sort();
+    at
+}
+
+/// Without idempotence, 5 requests in flight: the failed request's four records land behind the
+/// sixteen of the four requests after it (not one record behind four), and the requests after
+/// those wait behind it.
+#[test]
+fn a_failed_batch_lands_whole_behind_the_requests_in_flight_after_it() {
+    let text = scenario(
+        &format!("max_in_flight = 5\nidempotence = false\n{FOUR_A_REQUEST}"),
+        ONE_REQUEST_FAILS,
+    );
+    let (m, events) = common::history(&text, "kafka");
+    assert_eq!(
+        send_failures(&events),
+        [(850_000, 4), (850_000, 5), (850_000, 6), (850_000, 7)]
+    );
+    let order = common::stored_order(&events);
+    let expected: Vec<u32> = (0..4).chain(8..24).chain(4..8).chain(24..30).collect();
+    assert_eq!(order, expected);
+    assert!(m.ordering_violations > 0, "{m:?}");
+    assert_eq!((m.applied, m.lost), (30, 0));
+}
+
+/// With idempotence the failed request keeps its place: the requests after it wait for its
+/// retry, and every record is stored in order.
+#[test]
+fn with_idempotence_a_failed_batch_keeps_its_place() {
+    let text = scenario(
+        &format!("max_in_flight = 5\nidempotence = true\n{FOUR_A_REQUEST}"),
+        ONE_REQUEST_FAILS,
+    );
+    let (m, events) = common::history(&text, "kafka");
+    assert_eq!(send_failures(&events).len(), 4);
+    assert_eq!(common::stored_order(&events), (0..30).collect::<Vec<_>>());
+    // Everything from the failed request on is stored at its retry, 10s after it failed.
+    for (seq, t) in stored_at(&events) {
+        assert_eq!(t >= 10_850_000, seq >= 4, "seq {seq} stored at {t}");
+    }
+    assert_eq!(m.ordering_violations, 0, "{m:?}");
+}
+
+/// The linger's latency: a record waits until its request goes, 350ms after the first record
+/// of the request (here every fourth), with nothing failing.
+#[test]
+fn a_record_waits_for_its_batch_to_linger() {
+    let (_, events) = common::history(&scenario(FOUR_A_REQUEST, ""), "kafka");
+    for (seq, t) in stored_at(&events) {
+        let first = u64::from(seq / 4 * 4);
+        let drain = ((first + 1) * 100 + 350) * 1000;
+        // The last request holds two records (28, 29); it goes 350ms after the first too.
+        assert_eq!(t, drain, "seq {seq}");
+    }
+}
+
+/// A full batch goes at once: 2 records of 100 bytes fill `batch_size = 261` (61 bytes of batch
+/// header), so each request goes at its second record; with `batch_size = 300` a batch is full
+/// only when a third record does not fit, which then starts the next batch.
+#[test]
+fn a_full_batch_goes_without_lingering() {
+    let stored = |batch_size: u32| {
+        let text = scenario(
+            &format!("linger = \"10s\"\nbatch_size = {batch_size}\nrecord_size = 100"),
+            "",
+        );
+        stored_at(&common::history(&text, "kafka").1)
+    };
+    for (seq, t) in stored(261) {
+        assert_eq!(t, u64::from(seq / 2 * 2 + 2) * 100_000, "261: seq {seq}");
+    }
+    for (seq, t) in stored(300) {
+        if seq < 28 {
+            assert_eq!(t, u64::from(seq / 2 * 2 + 3) * 100_000, "300: seq {seq}");
+        }
+    }
+}
+
+/// Settings a Kafka user would write are checked, each error naming its field.
+#[test]
+fn batch_settings_are_refused_where_they_mean_nothing() {
+    let e = ordsim::load_text(
+        "x.toml",
+        &scenario(FOUR_A_REQUEST, "")
+            .replace("flavour = \"kafka\"", "flavour = \"rabbitmq\"")
+            .replace("strategies = [\"kafka\"]", "strategies = [\"single\"]")
+            .replace("commit = \"each\"\n", "")
+            .replace("[strategy.kafka]\npartitions = 1\n", ""),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("producers.linger") && e.contains("needs flavour = \"kafka\""),
+        "{e}"
+    );
+    let e = ordsim::load_text("x.toml", &scenario("batch_size = 32768", ""))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("producers.batch_size") && e.contains("linger"),
+        "{e}"
+    );
+    let e = ordsim::load_text("x.toml", &scenario("linger = \"5ms\"\nrecord_size = 0", ""))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("producers.record_size"), "{e}");
+}
