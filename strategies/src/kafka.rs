@@ -791,14 +791,20 @@ impl crate::Named for Kafka {
                     .into(),
             );
         }
-        let d = sc.flavour_defaults();
-        let age = |set: Option<sim::time::Dur>| set.or(d.metadata_max_age).map_or(0, |a| a.0);
-        let reset = sc.consumers.auto_offset_reset.or(d.auto_offset_reset);
+        // The resolved values (the flavour's defaults filled in once, in `Resolved`).
+        let r = sc.resolve().map_err(|problems| {
+            problems
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        })?;
+        let age = |a: Option<sim::time::Dur>| a.map_or(0, |a| a.0);
         Ok(
             Kafka::new(sc.workload.keys, p.partitions, p.assignor).with_metadata(
-                age(sc.producers.metadata_max_age),
-                age(sc.consumers.metadata_max_age),
-                reset == Some(sim::scenario::OffsetReset::Latest),
+                age(r.producer_metadata_max_age),
+                age(r.consumer_metadata_max_age),
+                r.auto_offset_reset == Some(sim::scenario::OffsetReset::Latest),
             ),
         )
     }

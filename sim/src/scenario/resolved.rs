@@ -7,7 +7,7 @@
 //! once per broker its strategies model ([`Scenario::on_flavour`]), and each is checked.
 
 use super::{
-    Commit, CrashDetection, Defaults, FieldError, Flavour, KafkaClient, LeasePolicy,
+    Commit, CrashDetection, Defaults, FieldError, Flavour, KafkaClient, LeasePolicy, OffsetReset,
     OnDeliveryTimeout, PartialFailure, PathSeg, ReadAhead, Receive, RedeliveryPolicy, Scenario,
     MAX_IDEMPOTENT_IN_FLIGHT,
 };
@@ -64,6 +64,14 @@ pub struct Resolved {
     /// `[producers] linger`, `batch_size` and `record_size`: None unless `linger` is above 0
     /// (then every record is a request of its own, as before batches were modelled).
     pub batching: Option<Batching>,
+    /// How often producers refresh the topic's metadata (`[producers] metadata_max_age`, Kafka's
+    /// `metadata.max.age.ms`), if at all: they see added partitions only then.
+    pub producer_metadata_max_age: Option<Dur>,
+    /// The same for the consumer group's leader (`[consumers] metadata_max_age`).
+    pub consumer_metadata_max_age: Option<Dur>,
+    /// Where a consumer newly given a partition without a committed offset starts
+    /// (`[consumers] auto_offset_reset`, Kafka's `auto.offset.reset`), if the flavour has one.
+    pub auto_offset_reset: Option<OffsetReset>,
     /// Per `[[broker]]`, in the file's order.
     pub brokers: Vec<ResolvedBroker>,
 }
@@ -381,6 +389,9 @@ impl Scenario {
             delivery_timeout,
             on_delivery_timeout: pr.on_delivery_timeout.unwrap_or_default(),
             batching,
+            producer_metadata_max_age: pr.metadata_max_age.or(d.metadata_max_age),
+            consumer_metadata_max_age: c.metadata_max_age.or(d.metadata_max_age),
+            auto_offset_reset: c.auto_offset_reset.or(d.auto_offset_reset),
             brokers,
         };
         (resolved, problems)
