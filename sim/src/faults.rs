@@ -152,7 +152,11 @@ pub fn kinds_markdown() -> String {
             spec.doc,
             fields_cell(&spec),
             for_cell(&spec),
-            if k.may_overlap() { "yes" } else { "no" }
+            match (k.may_overlap(), spec.overlap_exception) {
+                (true, _) => "yes".to_string(),
+                (false, Some(except)) => format!("no; {except}"),
+                (false, None) => "no".to_string(),
+            }
         ));
     }
     s
@@ -210,6 +214,9 @@ pub struct KindSpec {
     pub explore_default: fn(&mut Fault),
     /// `sim live` stages it on a real broker (else it refuses a scenario that has it).
     pub live: bool,
+    /// Where windows that may not overlap in general may overlap after all, and why (a rule
+    /// that depends on the scenario, which validation applies).
+    pub overlap_exception: Option<&'static str>,
 }
 
 fn no_default(_: &mut Fault) {}
@@ -250,6 +257,7 @@ impl FaultKind {
             random_needs_duration: true,
             explore_default: no_default,
             live: false,
+            overlap_exception: None,
         };
         match self {
             FaultKind::BrokerCrash => KindSpec {
@@ -258,6 +266,10 @@ impl FaultKind {
                 summary: "a broker goes down; a persistent store keeps its messages stuck until it returns, producers and consumers fail over",
                 fields: &["broker"],
                 live: true,
+                overlap_exception: Some(
+                    "yes on a broker whose partitions have followers (`[broker.replication]` \
+                     `replication_factor` above 1): each crash takes down the leader of the moment",
+                ),
                 ..NODE
             },
             FaultKind::ConsumerCrash => KindSpec {
@@ -998,9 +1010,11 @@ fn validate_one(
 
 /// A `broker_crash` of a broker whose partitions have followers (`[broker.replication]` with
 /// `replication_factor` above 1): each crash takes down the leader of the moment, so crashes
-/// may overlap (a new leader crashing while the old one is still down).
+/// may overlap (a new leader crashing while the old one is still down): the kind's
+/// [`KindSpec::overlap_exception`].
 fn crashes_a_leader(s: &Scenario, f: &Fault) -> bool {
-    f.kind == FaultKind::BrokerCrash
+    f.kind.spec().overlap_exception.is_some()
+        && f.kind == FaultKind::BrokerCrash
         && f.broker.as_deref().is_some_and(|name| {
             s.brokers.iter().any(|b| {
                 b.name == name
