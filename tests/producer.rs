@@ -3,7 +3,7 @@
 //! idempotence and with more than one send in flight, up to `max_in_flight - 1` later sends are
 //! stored before it (Kafka's "risk of message reordering after a failed send due to retries").
 
-use crate::common::{self, stored_order};
+use crate::common::{self, send_failures, stored_order};
 
 use sim::history::Event;
 
@@ -27,16 +27,6 @@ kind = "send_error"
 at = "450ms"
 for = "100ms"
 "#;
-
-fn send_failures(events: &[Event]) -> Vec<(u64, u32)> {
-    events
-        .iter()
-        .filter_map(|e| match *e {
-            Event::SendFail { t, msg, .. } => Some((t, msg.seq)),
-            _ => None,
-        })
-        .collect()
-}
 
 /// How many later messages (higher seqs) were stored before `seq`.
 fn overtaken_by(order: &[u32], seq: u32) -> usize {

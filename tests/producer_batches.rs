@@ -8,7 +8,7 @@
 //! These fail on the per-message model (a send is routed at once, `max_in_flight` counts sends):
 //! drop the `Some(b) = self.cfg.batching` branch of `Engine::send` to see it.
 
-use crate::common;
+use crate::common::{self, send_failures};
 use sim::history::Event;
 
 /// One key, 30 records one every 100ms from 100ms, on one partition of `kafka`; `producers`
@@ -49,16 +49,6 @@ for = "60ms"
 
 /// Requests of four records: a 350ms linger over records 100ms apart.
 const FOUR_A_REQUEST: &str = "linger = \"350ms\"\nretry_backoff = \"10s\"";
-
-fn send_failures(events: &[Event]) -> Vec<(u64, u32)> {
-    events
-        .iter()
-        .filter_map(|e| match *e {
-            Event::SendFail { t, msg, .. } => Some((t, msg.seq)),
-            _ => None,
-        })
-        .collect()
-}
 
 /// When each record (by seq) was stored first.
 fn stored_at(events: &[Event]) -> Vec<(u32, u64)> {

@@ -209,3 +209,14 @@ pub fn stored_order(events: &[Event]) -> Vec<u32> {
         })
         .collect()
 }
+
+/// The send failures of a history, as (time, seq): when each send failed and which record.
+pub fn send_failures(events: &[Event]) -> Vec<(u64, u32)> {
+    events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::SendFail { t, msg, .. } => Some((t, msg.seq)),
+            _ => None,
+        })
+        .collect()
+}
