@@ -200,8 +200,9 @@ fn with_no_metadata_age_everyone_switches_at_once() {
 /// position reset. Under `latest` what the producers wrote to the new partitions in between is
 /// skipped, at the instant consumer 0 rejoins (it commits then), eager or cooperative (the new
 /// partitions are nobody's, but the assignment waits for every member either way); under
-/// `earliest` nothing is lost. Resetting at the add, as if the group rebalanced at once, loses
-/// nothing here.
+/// `earliest` nothing is lost. A model that resets at the add, as if the group rebalanced at
+/// once, fails this test: it loses nothing here (checked on the first version of this work,
+/// which did so).
 #[test]
 fn the_reset_waits_for_the_rebalance_and_skips_what_was_written_meanwhile() {
     let text = |assignor: &str, reset: &str| {

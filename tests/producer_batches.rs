@@ -6,7 +6,8 @@
 //! `max_in_flight - 1` requests after it.
 //!
 //! These fail on the per-message model (a send is routed at once, `max_in_flight` counts sends):
-//! drop the `Some(b) = self.cfg.batching` branch of `Engine::send` to see it.
+//! make `Engine::send_slow` and `Engine::send_behind_failure` skip their batching branch (`append`)
+//! to see it.
 
 use crate::common::{self, send_failures};
 use sim::history::Event;

@@ -1013,16 +1013,12 @@ fn validate_one(
 /// may overlap (a new leader crashing while the old one is still down): the kind's
 /// [`KindSpec::overlap_exception`].
 fn crashes_a_leader(s: &Scenario, f: &Fault) -> bool {
-    f.kind.spec().overlap_exception.is_some()
-        && f.kind == FaultKind::BrokerCrash
-        && f.broker.as_deref().is_some_and(|name| {
-            s.brokers.iter().any(|b| {
-                b.name == name
-                    && b.replication
-                        .as_ref()
-                        .is_some_and(|r| r.replication_factor > 1)
-            })
-        })
+    f.kind == FaultKind::BrokerCrash
+        && f.broker
+            .as_deref()
+            .and_then(|name| s.broker_index(name))
+            .and_then(|i| s.brokers[i].replication.as_ref())
+            .is_some_and(|r| r.replication_factor > 1)
 }
 
 /// Two scripted faults of the same kind on the same target must not overlap: the second would act

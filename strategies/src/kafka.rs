@@ -324,8 +324,8 @@ pub struct Kafka {
     added: u32,
     /// Group members (connected consumers), by id.
     members: Vec<u32>,
-    /// Per record delivered and not processed yet: its partition and holder.
-    holding: BTreeMap<u64, (u32, u32)>,
+    /// Per record delivered and not processed yet: its holder.
+    holding: BTreeMap<u64, u32>,
     /// Per consumer id: records delivered to it and neither processed, settled nor given back.
     /// A member with none is in `poll()`: that is where it rejoins a rebalance.
     held: Vec<u32>,
@@ -740,7 +740,7 @@ impl Kafka {
     /// The record left the broker's hands for good, or came back to the log: forget it.
     fn forget(&mut self, id: u64, ctl: &mut Control) {
         // A record already processed was forgotten then (`on_handled`).
-        if let Some((_, holder)) = self.holding.remove(&id) {
+        if let Some(holder) = self.holding.remove(&id) {
             self.done(holder, ctl);
         }
     }
@@ -833,7 +833,7 @@ impl Strategy for Kafka {
                     self.held.resize(owner as usize + 1, 0);
                 }
                 self.held[owner as usize] += 1;
-                self.holding.insert(msg.id, (p, owner));
+                self.holding.insert(msg.id, owner);
                 Select::Consumer(i)
             }
             // Until its owner has room, or the partition moves (`rebalance` and `done` withdraw
@@ -910,7 +910,7 @@ impl Strategy for Kafka {
         // Processed (written, or refused as stale by a guarding handler); only the record's
         // current holder counts (a zombie's copy was given back).
         if matches!(outcome, Outcome::Applied { .. } | Outcome::Rejected)
-            && self.holding.get(&msg.id).is_some_and(|h| h.1 == consumer)
+            && self.holding.get(&msg.id).is_some_and(|&h| h == consumer)
         {
             self.holding.remove(&msg.id);
             self.done(consumer, ctl);

@@ -1050,15 +1050,15 @@ impl<O: Observer> Engine<'_, O> {
             &mut self.ctl,
             &mut out,
         );
-        // Carried out in the order chosen (as one pass did before the node owned the choice:
-        // nothing `select` sees changes with a delivery).
-        // The consumers that received something, in the order of their first delivery: the
-        // first one here (most dispatches hand out to one), the others in `started`.
         if has_bridges {
             self.scratch = cands;
         } else {
             self.w.brokers[bi].take_back_attached(cands, &out);
         }
+        // Carried out in the order chosen (as one pass did before the node owned the choice:
+        // nothing `select` sees changes with a delivery). The consumers that received something,
+        // in the order of their first delivery: the first one here (most dispatches hand out to
+        // one), the others in `started_scratch`.
         let mut first = None;
         // Nothing below dispatches again (a nested dispatch would share the list).
         debug_assert!(self.started_scratch.is_empty());

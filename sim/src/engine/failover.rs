@@ -258,9 +258,8 @@ impl<O: Observer> Engine<'_, O> {
         self.world_change(WorldChange::BrokerCrashed(b));
         let log = self.w.logs[b as usize].as_deref_mut().expect("log");
         let Some((to, unclean)) = next else {
-            // The last replica in sync died: it stays the ISR, its log whole; the partitions
-            // wait for a replica to return.
-            log.replicas[l as usize].end = log.end;
+            // The last replica in sync died: it stays the ISR, its log whole (its end set
+            // above); the partitions wait for a replica to return.
             log.leadership = Leadership::Offline;
             return;
         };
@@ -360,10 +359,8 @@ impl<O: Observer> Engine<'_, O> {
             Leadership::Electing { .. } => {}
             Leadership::Offline => {
                 let rep = log.replicas[r as usize];
-                if rep.in_sync {
-                    self.take_lead(b, r, false, rep.end);
-                } else if log.unclean {
-                    self.take_lead(b, r, true, rep.end);
+                if rep.in_sync || log.unclean {
+                    self.take_lead(b, r, !rep.in_sync, rep.end);
                 }
             }
         }

@@ -15,23 +15,20 @@ impl<O: Observer> Engine<'_, O> {
     /// The process dies: everything unacked goes back; the message in hand is abandoned.
     pub(super) fn consumer_crash(&mut self, c: u32) {
         walk!();
-        match self.w.consumers[c as usize].crash() {
+        let died = match self.w.consumers[c as usize].crash() {
             Crash::Again => return,
-            Crash::BeforeRejoin => {
-                // Dead again before it could join: the old session still waits for its timeout.
-                self.emit(Event::Crash {
-                    t: self.now,
-                    node: Node::Consumer(c),
-                });
-                self.world_change(WorldChange::ConsumerCrashed(c));
-                return;
-            }
-            Crash::Died => {}
-        }
+            Crash::BeforeRejoin => false,
+            Crash::Died => true,
+        };
         self.emit(Event::Crash {
             t: self.now,
             node: Node::Consumer(c),
         });
+        if !died {
+            // Dead again before it could join: the old session still waits for its timeout.
+            self.world_change(WorldChange::ConsumerCrashed(c));
+            return;
+        }
         if self.cfg.crash_detection == CrashDetection::Connection {
             // Detaching abandons the message in hand (the strategy releases its locks).
             self.detach(c, false);

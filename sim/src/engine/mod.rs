@@ -465,9 +465,7 @@ impl<'a, O: Observer> Engine<'a, O> {
         if self.waiting() {
             match self.fx.last_mut() {
                 // Right behind the start it asked for: one effect for both.
-                Some(last @ Fx::StartThenApply(_)) if *last == Fx::StartThenApply(c) => {
-                    *last = Fx::StartApplyStart(c);
-                }
+                Some(last) if *last == Fx::StartThenApply(c) => *last = Fx::StartApplyStart(c),
                 _ => self.then(Fx::ApplyThenStart(c)),
             }
         } else {
@@ -547,14 +545,11 @@ impl<'a, O: Observer> Engine<'a, O> {
                     self.start_next(c);
                     self.apply_control();
                     if self.fx.len() == top {
+                        // Nothing asked for in between: the second half at once.
                         self.apply_control();
                         self.start_next(c);
                     } else {
-                        // After what the first half asked for, as a step of its own.
-                        if self.fx.len() - top > 1 {
-                            self.fx[top..].reverse();
-                        }
-                        self.fx.insert(top, Fx::ApplyThenStart(c));
+                        self.then_below(top, Fx::ApplyThenStart(c));
                         continue;
                     }
                 }
@@ -562,14 +557,8 @@ impl<'a, O: Observer> Engine<'a, O> {
                 Fx::Dispatch(b) => self.dispatch(b),
                 Fx::Failed { .. } => {
                     self.exec(e);
-                    if self.fx.len() - top > 1 {
-                        self.fx[top..].reverse();
-                    }
-                    // Below what the rollback set off: its failure is over when they are.
-                    self.fx.insert(top, Fx::FailureOver);
-                    if self.fx.len() == base {
-                        break;
-                    }
+                    // Its failure is over when what the rollback set off is.
+                    self.then_below(top, Fx::FailureOver);
                     continue;
                 }
                 _ => self.exec(e),
@@ -586,6 +575,16 @@ impl<'a, O: Observer> Engine<'a, O> {
         {
             self.deferred = None;
         }
+    }
+
+    /// In the router's loop, after an effect that asked for more (those above `top`): puts them
+    /// in order and `e` below them, so that `e` is carried out once they are, as a step of its
+    /// own (the stack is never empty after this, so the loop goes on).
+    fn then_below(&mut self, top: usize, e: Fx) {
+        if self.fx.len() - top > 1 {
+            self.fx[top..].reverse();
+        }
+        self.fx.insert(top, e);
     }
 
     /// Carries out one of the rarer effects (the router's loop carries out the others itself).

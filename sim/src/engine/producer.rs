@@ -835,10 +835,15 @@ impl<O: Observer> Engine<'_, O> {
         } else {
             &mut ps.buffer
         };
+        let n = slots.len() as u32;
         for slot in slots.into_iter().rev() {
             queue.push_front(slot);
         }
         if connected {
+            if self.cfg.batching.is_some() {
+                // One request of their own, ahead of the failed ones (`retry_requests`).
+                ps.groups.insert(0, n);
+            }
             ps.failed_block = true;
             self.schedule_producer_retry(p);
         }

@@ -224,6 +224,8 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         let acks = log.acks;
+        // Nothing below brings a replica up or down: who is behind is the same for each record.
+        let someone_behind = log.someone_behind();
         let mut moved = false;
         loop {
             let log = self.w.logs[b as usize].as_deref_mut().expect("log");
@@ -232,7 +234,7 @@ impl<O: Observer> Engine<'_, O> {
             };
             log.above.pop_front();
             log.hw = e.offset + 1;
-            if log.someone_behind() {
+            if someone_behind {
                 log.missed.push_back(e);
             }
             let m = self.w.slab.get(e.slot);

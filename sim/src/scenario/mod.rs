@@ -417,7 +417,7 @@ pub struct Producers {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_size: Option<u32>,
     /// The size of a record in bytes, as it counts against `batch_size` (the sim's
-    /// assumption, default 1024: 16 records a batch). Only with a `linger`.
+    /// assumption, default 1024: 15 records a batch, after its header). Only with a `linger`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record_size: Option<u32>,
 }
