@@ -40,28 +40,17 @@ impl Heartbeat {
         let flag = Arc::clone(&stop);
         let started = Instant::now();
         let thread = std::thread::spawn(move || {
-            let (lock, cv) = &*flag;
-            let mut stopped = lock.lock().unwrap_or_else(|e| e.into_inner());
-            loop {
-                let (guard, timeout) = cv
-                    .wait_timeout(stopped, every)
-                    .unwrap_or_else(|e| e.into_inner());
-                stopped = guard;
-                if *stopped {
-                    return;
-                }
-                if timeout.timed_out() {
-                    let len = bar.length().unwrap_or(0);
-                    // A log that cannot be written to is no reason to stop the work.
-                    let _ = writeln!(
-                        out,
-                        "sim: {}/{len} {unit} done, {}s elapsed",
-                        bar.position(),
-                        started.elapsed().as_secs()
-                    );
-                    let _ = out.flush();
-                }
-            }
+            beat_until_stopped(&flag, every, || {
+                let len = bar.length().unwrap_or(0);
+                // A log that cannot be written to is no reason to stop the work.
+                let _ = writeln!(
+                    out,
+                    "sim: {}/{len} {unit} done, {}s elapsed",
+                    bar.position(),
+                    started.elapsed().as_secs()
+                );
+                let _ = out.flush();
+            })
         });
         Heartbeat {
             stop,
@@ -75,6 +64,24 @@ impl Heartbeat {
         cv.notify_all();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+    }
+}
+
+/// Calls `beat` every `every` until the flag is set. The flag is read before each wait, not
+/// only after it: a `stop` that came before this thread first took the lock notified nobody, and
+/// a wait then would hold the command's exit for a whole `every` (it held every quick `sim run`
+/// with standard error in a pipe or a log for 30 s).
+fn beat_until_stopped(flag: &(Mutex<bool>, Condvar), every: Duration, mut beat: impl FnMut()) {
+    let (lock, cv) = flag;
+    let mut stopped = lock.lock().unwrap_or_else(|e| e.into_inner());
+    while !*stopped {
+        let (guard, timeout) = cv
+            .wait_timeout(stopped, every)
+            .unwrap_or_else(|e| e.into_inner());
+        stopped = guard;
+        if !*stopped && timeout.timed_out() {
+            beat();
         }
     }
 }
@@ -213,6 +220,22 @@ mod tests {
         let after = text().len();
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(text().len(), after, "a line after finish");
+    }
+
+    /// A stop that comes before the heartbeat's thread first waits ends it at once: the flag is
+    /// read before the wait (with the read only after it, this waits an hour).
+    #[test]
+    fn a_stop_before_the_first_wait_is_not_lost() {
+        let flag = Arc::new((Mutex::new(true), Condvar::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let f = Arc::clone(&flag);
+        std::thread::spawn(move || {
+            let mut beats = 0;
+            beat_until_stopped(&f, Duration::from_secs(3600), || beats += 1);
+            let _ = tx.send(beats);
+        });
+        // A liveness bound far above the immediate return, not a timing measurement.
+        assert_eq!(rx.recv_timeout(Duration::from_secs(120)), Ok(0));
     }
 
     /// Without the binary turning it on, the library prints no heartbeat.
