@@ -168,3 +168,47 @@ fn batch_settings_are_refused_where_they_mean_nothing() {
         .to_string();
     assert!(e.contains("producers.record_size"), "{e}");
 }
+
+/// Kafka's release decides the default `linger` (KIP-1030): 3.9 (and a file without a version)
+/// sends every record at once; 4.0 on lets each wait 5ms for its batch; a `linger` in the file
+/// wins; and `batch_size` is allowed under 4.x without one. Fails before `[[broker]] version`
+/// was Kafka's (the version was refused: "flavour \"kafka\" does not depend on its version").
+#[test]
+fn kafka_4_lingers_5ms_by_default() {
+    let on = |version: &str, producers: &str| {
+        let text = scenario(producers, "")
+            .replace("name = \"a\"\n", &format!("name = \"a\"\n{version}\n"));
+        stored_at(&common::history(&text, "kafka").1)
+    };
+    let sent = |seq: u32| u64::from(seq + 1) * 100_000;
+    for version in ["", "version = \"3.9\"", "version = \"3.0\""] {
+        for (seq, t) in on(version, "") {
+            assert_eq!(t, sent(seq), "{version:?} seq {seq}");
+        }
+    }
+    for version in ["version = \"4.0\"", "version = \"4.3\""] {
+        for (seq, t) in on(version, "") {
+            assert_eq!(t, sent(seq) + 5_000, "{version:?} seq {seq}");
+        }
+        for (seq, t) in on(version, "batch_size = 32768") {
+            assert_eq!(t, sent(seq) + 5_000, "{version:?} seq {seq}");
+        }
+        for (seq, t) in on(version, "linger = \"0s\"") {
+            assert_eq!(t, sent(seq), "{version:?} linger 0s, seq {seq}");
+        }
+    }
+    let e = ordsim::load_text(
+        "x.toml",
+        &scenario("", "").replace("name = \"a\"\n", "name = \"a\"\nversion = \"2.8\"\n"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("broker[0].version") || e.contains("version"),
+        "{e}"
+    );
+    assert!(
+        e.contains("\"4.0\"") && e.contains("default \"3.9\""),
+        "{e}"
+    );
+}
