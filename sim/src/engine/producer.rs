@@ -769,10 +769,12 @@ impl<O: Observer> Engine<'_, O> {
     fn set_deadline(&mut self, p: u32, slot: u32, due: Time) {
         let id = self.w.slab.get(slot).r.id;
         let ps = &mut self.w.producers[p as usize];
-        let due = *ps.deadlines.entry(id).or_insert(due);
-        if !ps.expiry_armed {
-            ps.expiry_armed = true;
-            self.q.push(due.max(self.now), Ev::DeliveryTimeout(p));
+        let at = (*ps.deadlines.entry(id).or_insert(due)).max(self.now);
+        // Armed, or armed again when this deadline comes first (a deadline from a batch's
+        // creation, or from a write its leader lost): the later event is then stale.
+        if ps.expiry_at.is_none_or(|t| at < t) {
+            ps.expiry_at = Some(at);
+            self.q.push(at, Ev::DeliveryTimeout(p));
         }
     }
 
@@ -793,7 +795,7 @@ impl<O: Observer> Engine<'_, O> {
             failed,
             buffer,
             deadlines,
-            expiry_armed,
+            expiry_at,
             held_since,
             hold,
             overtakes,
@@ -801,7 +803,11 @@ impl<O: Observer> Engine<'_, O> {
             groups,
             ..
         } = &mut w.producers[p as usize];
-        *expiry_armed = false;
+        if *expiry_at != Some(now) {
+            // A stale event: the timeout was armed again for an earlier deadline.
+            return;
+        }
+        *expiry_at = None;
         let mut expired = Vec::new();
         let mut next: Option<Time> = None;
         let mut from_failed = 0u32;
@@ -845,7 +851,7 @@ impl<O: Observer> Engine<'_, O> {
             deadlines.retain(|id, _| ids.contains(id));
         }
         if let Some(at) = next {
-            *expiry_armed = true;
+            *expiry_at = Some(at);
             self.q.push(at, Ev::DeliveryTimeout(p));
         }
         for slot in expired {
@@ -884,14 +890,23 @@ impl<O: Observer> Engine<'_, O> {
     }
 
     /// Sends of `p` a partition leader wrote and lost in its crash before its followers had
-    /// them, under `acks = "all"` (never acknowledged: `replication.rs`): the producer sends
-    /// them again, in order, before anything it holds (they were sent first).
-    pub(super) fn send_again_first(&mut self, p: u32, slots: Vec<u32>) {
+    /// them, under `acks = "all"` (never acknowledged: `replication.rs`), each with when it was
+    /// written: the producer sends them again, in order, before anything it holds (they were
+    /// sent first). Their delivery deadline runs from their send (at the latest their write,
+    /// unless they waited before), not from the election that cut them: one that has passed
+    /// it while its leader was being replaced is given up now (Kafka's request failed at the
+    /// crash and its batch expired in the accumulator, `RecordAccumulator.expiredBatches`).
+    pub(super) fn send_again_first(&mut self, p: u32, slots: Vec<(u32, Time)>) {
         walk!();
-        for &slot in &slots {
+        let mut overdue = false;
+        for &(slot, written) in &slots {
             self.w.slab.get_mut(slot).loc = Loc::Producer(p);
             self.emit_send_fail(p, slot);
-            self.await_delivery(p, slot);
+            if let Some(limit) = self.cfg.delivery_timeout {
+                let due = written.saturating_add(limit.0);
+                overdue |= due <= self.now;
+                self.set_deadline(p, slot, due);
+            }
         }
         let ps = &mut self.w.producers[p as usize];
         // Disconnected: ahead of what it buffered; else ahead of its failed sends, retried.
@@ -902,7 +917,7 @@ impl<O: Observer> Engine<'_, O> {
             &mut ps.buffer
         };
         let n = slots.len() as u32;
-        for slot in slots.into_iter().rev() {
+        for (slot, _) in slots.into_iter().rev() {
             queue.push_front(slot);
         }
         if connected {
@@ -912,6 +927,11 @@ impl<O: Observer> Engine<'_, O> {
             }
             ps.failed_block = true;
             self.schedule_producer_retry(p);
+        }
+        if overdue {
+            // Given up now, before a reconnect at this instant could send them.
+            self.w.producers[p as usize].expiry_at = Some(self.now);
+            self.delivery_timeout(p);
         }
     }
 
@@ -1085,8 +1105,9 @@ pub(super) struct Producer {
     /// Under a `delivery_timeout`: when each waiting message (by id) is given up. Set when a
     /// send starts waiting; kept for messages stored since until nothing waits.
     deadlines: BTreeMap<u64, Time>,
-    /// An `Ev::DeliveryTimeout` is scheduled.
-    expiry_armed: bool,
+    /// When the `Ev::DeliveryTimeout` scheduled is due, if one is (an earlier one scheduled
+    /// since makes it stale).
+    expiry_at: Option<Time>,
     /// Set by a send the broker holds (`Route::Wait`): when to route it again. Taken at once by
     /// the caller that saw the send refused.
     hold: Option<Time>,
@@ -1141,7 +1162,7 @@ impl Producer {
             overtakes: None,
             resent: Vec::new(),
             deadlines: BTreeMap::new(),
-            expiry_armed: false,
+            expiry_at: None,
             hold: None,
             held_since: None,
             send_rng,
