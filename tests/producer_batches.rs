@@ -168,3 +168,99 @@ fn batch_settings_are_refused_where_they_mean_nothing() {
         .to_string();
     assert!(e.contains("producers.record_size"), "{e}");
 }
+
+/// Kafka's release decides the default `linger` (KIP-1030): 3.9 (and a file without a version)
+/// sends every record at once; 4.0 on lets each wait 5ms for its batch; a `linger` in the file
+/// wins; and `batch_size` is allowed under 4.x without one. Fails before `[[broker]] version`
+/// was Kafka's (the version was refused: "flavour \"kafka\" does not depend on its version").
+#[test]
+fn kafka_4_lingers_5ms_by_default() {
+    let on = |version: &str, producers: &str| {
+        let text = scenario(producers, "")
+            .replace("name = \"a\"\n", &format!("name = \"a\"\n{version}\n"));
+        stored_at(&common::history(&text, "kafka").1)
+    };
+    let sent = |seq: u32| u64::from(seq + 1) * 100_000;
+    for version in ["", "version = \"3.9\"", "version = \"3.0\""] {
+        for (seq, t) in on(version, "") {
+            assert_eq!(t, sent(seq), "{version:?} seq {seq}");
+        }
+    }
+    for version in ["version = \"4.0\"", "version = \"4.3\""] {
+        for (seq, t) in on(version, "") {
+            assert_eq!(t, sent(seq) + 5_000, "{version:?} seq {seq}");
+        }
+        for (seq, t) in on(version, "batch_size = 32768") {
+            assert_eq!(t, sent(seq) + 5_000, "{version:?} seq {seq}");
+        }
+        for (seq, t) in on(version, "linger = \"0s\"") {
+            assert_eq!(t, sent(seq), "{version:?} linger 0s, seq {seq}");
+        }
+    }
+    let e = ordsim::load_text(
+        "x.toml",
+        &scenario("", "").replace("name = \"a\"\n", "name = \"a\"\nversion = \"2.8\"\n"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("broker[0].version") || e.contains("version"),
+        "{e}"
+    );
+    assert!(
+        e.contains("\"4.0\"") && e.contains("default \"3.9\""),
+        "{e}"
+    );
+}
+
+/// A lost connection under a linger keeps the records in send order. A request (records 4-7)
+/// fails at 850ms and waits for its retry at 1050ms; the broker crashes at 950ms with record 8
+/// in the accumulator (its linger ends at 1250ms); records 9 on are buffered. The retry, made
+/// while disconnected, puts the failed request back ahead of the buffer, and the accumulated
+/// record must follow it, not go ahead of it when its linger ends (Kafka: the failed batch is
+/// re-enqueued at the front of its partition's deque, `RecordAccumulator.reenqueue`, ahead of
+/// the batch accumulated since). Fails on 68c97ce: record 8 is stored before 4-7.
+#[test]
+fn a_lost_connection_keeps_failed_requests_ahead_of_the_accumulated_records() {
+    let text = scenario(
+        "max_in_flight = 5\nidempotence = true\nlinger = \"350ms\"\nretry_backoff = \"200ms\"\n\
+         reconnect_delay = \"100ms\"",
+        &format!(
+            "{ONE_REQUEST_FAILS}\n[[fault]]\nkind = \"broker_crash\"\nbroker = \"a\"\nat = \"950ms\"\nfor = \"1s\""
+        ),
+    );
+    let (m, events) = common::history(&text, "kafka");
+    assert_eq!(
+        send_failures(&events)[..4],
+        [(850_000, 4), (850_000, 5), (850_000, 6), (850_000, 7)]
+    );
+    assert_eq!(common::stored_order(&events), (0..30).collect::<Vec<_>>());
+    assert_eq!((m.ordering_violations, m.lost), (0, 0), "{m:?}");
+}
+
+/// The delivery timeout runs from the batch's creation (`ProducerBatch.createdMs`, checked by
+/// `hasReachedDeliveryTimeout`: `deliveryTimeoutMs <= now - createdMs`), not from the request's
+/// first failure: every send fails, and each record of a request of four is given up 1s after
+/// its batch's first record was sent, not 1s after the request failed 350ms later. Fails on
+/// 68c97ce (given up at 1450ms, 1850ms...: the deadline ran from the failure).
+#[test]
+fn the_delivery_timeout_runs_from_the_batchs_creation() {
+    let text = scenario(
+        "idempotence = true\nlinger = \"350ms\"\nretry_backoff = \"100ms\"\ndelivery_timeout = \"1s\"",
+        "[[fault]]\nkind = \"send_error\"\nat = \"0s\"\nfor = \"5s\"",
+    );
+    let (m, events) = common::history(&text, "kafka");
+    let given_up: Vec<(u32, u64)> = events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::DeliveryTimeout { t, msg, .. } => Some((msg.seq, t)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(given_up.len(), 30, "{given_up:?}");
+    for (seq, t) in given_up {
+        let created = u64::from(seq / 4 * 4 + 1) * 100_000;
+        assert_eq!(t, created + 1_000_000, "seq {seq}");
+    }
+    assert_eq!((m.applied, m.given_up), (0, 30), "{m:?}");
+}

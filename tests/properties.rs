@@ -65,7 +65,8 @@ struct Gen {
     replication: u8,
     /// Under `kafka` and `native`: the producers' batches: 0 left out, 1 `linger = "0s"` with a
     /// `batch_size` (inert), 2 a 20ms linger (16 KiB batches of 1 KiB records), 3 a 50ms linger
-    /// with two 100-byte records to a 300-byte batch.
+    /// with two 100-byte records to a 300-byte batch, 4 (under `kafka`) `[[broker]] version =
+    /// "4.0"` (the release's 5ms linger, KIP-1030).
     batch: u8,
 }
 
@@ -98,7 +99,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             0u8..=6,
             0u8..5,
             0u8..8,
-            0u8..4,
+            0u8..5,
         ),
         prop::sample::select(vec![
             "competing",
@@ -304,6 +305,8 @@ fn toml_of(g: &Gen) -> String {
         } else if rabbit {
             let v = ["3.13", "4.2", "4.3"][(g.rabbit as usize - 1) / 2];
             writeln!(s, "version = \"{v}\"").unwrap();
+        } else if flavour == "kafka" && g.batch == 4 {
+            writeln!(s, "version = \"4.0\"").unwrap();
         }
         if replicated && g.persistent[b] {
             writeln!(s, "[broker.replication]\n{replication}").unwrap();

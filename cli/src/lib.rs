@@ -850,9 +850,12 @@ pub fn redelivery_phrase(sc: &sim::Scenario) -> String {
             )
         }
     };
+    // Kafka's release decides its producer's linger, not its redelivery.
     let name = match sc.broker_version(0) {
-        Some(v) => format!("{} {v}", sc.flavour.name()),
-        None => sc.flavour.name().to_string(),
+        Some(v) if sc.flavour != sim::scenario::Flavour::Kafka => {
+            format!("{} {v}", sc.flavour.name())
+        }
+        _ => sc.flavour.name().to_string(),
     };
     format!("{name} redelivery: {mode} {delay}, {limit}")
 }

@@ -21,6 +21,7 @@ use super::Engine;
 use crate::history::{DiscardReason, Event, Node, Observer};
 use crate::scenario::ConsumerMode;
 use crate::strategy::WorldChange;
+use crate::time::Time;
 use std::collections::BTreeMap;
 
 impl<O: Observer> Engine<'_, O> {
@@ -316,9 +317,9 @@ impl<O: Observer> Engine<'_, O> {
         // Each producer sends its own again, in log order, before anything it holds.
         // (A Vec: a new call site of `VecDeque<u32>::push_back` makes the compiler stop
         // inlining the broker queue's on the hot path.)
-        let mut by_producer: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-        for (p, slot) in resend {
-            by_producer.entry(p).or_default().push(slot);
+        let mut by_producer: BTreeMap<u32, Vec<(u32, Time)>> = BTreeMap::new();
+        for (p, slot, written) in resend {
+            by_producer.entry(p).or_default().push((slot, written));
         }
         for (p, slots) in by_producer {
             self.flush();

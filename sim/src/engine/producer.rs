@@ -115,6 +115,8 @@ impl<O: Observer> Engine<'_, O> {
             self.drain(p);
         }
         let now = self.now;
+        let limit = self.cfg.delivery_timeout;
+        let id = self.w.slab.get(slot).r.id;
         let ps = &mut self.w.producers[p as usize];
         if ps.acc.is_empty() {
             ps.acc_since = now;
@@ -122,8 +124,21 @@ impl<O: Observer> Engine<'_, O> {
         ps.acc.push(slot);
         if ps.acc_parts.len() <= part {
             ps.acc_parts.resize(part + 1, 0);
+            ps.acc_created.resize(part + 1, 0);
+        }
+        if ps.acc_parts[part] == 0 {
+            ps.acc_created[part] = now;
         }
         ps.acc_parts[part] += 1;
+        if let Some(limit) = limit {
+            // Its delivery deadline runs from its batch's creation (`ProducerBatch.createdMs`),
+            // or from its first send if it waited before (sent again after a reconnect).
+            let since = match ps.deadlines.get(&id) {
+                Some(&due) => due.saturating_sub(limit.0),
+                None => ps.acc_created[part],
+            };
+            ps.acc_at.push(since);
+        }
         if b.full_at_once && ps.acc_parts[part] >= b.records {
             self.drain(p);
         } else if !ps.linger_armed {
@@ -160,8 +175,18 @@ impl<O: Observer> Engine<'_, O> {
     fn drain(&mut self, p: u32) {
         let ps = &mut self.w.producers[p as usize];
         let request = std::mem::take(&mut ps.acc);
+        let since = std::mem::take(&mut ps.acc_at);
         ps.acc_parts.clear();
-        self.send_request(p, request);
+        self.send_request(p, request, &since);
+    }
+
+    /// Record `i` of a request (`since`: when each record's delivery deadline started, its
+    /// batch's creation, under a `delivery_timeout`), `slot` or its copy, waits at producer `p`.
+    fn await_in_request(&mut self, p: u32, slot: u32, i: usize, since: &[Time]) {
+        if let Some(limit) = self.cfg.delivery_timeout {
+            let from = since.get(i).copied().unwrap_or(self.now);
+            self.set_deadline(p, slot, from.saturating_add(limit.0));
+        }
     }
 
     /// A request (`slots`, in send order): it waits for the connection when there is none
@@ -171,13 +196,13 @@ impl<O: Observer> Engine<'_, O> {
     /// `max.in.flight.requests.per.connection`). A request failed by a `send_error` fails
     /// whole, and all its records wait for the retry behind the requests that overtake it.
     #[inline(never)]
-    fn send_request(&mut self, p: u32, slots: Vec<u32>) {
+    fn send_request(&mut self, p: u32, slots: Vec<u32>, since: &[Time]) {
         self.flush();
         let ps = &mut self.w.producers[p as usize];
         if ps.broker.is_none() {
             ps.send_after_reconnect(slots.iter().copied().collect());
-            for slot in slots {
-                self.await_delivery(p, slot);
+            for (i, slot) in slots.into_iter().enumerate() {
+                self.await_in_request(p, slot, i, since);
             }
             return;
         }
@@ -186,8 +211,8 @@ impl<O: Observer> Engine<'_, O> {
             if ps.failed_block || ps.overtakes == Some(0) {
                 ps.groups.push(slots.len() as u32);
                 ps.failed.extend(slots.iter().copied());
-                for slot in slots {
-                    self.await_delivery(p, slot);
+                for (i, slot) in slots.into_iter().enumerate() {
+                    self.await_in_request(p, slot, i, since);
                 }
                 return;
             }
@@ -212,10 +237,13 @@ impl<O: Observer> Engine<'_, O> {
         }
         ps.groups.push(out.waits.len() as u32);
         ps.failed.extend(out.waits.iter().copied());
-        for slot in out.waits {
-            self.await_delivery(p, slot);
+        for (slot, i) in out.waits.into_iter().zip(out.of) {
+            self.await_in_request(p, slot, i as usize, since);
         }
-        self.schedule_producer_retry(p);
+        match out.held {
+            Some(at) => self.schedule_producer_retry_at(p, at),
+            None => self.schedule_producer_retry(p),
+        }
     }
 
     /// One attempt at sending the request `slots`: one draw for the request under the
@@ -232,9 +260,11 @@ impl<O: Observer> Engine<'_, O> {
             self.send_error_hits(p)
         };
         let mut out = Request::default();
-        for &slot in slots {
+        for (i, &slot) in slots.iter().enumerate() {
+            let i = i as u32;
             if out.block {
                 out.waits.push(slot);
+                out.of.push(i);
                 continue;
             }
             // Records in a row: what the last one set off is over first.
@@ -249,16 +279,20 @@ impl<O: Observer> Engine<'_, O> {
                 Ok(Some(waits)) => {
                     self.emit_send_fail(p, waits);
                     out.waits.push(waits);
+                    out.of.push(i);
                     out.errored = true;
                 }
                 Err(block) => {
-                    // A held send (`Route::Wait`) is no failure: it waits, and so do the rest.
-                    let held = self.w.producers[p as usize].hold.take().is_some();
-                    if !held {
+                    // A held send (`Route::Wait`) is no failure: it waits, and so do the rest,
+                    // until the hold ends (or the client's call times out).
+                    let held = self.w.producers[p as usize].hold.take();
+                    if held.is_none() {
                         self.emit_send_fail(p, slot);
                     }
                     out.waits.push(slot);
-                    out.block = block || held;
+                    out.of.push(i);
+                    out.block = block || held.is_some();
+                    out.held = out.held.or(held);
                 }
             }
         }
@@ -275,10 +309,21 @@ impl<O: Observer> Engine<'_, O> {
         let ps = &mut self.w.producers[p as usize];
         let mut pending = std::mem::take(&mut ps.failed);
         let groups = std::mem::take(&mut ps.groups);
+        // A held record whose blocking call timed out, as in `producer_retry`.
+        if let (Some((slot, since)), Some(limit)) = (ps.held_since, self.cfg.call_timeout) {
+            if self.now >= since + limit.0 {
+                if let Some(i) = pending.iter().position(|&s| s == slot) {
+                    pending.remove(i);
+                    self.call_timed_out(p, slot, since, pending, i);
+                    return;
+                }
+            }
+        }
         let mut groups = groups.into_iter();
         let mut still = VecDeque::new();
         let mut still_groups = Vec::new();
         let mut block = false;
+        let mut held = None;
         while !pending.is_empty() {
             let n = groups
                 .next()
@@ -305,6 +350,7 @@ impl<O: Observer> Engine<'_, O> {
                 block = true;
                 ps.failed_block = true;
             }
+            held = held.or(out.held);
             still_groups.push(out.waits.len() as u32);
             still.extend(out.waits);
         }
@@ -313,6 +359,8 @@ impl<O: Observer> Engine<'_, O> {
         ps.groups = still_groups;
         if ps.failed.is_empty() {
             ps.overtakes = None;
+        } else if let Some(at) = held {
+            self.schedule_producer_retry_at(p, at);
         } else {
             self.schedule_producer_retry(p);
         }
@@ -625,9 +673,29 @@ impl<O: Observer> Engine<'_, O> {
         ps.held_since = None;
         // The window of a deduplicating broker is counted from the hold's start.
         ps.resent.push((copy, since, broker, false));
+        ps.groups.clear();
         waiting.insert(at, copy);
-        ps.send_after_reconnect(waiting);
+        self.buffer_for_reconnect(p, waiting);
         self.then(Fx::ProducerLostBroker(p));
+    }
+
+    /// Producer `p`, without a connection, keeps `waiting` (its failed sends, in order) to send
+    /// first once reconnected, ahead of what it buffered since the connection went. Under a
+    /// linger the records it accumulated since follow them (Kafka re-enqueues a failed batch
+    /// at the front of its partition's deque, `RecordAccumulator.reenqueue`): else the
+    /// accumulated batch, drained when its linger ends, would go ahead of the failed ones.
+    fn buffer_for_reconnect(&mut self, p: u32, mut waiting: VecDeque<u32>) {
+        let ps = &mut self.w.producers[p as usize];
+        if !ps.acc.is_empty() {
+            let moved = waiting.len();
+            waiting.extend(ps.acc.drain(..));
+            ps.acc_parts.clear();
+            let since = std::mem::take(&mut ps.acc_at);
+            for (i, &slot) in waiting.iter().enumerate().skip(moved) {
+                self.await_in_request(p, slot, i - moved, &since);
+            }
+        }
+        self.w.producers[p as usize].send_after_reconnect(waiting);
     }
 
     /// A held send whose producer gave up on it ([`Engine::call_timed_out`]) is asked about
@@ -692,21 +760,21 @@ impl<O: Observer> Engine<'_, O> {
     #[inline]
     fn await_delivery(&mut self, p: u32, slot: u32) {
         if let Some(limit) = self.cfg.delivery_timeout {
-            self.set_deadline(p, slot, limit.0);
+            self.set_deadline(p, slot, self.now.saturating_add(limit.0));
         }
     }
 
+    /// `slot`'s message is given up at `due` unless it has a deadline already.
     #[inline(never)]
-    fn set_deadline(&mut self, p: u32, slot: u32, limit: Time) {
+    fn set_deadline(&mut self, p: u32, slot: u32, due: Time) {
         let id = self.w.slab.get(slot).r.id;
         let ps = &mut self.w.producers[p as usize];
-        let due = *ps
-            .deadlines
-            .entry(id)
-            .or_insert(self.now.saturating_add(limit));
-        if !ps.expiry_armed {
-            ps.expiry_armed = true;
-            self.q.push(due.max(self.now), Ev::DeliveryTimeout(p));
+        let at = (*ps.deadlines.entry(id).or_insert(due)).max(self.now);
+        // Armed, or armed again when this deadline comes first (a deadline from a batch's
+        // creation, or from a write its leader lost): the later event is then stale.
+        if ps.expiry_at.is_none_or(|t| at < t) {
+            ps.expiry_at = Some(at);
+            self.q.push(at, Ev::DeliveryTimeout(p));
         }
     }
 
@@ -727,7 +795,7 @@ impl<O: Observer> Engine<'_, O> {
             failed,
             buffer,
             deadlines,
-            expiry_armed,
+            expiry_at,
             held_since,
             hold,
             overtakes,
@@ -735,7 +803,11 @@ impl<O: Observer> Engine<'_, O> {
             groups,
             ..
         } = &mut w.producers[p as usize];
-        *expiry_armed = false;
+        if *expiry_at != Some(now) {
+            // A stale event: the timeout was armed again for an earlier deadline.
+            return;
+        }
+        *expiry_at = None;
         let mut expired = Vec::new();
         let mut next: Option<Time> = None;
         let mut from_failed = 0u32;
@@ -779,7 +851,7 @@ impl<O: Observer> Engine<'_, O> {
             deadlines.retain(|id, _| ids.contains(id));
         }
         if let Some(at) = next {
-            *expiry_armed = true;
+            *expiry_at = Some(at);
             self.q.push(at, Ev::DeliveryTimeout(p));
         }
         for slot in expired {
@@ -818,14 +890,23 @@ impl<O: Observer> Engine<'_, O> {
     }
 
     /// Sends of `p` a partition leader wrote and lost in its crash before its followers had
-    /// them, under `acks = "all"` (never acknowledged: `replication.rs`): the producer sends
-    /// them again, in order, before anything it holds (they were sent first).
-    pub(super) fn send_again_first(&mut self, p: u32, slots: Vec<u32>) {
+    /// them, under `acks = "all"` (never acknowledged: `replication.rs`), each with when it was
+    /// written: the producer sends them again, in order, before anything it holds (they were
+    /// sent first). Their delivery deadline runs from their send (at the latest their write,
+    /// unless they waited before), not from the election that cut them: one that has passed
+    /// it while its leader was being replaced is given up now (Kafka's request failed at the
+    /// crash and its batch expired in the accumulator, `RecordAccumulator.expiredBatches`).
+    pub(super) fn send_again_first(&mut self, p: u32, slots: Vec<(u32, Time)>) {
         walk!();
-        for &slot in &slots {
+        let mut overdue = false;
+        for &(slot, written) in &slots {
             self.w.slab.get_mut(slot).loc = Loc::Producer(p);
             self.emit_send_fail(p, slot);
-            self.await_delivery(p, slot);
+            if let Some(limit) = self.cfg.delivery_timeout {
+                let due = written.saturating_add(limit.0);
+                overdue |= due <= self.now;
+                self.set_deadline(p, slot, due);
+            }
         }
         let ps = &mut self.w.producers[p as usize];
         // Disconnected: ahead of what it buffered; else ahead of its failed sends, retried.
@@ -836,7 +917,7 @@ impl<O: Observer> Engine<'_, O> {
             &mut ps.buffer
         };
         let n = slots.len() as u32;
-        for slot in slots.into_iter().rev() {
+        for (slot, _) in slots.into_iter().rev() {
             queue.push_front(slot);
         }
         if connected {
@@ -846,6 +927,11 @@ impl<O: Observer> Engine<'_, O> {
             }
             ps.failed_block = true;
             self.schedule_producer_retry(p);
+        }
+        if overdue {
+            // Given up now, before a reconnect at this instant could send them.
+            self.w.producers[p as usize].expiry_at = Some(self.now);
+            self.delivery_timeout(p);
         }
     }
 
@@ -878,7 +964,7 @@ impl<O: Observer> Engine<'_, O> {
         if ps.broker.is_none() {
             let failed = std::mem::take(&mut ps.failed);
             ps.groups.clear();
-            ps.send_after_reconnect(failed);
+            self.buffer_for_reconnect(p, failed);
             return;
         }
         if self.cfg.batching.is_some() {
@@ -965,8 +1051,13 @@ fn leave_requests(groups: &mut Vec<u32>, mut n: u32) {
 struct Request {
     /// The records (or copies) that wait for the retry, in order.
     waits: Vec<u32>,
+    /// The place in the request of the record each of `waits` is (or is a copy of).
+    of: Vec<u32>,
     /// A `send_error` failed the request.
     errored: bool,
+    /// The broker holds a record (`Route::Wait`): when to ask again (the hold's end, or the
+    /// client's `call_timeout`), not after the retry backoff.
+    held: Option<Time>,
     /// The strategy refused a record and the rest wait behind it.
     block: bool,
 }
@@ -1014,8 +1105,9 @@ pub(super) struct Producer {
     /// Under a `delivery_timeout`: when each waiting message (by id) is given up. Set when a
     /// send starts waiting; kept for messages stored since until nothing waits.
     deadlines: BTreeMap<u64, Time>,
-    /// An `Ev::DeliveryTimeout` is scheduled.
-    expiry_armed: bool,
+    /// When the `Ev::DeliveryTimeout` scheduled is due, if one is (an earlier one scheduled
+    /// since makes it stale).
+    expiry_at: Option<Time>,
     /// Set by a send the broker holds (`Route::Wait`): when to route it again. Taken at once by
     /// the caller that saw the send refused.
     hold: Option<Time>,
@@ -1032,6 +1124,12 @@ pub(super) struct Producer {
     acc_parts: Vec<u32>,
     /// Under a `linger`: when its oldest batch in `acc` was started.
     acc_since: Time,
+    /// Under a `linger`: when each partition's batch in `acc` was started (by partition, as
+    /// `acc_parts`).
+    acc_created: Vec<Time>,
+    /// Under a `linger` and a `delivery_timeout`: when each record of `acc` started its delivery
+    /// deadline (its batch's creation, Kafka's `ProducerBatch.createdMs`), as `acc`.
+    acc_at: Vec<Time>,
     /// An `Ev::Linger` is scheduled.
     linger_armed: bool,
     /// Under a `linger`: how many records of `failed` each request holds, in order (a
@@ -1064,7 +1162,7 @@ impl Producer {
             overtakes: None,
             resent: Vec::new(),
             deadlines: BTreeMap::new(),
-            expiry_armed: false,
+            expiry_at: None,
             hold: None,
             held_since: None,
             send_rng,
@@ -1072,6 +1170,8 @@ impl Producer {
             acc: Vec::new(),
             acc_parts: Vec::new(),
             acc_since: 0,
+            acc_created: Vec::new(),
+            acc_at: Vec::new(),
             linger_armed: false,
             groups: Vec::new(),
         }

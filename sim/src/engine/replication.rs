@@ -32,6 +32,9 @@ pub(super) struct Entry {
     pub offset: u64,
     /// When the followers in sync have it (above the high watermark only).
     pub due: Time,
+    /// When the leader wrote it: under `acks = "all"` the producer's request for it is still
+    /// outstanding, and its delivery deadline runs from (at the latest) then.
+    pub written: Time,
 }
 
 /// One copy of the partitions.
@@ -176,6 +179,7 @@ impl<O: Observer> Engine<'_, O> {
             id,
             offset: log.end,
             due,
+            written: now,
         });
         log.end += 1;
         let acks = log.acks;
@@ -258,9 +262,9 @@ impl<O: Observer> Engine<'_, O> {
     /// gone. Those the producer was told were written (`acks = "1"`, or committed and then
     /// lost by an unclean election) and nobody applied are discarded (lost); those never
     /// acknowledged (`acks = "all"`, above the high watermark) are returned as (producer,
-    /// slot), in log order, for their producers to send again.
+    /// slot, when it was written), in log order, for their producers to send again.
     #[inline(never)]
-    pub(super) fn truncate_log(&mut self, b: u16, end: u64) -> Vec<(u32, u32)> {
+    pub(super) fn truncate_log(&mut self, b: u16, end: u64) -> Vec<(u32, u32, Time)> {
         walk!();
         let Some(log) = self.w.logs[b as usize].as_deref_mut() else {
             return Vec::new();
@@ -285,7 +289,7 @@ impl<O: Observer> Engine<'_, O> {
                 continue;
             }
             if !committed && acks == Acks::All {
-                resend.push((m.producer, e.slot));
+                resend.push((m.producer, e.slot, e.written));
                 continue;
             }
             if committed {

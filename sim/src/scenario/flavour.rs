@@ -159,6 +159,7 @@ impl Flavour {
             failback: false,
             call_timeout: None,
             delivery_timeout: None,
+            linger: None,
             metadata_max_age: None,
             auto_offset_reset: None,
             read_ahead: ReadAhead::Any,
@@ -422,23 +423,33 @@ impl Flavour {
             Flavour::RabbitmqQuorum => &[
                 "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "4.0", "4.1", "4.2", "4.3",
             ],
+            // The producer's `linger.ms`: 0 up to 3.9, 5 from 4.0 on (KIP-1030) [K33]. The lines
+            // from 3.0 (KIP-679: `acks=all` and idempotence by default; KIP-735: a 45s
+            // session), where the rest of the model's defaults start. The default is not the
+            // last: see [`Flavour::default_version`].
+            Flavour::Kafka => &[
+                "3.0", "3.1", "3.2", "3.3", "3.4", "3.5", "3.6", "3.7", "3.8", "3.9", "4.0", "4.1",
+                "4.2", "4.3",
+            ],
             Flavour::Activemq
             | Flavour::Artemis
             | Flavour::IbmMq
             | Flavour::Weblogic
             | Flavour::Sqs
-            | Flavour::Kafka
             | Flavour::Rabbitmq
             | Flavour::Servicebus => &[],
         }
     }
 
-    /// The current release ([`Flavour::versions`]' last): the default `version`; None for a
-    /// product without versions.
+    /// The default `version`: the current release ([`Flavour::versions`]' last), except
+    /// Kafka's, which stays on 3.9 (the client read, `linger.ms` 0) so that a file without a
+    /// version keeps its history; 4.x (`linger.ms` 5) is opt-in. None for a product without
+    /// versions.
     pub const fn default_version(self) -> Option<&'static str> {
-        match self.versions() {
-            [.., last] => Some(last),
-            [] => None,
+        match (self, self.versions()) {
+            (Flavour::Kafka, _) => Some("3.9"),
+            (_, [.., last]) => Some(last),
+            (_, []) => None,
         }
     }
 
@@ -452,8 +463,19 @@ impl Flavour {
     /// `delivery_count`, which `basic.reject` and a consumer's death raise but `basic.nack`
     /// does not (#15387), and without a limit puts a rejected message (a `modify` with
     /// `delivery_failed`) in `returns` but a nacked one at the back [B3][B8][B9].
+    ///
+    /// `kafka`: `linger.ms` 5 from 4.0 on (KIP-1030), 0 before ([`Defaults::linger`]) [K33].
     pub fn defaults_on(self, version: Option<&str>, return_with: ReturnWith) -> Defaults {
         let mut d = self.defaults();
+        if self == Flavour::Kafka {
+            let v = version
+                .filter(|v| self.versions().contains(v))
+                .or(self.default_version())
+                .unwrap_or_default();
+            if release(v) >= (4, 0) {
+                d.linger = Some(Dur::from_millis(5));
+            }
+        }
         if self == Flavour::RabbitmqQuorum {
             let v = version
                 .filter(|v| self.versions().contains(v))
@@ -688,6 +710,10 @@ pub struct Defaults {
     /// None for the JMS brokers, whose synchronous send has no such bound (the application
     /// retries until it is stored).
     pub delivery_timeout: Option<Dur>,
+    /// How long a producer's batch waits for more records: Kafka's `linger.ms`, 0 (None) in the
+    /// client read and up to 3.9, 5ms from 4.0 on (KIP-1030; [`Flavour::defaults_on`]) [K31][K33].
+    /// None: every record is a request of its own.
+    pub linger: Option<Dur>,
     /// How often clients refresh their cached metadata, and so see partitions added to a topic:
     /// Kafka's `metadata.max.age.ms`, 5 min for producers and consumers alike
     /// (`Metadata.timeToNextUpdate`) [K20]. None: the other brokers have no partitions.
@@ -1006,16 +1032,36 @@ mod tests {
         // Another product's defaults do not depend on a version (Pulsar's version is read by
         // its strategy, not here).
         for f in Flavour::ALL.into_iter().filter(|f| *f != q) {
-            let expected = (f == Flavour::Pulsar).then_some("5.0");
+            let expected = match f {
+                Flavour::Pulsar => Some("5.0"),
+                Flavour::Kafka => Some("3.9"),
+                _ => None,
+            };
             assert_eq!(f.default_version(), expected, "{f:?}");
             assert_eq!(f.defaults_on(None, ReturnWith::Nack), f.defaults(), "{f:?}");
-            for v in f.versions() {
+            for v in f.versions().iter().filter(|_| f != Flavour::Kafka) {
                 assert_eq!(
                     f.defaults_on(Some(v), ReturnWith::Reject),
                     f.defaults(),
                     "{f:?} {v}"
                 );
             }
+        }
+    }
+
+    /// Kafka by release: `linger.ms` 0 up to 3.9 (and by default, 3.9), 5ms from 4.0 on
+    /// (KIP-1030); nothing else the model has differs between them [K33].
+    #[test]
+    fn kafka_releases_differ_in_linger_only() {
+        let k = Flavour::Kafka;
+        let on = |v: Option<&str>| k.defaults_on(v, ReturnWith::Nack);
+        assert_eq!(on(None), k.defaults());
+        assert_eq!(on(None).linger, None);
+        for v in k.versions() {
+            let d = on(Some(v));
+            let linger = (release(v) >= (4, 0)).then(|| Dur::from_millis(5));
+            assert_eq!(d.linger, linger, "{v}");
+            assert_eq!(Defaults { linger: None, ..d }, k.defaults(), "{v}");
         }
     }
 
@@ -1285,9 +1331,17 @@ mod tests {
         };
         assert_eq!(Flavour::Pulsar.default_version(), Some("5.0"));
         assert_eq!(Flavour::Activemq.default_version(), None);
-        for f in Flavour::ALL {
+        for f in Flavour::ALL.into_iter().filter(|f| *f != Flavour::Kafka) {
             assert_eq!(f.default_version(), f.versions().last().copied());
         }
+        // Kafka's default stays on 3.9 (its histories unchanged); 4.x is opt-in.
+        assert_eq!(Flavour::Kafka.default_version(), Some("3.9"));
+        assert_eq!(parse("kafka", "").broker_version(0), Some("3.9"));
+        let bad = problems(&parse("kafka", "version = \"2.8\""));
+        assert!(
+            bad.contains("default \"3.9\")") && !bad.contains("current release"),
+            "{bad}"
+        );
         let sc = parse("pulsar", "");
         assert_eq!(sc.broker_version(0), Some("5.0"));
         assert_eq!(problems(&sc), "");

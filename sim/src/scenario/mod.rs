@@ -407,9 +407,10 @@ pub struct Producers {
     /// (`batch_size`), carrying the first batch of every partition. Such a request is the
     /// unit that is in flight (`max_in_flight`), fails (a `send_error`) and is retried: a failed
     /// batch moves all its records behind the requests that overtake it. Only with
-    /// `flavour = "kafka"` (or `"native"`). Default `"0s"` (the client's in the code read,
-    /// Kafka 4.0's `ProducerConfig` before KIP-1030): every record is a request of its own,
-    /// as the simulated sends take no time.
+    /// `flavour = "kafka"` (or `"native"`). Default: the release's (`[[broker]] version`):
+    /// `"0s"` up to 3.9 and by default (the client's in the code read, `ProducerConfig` before
+    /// KIP-1030), every record a request of its own, as the simulated sends take no time;
+    /// `"5ms"` from 4.0 on (KIP-1030).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub linger: Option<Dur>,
     /// The most bytes of one partition's batch (Kafka's `batch.size`, default 16384): a batch

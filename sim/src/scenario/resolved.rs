@@ -257,14 +257,16 @@ impl Scenario {
                 ),
             );
         }
-        let batching = pr.linger.filter(|l| *l > Dur::ZERO).map(|linger| {
+        // `linger` set in the file, else the release's (`kafka` 4.x: 5ms).
+        let linger = pr.linger.or(d.linger);
+        let batching = linger.filter(|l| *l > Dur::ZERO).map(|linger| {
             Batching::new(
                 linger,
                 pr.batch_size.unwrap_or(DEFAULT_BATCH_SIZE),
                 pr.record_size.unwrap_or(DEFAULT_RECORD_SIZE),
             )
         });
-        if pr.linger.is_none() {
+        if linger.is_none() {
             for (field, set) in [
                 ("batch_size", pr.batch_size.is_some()),
                 ("record_size", pr.record_size.is_some()),

@@ -80,10 +80,15 @@ fn version_problem(flavour: super::FlavourChoice, v: &str) -> Option<String> {
         .map(|a| format!("{a:?}"))
         .collect::<Vec<_>>()
         .join(", ");
+    let default = f.default_version().unwrap_or_default();
     Some(format!(
-        "{v:?} is not a {} version this model knows: one of {list} (default {:?}, the current release)",
+        "{v:?} is not a {} version this model knows: one of {list} (default {default:?}{})",
         f.name(),
-        f.default_version().unwrap_or_default()
+        if allowed.last() == Some(&default) {
+            ", the current release"
+        } else {
+            ""
+        }
     ))
 }
 
@@ -300,17 +305,20 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
         if let Some(v) = &b.version {
             if let Some(m) = version_problem(s.flavour, v) {
                 err(path("version"), m);
-            } else if s.flavour == Flavour::RabbitmqQuorum
-                && s.broker_version(i) != s.broker_version(0)
+            } else if matches!(
+                s.flavour.product(),
+                Flavour::RabbitmqQuorum | Flavour::Kafka
+            ) && s.broker_version(i) != s.broker_version(0)
             {
                 // One redelivery policy per run: the quorum queue's rules are the first broker's.
                 err(
                     path("version"),
                     format!(
                         "{v:?} differs from broker {:?}'s {:?}: a run's brokers share one \
-                         rabbitmq_quorum version",
+                         {} version",
                         s.brokers[0].name,
-                        s.broker_version(0).unwrap_or_default()
+                        s.broker_version(0).unwrap_or_default(),
+                        s.flavour.product().name(),
                     ),
                 );
             }
