@@ -414,7 +414,7 @@ impl FaultKind {
             },
             FaultKind::ProducerCrash => KindSpec {
                 name: "producer_crash",
-                doc: "a producer process dies (`producer`; absent: a random producer each time): what it had not sent waits, with what the application produces meanwhile, and a new instance starts after `for` (absent: never). The application produces again from its last commit (`[producers] commit_interval`): every record it wrote since is written again, a new record with the same key and seq (a `resend` event naming the copy: a duplicate for whoever read the first). A transactional producer's new instance first aborts the open transaction of its transactional id (`initTransactions` bumps the epoch [K36]; also aborted by the coordinator once open `transaction.timeout.ms`, 60s): a `read_committed` consumer never reads its records (each a `discard`, reason `aborted`, its copy read once), a `read_uncommitted` one has read them or will (duplicates). Kafka only (`flavour = \"kafka\"` or `\"native\"`)",
+                doc: "a producer process dies (`producer`; absent: a random producer each time): what it had not sent waits, with what the application produces meanwhile, and a new instance starts after `for` (absent: never). The application produces again from its last commit (`[producers] commit_interval`): every record it wrote since is written again, a new record with the same key and seq (a `resend` event naming the copy: a duplicate for whoever read the first). A transactional producer's new instance first aborts the open transaction of its transactional id (`initTransactions` bumps the epoch [K36]; also aborted by the coordinator once open `transaction.timeout.ms`, 60s): a `read_committed` consumer never reads its records (each a `discard`, reason `aborted`, its copy read once), a `read_uncommitted` one has read them or will (duplicates). Transactions are Kafka's; under the other flavours the application commits every 100ms (`commit_interval` is a Kafka setting)",
                 summary: "a producer process dies and a new one starts after `for`, producing again from its last commit ([producers] commit_interval); transactional, it aborts the open transaction first (read_committed consumers never see it)",
                 fields: &["producer"],
                 ..NODE
@@ -999,20 +999,6 @@ fn validate_one(
                 ),
             );
         }
-    }
-    if f.kind == FaultKind::ProducerCrash
-        && s.flavour != crate::scenario::Flavour::Kafka
-        && s.flavour != crate::scenario::FlavourChoice::Native
-    {
-        err(
-            fault_path(i, "kind"),
-            format!(
-                "producer_crash models a Kafka producer application (its commits, its \
-                 transactions): it needs flavour = \"kafka\" (or \"native\"); flavour {:?} \
-                 has none",
-                s.flavour.name()
-            ),
-        );
     }
     if let Some(pr) = f.producer {
         if pr >= s.producers.count {
