@@ -120,12 +120,7 @@ impl Txns {
     /// are marked so) or aborted (they leave the logs, returned as (slot, id, broker)). Then
     /// the records below each of its partitions' new LSO leave the logs, returned as (slot,
     /// id, broker) in log order.
-    fn end(
-        &mut self,
-        p: u32,
-        number: u32,
-        commit: bool,
-    ) -> (Vec<Written>, Vec<Written>) {
+    fn end(&mut self, p: u32, number: u32, commit: bool) -> (Vec<Written>, Vec<Written>) {
         let parts = std::mem::take(&mut self.producers[p as usize].parts);
         let (mut aborted, mut readable) = (Vec::new(), Vec::new());
         for &(b, part) in &parts {
