@@ -48,4 +48,5 @@ mod sqs_visibility;
 mod static_membership;
 mod sweep;
 mod trace;
+mod transactions;
 mod transit;

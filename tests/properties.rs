@@ -68,6 +68,10 @@ struct Gen {
     /// with two 100-byte records to a 300-byte batch, 4 (under `kafka`) `[[broker]] version =
     /// "4.0"` (the release's 5ms linger, KIP-1030).
     batch: u8,
+    /// Under `kafka` and `native`: 0-1 no transactions; 2 transactional, `read_uncommitted`
+    /// (left out); 3 transactional, `read_committed`; 4 the same with a 30ms
+    /// `commit_interval` (only where the producer is idempotent, without replicas).
+    txn: u8,
 }
 
 fn gen() -> impl Strategy<Value = Gen> {
@@ -89,8 +93,8 @@ fn gen() -> impl Strategy<Value = Gen> {
             0u32..=3,
             any::<bool>(),
         ),
-        prop::collection::vec((0u8..14, 1u32..=60, 10u32..=3000), 0..4),
-        (0u8..3, 0usize..11, 0u8..3, 0u8..7),
+        prop::collection::vec((0u8..15, 1u32..=60, 10u32..=3000), 0..4),
+        (0u8..3, 0usize..11, 0u8..3, 0u8..7, 0u8..5),
         (0u8..3, 0u8..4, 0u8..3, 0u8..4, 0u8..3, 0u8..4),
         (
             0u32..=5,
@@ -124,7 +128,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 (brokers, persistent, consumers, prefetch, messages, rate, keys),
                 (poison, nb, maxr, ack, susp, cmd),
                 faults,
-                (counting, flavour, dead_letter, rabbit),
+                (counting, flavour, dead_letter, rabbit, txn),
                 (lease, crash_detection, partial_failure, requeue, receive, commit),
                 (
                     max_in_flight,
@@ -182,6 +186,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 rabbit,
                 replication,
                 batch,
+                txn,
             },
         )
 }
@@ -262,6 +267,18 @@ fn toml_of(g: &Gen) -> String {
         6 => "replication_factor = 2\nunclean_leader_election = true\nleader_election_time = { dist = \"uniform\", min = \"100ms\", max = \"500ms\" }",
         _ => "", // 7: the table's defaults (one replica)
     };
+    // Kafka's transactions: a transactional producer needs idempotence (the kafka flavour's
+    // default; under native the strategy's broker may have none), and no replicas here.
+    let transactional = matches!(flavour, "kafka" | "native")
+        && g.txn >= 2
+        && !replicated
+        && (g.idempotence == Some(true) || (flavour == "kafka" && g.idempotence.is_none()));
+    if transactional {
+        writeln!(s, "transactional = true").unwrap();
+        if g.txn == 4 {
+            writeln!(s, "commit_interval = \"30ms\"").unwrap();
+        }
+    }
     if matches!(flavour, "kafka" | "native") {
         match g.batch {
             1 => writeln!(s, "linger = \"0s\"\nbatch_size = 32768").unwrap(),
@@ -351,6 +368,9 @@ fn toml_of(g: &Gen) -> String {
             1 => writeln!(s, "client = \"spring\"").unwrap(),
             2 => writeln!(s, "client = \"plain\"").unwrap(),
             _ => {}
+        }
+        if g.txn >= 3 {
+            writeln!(s, "isolation = \"read_committed\"").unwrap();
         }
         // Where a partition added to the topic starts, and when the group's leader sees it.
         match g.rabbit / 3 {
@@ -458,7 +478,12 @@ fn toml_of(g: &Gen) -> String {
             "send_timeout",
             "reset_groups",
             "member_leave",
+            "producer_crash",
         ][kind as usize];
+        // A Kafka producer application's crash: Kafka only, and not with replicas.
+        if kind == "producer_crash" && (!matches!(flavour, "kafka" | "native") || replicated) {
+            continue;
+        }
         writeln!(s, "[[fault]]\nkind = \"{kind}\"\nrate = \"{per_min}/min\"").unwrap();
         if kind == "add_partitions" {
             writeln!(s, "count = 2").unwrap();

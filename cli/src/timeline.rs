@@ -257,6 +257,9 @@ pub fn describe(h: &TraceHeader, e: &Event) -> (&'static str, String) {
                     sim::history::DiscardReason::Truncated => {
                         "a new partition leader did not have it (the log was truncated)"
                     }
+                    sim::history::DiscardReason::Aborted => {
+                        "its transaction was aborted: read_committed consumers never read it"
+                    }
                 }
             ),
         ),

@@ -80,6 +80,11 @@ pub enum FaultKind {
     /// end: routing that hashes over the members (WebLogic Unit-of-Order's hash routing) moves
     /// its units to other members and back. The server stays up.
     MemberLeave,
+    /// A producer process dies (`producer`; absent: a random producer each time) and a new
+    /// instance starts after `for`: it produces again from its application's last commit
+    /// (`[producers] commit_interval`), and, transactional, aborts the open transaction of its
+    /// transactional id first (`initTransactions`).
+    ProducerCrash,
 }
 
 /// The optional `[[fault]]` fields whose meaning depends on the kind (`kind`, `at` and `rate`
@@ -97,7 +102,7 @@ pub const FIELD_DOCS: [(&str, &str); 12] = [
     ("for", "how long it lasts: a duration, or a duration distribution; absent: never heals"),
     ("broker", "the target broker, by name (`broker_crash`, `member_leave`: absent, a random broker each time; `dlq_replay`, `reset_groups`: absent, every broker)"),
     ("consumer", "the target consumer index, from 0; absent: a random consumer each time"),
-    ("producer", "the target producer index, from 0 (`clock_skew`: absent, a random producer each time; `send_error`, `send_timeout`: absent, every producer)"),
+    ("producer", "the target producer index, from 0 (`clock_skew`, `producer_crash`: absent, a random producer each time; `send_error`, `send_timeout`: absent, every producer)"),
     ("factor", "the service-time multiplier, in (0, 1e6]"),
     ("skew", "the clock's step, a duration"),
     ("ahead", "`true` (the default) steps the clock ahead, `false` back"),
@@ -223,7 +228,7 @@ fn no_default(_: &mut Fault) {}
 
 impl FaultKind {
     /// Every kind, in the order `sim list`, validation messages and `sim explore` use.
-    pub const ALL: [FaultKind; 17] = [
+    pub const ALL: [FaultKind; 18] = [
         FaultKind::BrokerCrash,
         FaultKind::ConsumerCrash,
         FaultKind::NetworkBlip,
@@ -241,6 +246,7 @@ impl FaultKind {
         FaultKind::SendTimeout,
         FaultKind::ResetGroups,
         FaultKind::MemberLeave,
+        FaultKind::ProducerCrash,
     ];
 
     /// Its description.
@@ -406,6 +412,13 @@ impl FaultKind {
                 fields: &["broker"],
                 ..NODE
             },
+            FaultKind::ProducerCrash => KindSpec {
+                name: "producer_crash",
+                doc: "a producer process dies (`producer`; absent: a random producer each time): what it had not sent waits, with what the application produces meanwhile, and a new instance starts after `for` (absent: never). The application produces again from its last commit (`[producers] commit_interval`): every record it wrote since is written again, a new record with the same key and seq (a `resend` event naming the copy: a duplicate for whoever read the first). A transactional producer's new instance first aborts the open transaction of its transactional id (`initTransactions` bumps the epoch [K39]; also aborted by the coordinator once open `transaction.timeout.ms`, 60s): a `read_committed` consumer never reads its records (each a `discard`, reason `aborted`, its copy read once), a `read_uncommitted` one has read them or will (duplicates). Transactions are Kafka's; under the other flavours the application commits every 100ms (`commit_interval` is a Kafka setting)",
+                summary: "a producer process dies and a new one starts after `for`, producing again from its last commit ([producers] commit_interval); transactional, it aborts the open transaction first (read_committed consumers never see it)",
+                fields: &["producer"],
+                ..NODE
+            },
         }
     }
 
@@ -529,6 +542,11 @@ pub enum FaultAction {
         /// Broker index.
         broker: u16,
     },
+    /// Producer `producer` dies (and a new instance starts at the fault's end).
+    ProducerCrash {
+        /// Producer index.
+        producer: u32,
+    },
 }
 
 impl FaultAction {
@@ -552,6 +570,7 @@ impl FaultAction {
             FaultAction::SendTimeout { .. } => FaultKind::SendTimeout,
             FaultAction::ResetGroups { .. } => FaultKind::ResetGroups,
             FaultAction::MemberLeave { .. } => FaultKind::MemberLeave,
+            FaultAction::ProducerCrash { .. } => FaultKind::ProducerCrash,
         }
     }
 
@@ -574,6 +593,7 @@ impl FaultAction {
             | FaultAction::ConsumerLeave { consumer }
             | FaultAction::SlowConsumer { consumer, .. } => Some(Node::Consumer(consumer)),
             FaultAction::ClockSkew { producer, .. }
+            | FaultAction::ProducerCrash { producer }
             | FaultAction::SendError {
                 producer: Some(producer),
                 ..
@@ -657,6 +677,7 @@ impl FaultPlan {
                     | FaultAction::ConsumerPause { consumer }
                     | FaultAction::ConsumerLeave { consumer } => f.consumer = Some(consumer),
                     FaultAction::AddPartitions { count } => f.count = Some(count),
+                    FaultAction::ProducerCrash { producer } => f.producer = Some(producer),
                     FaultAction::SlowConsumer { consumer, factor } => {
                         f.consumer = Some(consumer);
                         f.factor = Some(factor);
@@ -740,6 +761,11 @@ fn instance<R: Rng>(s: &Scenario, f: &Fault, source: usize, at: Time, rng: &mut 
         FaultKind::Poison => FaultAction::Poison {
             fraction: f.fraction.expect("validated: poison has a fraction"),
         },
+        FaultKind::ProducerCrash => FaultAction::ProducerCrash {
+            producer: f
+                .producer
+                .unwrap_or_else(|| rng.random_range(0..s.producers.count)),
+        },
         FaultKind::DbOutage => FaultAction::DbOutage,
         FaultKind::SourceOutage => FaultAction::SourceOutage,
         FaultKind::CacheCollapse => FaultAction::CacheCollapse,
@@ -793,6 +819,9 @@ impl PlannedFault {
                 line.push_str(&format!(" consumer {consumer}"))
             }
             FaultAction::AddPartitions { count } => line.push_str(&format!(" count {count}")),
+            FaultAction::ProducerCrash { producer } => {
+                line.push_str(&format!(" producer {producer}"))
+            }
             FaultAction::SlowConsumer { consumer, factor } => {
                 line.push_str(&format!(" consumer {consumer} x{factor}"))
             }

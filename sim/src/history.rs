@@ -64,6 +64,10 @@ pub enum DiscardReason {
     /// leader's end (a record the crashed leader wrote that its followers had not fetched yet,
     /// or, after an unclean election, one the new leader had missed).
     Truncated,
+    /// The Kafka transaction it was written in was aborted (a `producer_crash`: its producer's
+    /// successor called `initTransactions`, or the transaction timed out while it was dead): a
+    /// `read_committed` consumer never reads it. Its producer wrote it again (a `resend`).
+    Aborted,
 }
 
 /// One history event. `t` is simulated time in microseconds.
@@ -347,7 +351,8 @@ pub enum Event {
         producer: u32,
     },
     /// A producer resent a message whose first send the broker had stored though the answer was
-    /// lost (a `send_timeout`). `deduplicated`: the broker refused the resend (an idempotent
+    /// lost (a `send_timeout`), or that a crashed producer's application wrote after its last
+    /// commit (a `producer_crash`: the new instance writes it again). `deduplicated`: the broker refused the resend (an idempotent
     /// producer's sequence number, or the broker's `dedup_window`) and `msg` is the message
     /// itself; else the broker stored it again as `msg`, a new message (its own id, an offset or
     /// message id of its own) with the key and seq of message `of`: a duplicate.

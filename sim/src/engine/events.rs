@@ -103,6 +103,11 @@ pub(super) enum Ev {
     /// Broker `b`'s followers may have fetched records: its high watermark moves
     /// (`replication.rs`).
     Replicated(u16),
+    /// Producer `p`'s transaction (or commit period) `number` is due to commit (`txn.rs`).
+    TxnCommit {
+        p: u32,
+        number: u32,
+    },
     /// The controller's election of a new leader on broker `b` is over (`failover.rs`).
     LeaderElected(u16),
     /// Replica `r` of broker `b` has caught up with its leader (`replication.rs`).

@@ -379,6 +379,10 @@ impl<O: Observer> Engine<'_, O> {
     /// A connection attempt: the first broker of the list that is up; else try again later.
     pub(super) fn producer_reconnect(&mut self, p: u32) {
         walk!();
+        // A dead producer process (`producer_crash`) connects again only once restarted.
+        if self.txns.is_some() && self.txn_crashed(p) {
+            return;
+        }
         let brokers = &self.w.brokers;
         let attempt = self.w.producers[p as usize].try_connect(|b| brokers[b as usize].is_up());
         let (b, failover, buffered) = match attempt {

@@ -26,6 +26,7 @@ impl<O: Observer> Engine<'_, O> {
             FaultAction::AddPartitions { count } => {
                 self.world_change(WorldChange::PartitionsAdded(count))
             }
+            FaultAction::ProducerCrash { producer } => self.producer_crash(producer),
             FaultAction::DbOutage => {
                 self.w.db_down += 1;
                 if self.w.db_down == 1 {
@@ -115,6 +116,7 @@ impl<O: Observer> Engine<'_, O> {
             FaultAction::MemberLeave { broker } => {
                 self.world_change(WorldChange::MemberJoined(broker))
             }
+            FaultAction::ProducerCrash { producer } => self.producer_restart(producer),
             FaultAction::DbOutage => {
                 self.w.db_down -= 1;
                 if self.w.db_down == 0 {
@@ -178,6 +180,38 @@ impl<O: Observer> Engine<'_, O> {
         }
         self.w.brokers[b as usize].members_changed();
         self.world_change(WorldChange::GroupsReset(b));
+    }
+
+    /// The `producer_crash` fault: producer `p`'s process dies. Its connection goes (what it
+    /// has not sent, and what the application produces meanwhile, waits in its buffer); its
+    /// transaction stays open at the broker until its successor's `initTransactions` or the
+    /// transaction timeout (`txn.rs`).
+    fn producer_crash(&mut self, p: u32) {
+        if !self.txn_crash(p) {
+            return;
+        }
+        self.emit(Event::Crash {
+            t: self.now,
+            node: Node::Producer(p),
+        });
+        self.w.producers[p as usize].lose_broker();
+    }
+
+    /// The `producer_crash` fault ends: a new instance of producer `p` starts. It aborts its
+    /// transactional id's open transaction and writes again what was written since its
+    /// application's last commit (`txn.rs`), ahead of what waited, then connects.
+    fn producer_restart(&mut self, p: u32) {
+        if !self.txn_crashed(p) {
+            return;
+        }
+        self.emit(Event::Recover {
+            t: self.now,
+            node: Node::Producer(p),
+        });
+        let again = self.txn_restart(p);
+        self.w.producers[p as usize].send_after_reconnect(again);
+        self.flush();
+        self.producer_reconnect(p);
     }
 
     /// A planned fault starts or ends: progress (the world changed), and one fewer to come.

@@ -16,6 +16,7 @@
 //! |---|---|
 //! | `producer.rs` | the producer node (`Producer`); a message is produced, routed by the strategy, stored at a broker; failed sends (`send_error`) are retried, overtaken by at most `max_in_flight - 1` later ones without idempotence, and given up at the `delivery_timeout` |
 //! | `replication.rs` | a Kafka topic's replicas (`[broker.replication]`): a send written at the partitions' leader, committed (readable; answered under `acks = "all"`) once its followers have it; the log cut back for a new leader |
+//! | `txn.rs` | Kafka transactions (`[producers] transactional`): a transactional producer's records written in transactions committed every `commit_interval`; under `read_committed` a partition is readable only up to its last stable offset |
 //! | `broker.rs` | the broker node (`Broker`: its store, attached consumers, bridges and dead-letter queue as private state; it chooses what dispatch hands out, through the strategy's `select`, and hands it to a consumer or a bridge), the one requeue, settlement (ack, dead-letter), a delivery's lease |
 //! | `network.rs` | the network of brokers: ActiveMQ's bridge (one more consumer, driven by the peer's demand) or idle store-and-forward: forwards arriving, credit coming back, demand |
 //! | `consumer.rs` | processing (`begin`, `handle`), the ack; attach/detach |
@@ -38,7 +39,7 @@
 //!
 //! # The router
 //!
-//! Calls between the files go one way, down this list read from the bottom: broker, replication, producer,
+//! Calls between the files go one way, down this list read from the bottom: broker, txn, replication, producer,
 //! network, consumer, lease, failover, detection, lifecycle, pause, commit, poll, membership,
 //! faults, batch, redelivery. What a lower file needs done above it (a rollback, a reconnect, a
 //! batch job's end, a consumer starting what it received) is an effect ([`Fx`]) it asks for with
@@ -69,6 +70,7 @@ mod producer;
 mod redelivery;
 mod replication;
 mod state;
+mod txn;
 mod walk;
 mod workload;
 
@@ -200,8 +202,11 @@ struct Engine<'a, O: Observer> {
     /// Some broker has a `dispatch_latency`: a delivery may not have reached its consumer yet.
     transit: bool,
     /// Some broker has `[broker.replication]`: a send is written at a partition leader
-    /// (`replication.rs`).
+    /// (`replication.rs`); or the producers are transactional (`txn.rs`). The send path's one
+    /// test for both.
     replicated: bool,
+    /// The producers' transactions (`[producers] transactional`, `txn.rs`).
+    txns: Option<Box<txn::Txns>>,
     /// How many later sends may overtake one that failed by a `send_error` (`max_in_flight -
     /// 1`, or 0 with idempotence).
     send_overtakes: u32,
@@ -346,7 +351,17 @@ impl<'a, O: Observer> Engine<'a, O> {
             poll_hook: cfg.receive == Receive::Batch
                 && (cfg.max_poll_interval.is_some() || cfg.commit == Commit::Interval),
             transit: sc.brokers.iter().any(|b| b.dispatch_latency.is_some()),
-            replicated: sc.brokers.iter().any(|b| b.replication.is_some()),
+            replicated: sc.brokers.iter().any(|b| b.replication.is_some())
+                || cfg.producer_commits.is_some(),
+            txns: cfg.producer_commits.map(|interval| {
+                Box::new(txn::Txns::new(
+                    interval.0,
+                    cfg.transactional,
+                    cfg.read_committed,
+                    sc.producers.count as usize,
+                    sc.brokers.len(),
+                ))
+            }),
             send_overtakes: if cfg.idempotence {
                 0
             } else {
@@ -715,6 +730,7 @@ impl<'a, O: Observer> Engine<'a, O> {
             Ev::CrashDetected { c, epoch } => self.crash_detected(c, epoch),
             Ev::CommitDue { c, epoch } => self.commit_due(c, epoch),
             Ev::Replicated(b) => self.replicated(b),
+            Ev::TxnCommit { p, number } => self.txn_commit(p, number),
             Ev::LeaderElected(b) => self.leader_elected(b),
             Ev::CaughtUp { b, r } => self.caught_up(b, r),
             Ev::FaultStart(i) => self.fault_start(i),

@@ -1196,7 +1196,7 @@ impl Producer {
 
     /// Reconnecting: `sends` (waiting ones, in order) join its buffer ahead of what it buffered
     /// since, to go first once connected.
-    fn send_after_reconnect(&mut self, sends: VecDeque<u32>) {
+    pub fn send_after_reconnect(&mut self, sends: VecDeque<u32>) {
         for slot in sends.into_iter().rev() {
             self.buffer.push_front(slot);
         }

@@ -162,7 +162,12 @@ impl<O: Observer> Engine<'_, O> {
         walk!();
         let now = self.now;
         let Some(log) = self.w.logs[b as usize].as_deref_mut() else {
-            self.accept(b, slot);
+            // No log of replicas: a transactional producer's write (`txn.rs`), or a plain one.
+            if self.txns.is_some() {
+                self.store_in_txn(b, slot);
+            } else {
+                self.accept(b, slot);
+            }
             return Ok(());
         };
         let in_sync = log.in_sync_up();

@@ -19,7 +19,9 @@ pub use load::{
     display_path, load_file, load_str, read_bounded, read_scenario_text, FieldError, Location,
     PathSeg, ReadError, ScenarioError, MAX_FILE_BYTES, MAX_PROBLEMS_SHOWN,
 };
-pub use resolved::{Batching, HaPair, Resolved, ResolvedBroker};
+pub use resolved::{
+    Batching, HaPair, Resolved, ResolvedBroker, DEFAULT_TRANSACTION_INTERVAL, TRANSACTION_TIMEOUT,
+};
 pub use validate::{
     estimated_events, estimated_occurrences, estimated_run_bytes, validate, BYTES_PER_MESSAGE,
     BYTES_PER_OCCURRENCE, EVENTS_PER_MESSAGE, EVENTS_PER_OCCURRENCE, MAX_KEYS,
@@ -421,6 +423,27 @@ pub struct Producers {
     /// assumption, default 1024: 15 records a batch, after its header). Only with a `linger`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record_size: Option<u32>,
+    /// Each producer is a transactional producer (Kafka's `transactional.id`, one per
+    /// producer, which needs `enable.idempotence`): its records go in transactions, each
+    /// committed `commit_interval` after it began (`commitTransaction`); a consumer with
+    /// `isolation = "read_committed"` sees a record only once its transaction is committed,
+    /// and no later record of its partition before that (the last stable offset). A
+    /// `producer_crash` aborts the open transaction when the producer comes back
+    /// (`initTransactions`). Only with `flavour = "kafka"` (or `"native"`). Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transactional: Option<bool>,
+    /// How often the producing application commits its progress: the checkpoint of its own
+    /// input, from which it produces again after a `producer_crash`. With `transactional =
+    /// true` each commit is its transaction's (`commitTransaction`, after
+    /// `sendOffsetsToTransaction`): a transaction begins with its first record and commits
+    /// this long after (Kafka Streams' `commit.interval.ms`, 100 ms under `exactly_once_v2`; a
+    /// plain consume-transform-produce loop commits once per poll). Without transactions the
+    /// application checkpoints at the same cadence, and records written after its last
+    /// checkpoint are written again after a crash. At most 60s (`transaction.timeout.ms`: the
+    /// coordinator aborts a longer transaction). Only with `transactional = true` or a
+    /// `producer_crash` fault. Default `"100ms"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_interval: Option<Dur>,
 }
 
 /// Where a Kafka consumer starts in a partition with no committed offset (`[consumers]
@@ -442,6 +465,28 @@ impl OffsetReset {
         match self {
             OffsetReset::Latest => "latest",
             OffsetReset::Earliest => "earliest",
+        }
+    }
+}
+
+/// How a Kafka consumer reads transactional records (`[consumers] isolation`, Kafka's
+/// `isolation.level`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// Every record once written, aborted ones too. Kafka's default.
+    #[default]
+    ReadUncommitted,
+    /// Committed records only, up to the last stable offset.
+    ReadCommitted,
+}
+
+impl Isolation {
+    /// Its name in a scenario file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isolation::ReadUncommitted => "read_uncommitted",
+            Isolation::ReadCommitted => "read_committed",
         }
     }
 }
@@ -482,6 +527,8 @@ impl Default for Producers {
             linger: None,
             batch_size: None,
             record_size: None,
+            transactional: None,
+            commit_interval: None,
         }
     }
 }
@@ -788,6 +835,14 @@ pub struct Consumers {
     /// Default: the flavour's (`latest` under `kafka`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_offset_reset: Option<OffsetReset>,
+    /// How a consumer reads transactional records (Kafka's `isolation.level`):
+    /// `read_uncommitted` (Kafka's default: every record as soon as it is written, an aborted
+    /// transaction's too) or `read_committed` (a record only once its transaction is
+    /// committed, never an aborted one, and nothing of a partition past its first open
+    /// transaction: the last stable offset). Matters with `[producers] transactional = true`.
+    /// Only with `flavour = "kafka"` (or `"native"`). Default `read_uncommitted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<Isolation>,
     /// How a consumer takes messages: `prefetch` (the broker keeps up to `prefetch` unacked
     /// messages pushed to it, topping up as it acks: JMS) or `batch` (it asks for up to
     /// `prefetch` messages, and again only once it has settled all of them: an SQS

@@ -7,9 +7,9 @@
 //! once per broker its strategies model ([`Scenario::on_flavour`]), and each is checked.
 
 use super::{
-    Commit, CrashDetection, Defaults, FieldError, Flavour, KafkaClient, LeasePolicy, OffsetReset,
-    OnDeliveryTimeout, PartialFailure, PathSeg, ReadAhead, Receive, RedeliveryPolicy, Scenario,
-    MAX_IDEMPOTENT_IN_FLIGHT,
+    Commit, CrashDetection, Defaults, FieldError, Flavour, Isolation, KafkaClient, LeasePolicy,
+    OffsetReset, OnDeliveryTimeout, PartialFailure, PathSeg, ReadAhead, Receive, RedeliveryPolicy,
+    Scenario, MAX_IDEMPOTENT_IN_FLIGHT,
 };
 use crate::dist::{DurDist, DurSpec};
 use crate::time::{Dur, Time};
@@ -74,7 +74,22 @@ pub struct Resolved {
     pub auto_offset_reset: Option<OffsetReset>,
     /// Per `[[broker]]`, in the file's order.
     pub brokers: Vec<ResolvedBroker>,
+    /// `[producers] transactional`.
+    pub transactional: bool,
+    /// `[producers] commit_interval`: how often the producing application commits (its
+    /// transaction, or its input's checkpoint), when it matters (a transactional producer, or
+    /// a `producer_crash` fault); else None.
+    pub producer_commits: Option<Dur>,
+    /// `[consumers] isolation = "read_committed"`.
+    pub read_committed: bool,
 }
+
+/// Kafka Streams' `commit.interval.ms` under `exactly_once_v2` (`StreamsConfig`
+/// `EOS_DEFAULT_COMMIT_INTERVAL_MS`): the default `commit_interval`.
+pub const DEFAULT_TRANSACTION_INTERVAL: Dur = Dur(100_000);
+/// Kafka's `transaction.timeout.ms` default (`ProducerConfig`): the coordinator aborts a
+/// transaction open longer.
+pub const TRANSACTION_TIMEOUT: Dur = Dur(60_000_000);
 
 /// Kafka's `batch.size` default in bytes (`ProducerConfig`).
 pub const DEFAULT_BATCH_SIZE: u32 = 16384;
@@ -289,6 +304,57 @@ impl Scenario {
                 "a record has at least 1 byte: set record_size to 1 or more".into(),
             );
         }
+        let idempotence = pr
+            .idempotence
+            .unwrap_or(d.idempotence && max_in_flight <= MAX_IDEMPOTENT_IN_FLIGHT);
+        let transactional = pr.transactional == Some(true);
+        if transactional && !idempotence {
+            err(
+                &["producers", "transactional"],
+                "needs an idempotent producer (Kafka's ProducerConfig: \"Cannot set a \
+                 transactional.id without also enabling idempotence\"): set idempotence = true \
+                 (with max_in_flight at most 5)"
+                    .into(),
+            );
+        }
+        let crashes = self
+            .faults
+            .iter()
+            .any(|f| f.kind == crate::faults::FaultKind::ProducerCrash);
+        if pr.commit_interval.is_some() && !transactional && !crashes {
+            err(
+                &["producers", "commit_interval"],
+                "only applies to a transactional producer (transactional = true) or to the \
+                 checkpoint a producer_crash goes back to: set one of them"
+                    .into(),
+            );
+        }
+        let interval = pr.commit_interval.unwrap_or(DEFAULT_TRANSACTION_INTERVAL);
+        if interval == Dur::ZERO || interval > TRANSACTION_TIMEOUT {
+            err(
+                &["producers", "commit_interval"],
+                format!(
+                    "is how long a transaction stays open: above 0s and at most 60s (Kafka's \
+                     transaction.timeout.ms: the coordinator aborts a transaction open longer), \
+                     got {interval}"
+                ),
+            );
+        }
+        if (transactional || crashes) && self.brokers.iter().any(|b| b.replication.is_some()) {
+            err(
+                &[
+                    "producers",
+                    if transactional {
+                        "transactional"
+                    } else {
+                        "commit_interval"
+                    },
+                ],
+                "transactions and producer crashes are not modelled together with \
+                 [broker.replication] here: leave out one of them"
+                    .into(),
+            );
+        }
         if c.commit_interval.is_some() && commit != Commit::Interval {
             err(
                 &["consumers", "commit_interval"],
@@ -377,9 +443,7 @@ impl Scenario {
             },
             restart_takes_over: c.restart_takes_over.unwrap_or(d.restart_takes_over),
             max_in_flight,
-            idempotence: pr
-                .idempotence
-                .unwrap_or(d.idempotence && max_in_flight <= MAX_IDEMPOTENT_IN_FLIGHT),
+            idempotence,
             retry_backoff: pr
                 .retry_backoff
                 .or(d.retry_backoff)
@@ -395,6 +459,9 @@ impl Scenario {
             consumer_metadata_max_age: c.metadata_max_age.or(d.metadata_max_age),
             auto_offset_reset: c.auto_offset_reset.or(d.auto_offset_reset),
             brokers,
+            transactional,
+            producer_commits: (transactional || crashes).then_some(interval),
+            read_committed: c.isolation == Some(Isolation::ReadCommitted),
         };
         (resolved, problems)
     }

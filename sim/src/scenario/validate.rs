@@ -392,6 +392,35 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
             );
         }
     }
+    // Kafka's transactions: settings of its clients only.
+    for (path, set, what) in [
+        (
+            &["producers", "transactional"][..],
+            s.producers.transactional.is_some(),
+            "transactional.id (a transactional producer)",
+        ),
+        (
+            &["producers", "commit_interval"][..],
+            s.producers.commit_interval.is_some(),
+            "transaction interval (how long a transaction stays open)",
+        ),
+        (
+            &["consumers", "isolation"][..],
+            s.consumers.isolation.is_some(),
+            "isolation.level (whether a consumer reads open and aborted transactions)",
+        ),
+    ] {
+        if set && s.flavour != Flavour::Kafka && s.flavour != super::FlavourChoice::Native {
+            err(
+                p(path),
+                format!(
+                    "is Kafka's {what}: it needs flavour = \"kafka\" (or \"native\", for the \
+                     strategies modelled on Kafka); flavour {:?} has no transactions: leave it out",
+                    s.flavour.name()
+                ),
+            );
+        }
+    }
     // Kafka's producer batches: settings of its client only.
     for (field, set, what) in [
         ("linger", s.producers.linger.is_some(), "linger.ms"),
