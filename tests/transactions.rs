@@ -285,6 +285,45 @@ fn read_uncommitted_or_without_transactions_a_crash_duplicates_since_the_last_co
     }
 }
 
+/// Without Kafka, `commit_interval` is the producing application's checkpoint: a JMS
+/// producer's crash goes back to it, whatever the flavour, and only a transaction (Kafka's
+/// `transaction.timeout.ms`) caps it at 60s. The same crash (at 2.55s) with checkpoints
+/// every 1s and every 3s from the first record (100ms): the last before the crash at 2.1s
+/// (seqs 20-24 written again), or none yet (due at 3.1s: seqs 0-24).
+#[test]
+fn a_jms_producers_crash_goes_back_to_its_checkpoint() {
+    let jms = |interval: &str| {
+        crash("", "")
+            .replace("flavour = \"kafka\"", "flavour = \"activemq\"")
+            .replace("strategies = [\"kafka\"]", "strategies = [\"single\"]")
+            .replace(
+                "commit_interval = \"1s\"",
+                &format!("commit_interval = {interval:?}"),
+            )
+    };
+    let resent = |interval: &str| {
+        let (m, events) = history(&jms(interval), "single");
+        let seqs: Vec<u32> = events
+            .iter()
+            .filter_map(|e| match *e {
+                Event::Resend { msg, .. } => Some(msg.seq),
+                _ => None,
+            })
+            .collect();
+        assert_eq!((m.applied, m.lost), (40, 0), "{interval}");
+        assert_eq!(m.duplicates, seqs.len() as u64, "{interval}");
+        seqs
+    };
+    assert_eq!(resent("1s"), (20..25).collect::<Vec<_>>());
+    assert_eq!(resent("3s"), (0..25).collect::<Vec<_>>());
+    // Longer than a transaction may stay open: a checkpoint, not a transaction.
+    scenario(&jms("90s"));
+    match ordsim::load_text("t.toml", &jms("0s")) {
+        Ok(_) => panic!("a 0s checkpoint loaded"),
+        Err(e) => assert!(e.to_string().contains("above 0s"), "{e}"),
+    }
+}
+
 /// A producer dead longer than `transaction.timeout.ms` (60s): the coordinator aborts its
 /// open transaction then, and the other producer's records behind it in the partition become
 /// readable, before the dead one's successor starts (at 72.55s).

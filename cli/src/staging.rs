@@ -108,6 +108,14 @@ pub const FIELDS: &[(&str, Staging)] = &[
     ("producers.linger", Refused("Kafka's producer batches")),
     ("producers.batch_size", Refused("Kafka's producer batches")),
     ("producers.record_size", Refused("Kafka's producer batches")),
+    (
+        "producers.transactional",
+        Refused("Kafka's transactional producer"),
+    ),
+    (
+        "producers.commit_interval",
+        Refused("the checkpoint of a producer_crash; no live producer crashes"),
+    ),
     ("broker.name", Staged("one ActiveMQ process per broker")),
     (
         "broker.persistent",
@@ -188,6 +196,10 @@ pub const FIELDS: &[(&str, Staging)] = &[
     (
         "consumers.auto_offset_reset",
         Refused("Kafka's consumer; no live broker adds partitions"),
+    ),
+    (
+        "consumers.isolation",
+        Refused("Kafka's consumer; no live broker has transactions"),
     ),
     ("consumers.receive", Refused("not staged")),
     ("consumers.suspend_after_failures", Refused("not staged")),

@@ -262,9 +262,14 @@ impl<O: Observer> Engine<'_, O> {
                 brokers.push(b);
             }
         }
-        for b in brokers {
+        for b in &brokers {
             self.flush();
-            self.dispatch(b);
+            self.dispatch(*b);
+        }
+        // The dispatches' effects run now: a caller's events after this (a restart's resends
+        // and discards) must come after theirs.
+        if !brokers.is_empty() {
+            self.flush();
         }
     }
 

@@ -330,11 +330,16 @@ impl Scenario {
             );
         }
         let interval = pr.commit_interval.unwrap_or(DEFAULT_TRANSACTION_INTERVAL);
-        if interval == Dur::ZERO || interval > TRANSACTION_TIMEOUT {
+        if interval == Dur::ZERO {
+            err(
+                &["producers", "commit_interval"],
+                "is how often the producing application commits its progress: above 0s".into(),
+            );
+        } else if transactional && interval > TRANSACTION_TIMEOUT {
             err(
                 &["producers", "commit_interval"],
                 format!(
-                    "is how long a transaction stays open: above 0s and at most 60s (Kafka's \
+                    "is how long a transaction stays open: at most 60s (Kafka's \
                      transaction.timeout.ms: the coordinator aborts a transaction open longer), \
                      got {interval}"
                 ),

@@ -334,16 +334,74 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
             ),
         );
     }
-    if let Some(client) = s.consumers.client {
-        if s.flavour != Flavour::Kafka && s.flavour != super::FlavourChoice::Native {
+    // Settings of Kafka's clients only: each names what it is, and what the flavour lacks.
+    let kafka_only: [(&[&str], bool, &str, &str); 9] = [
+        (
+            &["consumers", "client"],
+            s.consumers.client.is_some(),
+            "names a Kafka consumer (\"spring\" or \"plain\")",
+            "has no Kafka client",
+        ),
+        (
+            &["producers", "metadata_max_age"],
+            s.producers.metadata_max_age.is_some(),
+            "is Kafka's metadata.max.age.ms (when a producer sees added partitions)",
+            "has no partitions to add",
+        ),
+        (
+            &["consumers", "metadata_max_age"],
+            s.consumers.metadata_max_age.is_some(),
+            "is Kafka's metadata.max.age.ms (when a consumer group sees added partitions)",
+            "has no partitions to add",
+        ),
+        (
+            &["consumers", "auto_offset_reset"],
+            s.consumers.auto_offset_reset.is_some(),
+            "is Kafka's auto.offset.reset (where a consumer starts in a partition with no \
+             committed offset)",
+            "has no partitions to add",
+        ),
+        (
+            &["producers", "transactional"],
+            s.producers.transactional.is_some(),
+            "is Kafka's transactional.id (a transactional producer)",
+            "has no transactions",
+        ),
+        (
+            &["consumers", "isolation"],
+            s.consumers.isolation.is_some(),
+            "is Kafka's isolation.level (whether a consumer reads open and aborted \
+             transactions)",
+            "has no transactions",
+        ),
+        (
+            &["producers", "linger"],
+            s.producers.linger.is_some(),
+            "is Kafka's linger.ms (a producer's batches of records per partition)",
+            "sends each message on its own",
+        ),
+        (
+            &["producers", "batch_size"],
+            s.producers.batch_size.is_some(),
+            "is Kafka's batch.size (a producer's batches of records per partition)",
+            "sends each message on its own",
+        ),
+        (
+            &["producers", "record_size"],
+            s.producers.record_size.is_some(),
+            "is Kafka's record size against batch.size (a producer's batches of records per \
+             partition)",
+            "sends each message on its own",
+        ),
+    ];
+    if s.flavour != Flavour::Kafka && s.flavour != super::FlavourChoice::Native {
+        for (path, _, what, lacks) in kafka_only.iter().filter(|k| k.1) {
             err(
-                p(&["consumers", "client"]),
+                p(path),
                 format!(
-                    "names a Kafka consumer (\"spring\" or \"plain\"): it needs flavour = \"kafka\" \
-                     (or \"native\", for the strategies modelled on Kafka); flavour {:?} has no \
-                     Kafka client: leave out client = {:?}",
-                    s.flavour.name(),
-                    client.name()
+                    "{what}: it needs flavour = \"kafka\" (or \"native\", for the strategies \
+                     modelled on Kafka); flavour {:?} {lacks}: leave it out",
+                    s.flavour.name()
                 ),
             );
         }
@@ -357,88 +415,6 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
                      broker here has replicas: add a [broker.replication] table (with \
                      replication_factor) to the broker, or leave out acks = {:?}",
                     acks.name()
-                ),
-            );
-        }
-    }
-    // Kafka's metadata refresh and offset reset: settings of its clients only.
-    let kafka_only = [
-        (
-            &["producers", "metadata_max_age"][..],
-            s.producers.metadata_max_age.is_some(),
-            "is Kafka's metadata.max.age.ms (when a producer sees added partitions)",
-        ),
-        (
-            &["consumers", "metadata_max_age"][..],
-            s.consumers.metadata_max_age.is_some(),
-            "is Kafka's metadata.max.age.ms (when a consumer group sees added partitions)",
-        ),
-        (
-            &["consumers", "auto_offset_reset"][..],
-            s.consumers.auto_offset_reset.is_some(),
-            "is Kafka's auto.offset.reset (where a consumer starts in a partition with no \
-             committed offset)",
-        ),
-    ];
-    for (path, set, what) in kafka_only {
-        if set && s.flavour != Flavour::Kafka && s.flavour != super::FlavourChoice::Native {
-            err(
-                p(path),
-                format!(
-                    "{what}: it needs flavour = \"kafka\" (or \"native\", for the strategies \
-                     modelled on Kafka); flavour {:?} has no partitions to add: leave it out",
-                    s.flavour.name()
-                ),
-            );
-        }
-    }
-    // Kafka's transactions: settings of its clients only.
-    for (path, set, what) in [
-        (
-            &["producers", "transactional"][..],
-            s.producers.transactional.is_some(),
-            "transactional.id (a transactional producer)",
-        ),
-        (
-            &["producers", "commit_interval"][..],
-            s.producers.commit_interval.is_some(),
-            "transaction interval (how long a transaction stays open)",
-        ),
-        (
-            &["consumers", "isolation"][..],
-            s.consumers.isolation.is_some(),
-            "isolation.level (whether a consumer reads open and aborted transactions)",
-        ),
-    ] {
-        if set && s.flavour != Flavour::Kafka && s.flavour != super::FlavourChoice::Native {
-            err(
-                p(path),
-                format!(
-                    "is Kafka's {what}: it needs flavour = \"kafka\" (or \"native\", for the \
-                     strategies modelled on Kafka); flavour {:?} has no transactions: leave it out",
-                    s.flavour.name()
-                ),
-            );
-        }
-    }
-    // Kafka's producer batches: settings of its client only.
-    for (field, set, what) in [
-        ("linger", s.producers.linger.is_some(), "linger.ms"),
-        ("batch_size", s.producers.batch_size.is_some(), "batch.size"),
-        (
-            "record_size",
-            s.producers.record_size.is_some(),
-            "record size against batch.size",
-        ),
-    ] {
-        if set && s.flavour != Flavour::Kafka && s.flavour != super::FlavourChoice::Native {
-            err(
-                p(&["producers", field]),
-                format!(
-                    "is Kafka's {what} (a producer's batches of records per partition): it \
-                     needs flavour = \"kafka\" (or \"native\", for the strategies modelled on \
-                     Kafka); flavour {:?} sends each message on its own: leave it out",
-                    s.flavour.name()
                 ),
             );
         }
