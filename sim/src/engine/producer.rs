@@ -309,15 +309,8 @@ impl<O: Observer> Engine<'_, O> {
         let ps = &mut self.w.producers[p as usize];
         let mut pending = std::mem::take(&mut ps.failed);
         let groups = std::mem::take(&mut ps.groups);
-        // A held record whose blocking call timed out, as in `producer_retry`.
-        if let (Some((slot, since)), Some(limit)) = (ps.held_since, self.cfg.call_timeout) {
-            if self.now >= since + limit.0 {
-                if let Some(i) = pending.iter().position(|&s| s == slot) {
-                    pending.remove(i);
-                    self.call_timed_out(p, slot, since, pending, i);
-                    return;
-                }
-            }
+        if self.held_call_expired(p, &mut pending) {
+            return;
         }
         let mut groups = groups.into_iter();
         let mut still = VecDeque::new();
@@ -951,6 +944,25 @@ impl<O: Observer> Engine<'_, O> {
         }
     }
 
+    /// Producer `p`'s held send, if its blocking call has timed out (`call_timeout`), leaves
+    /// `pending` (its failed sends, in order) and is given up as the client gives it up
+    /// ([`Engine::call_timed_out`], which takes the rest of `pending` too): whether it had.
+    fn held_call_expired(&mut self, p: u32, pending: &mut VecDeque<u32>) -> bool {
+        let ps = &self.w.producers[p as usize];
+        let (Some((slot, since)), Some(limit)) = (ps.held_since, self.cfg.call_timeout) else {
+            return false;
+        };
+        if self.now < since + limit.0 {
+            return false;
+        }
+        let Some(i) = pending.iter().position(|&s| s == slot) else {
+            return false;
+        };
+        pending.remove(i);
+        self.call_timed_out(p, slot, since, std::mem::take(pending), i);
+        true
+    }
+
     /// Retries the failed sends in order, each as a send again (a `send_error` in force may fail
     /// it anew); a blocking failure keeps everything behind it waiting, and a send failed by a
     /// `send_error` lets only the in-flight window's worth of the ones behind it go ahead (the
@@ -972,14 +984,8 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         let mut pending = std::mem::take(&mut ps.failed);
-        if let (Some((slot, since)), Some(limit)) = (ps.held_since, self.cfg.call_timeout) {
-            if self.now >= since + limit.0 {
-                if let Some(i) = pending.iter().position(|&s| s == slot) {
-                    pending.remove(i);
-                    self.call_timed_out(p, slot, since, pending, i);
-                    return;
-                }
-            }
+        if self.held_call_expired(p, &mut pending) {
+            return;
         }
         let mut still = VecDeque::new();
         let mut block = false;
