@@ -15,28 +15,10 @@ use sim::history::Event;
 /// One key, 30 records one every 100ms from 100ms, on one partition of `kafka`; `producers`
 /// extends `[producers]`, `faults` follows.
 fn scenario(producers: &str, faults: &str) -> String {
-    format!(
-        r#"
-flavour = "kafka"
-strategies = ["kafka"]
-[workload]
-messages = 30
-rate = "10/s"
-arrival = "constant"
-keys = 1
-[producers]
-{producers}
-[[broker]]
-name = "a"
-[consumers]
-count = 1
-commit = "each"
-service = "1ms"
-[strategy.kafka]
-partitions = 1
-{faults}
-"#
-    )
+    let text = common::one_key(producers, "", faults)
+        .replace("strategies = [\"single\"]", "strategies = [\"kafka\"]")
+        .replace("service = \"1ms\"", "commit = \"each\"\nservice = \"1ms\"");
+    format!("flavour = \"kafka\"\n{text}\n[strategy.kafka]\npartitions = 1\n")
 }
 
 /// Every send in the window fails: it holds exactly one request's drain (at 850ms under a 350ms

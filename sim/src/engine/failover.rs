@@ -380,7 +380,7 @@ impl<O: Observer> Engine<'_, O> {
     pub(super) fn producer_reconnect(&mut self, p: u32) {
         walk!();
         // A dead producer process (`producer_crash`) connects again only once restarted.
-        if self.txns.is_some() && self.txn_crashed(p) {
+        if self.w.producers[p as usize].is_dead() {
             return;
         }
         let brokers = &self.w.brokers;

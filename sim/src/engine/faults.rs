@@ -46,11 +46,11 @@ impl<O: Observer> Engine<'_, O> {
             FaultAction::Poison { fraction } => self.w.poison_boost.push(fraction),
             FaultAction::SendError { producer, fraction } => {
                 self.w.send_errors.push((producer, fraction, false));
-                self.w.send_slow = true;
+                self.send_path_changed();
             }
             FaultAction::SendTimeout { producer, fraction } => {
                 self.w.send_errors.push((producer, fraction, true));
-                self.w.send_slow = true;
+                self.send_path_changed();
             }
             FaultAction::SourceOutage => {
                 self.w.source_down += 1;
@@ -158,7 +158,7 @@ impl<O: Observer> Engine<'_, O> {
                 {
                     self.w.send_errors.swap_remove(j);
                 }
-                self.w.send_slow = !self.w.send_errors.is_empty() || self.cfg.batching.is_some();
+                self.send_path_changed();
             }
             // An instant: the plan never gives it a duration (validation refuses `for`).
             FaultAction::CacheCollapse
@@ -187,21 +187,20 @@ impl<O: Observer> Engine<'_, O> {
     /// transaction stays open at the broker until its successor's `initTransactions` or the
     /// transaction timeout (`txn.rs`).
     fn producer_crash(&mut self, p: u32) {
-        if !self.txn_crash(p) {
+        if !self.w.producers[p as usize].crash() {
             return;
         }
         self.emit(Event::Crash {
             t: self.now,
             node: Node::Producer(p),
         });
-        self.w.producers[p as usize].lose_broker();
     }
 
     /// The `producer_crash` fault ends: a new instance of producer `p` starts. It aborts its
     /// transactional id's open transaction and writes again what was written since its
     /// application's last commit (`txn.rs`), ahead of what waited, then connects.
     fn producer_restart(&mut self, p: u32) {
-        if !self.txn_crashed(p) {
+        if !self.w.producers[p as usize].restart() {
             return;
         }
         self.emit(Event::Recover {

@@ -207,18 +207,14 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         let first_failure = ps.failed.is_empty();
-        if !first_failure {
-            if ps.failed_block || ps.overtakes == Some(0) {
-                ps.groups.push(slots.len() as u32);
-                ps.failed.extend(slots.iter().copied());
-                for (i, slot) in slots.into_iter().enumerate() {
-                    self.await_in_request(p, slot, i, since);
-                }
-                return;
+        // Behind failed requests it goes only as the window allows.
+        if !first_failure && !ps.may_go_ahead(ps.failed_block) {
+            ps.groups.push(slots.len() as u32);
+            ps.failed.extend(slots.iter().copied());
+            for (i, slot) in slots.into_iter().enumerate() {
+                self.await_in_request(p, slot, i, since);
             }
-            if let Some(n) = ps.overtakes {
-                ps.overtakes = Some(n - 1);
-            }
+            return;
         }
         let out = self.attempt_request(p, &slots);
         if out.waits.is_empty() {
@@ -323,13 +319,10 @@ impl<O: Observer> Engine<'_, O> {
                 .map_or(pending.len(), |g| (g as usize).min(pending.len()));
             let slots: Vec<u32> = pending.drain(..n).collect();
             let ps = &mut self.w.producers[p as usize];
-            if block || ps.overtakes == Some(0) {
+            if !ps.may_go_ahead(block) {
                 still_groups.push(n as u32);
                 still.extend(slots);
                 continue;
-            }
-            if let Some(k) = ps.overtakes {
-                ps.overtakes = Some(k - 1);
             }
             let out = self.attempt_request(p, &slots);
             if out.waits.is_empty() {
@@ -377,19 +370,22 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         let ps = &mut self.w.producers[p as usize];
-        if ps.failed_block || ps.overtakes == Some(0) {
+        if !ps.may_go_ahead(ps.failed_block) {
             ps.failed.push_back(slot);
             self.await_delivery(p, slot);
             return;
-        }
-        if let Some(n) = ps.overtakes {
-            ps.overtakes = Some(n - 1);
         }
         if !self.w.send_errors.is_empty() {
             self.send_or_fail(p, slot);
         } else if let Err(block) = self.route_and_enqueue(p, slot) {
             self.send_failed(p, slot, block);
         }
+    }
+
+    /// The send path's one flag, again after a `send_error` or `send_timeout` began or ended:
+    /// a send takes the slow path while a fault can fail it or under a linger.
+    pub(super) fn send_path_changed(&mut self) {
+        self.w.send_slow = !self.w.send_errors.is_empty() || self.cfg.batching.is_some();
     }
 
     /// A send on the slow path: under a `linger` it joins its batch, else (a `send_error` or
@@ -991,13 +987,9 @@ impl<O: Observer> Engine<'_, O> {
         let mut block = false;
         let mut held = None;
         while let Some(slot) = pending.pop_front() {
-            let overtakes = self.w.producers[p as usize].overtakes;
-            if block || overtakes == Some(0) {
+            if !self.w.producers[p as usize].may_go_ahead(block) {
                 still.push_back(slot);
                 continue;
-            }
-            if let Some(n) = overtakes {
-                self.w.producers[p as usize].overtakes = Some(n - 1);
             }
             match self.attempt(p, slot) {
                 Ok(None) => {}
@@ -1087,6 +1079,8 @@ pub(super) struct Producer {
     connected_once: bool,
     /// A reconnect attempt is scheduled.
     reconnecting: bool,
+    /// Its process is dead (a `producer_crash`): it connects again only once restarted.
+    dead: bool,
     /// Messages sent while disconnected, in send order.
     buffer: VecDeque<u32>,
     /// Sends that failed (the strategy's routing refused them, e.g. a Unit-of-Order member down,
@@ -1161,6 +1155,7 @@ impl Producer {
             broker: None,
             connected_once: false,
             reconnecting: false,
+            dead: false,
             buffer: VecDeque::new(),
             failed: VecDeque::new(),
             failed_block: false,
@@ -1222,6 +1217,38 @@ impl Producer {
 
     /// Its broker went down: the connection is dropped (a send the broker held is sent anew on
     /// the next connection); true when a reconnect must be scheduled (none is yet).
+    /// Whether a send (or request) may go now, behind failed ones: not behind a blocking
+    /// failure (`blocked`), nor once the `max_in_flight - 1` that may overtake a failed one
+    /// have gone (`overtakes`, counted down here).
+    pub fn may_go_ahead(&mut self, blocked: bool) -> bool {
+        if blocked || self.overtakes == Some(0) {
+            return false;
+        }
+        if let Some(n) = &mut self.overtakes {
+            *n -= 1;
+        }
+        true
+    }
+
+    /// Its process dies: false if it was dead already. It loses its connection.
+    pub fn crash(&mut self) -> bool {
+        if std::mem::replace(&mut self.dead, true) {
+            return false;
+        }
+        self.lose_broker();
+        true
+    }
+
+    /// Its process starts again after a crash: false if it was not dead.
+    pub fn restart(&mut self) -> bool {
+        std::mem::replace(&mut self.dead, false)
+    }
+
+    /// Whether its process is dead.
+    pub fn is_dead(&self) -> bool {
+        self.dead
+    }
+
     pub fn lose_broker(&mut self) -> bool {
         self.broker = None;
         self.held_since = None;

@@ -14,7 +14,7 @@
 //! records above the LSO wait in [`Txns::unstable`], in log order, and go to the broker's
 //! queue (readable) as the LSO passes them.
 //!
-//! A `producer_crash` ([`Engine::txn_crash`], [`Engine::txn_restart`]): the application
+//! A `producer_crash` (the producer node's `crash`, then [`Engine::txn_restart`]): the application
 //! commits its progress every `commit_interval` (with transactions, the commit is the
 //! transaction's, `sendOffsetsToTransaction` then `commitTransaction`; without, a checkpoint of
 //! its input at the same cadence), and a new instance produces again from the last commit:
@@ -72,8 +72,6 @@ struct TxnProducer {
     /// What was written since the application's last commit, in write order, each with the
     /// broker it went to: what a new instance writes again.
     since_commit: Vec<(Msg, u16)>,
-    /// Its process is dead (a `producer_crash`).
-    crashed: bool,
     /// Records of its transactions the coordinator aborted while it was dead (the timeout):
     /// discarded once its successor has announced their copies.
     aborted: Vec<Written>,
@@ -211,6 +209,7 @@ impl<O: Observer> Engine<'_, O> {
     pub(super) fn txn_commit(&mut self, p: u32, number: u32) {
         walk!();
         let now = self.now;
+        let dead = self.w.producers[p as usize].is_dead();
         let Some(txns) = self.txns.as_deref_mut() else {
             return;
         };
@@ -219,7 +218,7 @@ impl<O: Observer> Engine<'_, O> {
         if !tp.open || tp.number != number {
             return;
         }
-        if tp.crashed {
+        if dead {
             if transactional {
                 let timeout = tp.opened_at.saturating_add(TRANSACTION_TIMEOUT.0);
                 if now < timeout {
@@ -273,21 +272,6 @@ impl<O: Observer> Engine<'_, O> {
         }
     }
 
-    /// Producer `p`'s process dies (a `producer_crash`): false if it was dead already.
-    pub(super) fn txn_crash(&mut self, p: u32) -> bool {
-        let Some(txns) = self.txns.as_deref_mut() else {
-            return false;
-        };
-        !std::mem::replace(&mut txns.producers[p as usize].crashed, true)
-    }
-
-    /// Whether producer `p`'s process is dead.
-    pub(super) fn txn_crashed(&self, p: u32) -> bool {
-        self.txns
-            .as_deref()
-            .is_some_and(|t| t.producers[p as usize].crashed)
-    }
-
     /// A new instance of producer `p` starts: `initTransactions` aborts its transactional
     /// id's open transaction (a commit period without transactions just ends), and the
     /// application produces again from its last commit: each record written since is written
@@ -296,8 +280,6 @@ impl<O: Observer> Engine<'_, O> {
     /// producer to send first; then the aborted records are discarded.
     pub(super) fn txn_restart(&mut self, p: u32) -> VecDeque<u32> {
         walk!();
-        let txns = self.txns.as_deref_mut().expect("transactions");
-        txns.producers[p as usize].crashed = false;
         self.txn_end(p, false);
         let txns = self.txns.as_deref_mut().expect("transactions");
         let tp = &mut txns.producers[p as usize];
