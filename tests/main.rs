@@ -50,3 +50,4 @@ mod sweep;
 mod trace;
 mod transactions;
 mod transit;
+mod zombie_producer;

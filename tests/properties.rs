@@ -93,7 +93,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             0u32..=3,
             any::<bool>(),
         ),
-        prop::collection::vec((0u8..15, 1u32..=60, 10u32..=3000), 0..4),
+        prop::collection::vec((0u8..16, 1u32..=60, 10u32..=3000), 0..4),
         (0u8..3, 0usize..11, 0u8..3, 0u8..7, 0u8..5),
         (0u8..3, 0u8..4, 0u8..3, 0u8..4, 0u8..3, 0u8..4),
         (
@@ -479,9 +479,14 @@ fn toml_of(g: &Gen) -> String {
             "reset_groups",
             "member_leave",
             "producer_crash",
+            "producer_pause",
         ][kind as usize];
         // A Kafka producer application's crash: Kafka only, and not with replicas.
         if kind == "producer_crash" && (!matches!(flavour, "kafka" | "native") || replicated) {
+            continue;
+        }
+        // A producer's pause, under any flavour; not with replicas.
+        if kind == "producer_pause" && replicated {
             continue;
         }
         writeln!(s, "[[fault]]\nkind = \"{kind}\"\nrate = \"{per_min}/min\"").unwrap();
@@ -498,6 +503,11 @@ fn toml_of(g: &Gen) -> String {
         }
         if kind == "send_error" || kind == "send_timeout" {
             writeln!(s, "fraction = 0.5").unwrap();
+        }
+        // Half the pauses have a new instance take over halfway through the mean pause: a
+        // zombie, fenced under transactions.
+        if kind == "producer_pause" && per_min % 2 == 0 {
+            writeln!(s, "replaced_after = \"{}ms\"", ms / 2).unwrap();
         }
     }
     s

@@ -222,6 +222,10 @@ pub const FIELDS: &[(&str, Staging)] = &[
     ("fault.ahead", Refused("no clock fault is staged")),
     ("fault.count", Refused("not staged")),
     (
+        "fault.replaced_after",
+        Refused("no producer fault is staged"),
+    ),
+    (
         "redelivery.mode",
         Staged("with poison (without, [redelivery] is refused)"),
     ),

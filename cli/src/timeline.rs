@@ -260,6 +260,9 @@ pub fn describe(h: &TraceHeader, e: &Event) -> (&'static str, String) {
                     sim::history::DiscardReason::Aborted => {
                         "its transaction was aborted: read_committed consumers never read it"
                     }
+                    sim::history::DiscardReason::Fenced => {
+                        "a zombie producer's late write, refused: its epoch was fenced"
+                    }
                 }
             ),
         ),

@@ -85,29 +85,43 @@ pub enum FaultKind {
     /// (`[producers] commit_interval`), and, transactional, aborts the open transaction of its
     /// transactional id first (`initTransactions`).
     ProducerCrash,
+    /// A producer process stops for `for` (a GC pause, a frozen VM) and then runs on with what
+    /// it held: a zombie. With `replaced_after` the application's orchestration starts a new
+    /// instance meanwhile; a transactional zombie is fenced by its transactional id's epoch.
+    ProducerPause,
 }
 
 /// The optional `[[fault]]` fields whose meaning depends on the kind (`kind`, `at` and `rate`
 /// apply to every kind).
-pub const KIND_FIELDS: [&str; 9] = [
-    "for", "broker", "consumer", "producer", "factor", "skew", "ahead", "fraction", "count",
+pub const KIND_FIELDS: [&str; 10] = [
+    "for",
+    "broker",
+    "consumer",
+    "producer",
+    "factor",
+    "skew",
+    "ahead",
+    "fraction",
+    "count",
+    "replaced_after",
 ];
 
 /// What each `[[fault]]` field means, for the reference in docs/scenarios.md
 /// ([`fields_markdown`], which reads the kinds taking each field from [`FaultKind::spec`]).
-pub const FIELD_DOCS: [(&str, &str); 12] = [
+pub const FIELD_DOCS: [(&str, &str); 13] = [
     ("kind", "required: one of the kinds below"),
     ("at", "scripted: its start time"),
     ("rate", "random: mean occurrences per unit of time during the fault window (at most 1000/s)"),
     ("for", "how long it lasts: a duration, or a duration distribution; absent: never heals"),
     ("broker", "the target broker, by name (`broker_crash`, `member_leave`: absent, a random broker each time; `dlq_replay`, `reset_groups`: absent, every broker)"),
     ("consumer", "the target consumer index, from 0; absent: a random consumer each time"),
-    ("producer", "the target producer index, from 0 (`clock_skew`, `producer_crash`: absent, a random producer each time; `send_error`, `send_timeout`: absent, every producer)"),
+    ("producer", "the target producer index, from 0 (`clock_skew`, `producer_crash`, `producer_pause`: absent, a random producer each time; `send_error`, `send_timeout`: absent, every producer)"),
     ("factor", "the service-time multiplier, in (0, 1e6]"),
     ("skew", "the clock's step, a duration"),
     ("ahead", "`true` (the default) steps the clock ahead, `false` back"),
     ("fraction", "a probability in [0, 1]: of a message produced in the window being poison (`poison`), of a send failing (`send_error`, `send_timeout`; default 1)"),
     ("count", "partitions (or hashed queues) added, 1 to 10000"),
+    ("replaced_after", "a duration above 0: how long after a `producer_pause` began the application's orchestration starts a new instance of the paused producer (Kafka Streams moving the task once the group drops the paused member); absent: none, the paused instance is the only one"),
 ];
 
 /// `kind`'s fields, each in backticks, the one it cannot do without marked.
@@ -228,7 +242,7 @@ fn no_default(_: &mut Fault) {}
 
 impl FaultKind {
     /// Every kind, in the order `sim list`, validation messages and `sim explore` use.
-    pub const ALL: [FaultKind; 18] = [
+    pub const ALL: [FaultKind; 19] = [
         FaultKind::BrokerCrash,
         FaultKind::ConsumerCrash,
         FaultKind::NetworkBlip,
@@ -247,6 +261,7 @@ impl FaultKind {
         FaultKind::ResetGroups,
         FaultKind::MemberLeave,
         FaultKind::ProducerCrash,
+        FaultKind::ProducerPause,
     ];
 
     /// Its description.
@@ -419,6 +434,15 @@ impl FaultKind {
                 fields: &["producer"],
                 ..NODE
             },
+            FaultKind::ProducerPause => KindSpec {
+                name: "producer_pause",
+                doc: "a producer process stops for `for` (`producer`; absent: a random producer each time): a GC pause, a frozen VM. Nothing it holds moves: its waiting, batched and failed sends stay with it, unsent, and what the application produces meanwhile waits; when it wakes it sends what it held, then the rest. With `replaced_after` (shorter than `for`) the application's orchestration starts a new instance of it after that long (Kafka Streams moves the task once the group has dropped the paused member): as after a `producer_crash`, it produces again from the last commit (`[producers] commit_interval`), every record written since and every record the paused one holds written again as a copy (a `resend` event), and a transactional one first aborts its transactional id's open transaction, bumping the epoch [K40][K41]. The paused instance is then a zombie. Transactional (`[producers] transactional`), its late writes are refused by the epoch: the partition leader's `InvalidProducerEpochException` and the coordinator's `PRODUCER_FENCED`, fatal for the client, which must close [K42][K43] (each a `discard`, reason `fenced`, its copy written once); also without a replacement when the pause outlasted `transaction.timeout.ms` (60s: the coordinator aborted the transaction with an epoch bump [K41]): then the application starts a new instance at once, as after a crash. Without transactions (idempotence or none: the new instance is a new producer id) its late writes are written: duplicates of the replacement's copies, behind newer records (ordering violations). A paused producer resumes under any flavour",
+                summary: "a producer process stops (GC pause, frozen VM) for `for` and then sends what it held; with `replaced_after` a new instance takes over meanwhile from the last commit, and the zombie's late writes are fenced (transactional: refused by the epoch) or written (duplicates, out of order)",
+                fields: &["producer", "replaced_after"],
+                // A process paused for good never writes again: that is a crash, not a pause.
+                required: Some(("for", "e.g. \"90s\"; a pause for good is a producer_crash")),
+                ..NODE
+            },
         }
     }
 
@@ -547,6 +571,14 @@ pub enum FaultAction {
         /// Producer index.
         producer: u32,
     },
+    /// Producer `producer`'s process stops (and runs on at the fault's end, a zombie if a new
+    /// instance started `replaced_after` into the pause).
+    ProducerPause {
+        /// Producer index.
+        producer: u32,
+        /// When a new instance starts, after the pause began (microseconds); None: never.
+        replaced_after: Option<Time>,
+    },
 }
 
 impl FaultAction {
@@ -571,6 +603,7 @@ impl FaultAction {
             FaultAction::ResetGroups { .. } => FaultKind::ResetGroups,
             FaultAction::MemberLeave { .. } => FaultKind::MemberLeave,
             FaultAction::ProducerCrash { .. } => FaultKind::ProducerCrash,
+            FaultAction::ProducerPause { .. } => FaultKind::ProducerPause,
         }
     }
 
@@ -594,6 +627,7 @@ impl FaultAction {
             | FaultAction::SlowConsumer { consumer, .. } => Some(Node::Consumer(consumer)),
             FaultAction::ClockSkew { producer, .. }
             | FaultAction::ProducerCrash { producer }
+            | FaultAction::ProducerPause { producer, .. }
             | FaultAction::SendError {
                 producer: Some(producer),
                 ..
@@ -678,6 +712,13 @@ impl FaultPlan {
                     | FaultAction::ConsumerLeave { consumer } => f.consumer = Some(consumer),
                     FaultAction::AddPartitions { count } => f.count = Some(count),
                     FaultAction::ProducerCrash { producer } => f.producer = Some(producer),
+                    FaultAction::ProducerPause {
+                        producer,
+                        replaced_after,
+                    } => {
+                        f.producer = Some(producer);
+                        f.replaced_after = replaced_after.map(Dur);
+                    }
                     FaultAction::SlowConsumer { consumer, factor } => {
                         f.consumer = Some(consumer);
                         f.factor = Some(factor);
@@ -766,6 +807,12 @@ fn instance<R: Rng>(s: &Scenario, f: &Fault, source: usize, at: Time, rng: &mut 
                 .producer
                 .unwrap_or_else(|| rng.random_range(0..s.producers.count)),
         },
+        FaultKind::ProducerPause => FaultAction::ProducerPause {
+            producer: f
+                .producer
+                .unwrap_or_else(|| rng.random_range(0..s.producers.count)),
+            replaced_after: f.replaced_after.map(|d| d.0),
+        },
         FaultKind::DbOutage => FaultAction::DbOutage,
         FaultKind::SourceOutage => FaultAction::SourceOutage,
         FaultKind::CacheCollapse => FaultAction::CacheCollapse,
@@ -821,6 +868,15 @@ impl PlannedFault {
             FaultAction::AddPartitions { count } => line.push_str(&format!(" count {count}")),
             FaultAction::ProducerCrash { producer } => {
                 line.push_str(&format!(" producer {producer}"))
+            }
+            FaultAction::ProducerPause {
+                producer,
+                replaced_after,
+            } => {
+                line.push_str(&format!(" producer {producer}"));
+                if let Some(r) = replaced_after {
+                    line.push_str(&format!(" replaced after {}", Dur(r).readable()));
+                }
             }
             FaultAction::SlowConsumer { consumer, factor } => {
                 line.push_str(&format!(" consumer {consumer} x{factor}"))
@@ -923,6 +979,7 @@ fn validate_one(
         ("ahead", f.ahead.is_some()),
         ("fraction", f.fraction.is_some()),
         ("count", f.count.is_some()),
+        ("replaced_after", f.replaced_after.is_some()),
     ];
     debug_assert_eq!(present.map(|(n, _)| n), KIND_FIELDS);
     for (field, given) in present {
@@ -1034,6 +1091,14 @@ fn validate_one(
                 format!("must be between 1 and 10000 partitions, got {n}"),
             );
         }
+    }
+    if f.replaced_after == Some(Dur::ZERO) {
+        err(
+            fault_path(i, "replaced_after"),
+            "is how long after the pause began a new instance starts: above 0s (a replacement \
+             at once is a producer_crash)"
+                .into(),
+        );
     }
 }
 
@@ -1157,6 +1222,7 @@ service = "1ms"
             "ahead" => "false",
             "fraction" => "0.5",
             "count" => "3",
+            "replaced_after" => "\"500ms\"",
             other => panic!("no value for {other}"),
         }
     }
@@ -1212,6 +1278,34 @@ service = "1ms"
         }
     }
 
+    /// `replaced_after` is above 0s, and only a `producer_pause`'s; the plan carries it.
+    #[test]
+    fn replaced_after_is_a_pauses_and_above_zero() {
+        let sc = scenario(
+            "kind = \"producer_pause\"\nat = \"1s\"\nfor = \"5s\"\nreplaced_after = \"0s\"",
+        );
+        let errs = problems(&sc);
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].path_string(), "fault[0].replaced_after");
+        assert!(errs[0].message.contains("above 0s"), "{}", errs[0].message);
+        let sc = scenario(
+            "kind = \"producer_pause\"\nat = \"1s\"\nfor = \"5s\"\nreplaced_after = \"2s\"\nproducer = 1",
+        );
+        assert!(problems(&sc).is_empty());
+        let plan = FaultPlan::resolve(&sc, 1);
+        assert_eq!(
+            plan.faults[0].action,
+            FaultAction::ProducerPause {
+                producer: 1,
+                replaced_after: Some(2_000_000)
+            }
+        );
+        assert_eq!(
+            plan.describe(&sc)[0],
+            "t=1s producer_pause producer 1 replaced after 2s for 5s"
+        );
+    }
+
     /// The instant kind refuses a duration (it used to reach an `unreachable!` in the engine).
     #[test]
     fn cache_collapse_takes_no_duration() {
@@ -1229,6 +1323,7 @@ service = "1ms"
             ("slow_consumer", "factor"),
             ("clock_skew", "skew"),
             ("poison", "fraction"),
+            ("producer_pause", "for"),
         ] {
             let errs = problems(&scenario(&format!("kind = \"{kind}\"\nat = \"1s\"")));
             assert_eq!(errs.len(), 1, "{kind}: {errs:?}");

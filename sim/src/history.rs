@@ -68,6 +68,12 @@ pub enum DiscardReason {
     /// successor called `initTransactions`, or the transaction timed out while it was dead): a
     /// `read_committed` consumer never reads it. Its producer wrote it again (a `resend`).
     Aborted,
+    /// A zombie producer's late write, refused by its transactional id's epoch (a
+    /// `producer_pause`: a new instance, or the coordinator's abort of its timed-out
+    /// transaction, bumped the epoch; the partition leader answers `INVALID_PRODUCER_EPOCH`, the
+    /// coordinator `PRODUCER_FENCED`, and the client must close). Never written: the new
+    /// instance wrote it again (a `resend`).
+    Fenced,
 }
 
 /// One history event. `t` is simulated time in microseconds.

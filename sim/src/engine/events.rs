@@ -108,6 +108,12 @@ pub(super) enum Ev {
         p: u32,
         number: u32,
     },
+    /// A new instance of paused producer `p` starts (its pause number `serial`, a
+    /// `producer_pause` with `replaced_after`: `engine/faults.rs`).
+    ProducerReplaced {
+        p: u32,
+        serial: u32,
+    },
     /// The controller's election of a new leader on broker `b` is over (`failover.rs`).
     LeaderElected(u16),
     /// Replica `r` of broker `b` has caught up with its leader (`replication.rs`).

@@ -5,8 +5,9 @@ use super::events::Ev;
 use super::walk::walk;
 use super::Engine;
 use crate::faults::FaultAction;
-use crate::history::{Event, Node, Observer};
+use crate::history::{DiscardReason, Event, Node, Observer};
 use crate::strategy::WorldChange;
+use std::collections::VecDeque;
 
 impl<O: Observer> Engine<'_, O> {
     pub(super) fn fault_start(&mut self, i: u32) {
@@ -27,6 +28,10 @@ impl<O: Observer> Engine<'_, O> {
                 self.world_change(WorldChange::PartitionsAdded(count))
             }
             FaultAction::ProducerCrash { producer } => self.producer_crash(producer),
+            FaultAction::ProducerPause {
+                producer,
+                replaced_after,
+            } => self.producer_pause(producer, replaced_after),
             FaultAction::DbOutage => {
                 self.w.db_down += 1;
                 if self.w.db_down == 1 {
@@ -117,6 +122,7 @@ impl<O: Observer> Engine<'_, O> {
                 self.world_change(WorldChange::MemberJoined(broker))
             }
             FaultAction::ProducerCrash { producer } => self.producer_restart(producer),
+            FaultAction::ProducerPause { producer, .. } => self.producer_wake(producer),
             FaultAction::DbOutage => {
                 self.w.db_down -= 1;
                 if self.w.db_down == 0 {
@@ -203,14 +209,119 @@ impl<O: Observer> Engine<'_, O> {
         if !self.w.producers[p as usize].restart() {
             return;
         }
+        self.new_instance(p, &[], 0);
+    }
+
+    /// A new instance of producer `p` runs (it is not dead): a `Recover` of the producer, then
+    /// `initTransactions` and the application's production again from its last commit (copies
+    /// of what was written since and of `held`, what a paused instance still holds, announced
+    /// at broker `held_at`: `txn.rs`), which it sends first, ahead of what waited; then it
+    /// connects.
+    fn new_instance(&mut self, p: u32, held: &[u32], held_at: u16) {
         self.emit(Event::Recover {
             t: self.now,
             node: Node::Producer(p),
         });
-        let again = self.txn_restart(p);
+        let again = self.txn_restart(p, held, held_at);
         self.w.producers[p as usize].send_after_reconnect(again);
         self.flush();
         self.producer_reconnect(p);
+    }
+
+    /// The `producer_pause` fault: producer `p`'s process stops (a GC pause, a frozen VM). What
+    /// it holds unsent stays with it ([`super::producer::Producer::pause`]); its open
+    /// transaction stays open until the coordinator's timeout or a new instance. With
+    /// `replaced_after`, the application's orchestration starts a new instance that long into
+    /// the pause.
+    fn producer_pause(&mut self, p: u32, replaced_after: Option<u64>) {
+        let Some(serial) = self.w.producers[p as usize].pause() else {
+            return;
+        };
+        if let Some(r) = replaced_after {
+            let at = self.now.saturating_add(r.max(1));
+            self.q.push(at, Ev::ProducerReplaced { p, serial });
+        }
+    }
+
+    /// A new instance of paused producer `p` starts (its pause `serial` still lasting): it
+    /// produces again from the application's last commit, the paused instance's unsent sends
+    /// included (copies: the paused one keeps its own), and, transactional, its
+    /// `initTransactions` aborts the open transaction and bumps the epoch: the paused one is
+    /// a fenced zombie.
+    pub(super) fn producer_replaced(&mut self, p: u32, serial: u32) {
+        walk!();
+        let Some((held, at)) = self.w.producers[p as usize].replace(serial) else {
+            return;
+        };
+        self.new_instance(p, &held, at);
+    }
+
+    /// The `producer_pause` fault ends: the paused instance of producer `p` runs again with
+    /// what it held. A fenced one (transactional, and a new instance took over or the
+    /// coordinator aborted its timed-out transaction, each bumping the epoch) has its late
+    /// writes refused (`INVALID_PRODUCER_EPOCH` from the partition leader, `PRODUCER_FENCED`
+    /// from the coordinator: fatal, the client closes): each a `discard`, reason `fenced`; if
+    /// no new instance had started, the application starts one now, producing again from its
+    /// last commit. A zombie that is not fenced (no transactions: the new instance is a new
+    /// producer id) writes what it held, after what the new instance wrote: duplicates, out of
+    /// order. A producer not replaced and not fenced just goes on: what it held first, then
+    /// what waited, and its transaction commits.
+    fn producer_wake(&mut self, p: u32) {
+        let Some(woken) = self.w.producers[p as usize].wake() else {
+            return;
+        };
+        let transactional = self.cfg.transactional;
+        let fenced = transactional && (woken.replaced || self.txn_fenced(p));
+        if fenced {
+            if !woken.replaced {
+                // The application's handler of the fatal error starts a new instance at once
+                // (Kafka Streams: the task migrated, the thread rejoins and creates a producer).
+                let held: Vec<u32> = woken.held.iter().copied().collect();
+                let at = woken.broker;
+                // The copies are announced first: the checkers count a discarded record
+                // whose copy is still to come as not gone.
+                self.emit(Event::Recover {
+                    t: self.now,
+                    node: Node::Producer(p),
+                });
+                let again = self.txn_restart(p, &held, at);
+                self.fence(p, woken.held);
+                self.w.producers[p as usize].send_after_reconnect(again);
+                self.flush();
+                self.producer_reconnect(p);
+            } else {
+                self.fence(p, woken.held);
+            }
+        } else if woken.replaced {
+            // The zombie's late writes reach the broker behind the new instance's.
+            for slot in woken.held {
+                self.send(p, slot);
+            }
+        } else {
+            self.w.producers[p as usize].send_after_reconnect(woken.held);
+            self.txn_wake(p);
+            self.flush();
+            self.producer_reconnect(p);
+        }
+    }
+
+    /// A fenced zombie's late writes (`held`) are refused: each a `discard`, reason `fenced`
+    /// (its copy, written by the new instance, was announced before). A send the broker had
+    /// stored with its answer lost (a `send_timeout`) has its first write at the broker: its
+    /// waiting resend just goes.
+    fn fence(&mut self, p: u32, held: VecDeque<u32>) {
+        for slot in held {
+            self.flush();
+            if !self.w.producers[p as usize].forget_resend(slot) {
+                let msg = self.w.slab.get(slot).r;
+                self.emit(Event::Discard {
+                    t: self.now,
+                    msg,
+                    reason: DiscardReason::Fenced,
+                });
+            }
+            self.w.slab.release(slot);
+        }
     }
 
     /// A planned fault starts or ends: progress (the world changed), and one fewer to come.

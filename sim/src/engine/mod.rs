@@ -731,6 +731,7 @@ impl<'a, O: Observer> Engine<'a, O> {
             Ev::CommitDue { c, epoch } => self.commit_due(c, epoch),
             Ev::Replicated(b) => self.replicated(b),
             Ev::TxnCommit { p, number } => self.txn_commit(p, number),
+            Ev::ProducerReplaced { p, serial } => self.producer_replaced(p, serial),
             Ev::LeaderElected(b) => self.leader_elected(b),
             Ev::CaughtUp { b, r } => self.caught_up(b, r),
             Ev::FaultStart(i) => self.fault_start(i),

@@ -1135,6 +1135,36 @@ pub(super) struct Producer {
     /// Under a `linger`: how many records of `failed` each request holds, in order (a
     /// request is retried whole).
     groups: Vec<u32>,
+    /// Its process is paused (a `producer_pause`), or was and a new instance took over while
+    /// the paused one has not woken yet: what the paused one holds.
+    paused: Option<Box<Paused>>,
+    /// How many pauses it has had (a replacement scheduled for an earlier one is stale).
+    pauses: u32,
+}
+
+/// A paused producer instance (`producer_pause`): what it held when it stopped.
+#[derive(Debug)]
+struct Paused {
+    /// Its sends not yet written (failed and waiting for their retry, batched, buffered), in
+    /// send order: nothing moves them while it is paused.
+    held: VecDeque<u32>,
+    /// A new instance has started meanwhile: the paused one is a zombie.
+    replaced: bool,
+    /// Which pause of the producer it is.
+    serial: u32,
+    /// The broker it was connected to (else the first of its list): where its sends are said
+    /// to be written again by a new instance.
+    broker: u16,
+}
+
+/// What a paused producer instance holds when it wakes ([`Producer::wake`]).
+pub(super) struct Woken {
+    /// Its sends not yet written, in send order.
+    pub held: VecDeque<u32>,
+    /// A new instance took over meanwhile (it is a zombie).
+    pub replaced: bool,
+    /// The broker it was connected to when it paused (else the first of its list).
+    pub broker: u16,
 }
 
 impl Producer {
@@ -1175,6 +1205,8 @@ impl Producer {
             acc_at: Vec::new(),
             linger_armed: false,
             groups: Vec::new(),
+            paused: None,
+            pauses: 0,
         }
     }
 
@@ -1239,9 +1271,81 @@ impl Producer {
         true
     }
 
-    /// Its process starts again after a crash: false if it was not dead.
+    /// Its process starts again after a crash: false if it was not dead, or if it is paused
+    /// (a paused process is not dead: only its wake or a replacement runs it again).
     pub fn restart(&mut self) -> bool {
+        if self.paused.as_ref().is_some_and(|z| !z.replaced) {
+            return false;
+        }
         std::mem::replace(&mut self.dead, false)
+    }
+
+    /// Its process stops (a `producer_pause`): the number of this pause, or None if it is not
+    /// running (dead, paused, or a zombie of an earlier pause has not woken yet). Nothing it
+    /// holds moves: its failed, batched and buffered sends are set aside, in send order, and
+    /// what the application produces meanwhile waits in its buffer (it has no connection).
+    pub fn pause(&mut self) -> Option<u32> {
+        if self.dead || self.paused.is_some() {
+            return None;
+        }
+        self.dead = true;
+        let broker = self.broker.or(self.list.first().copied()).unwrap_or(0);
+        self.lose_broker();
+        let mut held = std::mem::take(&mut self.failed);
+        held.extend(self.acc.drain(..));
+        held.append(&mut self.buffer);
+        self.acc_parts.clear();
+        self.acc_at.clear();
+        self.groups.clear();
+        self.overtakes = None;
+        self.failed_block = false;
+        self.pauses = self.pauses.wrapping_add(1);
+        self.paused = Some(Box::new(Paused {
+            held,
+            replaced: false,
+            serial: self.pauses,
+            broker,
+        }));
+        Some(self.pauses)
+    }
+
+    /// A new instance starts while pause `serial` lasts: the sends the paused one holds (their
+    /// slots, in send order) and the broker it was connected to, or None if that pause is over or was replaced already. The
+    /// producer runs again (as the new instance); the paused one keeps what it held.
+    pub fn replace(&mut self, serial: u32) -> Option<(Vec<u32>, u16)> {
+        let z = self.paused.as_mut()?;
+        if z.serial != serial || z.replaced {
+            return None;
+        }
+        z.replaced = true;
+        self.dead = false;
+        Some((z.held.iter().copied().collect(), z.broker))
+    }
+
+    /// The paused instance runs again: what it held, or None if it is not paused. Unless a new
+    /// instance took over, the producer runs again (as itself).
+    pub fn wake(&mut self) -> Option<Woken> {
+        let z = self.paused.take()?;
+        if !z.replaced {
+            self.dead = false;
+        }
+        Some(Woken {
+            held: z.held,
+            replaced: z.replaced,
+            broker: z.broker,
+        })
+    }
+
+    /// Whether `slot` is a send the broker stored with its answer lost, waiting to be sent
+    /// again (a `send_timeout`): its entry goes, and true.
+    pub fn forget_resend(&mut self, slot: u32) -> bool {
+        match self.resent.iter().position(|&(s, ..)| s == slot) {
+            Some(i) => {
+                self.resent.swap_remove(i);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Whether its process is dead.
@@ -1289,4 +1393,98 @@ pub(super) enum Attempt {
         failover: bool,
         buffered: VecDeque<u32>,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn producer() -> Producer {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut p = Producer::new(
+            vec![0, 1],
+            &Producers::default(),
+            &mut rng,
+            ChaCha8Rng::seed_from_u64(2),
+        );
+        assert!(matches!(
+            p.try_connect(|_| true),
+            Attempt::Connected { broker: 0, .. }
+        ));
+        p
+    }
+
+    /// A pause sets aside what the producer holds (failed, then batched, then buffered, in send
+    /// order) and stops it; the wake hands it back and runs it again.
+    #[test]
+    fn a_pause_holds_everything_unsent_until_the_wake() {
+        let mut p = producer();
+        p.failed.extend([1, 2]);
+        p.groups.push(2);
+        p.overtakes = Some(3);
+        p.acc.extend([3, 4]);
+        p.acc_parts.push(2);
+        assert_eq!(p.pause(), Some(1));
+        assert!(p.is_dead() && p.connected_to().is_none());
+        assert!(p.failed.is_empty() && p.acc.is_empty() && p.groups.is_empty());
+        assert!(p.acc_parts.is_empty() && p.overtakes.is_none());
+        // Paused: no second pause, no restart (a crash's end does not wake it).
+        assert_eq!(p.pause(), None);
+        assert!(!p.restart());
+        // What the application produces meanwhile waits in the buffer, not with the paused one.
+        p.buffer.push_back(5);
+        let w = p.wake().expect("paused");
+        assert_eq!(w.held, [1, 2, 3, 4]);
+        assert!(!w.replaced);
+        assert_eq!(w.broker, 0);
+        assert!(!p.is_dead());
+        assert_eq!(p.buffer, [5]);
+        assert!(p.wake().is_none(), "woken once");
+    }
+
+    /// A replacement runs the producer again while the paused instance keeps what it held, and
+    /// only for the pause it was scheduled for; the zombie's wake then leaves the new instance
+    /// running, and a pause of the new instance waits for the zombie's wake.
+    #[test]
+    fn a_replacement_runs_while_the_zombie_keeps_what_it_held() {
+        let mut p = producer();
+        p.acc.push(7);
+        let serial = p.pause().expect("running");
+        assert!(p.replace(serial + 1).is_none(), "another pause's");
+        assert_eq!(p.replace(serial), Some((vec![7], 0)));
+        assert!(p.replace(serial).is_none(), "replaced once");
+        assert!(!p.is_dead());
+        assert_eq!(p.pause(), None, "the zombie has not woken");
+        let w = p.wake().expect("a zombie");
+        assert!(w.replaced);
+        assert_eq!(w.held, [7]);
+        assert!(!p.is_dead());
+        // A stale replacement after the wake does nothing.
+        assert!(p.replace(serial).is_none());
+        assert_eq!(p.pause(), Some(serial + 1));
+    }
+
+    /// A dead producer does not pause; a crash of a paused one changes nothing.
+    #[test]
+    fn a_dead_producer_does_not_pause() {
+        let mut p = producer();
+        assert!(p.crash());
+        assert_eq!(p.pause(), None);
+        assert!(p.restart());
+        assert!(p.pause().is_some());
+        assert!(!p.crash());
+        assert!(p.wake().is_some());
+        assert!(!p.is_dead());
+    }
+
+    /// A send stored with its answer lost is remembered until sent again or forgotten.
+    #[test]
+    fn forget_resend_removes_only_its_entry() {
+        let mut p = producer();
+        p.resent.push((9, 0, 0, false));
+        assert!(!p.forget_resend(8));
+        assert!(p.forget_resend(9));
+        assert!(p.resent.is_empty());
+    }
 }

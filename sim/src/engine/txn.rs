@@ -25,6 +25,12 @@
 //! `read_committed` consumer never reads its records (`Event::Discard`, reason `aborted`,
 //! after the copies are announced), a `read_uncommitted` one reads them as any.
 //!
+//! A `producer_pause` (`engine/faults.rs`): the paused producer commits nothing; a new instance
+//! (`replaced_after`) restarts as after a crash, writing again also what the paused one still
+//! holds unsent; the coordinator's abort at the timeout marks its transactional id fenced
+//! ([`Engine::txn_fenced`]): the epoch was bumped, and a transactional zombie's late writes are
+//! refused when it wakes.
+//!
 //! Not modelled: the commit's markers take no time to be written; a commit does not wait for
 //! the producer's sends still failing or buffered (they join the next transaction); a
 //! transaction only lasts its interval, so the transaction timeout fires only for a dead
@@ -75,6 +81,11 @@ struct TxnProducer {
     /// Records of its transactions the coordinator aborted while it was dead (the timeout):
     /// discarded once its successor has announced their copies.
     aborted: Vec<Written>,
+    /// The coordinator aborted its transaction at the timeout while it was dead or paused,
+    /// bumping its transactional id's epoch (`TransactionCoordinator.abortTimedOutTransactions`
+    /// -> `prepareFenceProducerEpoch`): the instance that wrote it is fenced. A new instance
+    /// (`initTransactions`) has the new epoch.
+    fenced: bool,
 }
 
 /// The commits of every producer, and each partition's records above its LSO.
@@ -224,6 +235,7 @@ impl<O: Observer> Engine<'_, O> {
                 if now < timeout {
                     self.q.push(timeout, Ev::TxnCommit { p, number });
                 } else {
+                    tp.fenced = true;
                     self.txn_end(p, false);
                 }
             }
@@ -276,15 +288,20 @@ impl<O: Observer> Engine<'_, O> {
     /// id's open transaction (a commit period without transactions just ends), and the
     /// application produces again from its last commit: each record written since is written
     /// again, a copy with a new id (`Event::Resend`, not deduplicated: the new instance's
-    /// records are new to the broker). The copies are returned, in write order, for the
-    /// producer to send first; then the aborted records are discarded.
-    pub(super) fn txn_restart(&mut self, p: u32) -> VecDeque<u32> {
+    /// records are new to the broker), then each record a paused instance still holds unsent
+    /// (`held`, in send order, announced as resent at `held_at`). The copies are returned, in
+    /// that order, for the producer to send first; then the aborted records are discarded.
+    pub(super) fn txn_restart(&mut self, p: u32, held: &[u32], held_at: u16) -> VecDeque<u32> {
         walk!();
         self.txn_end(p, false);
         let txns = self.txns.as_deref_mut().expect("transactions");
         let tp = &mut txns.producers[p as usize];
-        let again = std::mem::take(&mut tp.since_commit);
+        tp.fenced = false;
+        let mut again = std::mem::take(&mut tp.since_commit);
         let aborted = std::mem::take(&mut tp.aborted);
+        for &slot in held {
+            again.push((*self.w.slab.get(slot), held_at));
+        }
         let mut copies = VecDeque::with_capacity(again.len());
         for (m, b) in again {
             let id = self.w.next_id;
@@ -324,6 +341,29 @@ impl<O: Observer> Engine<'_, O> {
             self.w.slab.release(slot);
         }
         copies
+    }
+
+    /// Whether producer `p`'s transactional id's epoch was bumped past its running instance by
+    /// the coordinator's abort of its timed-out transaction (`TxnProducer::fenced`).
+    pub(super) fn txn_fenced(&self, p: u32) -> bool {
+        self.txns
+            .as_deref()
+            .is_some_and(|t| t.transactional && t.producers[p as usize].fenced)
+    }
+
+    /// Paused producer `p` runs again as itself: its transaction (or commit period), if still
+    /// open, commits now (its commit came due during the pause, or is rescheduled to the
+    /// transaction timeout).
+    pub(super) fn txn_wake(&mut self, p: u32) {
+        let now = self.now;
+        let Some(txns) = self.txns.as_deref_mut() else {
+            return;
+        };
+        let tp = &txns.producers[p as usize];
+        if tp.open {
+            let number = tp.number;
+            self.q.push(now, Ev::TxnCommit { p, number });
+        }
     }
 }
 

@@ -429,11 +429,12 @@ pub struct Producers {
     /// `isolation = "read_committed"` sees a record only once its transaction is committed,
     /// and no later record of its partition before that (the last stable offset). A
     /// `producer_crash` aborts the open transaction when the producer comes back
-    /// (`initTransactions`). Only with `flavour = "kafka"` (or `"native"`). Default false.
+    /// (`initTransactions`); a `producer_pause`'s zombie is fenced by the epoch. Only with `flavour = "kafka"` (or `"native"`). Default false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transactional: Option<bool>,
     /// How often the producing application commits its progress: the checkpoint of its own
-    /// input, from which it produces again after a `producer_crash`. With `transactional =
+    /// input, from which it produces again after a `producer_crash` (or a `producer_pause`'s
+    /// replacement). With `transactional =
     /// true` each commit is its transaction's (`commitTransaction`, after
     /// `sendOffsetsToTransaction`): a transaction begins with its first record and commits
     /// this long after (Kafka Streams' `commit.interval.ms`, 100 ms under `exactly_once_v2`; a
@@ -441,7 +442,7 @@ pub struct Producers {
     /// application checkpoints at the same cadence, and records written after its last
     /// checkpoint are written again after a crash. At most 60s (`transaction.timeout.ms`: the
     /// coordinator aborts a longer transaction). Only with `transactional = true` or a
-    /// `producer_crash` fault. Default `"100ms"`.
+    /// `producer_crash` or `producer_pause` fault. Default `"100ms"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit_interval: Option<Dur>,
 }
@@ -1136,6 +1137,10 @@ pub struct Fault {
     /// How many partitions are added (add_partitions), at least 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<u32>,
+    /// How long after a `producer_pause` began a new instance of the producer starts
+    /// (producer_pause). Absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced_after: Option<Dur>,
 }
 
 impl Fault {
@@ -1154,6 +1159,7 @@ impl Fault {
             ahead: None,
             fraction: None,
             count: None,
+            replaced_after: None,
         }
     }
 }

@@ -78,7 +78,7 @@ pub struct Resolved {
     pub transactional: bool,
     /// `[producers] commit_interval`: how often the producing application commits (its
     /// transaction, or its input's checkpoint), when it matters (a transactional producer, or
-    /// a `producer_crash` fault); else None.
+    /// a `producer_crash` or `producer_pause` fault); else None.
     pub producer_commits: Option<Dur>,
     /// `[consumers] isolation = "read_committed"`.
     pub read_committed: bool,
@@ -317,15 +317,19 @@ impl Scenario {
                     .into(),
             );
         }
-        let crashes = self
-            .faults
-            .iter()
-            .any(|f| f.kind == crate::faults::FaultKind::ProducerCrash);
+        // A producer's crash, or its pause (whose replacement, or whose fencing, restarts it
+        // from the last commit): the producing application's checkpoint matters.
+        let crashes = self.faults.iter().any(|f| {
+            matches!(
+                f.kind,
+                crate::faults::FaultKind::ProducerCrash | crate::faults::FaultKind::ProducerPause
+            )
+        });
         if pr.commit_interval.is_some() && !transactional && !crashes {
             err(
                 &["producers", "commit_interval"],
                 "only applies to a transactional producer (transactional = true) or to the \
-                 checkpoint a producer_crash goes back to: set one of them"
+                 checkpoint a producer_crash or producer_pause goes back to: set one of them"
                     .into(),
             );
         }
@@ -355,7 +359,7 @@ impl Scenario {
                         "commit_interval"
                     },
                 ],
-                "transactions and producer crashes are not modelled together with \
+                "transactions and producer crashes or pauses are not modelled together with \
                  [broker.replication] here: leave out one of them"
                     .into(),
             );
