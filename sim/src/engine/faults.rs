@@ -209,20 +209,25 @@ impl<O: Observer> Engine<'_, O> {
         if !self.w.producers[p as usize].restart() {
             return;
         }
-        self.new_instance(p, &[], 0);
+        let again = self.new_instance(p, &[], 0);
+        self.run_instance(p, again);
     }
 
-    /// A new instance of producer `p` runs (it is not dead): a `Recover` of the producer, then
-    /// `initTransactions` and the application's production again from its last commit (copies
-    /// of what was written since and of `held`, what a paused instance still holds, announced
-    /// at broker `held_at`: `txn.rs`), which it sends first, ahead of what waited; then it
-    /// connects.
-    fn new_instance(&mut self, p: u32, held: &[u32], held_at: u16) {
+    /// A new instance of producer `p` starts (it is not dead): a `Recover` of the producer, then
+    /// `initTransactions` and the application's production again from its last commit: the
+    /// copies of what was written since and of `held`, what a paused instance still holds,
+    /// announced at broker `held_at` (`txn.rs`), returned for [`Engine::run_instance`].
+    fn new_instance(&mut self, p: u32, held: &[u32], held_at: u16) -> VecDeque<u32> {
         self.emit(Event::Recover {
             t: self.now,
             node: Node::Producer(p),
         });
-        let again = self.txn_restart(p, held, held_at);
+        self.txn_restart(p, held, held_at)
+    }
+
+    /// Producer `p`'s new instance sends `again` (its copies) first, ahead of what waited, and
+    /// connects.
+    fn run_instance(&mut self, p: u32, again: VecDeque<u32>) {
         self.w.producers[p as usize].send_after_reconnect(again);
         self.flush();
         self.producer_reconnect(p);
@@ -253,7 +258,8 @@ impl<O: Observer> Engine<'_, O> {
         let Some((held, at)) = self.w.producers[p as usize].replace(serial) else {
             return;
         };
-        self.new_instance(p, &held, at);
+        let again = self.new_instance(p, &held, at);
+        self.run_instance(p, again);
     }
 
     /// The `producer_pause` fault ends: the paused instance of producer `p` runs again with
@@ -272,26 +278,17 @@ impl<O: Observer> Engine<'_, O> {
         };
         let transactional = self.cfg.transactional;
         let fenced = transactional && (woken.replaced || self.txn_fenced(p));
-        if fenced {
-            if !woken.replaced {
-                // The application's handler of the fatal error starts a new instance at once
-                // (Kafka Streams: the task migrated, the thread rejoins and creates a producer).
-                let held: Vec<u32> = woken.held.iter().copied().collect();
-                let at = woken.broker;
-                // The copies are announced first: the checkers count a discarded record
-                // whose copy is still to come as not gone.
-                self.emit(Event::Recover {
-                    t: self.now,
-                    node: Node::Producer(p),
-                });
-                let again = self.txn_restart(p, &held, at);
-                self.fence(p, woken.held);
-                self.w.producers[p as usize].send_after_reconnect(again);
-                self.flush();
-                self.producer_reconnect(p);
-            } else {
-                self.fence(p, woken.held);
-            }
+        if fenced && woken.replaced {
+            self.fence(p, woken.held);
+        } else if fenced {
+            // The application's handler of the fatal error starts a new instance at once
+            // (Kafka Streams: the task migrated, the thread rejoins and creates a producer). Its
+            // copies are announced before the refusals: the checkers count a discarded record
+            // whose copy was stored as not gone.
+            let held: Vec<u32> = woken.held.iter().copied().collect();
+            let again = self.new_instance(p, &held, woken.broker);
+            self.fence(p, woken.held);
+            self.run_instance(p, again);
         } else if woken.replaced {
             // The zombie's late writes reach the broker behind the new instance's.
             for slot in woken.held {
