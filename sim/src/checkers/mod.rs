@@ -30,6 +30,14 @@ use std::collections::{BTreeMap, VecDeque};
 
 const NONE: Time = Time::MAX;
 
+/// Where the broker's copy of a message went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fate {
+    DeadLettered,
+    Dropped,
+    Discarded,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Rec {
     produced_at: Time,
@@ -359,6 +367,12 @@ pub struct Checkers<A: Annotations = Off> {
     /// The messages (key, seq; sorted) a resend stored again: a copy may be pending at the end
     /// after its message is final (applied).
     copies: Vec<(u32, u32)>,
+    /// Copies a resend announced (ids, sorted) that no broker has stored yet: one its producer
+    /// then gives up never existed at a broker, so it is one copy fewer ([`Checkers::copy_vanished`]).
+    unstored_copies: Vec<u64>,
+    /// Where a message went while a copy of it was still outstanding (the last such instance
+    /// per message): its fate once that copy turns out never to be stored.
+    deferred_gone: Vec<(MsgRef, Fate)>,
     /// The annotations' sink and memory ([`Off`]: nothing, zero-sized).
     notes: A,
 }
@@ -430,6 +444,8 @@ impl<A: Annotations> Checkers<A> {
             reopened: Vec::new(),
             replayed_final: Vec::new(),
             copies: Vec::new(),
+            unstored_copies: Vec::new(),
+            deferred_gone: Vec::new(),
             notes,
         }
     }
@@ -534,17 +550,74 @@ impl<A: Annotations> Checkers<A> {
 
     /// The broker's copy of `msg` is gone (dead-lettered, dropped or discarded): final, unless a
     /// consumer has it in hand and may still apply it.
-    fn gone(&mut self, e: &Event, msg: MsgRef, t: Time, set: impl FnOnce(&mut Rec)) {
+    fn gone(&mut self, e: &Event, msg: MsgRef, t: Time, fate: Fate) {
         let Some(r) = self.rec(msg) else {
             self.unknown(e, msg);
             return;
         };
         if r.copies > 0 {
-            // Another copy (a resend stored again) is still at a broker: the message is not gone.
+            // Another copy (a resend stored again) is still at a broker, or on its way: the
+            // message is not gone, unless that copy never gets there.
+            r.copies -= 1;
+            self.defer_gone(msg, fate);
+            return;
+        }
+        self.gone_for_good(msg, t, fate);
+    }
+
+    /// `msg` went (`fate`) while a copy was outstanding: kept until that copy is stored (then
+    /// the copy decides) or given up (then this is the message's fate).
+    #[cold]
+    #[inline(never)]
+    fn defer_gone(&mut self, msg: MsgRef, fate: Fate) {
+        let same = |(m, _): &(MsgRef, Fate)| (m.key, m.seq) == (msg.key, msg.seq);
+        match self.deferred_gone.iter_mut().find(|d| same(d)) {
+            Some(d) => *d = (msg, fate),
+            None => self.deferred_gone.push((msg, fate)),
+        }
+    }
+
+    /// A copy a resend announced was given up by its producer before any broker stored it: one
+    /// outstanding instance fewer. If it was the last, the message went as its last instance
+    /// did ([`Checkers::defer_gone`]).
+    #[cold]
+    #[inline(never)]
+    fn copy_vanished(&mut self, msg: MsgRef, t: Time) {
+        let Some(r) = self.rec(msg) else {
+            return;
+        };
+        if r.copies > 0 {
             r.copies -= 1;
             return;
         }
-        set(r);
+        let key_seq = (msg.key, msg.seq);
+        if let Some(i) = self
+            .deferred_gone
+            .iter()
+            .position(|(m, _)| (m.key, m.seq) == key_seq)
+        {
+            let (went, fate) = self.deferred_gone.swap_remove(i);
+            self.gone_for_good(went, t, fate);
+        }
+    }
+
+    /// The last instance of `msg` is gone (`fate`): final, unless a consumer has it in hand.
+    fn gone_for_good(&mut self, msg: MsgRef, t: Time, fate: Fate) {
+        let Some(r) = self.rec(msg) else {
+            return;
+        };
+        match fate {
+            Fate::DeadLettered => r.dead_lettered = true,
+            Fate::Dropped => r.dropped = true,
+            Fate::Discarded => r.discarded = true,
+        }
+        if !self.deferred_gone.is_empty() {
+            self.deferred_gone
+                .retain(|(m, _)| (m.key, m.seq) != (msg.key, msg.seq));
+        }
+        let Some(r) = self.rec(msg) else {
+            return;
+        };
         if r.resolved_at == NONE {
             r.resolved_at = t;
         }
@@ -693,6 +766,9 @@ impl<A: Annotations> Checkers<A> {
         match *e {
             Event::Produce { msg, poison, .. } => self.produce(t, msg, poison),
             Event::Enqueue { msg, .. } => {
+                if !self.unstored_copies.is_empty() {
+                    self.copy_stored(msg);
+                }
                 if let Some(r) = self.rec(msg) {
                     if r.enqueued_at == NONE {
                         r.enqueued_at = t;
@@ -726,18 +802,18 @@ impl<A: Annotations> Checkers<A> {
                 self.resolve(e, msg, t, |r| r.rejected = true);
                 self.out_of_hand(consumer, msg);
             }
-            Event::DeadLetter { msg, .. } => self.gone(e, msg, t, |r| r.dead_lettered = true),
+            Event::DeadLetter { msg, .. } => self.gone(e, msg, t, Fate::DeadLettered),
             Event::Drop { msg, .. } => {
                 if A::ON {
                     self.remember_gone(e, msg);
                 }
-                self.gone(e, msg, t, |r| r.dropped = true)
+                self.gone(e, msg, t, Fate::Dropped)
             }
             Event::Discard { msg, .. } => {
                 if A::ON {
                     self.remember_gone(e, msg);
                 }
-                self.gone(e, msg, t, |r| r.discarded = true)
+                self.gone(e, msg, t, Fate::Discarded)
             }
             Event::Ack { msg, consumer, .. } => {
                 self.out_of_hand(consumer, msg);
@@ -831,13 +907,22 @@ impl<A: Annotations> Checkers<A> {
                     if let Err(i) = self.copies.binary_search(&(msg.key, msg.seq)) {
                         self.copies.insert(i, (msg.key, msg.seq));
                     }
+                    if let Err(i) = self.unstored_copies.binary_search(&msg.id) {
+                        self.unstored_copies.insert(i, msg.id);
+                    }
                 }
             }
             Event::DeliveryTimeout { msg, resent, .. } => {
                 self.coverage.delivery_timeouts += 1;
                 self.unknown(e, msg);
                 if !resent {
-                    self.given_up(t, msg);
+                    match self.unstored_copies.binary_search(&msg.id) {
+                        Ok(i) => {
+                            self.unstored_copies.remove(i);
+                            self.copy_vanished(msg, t);
+                        }
+                        Err(_) => self.given_up(t, msg),
+                    }
                 }
             }
             Event::DrainStart { .. } => self.drain_start = Some(t),
@@ -849,6 +934,15 @@ impl<A: Annotations> Checkers<A> {
                 }
             }
             Event::Recover { .. } | Event::Resume { .. } | Event::Takeover { .. } => {}
+        }
+    }
+
+    /// A broker stored `msg`: if it is a copy a resend announced, it exists now.
+    #[cold]
+    #[inline(never)]
+    fn copy_stored(&mut self, msg: MsgRef) {
+        if let Ok(i) = self.unstored_copies.binary_search(&msg.id) {
+            self.unstored_copies.remove(i);
         }
     }
 

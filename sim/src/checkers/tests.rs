@@ -2383,3 +2383,51 @@ fn a_message_given_up_unstored_is_given_up_and_nothing_else() {
     let r = h.metrics(10 * MS);
     assert_eq!((r.given_up, r.applied, r.undelivered), (0, 1, 0));
 }
+
+/// A copy a resend announced that its producer gives up before any broker stored it never
+/// existed: the message goes as its stored instance does, whether that went before the copy was
+/// given up (its fate waits for the copy) or after. Before, a dead letter or drop while the copy was announced
+/// counted the copy as still at a broker, and the message was never accounted for.
+#[test]
+fn a_copy_given_up_unstored_leaves_the_message_to_its_stored_instance() {
+    let (a, copy) = (m(0, 0, 0), m(1, 0, 0));
+    let announced = |h: &mut H| {
+        h.produce(0, a).enqueue(0, a).resend(MS, copy, 0, false);
+    };
+    // The stored message is dead-lettered, then the copy is given up.
+    let mut h = H::state();
+    announced(&mut h);
+    h.dead_letter(2 * MS, a).give_up(3 * MS, copy, false);
+    let r = h.metrics(4 * MS);
+    assert_eq!(
+        (r.dead_lettered, r.given_up, r.lost, r.pending_at_end),
+        (1, 0, 0, 0)
+    );
+    // The other way round.
+    let mut h = H::state();
+    announced(&mut h);
+    h.give_up(2 * MS, copy, false).dead_letter(3 * MS, a);
+    let r = h.metrics(4 * MS);
+    assert_eq!(
+        (r.dead_lettered, r.given_up, r.lost, r.pending_at_end),
+        (1, 0, 0, 0)
+    );
+    // A copy that was stored is at a broker: the first's going leaves the message open.
+    let mut h = H::state();
+    announced(&mut h);
+    h.enqueue(MS, copy)
+        .dead_letter(2 * MS, a)
+        .deliver_stored(3 * MS, copy);
+    let r = h.metrics(4 * MS);
+    assert_eq!((r.applied, r.dead_lettered, r.lost), (1, 0, 0));
+    // Two copies: the message waits for the last.
+    let copy2 = m(2, 0, 0);
+    let mut h = H::state();
+    announced(&mut h);
+    h.resend(MS, copy2, 0, false)
+        .dead_letter(2 * MS, a)
+        .give_up(3 * MS, copy, false);
+    h.enqueue(4 * MS, copy2).pending(5 * MS, copy2);
+    let r = h.metrics(5 * MS);
+    assert_eq!((r.pending_at_end, r.dead_lettered, r.lost), (1, 0, 0));
+}

@@ -843,7 +843,9 @@ impl<O: Observer> Engine<'_, O> {
             *expiry_at = Some(at);
             self.q.push(at, Ev::DeliveryTimeout(p));
         }
+        // Each give-up is over (a resend may reach a consumer) before the next is made.
         for slot in expired {
+            self.flush();
             self.give_up_send(p, slot);
         }
     }
