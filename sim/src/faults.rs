@@ -458,6 +458,9 @@ pub enum FaultAction {
     BrokerCrash {
         /// Broker index.
         broker: u16,
+        /// Which of its Kafka cluster's brokers (`[broker.replication] brokers`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        node: Option<u16>,
     },
     /// Consumer process `consumer` dies.
     ConsumerCrash {
@@ -579,7 +582,7 @@ impl FaultAction {
     pub fn node(&self) -> Option<crate::history::Node> {
         use crate::history::Node;
         match *self {
-            FaultAction::BrokerCrash { broker }
+            FaultAction::BrokerCrash { broker, .. }
             | FaultAction::MemberLeave { broker }
             | FaultAction::DlqReplay {
                 broker: Some(broker),
@@ -669,7 +672,11 @@ impl FaultPlan {
                     ..Fault::of(p.action.kind())
                 };
                 match p.action {
-                    FaultAction::BrokerCrash { broker } | FaultAction::MemberLeave { broker } => {
+                    FaultAction::BrokerCrash { broker, node } => {
+                        f.broker = Some(s.brokers[broker as usize].name.clone());
+                        f.node = node.map(u32::from);
+                    }
+                    FaultAction::MemberLeave { broker } => {
                         f.broker = Some(s.brokers[broker as usize].name.clone())
                     }
                     FaultAction::ConsumerCrash { consumer }
@@ -725,6 +732,7 @@ fn instance<R: Rng>(s: &Scenario, f: &Fault, source: usize, at: Time, rng: &mut 
     let action = match f.kind {
         FaultKind::BrokerCrash => FaultAction::BrokerCrash {
             broker: broker(rng),
+            node: f.node.map(|n| n as u16),
         },
         FaultKind::MemberLeave => FaultAction::MemberLeave {
             broker: broker(rng),
@@ -809,7 +817,13 @@ impl PlannedFault {
             self.action.kind().name()
         );
         match self.action {
-            FaultAction::BrokerCrash { broker } | FaultAction::MemberLeave { broker } => {
+            FaultAction::BrokerCrash { broker, node } => {
+                line.push_str(&format!(" broker {}", s.brokers[broker as usize].name));
+                if let Some(n) = node {
+                    line.push_str(&format!(" node {n}"));
+                }
+            }
+            FaultAction::MemberLeave { broker } => {
                 line.push_str(&format!(" broker {}", s.brokers[broker as usize].name))
             }
             FaultAction::ConsumerCrash { consumer }
@@ -947,6 +961,7 @@ fn validate_one(
             err(fault_path(i, field), what);
         }
     }
+    node_problems(s, i, f, err);
     if let Some((field, example)) = kind.spec().required {
         let given = present.iter().any(|(n, g)| *n == field && *g);
         if !given {
@@ -1037,6 +1052,75 @@ fn validate_one(
     }
 }
 
+/// A `broker_crash`'s `node`: one of its Kafka cluster's brokers, given exactly when its broker
+/// has `[broker.replication] brokers`.
+fn node_problems(s: &Scenario, i: usize, f: &Fault, err: &mut impl FnMut(Vec<PathSeg>, String)) {
+    let cluster = |name: &str| {
+        s.broker_index(name)
+            .and_then(|b| s.brokers[b].replication.as_ref())
+            .and_then(|r| r.brokers)
+    };
+    if f.kind != FaultKind::BrokerCrash {
+        if f.node.is_some() {
+            err(
+                fault_path(i, "node"),
+                format!(
+                    "does not apply to kind = \"{}\" (only to broker_crash, on a Kafka cluster \
+                     with [broker.replication] brokers)",
+                    f.kind.name()
+                ),
+            );
+        }
+        return;
+    }
+    let Some(name) = f.broker.as_deref() else {
+        if s.brokers
+            .iter()
+            .any(|b| b.replication.as_ref().is_some_and(|r| r.brokers.is_some()))
+        {
+            err(
+                fault_path(i, "broker"),
+                "name the broker: a random pick could be a Kafka cluster ([broker.replication] \
+                 brokers), whose crash needs `node`"
+                    .into(),
+            );
+        } else if f.node.is_some() {
+            err(
+                fault_path(i, "node"),
+                "names one of a Kafka cluster's brokers: it needs `broker` (one with \
+                 [broker.replication] brokers)"
+                    .into(),
+            );
+        }
+        return;
+    };
+    match (cluster(name), f.node) {
+        (Some(n), None) => err(
+            fault_path(i, "node"),
+            format!(
+                "broker {name:?} is a Kafka cluster of {n} brokers ([broker.replication] \
+                 brokers): say which one crashes, node = 0 to {}",
+                n - 1
+            ),
+        ),
+        (Some(n), Some(k)) if k >= n => err(
+            fault_path(i, "node"),
+            format!(
+                "must be 0 to {} (broker {name:?}'s cluster has {n} brokers), got {k}",
+                n - 1
+            ),
+        ),
+        (None, Some(_)) if s.broker_index(name).is_some() => err(
+            fault_path(i, "node"),
+            format!(
+                "broker {name:?} has no [broker.replication] brokers: `node` names one of a \
+                 Kafka cluster's brokers"
+            ),
+        ),
+        _ => {}
+    }
+}
+
 /// A `broker_crash` of a broker whose partitions have followers (`[broker.replication]` with
 /// `replication_factor` above 1): each crash takes down the leader of the moment, so crashes
 /// may overlap (a new leader crashing while the old one is still down): the kind's
@@ -1047,7 +1131,7 @@ fn crashes_a_leader(s: &Scenario, f: &Fault) -> bool {
             .as_deref()
             .and_then(|name| s.broker_index(name))
             .and_then(|i| s.brokers[i].replication.as_ref())
-            .is_some_and(|r| r.replication_factor > 1)
+            .is_some_and(|r| r.replication_factor > 1 && r.brokers.is_none())
 }
 
 /// Two scripted faults of the same kind on the same target must not overlap: the second would act
@@ -1072,7 +1156,7 @@ fn check_overlaps(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
         .iter()
         .filter(|(_, f, _, _)| !f.kind.may_overlap() && !crashes_a_leader(s, f))
         .collect();
-    let target = |f: &Fault| (f.kind, f.broker.clone(), f.consumer, f.producer);
+    let target = |f: &Fault| (f.kind, f.broker.clone(), f.node, f.consumer, f.producer);
     by_target.sort_by(|a, b| {
         target(a.1)
             .cmp(&target(b.1))

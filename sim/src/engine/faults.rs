@@ -15,7 +15,11 @@ impl<O: Observer> Engine<'_, O> {
         let f = &self.plan.faults[i as usize];
         let (action, duration) = (f.action, f.duration);
         match action {
-            FaultAction::BrokerCrash { broker } => self.broker_crash(broker),
+            FaultAction::BrokerCrash {
+                broker,
+                node: Some(n),
+            } => self.node_crash(broker, n),
+            FaultAction::BrokerCrash { broker, node: None } => self.broker_crash(broker),
             FaultAction::ConsumerCrash { consumer } => self.consumer_crash(consumer),
             FaultAction::NetworkBlip { consumer } => self.blip_start(consumer),
             FaultAction::ConsumerPause { consumer } => self.pause_start(consumer),
@@ -92,7 +96,7 @@ impl<O: Observer> Engine<'_, O> {
             },
         }
         if let Some(mut d) = duration {
-            if let FaultAction::BrokerCrash { broker } = action {
+            if let FaultAction::BrokerCrash { broker, .. } = action {
                 // The fault's `for` is how long the broker stays down; its restart comes on top.
                 if let Some(restart) = self.w.brokers[broker as usize].restart_delay() {
                     d = d.saturating_add(restart);
@@ -108,7 +112,11 @@ impl<O: Observer> Engine<'_, O> {
         self.fault_transition();
         let action = self.plan.faults[i as usize].action;
         match action {
-            FaultAction::BrokerCrash { broker } => self.broker_restart(broker),
+            FaultAction::BrokerCrash {
+                broker,
+                node: Some(n),
+            } => self.node_restart(broker, n),
+            FaultAction::BrokerCrash { broker, node: None } => self.broker_restart(broker),
             FaultAction::ConsumerCrash { consumer } => self.consumer_restart(consumer),
             FaultAction::NetworkBlip { consumer } => self.blip_end(consumer),
             FaultAction::ConsumerPause { consumer } => self.pause_end(consumer),

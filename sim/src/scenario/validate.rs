@@ -1119,6 +1119,26 @@ fn replication_problems(
     if let Err(m) = r.leader_election_time.0.check() {
         err("leader_election_time", m);
     }
+    if let Some(n) = r.brokers {
+        if !(r.replication_factor..=MAX_REPLICATION_FACTOR).contains(&n) {
+            err(
+                "brokers",
+                format!(
+                    "must be replication_factor ({}) to {MAX_REPLICATION_FACTOR}: each of a \
+                     partition's replicas is on its own broker (Kafka's placer refuses a factor \
+                     above the brokers registered), got {n}",
+                    r.replication_factor
+                ),
+            );
+        }
+    } else if r.auto_leader_rebalance.is_some() {
+        err(
+            "auto_leader_rebalance",
+            "moves leaders back to their preferred brokers: it needs `brokers` (the cluster's \
+             brokers, over which the leaders are spread)"
+                .into(),
+        );
+    }
     if b.backup_of.is_some() {
         err(
             "replication_factor",
