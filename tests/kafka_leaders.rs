@@ -9,7 +9,9 @@
 //! with no replica on it does not notice. Under `acks = "1"` only the crashed leaders'
 //! unreplicated records are lost. When the broker is back and caught up, the controller's
 //! leader imbalance check (`auto.leader.rebalance.enable`, every 300s) gives each partition
-//! back to its preferred leader.
+//! back to its preferred leader. A `replica_stall` keeps a broker alive and stops its fetching:
+//! the ISRs it is in wait for it until their leaders' check drops it (`replica.lag.time.max.ms`,
+//! `Partition.maybeShrinkIsr`), and below `min_insync_replicas` then refuse writes.
 //!
 //! On today's behaviour (one broker leads every partition; no `brokers`, no `node`: these
 //! scenarios do not load) these tests fail. Checked by two reverts in
@@ -18,7 +20,9 @@
 //! `a_broker_crash_stops_only_the_partitions_it_holds` (the untouched partitions stop too) and
 //! the preferred-leader test (nothing moves at the check); letting the high watermark move
 //! without the dead follower (`Log::may_commit` counting `in_sync_up`, as before) fails the
-//! dead-follower and the acks=all tests and the first one. The validation test reads no engine.
+//! dead-follower and the acks=all tests and the first one, and the stall tests (nothing is held);
+//! never dropping a stalled follower (`Engine::isr_check` returning at once) fails both stall
+//! tests. The validation test reads no engine.
 
 use crate::common::{run_with, scenario};
 use sim::history::{DiscardReason, Event};
@@ -242,6 +246,81 @@ fn the_preferred_leader_leads_again_at_the_imbalance_check() {
     assert_eq!(m.lost, cut.len() as u64);
 }
 
+/// The stall of broker 1 of three (it leads partitions 1 and 4, follows the others) from 20s
+/// for 50s, under acks=all, `min_insync_replicas` `min`; producers busy until 80s.
+fn stall(min: u32) -> String {
+    text(3, 1, "all", "")
+        .replace("messages = 25000", "messages = 40000")
+        .replace(
+            "min_insync_replicas = 2",
+            &format!("min_insync_replicas = {min}"),
+        )
+        .replace("kind = \"broker_crash\"", "kind = \"replica_stall\"")
+        .replace("for = \"30s\"", "for = \"50s\"")
+}
+
+/// The leaders' ISR check that drops the follower stalled at 20s: every 15s from the start,
+/// the first more than 30s (`replica.lag.time.max.ms`) after its last fetch.
+const SHRINK: u64 = 60_000_000;
+/// The end of the stall.
+const RESUME: u64 = 70_000_000;
+
+#[test]
+fn a_stalled_follower_holds_the_isrs_until_the_lag_time_drops_it() {
+    for seed in 1..=2 {
+        let (m, events) = history(&stall(2), seed);
+        let sent = produced(&events);
+        // What was written to the four partitions it follows after the stall began is
+        // acknowledged (committed) only once their leaders dropped it; the two it leads flow.
+        let mut held = 0;
+        let mut flowing = 0;
+        for e in &events {
+            if let Event::Enqueue { t, msg, .. } = *e {
+                if sent[&msg.id] > CRASH + 100_000 && t < SHRINK {
+                    if [1, 4].contains(&partition(msg.key)) {
+                        flowing += 1;
+                    } else {
+                        held += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(held, 0, "seed {seed}: acknowledged before the ISR check");
+        assert!(flowing > 5000, "seed {seed}: {flowing}");
+        // Then the high watermarks move on with two replicas: everything, nothing lost.
+        let at_check = events
+            .iter()
+            .filter(|e| matches!(**e, Event::Enqueue { t, .. } if t == SHRINK))
+            .count();
+        assert!(
+            at_check > 5000,
+            "seed {seed}: {at_check} committed at the check"
+        );
+        assert_eq!((m.lost, m.applied), (0, m.produced), "seed {seed}");
+        assert!(!events.iter().any(|e| matches!(e, Event::SendFail { .. })));
+    }
+}
+
+#[test]
+fn below_min_insync_replicas_the_shrunk_isrs_refuse_writes_until_it_rejoins() {
+    let (m, events) = history(&stall(3), 1);
+    let refused: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::SendFail { t, .. } => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert!(refused.len() > 50, "{} refused", refused.len());
+    assert!(
+        refused
+            .iter()
+            .all(|&t| (SHRINK..RESUME + 1_000_000).contains(&t)),
+        "{refused:?}"
+    );
+    assert_eq!((m.lost, m.applied), (0, m.produced));
+}
+
 #[test]
 fn cluster_settings_are_validated_with_friendly_errors() {
     let bad = |t: &str, want: &str| {
@@ -280,5 +359,17 @@ fn cluster_settings_are_validated_with_friendly_errors() {
             text(3, 0, "1", "")
         ),
         "does not apply to kind = \"consumer_crash\"",
+    );
+    bad(
+        &stall(2).replace("brokers = 3\n", ""),
+        "replica_stall stops one broker of a Kafka cluster fetching: name a broker with",
+    );
+    bad(
+        &stall(2).replace("node = 1\n", ""),
+        "([broker.replication] brokers): say which one stalls, node = 0 to 2",
+    );
+    bad(
+        &stall(2).replace("brokers = 3\n", "replica_lag_time_max = \"10s\"\n"),
+        "`broker[0].replication.replica_lag_time_max`: is how long a stalled follower",
     );
 }

@@ -64,7 +64,8 @@ struct Gen {
     /// one needed, `acks = "1"`, unclean elections; 7 one replica, `acks = "1"`; 8 three
     /// replicas spread over three brokers (`brokers`), two needed; 9 two replicas over four
     /// brokers, `acks = "1"`, unclean elections, no leader rebalance. Under 8 and 9 each
-    /// `broker_crash` names the first replicated broker and a broker of its cluster.
+    /// `broker_crash` and `replica_stall` names the first replicated broker and a broker of its
+    /// cluster (a `replica_stall` is drawn only then).
     replication: u8,
     /// Under `kafka` and `native`: the producers' batches: 0 left out, 1 `linger = "0s"` with a
     /// `batch_size` (inert), 2 a 20ms linger (16 KiB batches of 1 KiB records), 3 a 50ms linger
@@ -96,7 +97,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             0u32..=3,
             any::<bool>(),
         ),
-        prop::collection::vec((0u8..15, 1u32..=60, 10u32..=3000), 0..4),
+        prop::collection::vec((0u8..16, 1u32..=60, 10u32..=3000), 0..4),
         (0u8..3, 0usize..11, 0u8..3, 0u8..7, 0u8..5),
         (0u8..3, 0u8..4, 0u8..3, 0u8..4, 0u8..3, 0u8..4),
         (
@@ -484,14 +485,19 @@ fn toml_of(g: &Gen) -> String {
             "reset_groups",
             "member_leave",
             "producer_crash",
+            "replica_stall",
         ][kind as usize];
+        // A stalled follower: only in a Kafka cluster.
+        if kind == "replica_stall" && !(replicated && g.replication >= 8) {
+            continue;
+        }
         // A Kafka producer application's crash: Kafka only, and not with replicas.
         if kind == "producer_crash" && (!matches!(flavour, "kafka" | "native") || replicated) {
             continue;
         }
         writeln!(s, "[[fault]]\nkind = \"{kind}\"\nrate = \"{per_min}/min\"").unwrap();
         // A crash in a Kafka cluster names one of its brokers.
-        if kind == "broker_crash" && replicated && g.replication >= 8 {
+        if (kind == "broker_crash" || kind == "replica_stall") && replicated && g.replication >= 8 {
             let b = g.persistent[..g.brokers].iter().position(|&p| p).unwrap();
             let nodes = if g.replication == 8 { 3 } else { 4 };
             writeln!(s, "broker = \"b{b}\"\nnode = {}", per_min % nodes).unwrap();

@@ -85,6 +85,10 @@ pub enum FaultKind {
     /// (`[producers] commit_interval`), and, transactional, aborts the open transaction of its
     /// transactional id first (`initTransactions`).
     ProducerCrash,
+    /// One broker of a Kafka cluster (`broker`, `node`) stops fetching as a follower for `for`,
+    /// alive: the ISRs it is in wait for it until their leaders drop it
+    /// (`replica.lag.time.max.ms`).
+    ReplicaStall,
 }
 
 /// The optional `[[fault]]` fields whose meaning depends on the kind (`kind`, `at` and `rate`
@@ -228,7 +232,7 @@ fn no_default(_: &mut Fault) {}
 
 impl FaultKind {
     /// Every kind, in the order `sim list`, validation messages and `sim explore` use.
-    pub const ALL: [FaultKind; 18] = [
+    pub const ALL: [FaultKind; 19] = [
         FaultKind::BrokerCrash,
         FaultKind::ConsumerCrash,
         FaultKind::NetworkBlip,
@@ -247,6 +251,7 @@ impl FaultKind {
         FaultKind::ResetGroups,
         FaultKind::MemberLeave,
         FaultKind::ProducerCrash,
+        FaultKind::ReplicaStall,
     ];
 
     /// Its description.
@@ -419,6 +424,13 @@ impl FaultKind {
                 fields: &["producer"],
                 ..NODE
             },
+            FaultKind::ReplicaStall => KindSpec {
+                name: "replica_stall",
+                doc: "one broker of a Kafka cluster (`broker` with `[broker.replication] brokers`, and `node`) stops fetching as a follower for `for`, alive (a long pause, a slow disk, a partition between brokers): the ISRs it is in wait for it, so their high watermarks stop (nothing new readable; under `acks=all` nothing acknowledged), until each leader's ISR check drops it, the first check (every `replica_lag_time_max` / 2 from the start) more than `replica_lag_time_max` (30s) after its last fetch (`Partition.maybeShrinkIsr`); then they go on with fewer, or, below `min_insync_replicas`, refuse `acks=all` writes (retried until `delivery_timeout`). The partitions it leads go on. Back, it catches up and rejoins the ISRs [K48]",
+                summary: "a Kafka cluster's broker stops fetching as a follower for `for`: the ISRs wait for it until replica_lag_time_max (30s) drops it",
+                fields: &["broker"],
+                ..NODE
+            },
         }
     }
 
@@ -550,6 +562,14 @@ pub enum FaultAction {
         /// Producer index.
         producer: u32,
     },
+    /// Broker `node` of broker `broker`'s Kafka cluster stops fetching (and fetches again at
+    /// the fault's end).
+    ReplicaStall {
+        /// Broker index.
+        broker: u16,
+        /// The cluster's broker.
+        node: u16,
+    },
 }
 
 impl FaultAction {
@@ -574,6 +594,7 @@ impl FaultAction {
             FaultAction::ResetGroups { .. } => FaultKind::ResetGroups,
             FaultAction::MemberLeave { .. } => FaultKind::MemberLeave,
             FaultAction::ProducerCrash { .. } => FaultKind::ProducerCrash,
+            FaultAction::ReplicaStall { .. } => FaultKind::ReplicaStall,
         }
     }
 
@@ -583,6 +604,7 @@ impl FaultAction {
         use crate::history::Node;
         match *self {
             FaultAction::BrokerCrash { broker, .. }
+            | FaultAction::ReplicaStall { broker, .. }
             | FaultAction::MemberLeave { broker }
             | FaultAction::DlqReplay {
                 broker: Some(broker),
@@ -679,6 +701,10 @@ impl FaultPlan {
                     FaultAction::MemberLeave { broker } => {
                         f.broker = Some(s.brokers[broker as usize].name.clone())
                     }
+                    FaultAction::ReplicaStall { broker, node } => {
+                        f.broker = Some(s.brokers[broker as usize].name.clone());
+                        f.node = Some(u32::from(node));
+                    }
                     FaultAction::ConsumerCrash { consumer }
                     | FaultAction::NetworkBlip { consumer }
                     | FaultAction::ConsumerPause { consumer }
@@ -769,6 +795,10 @@ fn instance<R: Rng>(s: &Scenario, f: &Fault, source: usize, at: Time, rng: &mut 
         FaultKind::Poison => FaultAction::Poison {
             fraction: f.fraction.expect("validated: poison has a fraction"),
         },
+        FaultKind::ReplicaStall => FaultAction::ReplicaStall {
+            broker: broker(rng),
+            node: f.node.unwrap_or(0) as u16,
+        },
         FaultKind::ProducerCrash => FaultAction::ProducerCrash {
             producer: f
                 .producer
@@ -826,6 +856,10 @@ impl PlannedFault {
             FaultAction::MemberLeave { broker } => {
                 line.push_str(&format!(" broker {}", s.brokers[broker as usize].name))
             }
+            FaultAction::ReplicaStall { broker, node } => line.push_str(&format!(
+                " broker {} node {node}",
+                s.brokers[broker as usize].name
+            )),
             FaultAction::ConsumerCrash { consumer }
             | FaultAction::NetworkBlip { consumer }
             | FaultAction::ConsumerPause { consumer }
@@ -1060,17 +1094,31 @@ fn node_problems(s: &Scenario, i: usize, f: &Fault, err: &mut impl FnMut(Vec<Pat
             .and_then(|b| s.brokers[b].replication.as_ref())
             .and_then(|r| r.brokers)
     };
-    if f.kind != FaultKind::BrokerCrash {
+    if !matches!(f.kind, FaultKind::BrokerCrash | FaultKind::ReplicaStall) {
         if f.node.is_some() {
             err(
                 fault_path(i, "node"),
                 format!(
-                    "does not apply to kind = \"{}\" (only to broker_crash, on a Kafka cluster \
-                     with [broker.replication] brokers)",
+                    "does not apply to kind = \"{}\" (only to broker_crash and replica_stall, \
+                     on a Kafka cluster with [broker.replication] brokers)",
                     f.kind.name()
                 ),
             );
         }
+        return;
+    }
+    let stall = f.kind == FaultKind::ReplicaStall;
+    if stall
+        && f.broker
+            .as_deref()
+            .is_none_or(|name| s.broker_index(name).is_some() && cluster(name).is_none())
+    {
+        err(
+            fault_path(i, "broker"),
+            "replica_stall stops one broker of a Kafka cluster fetching: name a broker with \
+             [broker.replication] brokers, and the cluster's broker with `node`"
+                .into(),
+        );
         return;
     }
     let Some(name) = f.broker.as_deref() else {
@@ -1099,7 +1147,8 @@ fn node_problems(s: &Scenario, i: usize, f: &Fault, err: &mut impl FnMut(Vec<Pat
             fault_path(i, "node"),
             format!(
                 "broker {name:?} is a Kafka cluster of {n} brokers ([broker.replication] \
-                 brokers): say which one crashes, node = 0 to {}",
+                 brokers): say which one {}, node = 0 to {}",
+                if stall { "stalls" } else { "crashes" },
                 n - 1
             ),
         ),
@@ -1250,7 +1299,11 @@ service = "1ms"
     /// it takes, plans and describes itself without a panic.
     #[test]
     fn every_field_is_checked_against_every_kind() {
-        for kind in FaultKind::ALL {
+        // A replica_stall needs a Kafka cluster (tests/kafka_leaders.rs checks its fields).
+        for kind in FaultKind::ALL
+            .into_iter()
+            .filter(|&k| k != FaultKind::ReplicaStall)
+        {
             let required = kind
                 .spec()
                 .required
@@ -1353,7 +1406,10 @@ service = "1ms"
     /// `sim explore`'s shrinking reads the same description ([`FaultKind::may_overlap`]).
     #[test]
     fn overlapping_windows_are_refused_only_where_they_cannot_both_be_in_force() {
-        for kind in FaultKind::ALL {
+        for kind in FaultKind::ALL
+            .into_iter()
+            .filter(|&k| k != FaultKind::ReplicaStall)
+        {
             let mut one = format!("kind = \"{}\"\n", kind.name());
             for field in KIND_FIELDS.iter().filter(|f| kind.takes(f) && **f != "for") {
                 one.push_str(&format!("{field} = {}\n", value(field)));

@@ -123,6 +123,13 @@ pub(super) enum Ev {
     },
     /// The controller's leader imbalance check on broker `b`'s Kafka cluster (`failover.rs`).
     LeaderBalance(u16),
+    /// The leaders' ISR check finds broker `node` of broker `b`'s cluster stalled (its
+    /// `epoch`-th stall) (`failover.rs`).
+    IsrCheck {
+        b: u16,
+        node: u16,
+        epoch: u32,
+    },
     FaultStart(u32),
     FaultEnd(u32),
     Wake(u64),

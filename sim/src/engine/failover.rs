@@ -297,6 +297,8 @@ impl<O: Observer> Engine<'_, O> {
         let log = self.w.logs[l as usize].as_deref_mut().expect("log");
         let (b, spread) = (log.broker, log.spread);
         log.leadership = Leadership::Leader(to);
+        // A leader fetches nothing: a stall of its broker no longer matters to it.
+        log.replicas[to as usize].stalled = false;
         let mut catching_up = Vec::new();
         for (i, r) in log.replicas.iter_mut().enumerate() {
             if i as u8 == to {
@@ -386,12 +388,12 @@ impl<O: Observer> Engine<'_, O> {
         walk!();
         let c = self.w.clusters[b as usize].as_deref_mut().expect("cluster");
         let state = &mut c.nodes[node as usize];
-        if !state.0 {
+        if !state.up {
             // Down already: this crash's end brings nothing back.
-            state.1 += 1;
+            state.idle += 1;
             return;
         }
-        state.0 = false;
+        state.up = false;
         let fence = c.fence_time();
         let parts = c.parts.clone();
         self.emit(Event::Crash {
@@ -493,14 +495,14 @@ impl<O: Observer> Engine<'_, O> {
         walk!();
         let c = self.w.clusters[b as usize].as_deref_mut().expect("cluster");
         let state = &mut c.nodes[node as usize];
-        if state.1 > 0 {
-            state.1 -= 1;
+        if state.idle > 0 {
+            state.idle -= 1;
             return;
         }
-        if state.0 {
+        if state.up {
             return;
         }
-        state.0 = true;
+        state.up = true;
         let parts = c.parts.clone();
         self.emit(Event::Recover {
             t: self.now,
@@ -526,6 +528,107 @@ impl<O: Observer> Engine<'_, O> {
             }
         }
         self.arm_balance(b);
+    }
+
+    /// Broker `node` of broker `b`'s cluster stops fetching (a `replica_stall`), alive: each
+    /// follower of it in an ISR holds its high watermark from now on, until its leader's ISR
+    /// check drops it (`Partition.maybeShrinkIsr`, [`Engine::isr_check`]) [K48].
+    #[inline(never)]
+    pub(super) fn replica_stall(&mut self, b: u16, node: u16) {
+        walk!();
+        let now = self.now;
+        let c = self.w.clusters[b as usize].as_deref_mut().expect("cluster");
+        let state = &mut c.nodes[node as usize];
+        if state.stalled {
+            return;
+        }
+        state.stalled = true;
+        state.stalls += 1;
+        let epoch = state.stalls;
+        let at = c.isr_check_after(now);
+        let parts = c.parts.clone();
+        for l in parts {
+            let log = self.w.logs[l as usize].as_deref_mut().expect("log");
+            let Some(r) = log.on_node(node) else {
+                continue;
+            };
+            if log.leadership == Leadership::Leader(r) {
+                continue;
+            }
+            let hw = log.hw;
+            let rep = &mut log.replicas[r as usize];
+            rep.stalled = true;
+            if rep.in_sync && rep.up {
+                rep.end = hw;
+            }
+        }
+        self.q.push(at, Ev::IsrCheck { b, node, epoch });
+    }
+
+    /// The leaders' ISR check finds broker `node` of broker `b`'s cluster still stalled: each
+    /// ISR it is in as a follower drops it (`getOutOfSyncReplicas`: not caught up for longer
+    /// than `replica.lag.time.max.ms`; one whose log end is its leader's is caught up and
+    /// stays), and the high watermark goes on with the rest, or, below `min_insync_replicas`,
+    /// stays (KAFKA-15583) while `acks=all` writes are refused [K24][K48]. Checked again
+    /// every half of `replica.lag.time.max.ms` while the stall lasts.
+    #[inline(never)]
+    pub(super) fn isr_check(&mut self, b: u16, node: u16, epoch: u32) {
+        walk!();
+        let c = self.w.clusters[b as usize].as_deref_mut().expect("cluster");
+        let state = c.nodes[node as usize];
+        if !state.stalled || state.stalls != epoch {
+            return;
+        }
+        let next = self.now + (c.lag_time_max / 2).max(1);
+        let parts = c.parts.clone();
+        for l in parts {
+            let log = self.w.logs[l as usize].as_deref_mut().expect("log");
+            let Some(r) = log.on_node(node) else {
+                continue;
+            };
+            let end = log.end;
+            let follows = matches!(log.leadership, Leadership::Leader(x) if x != r);
+            let rep = &mut log.replicas[r as usize];
+            if !follows || !rep.stalled || !rep.in_sync || rep.end >= end {
+                continue;
+            }
+            rep.in_sync = false;
+            self.arm_replication(l);
+        }
+        self.q.push(next, Ev::IsrCheck { b, node, epoch });
+    }
+
+    /// Broker `node` of broker `b`'s cluster fetches again: a follower still in its ISR
+    /// counts again at once, one dropped catches up (one `replication_lag`) and rejoins
+    /// (`maybeExpandIsr`) [K48].
+    #[inline(never)]
+    pub(super) fn replica_resume(&mut self, b: u16, node: u16) {
+        walk!();
+        let c = self.w.clusters[b as usize].as_deref_mut().expect("cluster");
+        let state = &mut c.nodes[node as usize];
+        if !state.stalled {
+            return;
+        }
+        state.stalled = false;
+        let parts = c.parts.clone();
+        for l in parts {
+            let log = self.w.logs[l as usize].as_deref_mut().expect("log");
+            let Some(r) = log.on_node(node) else {
+                continue;
+            };
+            let rep = &mut log.replicas[r as usize];
+            if !rep.stalled {
+                continue;
+            }
+            rep.stalled = false;
+            let rep = *rep;
+            if rep.in_sync {
+                self.arm_replication(l);
+            } else if rep.up && matches!(log.leadership, Leadership::Leader(_)) {
+                let at = self.now + log.lag();
+                self.q.push(at, Ev::CaughtUp { l, r });
+            }
+        }
     }
 
     /// Schedules the controller's leader imbalance check on broker `b`'s cluster, if some

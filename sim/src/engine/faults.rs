@@ -31,6 +31,7 @@ impl<O: Observer> Engine<'_, O> {
                 self.world_change(WorldChange::PartitionsAdded(count))
             }
             FaultAction::ProducerCrash { producer } => self.producer_crash(producer),
+            FaultAction::ReplicaStall { broker, node } => self.replica_stall(broker, node),
             FaultAction::DbOutage => {
                 self.w.db_down += 1;
                 if self.w.db_down == 1 {
@@ -125,6 +126,7 @@ impl<O: Observer> Engine<'_, O> {
                 self.world_change(WorldChange::MemberJoined(broker))
             }
             FaultAction::ProducerCrash { producer } => self.producer_restart(producer),
+            FaultAction::ReplicaStall { broker, node } => self.replica_resume(broker, node),
             FaultAction::DbOutage => {
                 self.w.db_down -= 1;
                 if self.w.db_down == 0 {

@@ -765,6 +765,7 @@ impl<'a, O: Observer> Engine<'a, O> {
             Ev::CaughtUp { l, r } => self.caught_up(l, r),
             Ev::NodeFenced { b, node } => self.node_fenced(b, node),
             Ev::LeaderBalance(b) => self.leader_balance(b),
+            Ev::IsrCheck { b, node, epoch } => self.isr_check(b, node, epoch),
             Ev::FaultStart(i) => self.fault_start(i),
             Ev::FaultEnd(i) => self.fault_end(i),
             Ev::Wake(token) => {

@@ -52,6 +52,9 @@ pub(super) struct Replica {
     /// The cluster's broker it is on (with `brokers`; else its index).
     pub node: u16,
     pub up: bool,
+    /// Its broker is alive and does not fetch (a `replica_stall`): in the ISR it holds the high
+    /// watermark until its leader drops it.
+    pub stalled: bool,
     /// In the ISR (the controller keeps the last member of an ISR in it, dead or alive).
     pub in_sync: bool,
     /// Its log's end while it is out of sync or down (an in-sync follower has the high
@@ -120,6 +123,7 @@ impl Log {
             .map(|i| Replica {
                 node: i as u16,
                 up: true,
+                stalled: false,
                 in_sync: true,
                 end: 0,
             })
@@ -151,16 +155,17 @@ impl Log {
         self.replicas.iter().filter(|r| r.up && r.in_sync).count() as u8
     }
 
-    /// The ISR's size, and whether all of it is alive. A follower whose broker is down stays
-    /// in the ISR until the controller fences the broker, and the high watermark waits for it
-    /// meanwhile (`Partition.maybeIncrementLeaderHW` counts the ISR's log ends) [K46]; without
+    /// The ISR's size, and whether all of it is alive and fetching. A follower whose broker is
+    /// down stays in the ISR until the controller fences the broker, one that stalls until its
+    /// leader drops it, and the high watermark waits for it meanwhile
+    /// (`Partition.maybeIncrementLeaderHW` counts the ISR's log ends) [K46][K48]; without
     /// `brokers` a leader never has such a follower.
     fn isr(&self) -> (u8, bool) {
         let mut n = 0;
         let mut all_up = true;
         for r in self.replicas.iter().filter(|r| r.in_sync) {
             n += 1;
-            all_up &= r.up;
+            all_up &= r.up && !r.stalled;
         }
         (n, all_up)
     }
@@ -195,12 +200,22 @@ impl Log {
     }
 }
 
+/// One broker of a [`Cluster`].
+#[derive(Clone, Copy, Debug)]
+pub(super) struct NodeState {
+    pub up: bool,
+    /// Crashes that found it down already (their ends bring nothing back).
+    pub idle: u32,
+    /// It does not fetch (a `replica_stall`).
+    pub stalled: bool,
+    /// Stalls so far: an ISR check of an earlier one is stale.
+    pub stalls: u32,
+}
+
 /// A Kafka cluster's brokers, over which one `[[broker]]`'s partitions are spread
 /// (`[broker.replication] brokers`): which are up, and each partition's log.
 pub(super) struct Cluster {
-    /// Per broker of the cluster: up, and crashes that found it down already (their ends
-    /// bring nothing back).
-    pub nodes: Vec<(bool, u32)>,
+    pub nodes: Vec<NodeState>,
     /// Per partition, its log's number (made at the partition's first write).
     pub parts: Vec<u16>,
     replication: Replication,
@@ -212,16 +227,29 @@ pub(super) struct Cluster {
     pub balance_every: Option<Time>,
     /// A leader imbalance check is scheduled.
     pub balance_armed: bool,
+    /// `replica.lag.time.max.ms`; the leaders check their ISRs every half of it.
+    pub lag_time_max: Time,
 }
 
 /// `leader.imbalance.check.interval.seconds`: 300 [K47].
 const LEADER_IMBALANCE_CHECK: Time = 300_000_000;
 
+/// `replica.lag.time.max.ms`: 30000 [K25].
+const REPLICA_LAG_TIME_MAX: Time = 30_000_000;
+
 impl Cluster {
     pub fn new(r: &Replication, acks: Acks, seed: u64, fence_rng: ChaCha8Rng) -> Cluster {
         let n = r.brokers.unwrap_or(r.replication_factor).max(1) as usize;
         Cluster {
-            nodes: vec![(true, 0); n],
+            nodes: vec![
+                NodeState {
+                    up: true,
+                    idle: 0,
+                    stalled: false,
+                    stalls: 0,
+                };
+                n
+            ],
             parts: Vec::new(),
             replication: r.clone(),
             acks,
@@ -232,7 +260,17 @@ impl Cluster {
                 .unwrap_or(true)
                 .then_some(LEADER_IMBALANCE_CHECK),
             balance_armed: false,
+            lag_time_max: r.replica_lag_time_max.map_or(REPLICA_LAG_TIME_MAX, |d| d.0),
         }
+    }
+
+    /// When the leaders' ISR check (`ReplicaManager`'s `isr-expiration`, every half of
+    /// `replica.lag.time.max.ms` from the start) first finds a follower whose last fetch was at
+    /// `since` out of sync: the first check more than `replica.lag.time.max.ms` after it
+    /// (`isCaughtUp`) [K48].
+    pub fn isr_check_after(&self, since: Time) -> Time {
+        let every = (self.lag_time_max / 2).max(1);
+        (since + self.lag_time_max) / every * every + every
     }
 
     /// A draw of the time from a broker's crash to its fence (and its leaders' election).
@@ -257,8 +295,10 @@ impl Cluster {
         let n = self.nodes.len() as u32;
         for (i, r) in log.replicas.iter_mut().enumerate() {
             r.node = ((p + i as u32) % n) as u16;
-            r.up = self.nodes[r.node as usize].0;
+            let state = self.nodes[r.node as usize];
+            r.up = state.up;
             r.in_sync = r.up;
+            r.stalled = state.stalled;
         }
         match log.replicas.iter().position(|r| r.up) {
             Some(l) => log.leadership = Leadership::Leader(l as u8),
@@ -510,7 +550,7 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         let rep = &mut log.replicas[r as usize];
-        if !rep.up || rep.in_sync {
+        if !rep.up || rep.in_sync || rep.stalled {
             return;
         }
         rep.in_sync = true;
@@ -583,16 +623,41 @@ mod tests {
     }
 
     #[test]
+    fn a_stalled_follower_is_dropped_at_the_first_isr_check_past_the_lag_time() {
+        // Checks every 15s from the start; out of sync once its last fetch is over 30s old.
+        let c = cluster("replication_factor = 3\nbrokers = 3");
+        assert_eq!(c.lag_time_max, 30_000_000);
+        assert_eq!(c.isr_check_after(20_000_000), 60_000_000);
+        assert_eq!(
+            c.isr_check_after(15_000_000),
+            60_000_000,
+            "strictly more than 30s"
+        );
+        assert_eq!(c.isr_check_after(14_999_999), 45_000_000);
+        let c = cluster("replication_factor = 3\nbrokers = 3\nreplica_lag_time_max = \"10s\"");
+        assert_eq!(c.isr_check_after(1_000_000), 15_000_000);
+        // A stalled follower in the ISR holds the high watermark.
+        let mut l = c.new_log(0, 0);
+        assert!(l.may_commit());
+        l.replicas[1].stalled = true;
+        assert!(!l.may_commit());
+        l.replicas[1].in_sync = false;
+        assert!(l.may_commit());
+    }
+
+    #[test]
     fn a_partition_made_while_a_broker_is_down_leaves_it_out() {
         let mut c = cluster("replication_factor = 3\nbrokers = 3");
-        c.nodes[1].0 = false;
+        c.nodes[1].up = false;
         // Partition 1 (brokers 1, 2, 0): broker 2 leads, broker 1 out of the ISR.
         let l = c.new_log(0, 1);
         assert_eq!(l.leadership, Leadership::Leader(1));
         assert!(!l.replicas[0].up && !l.replicas[0].in_sync);
         assert_eq!(l.isr(), (2, true));
         // Every broker down: offline, the preferred replica the ISR.
-        c.nodes = vec![(false, 0); 3];
+        for n in &mut c.nodes {
+            n.up = false;
+        }
         let l = c.new_log(0, 2);
         assert_eq!(l.leadership, Leadership::Offline);
         assert!(l.replicas[0].in_sync);

@@ -665,6 +665,11 @@ pub struct Replication {
     /// true.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_leader_rebalance: Option<bool>,
+    /// `replica.lag.time.max.ms` (30s): a follower that has not caught up with its leader for
+    /// longer leaves the ISR at the leader's next check (every half of it). Only a
+    /// `replica_stall` stops a live follower here. Absent: 30s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_lag_time_max: Option<Dur>,
 }
 
 /// What a Kafka producer waits for before a send counts as written (`[producers] acks`).

@@ -1119,6 +1119,12 @@ fn replication_problems(
     if let Err(m) = r.leader_election_time.0.check() {
         err("leader_election_time", m);
     }
+    if r.replica_lag_time_max.is_some_and(|d| d.0 < 2) {
+        err(
+            "replica_lag_time_max",
+            "must be at least 2us (the leader checks every half of it)".into(),
+        );
+    }
     if let Some(n) = r.brokers {
         if !(r.replication_factor..=MAX_REPLICATION_FACTOR).contains(&n) {
             err(
@@ -1131,6 +1137,13 @@ fn replication_problems(
                 ),
             );
         }
+    } else if r.replica_lag_time_max.is_some() {
+        err(
+            "replica_lag_time_max",
+            "is how long a stalled follower stays in the ISR: it needs `brokers` (a \
+             replica_stall names one of the cluster's brokers)"
+                .into(),
+        );
     } else if r.auto_leader_rebalance.is_some() {
         err(
             "auto_leader_rebalance",
