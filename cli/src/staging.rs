@@ -221,6 +221,7 @@ pub const FIELDS: &[(&str, Staging)] = &[
     ("fault.skew", Refused("no clock fault is staged")),
     ("fault.ahead", Refused("no clock fault is staged")),
     ("fault.count", Refused("not staged")),
+    ("fault.node", Refused("no Kafka cluster is staged")),
     (
         "redelivery.mode",
         Staged("with poison (without, [redelivery] is refused)"),
