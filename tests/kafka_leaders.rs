@@ -22,7 +22,9 @@
 //! without the dead follower (`Log::may_commit` counting `in_sync_up`, as before) fails the
 //! dead-follower and the acks=all tests and the first one, and the stall tests (nothing is held);
 //! never dropping a stalled follower (`Engine::isr_check` returning at once) fails both stall
-//! tests. The validation test reads no engine.
+//! tests; cutting every record above the high watermark at an election (as without `brokers`,
+//! `truncate_log`) fails the crash-during-a-stall test (2,200 lost where 1-6 are). The
+//! validation test reads no engine.
 
 use crate::common::{run_with, scenario};
 use sim::history::{DiscardReason, Event};
@@ -319,6 +321,27 @@ fn below_min_insync_replicas_the_shrunk_isrs_refuse_writes_until_it_rejoins() {
         "{refused:?}"
     );
     assert_eq!((m.lost, m.applied), (0, m.produced));
+}
+
+#[test]
+fn a_crash_during_a_stall_loses_only_what_the_new_leader_never_fetched() {
+    // Broker 2 of three stalls from 10s for 60s: every ISR it follows in holds its high
+    // watermark (under acks=1 the writes are answered meanwhile). Broker 0 crashes at 20s: at
+    // its fence broker 1, which kept fetching, leads its partitions with everything it fetched
+    // above the held high watermark; only what was in flight to it when broker 0 died is lost,
+    // not the ten seconds above the high watermark.
+    let t = text(3, 0, "1", "").replace("messages = 25000", "messages = 40000")
+        + "[[fault]]\nkind = \"replica_stall\"\nbroker = \"k\"\nnode = 2\nat = \"10s\"\nfor = \"60s\"\n";
+    for seed in 1..=3 {
+        let (m, events) = history(&t, seed);
+        let cut = truncated(&events);
+        assert_eq!(m.lost, cut.len() as u64, "seed {seed}");
+        assert!(m.lost < 50, "seed {seed}: {} lost", m.lost);
+        assert!(cut
+            .iter()
+            .all(|&(t, p)| (FENCE..=CRASH + 9_000_000).contains(&t) && p % 3 == 0));
+        assert_eq!(m.pending_at_end, 0, "seed {seed}");
+    }
 }
 
 #[test]

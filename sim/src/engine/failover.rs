@@ -412,6 +412,7 @@ impl<O: Observer> Engine<'_, O> {
             if leads {
                 rep.end = end;
                 log.leadership = Leadership::Leaderless;
+                log.leader_lost = self.now;
             } else if rep.in_sync {
                 // An in-sync follower has the high watermark.
                 rep.end = hw;
@@ -450,8 +451,8 @@ impl<O: Observer> Engine<'_, O> {
                     match (clean, unclean) {
                         (Some(to), _) => {
                             log.replicas[r as usize].in_sync = false;
-                            let hw = log.hw;
-                            self.take_lead(l, to, false, hw);
+                            let end = log.in_sync_end(to, log.leader_lost);
+                            self.take_lead(l, to, false, end);
                         }
                         (None, Some(to)) => {
                             log.replicas[r as usize].in_sync = false;
@@ -655,7 +656,7 @@ impl<O: Observer> Engine<'_, O> {
     /// The leader imbalance check (`ReplicationControlManager.maybeBalancePartitionLeaders`):
     /// each partition whose preferred replica (its first) is alive and in the ISR and does not
     /// lead is led by it again (`Election.PREFERRED`); what its log lacks of the old leader's
-    /// (records above the high watermark) is cut. Then the next check, if still imbalanced.
+    /// (the records its fetches had not brought yet) is cut. Then the next check, if still imbalanced.
     #[inline(never)]
     pub(super) fn leader_balance(&mut self, b: u16) {
         walk!();
@@ -669,8 +670,8 @@ impl<O: Observer> Engine<'_, O> {
                 && first.up
                 && first.in_sync
             {
-                let hw = log.hw;
-                self.take_lead(l, 0, false, hw);
+                let end = log.in_sync_end(0, self.now);
+                self.take_lead(l, 0, false, end);
             }
         }
         self.arm_balance(b);

@@ -106,6 +106,9 @@ pub(super) struct Log {
     /// drains no batch of a partition whose leader is unknown, the others' go on) and are sent
     /// again once a leader is elected.
     pub waiting: Vec<(u32, u64, Time)>,
+    /// When its leader's broker died (`Leadership::Leaderless`): its followers fetched until
+    /// then.
+    pub leader_lost: Time,
     /// The leader's log end (the next offset).
     pub end: u64,
     /// The high watermark.
@@ -143,6 +146,7 @@ impl Log {
             above: VecDeque::new(),
             missed: VecDeque::new(),
             waiting: Vec::new(),
+            leader_lost: 0,
             end: 0,
             hw: 0,
             armed: false,
@@ -191,6 +195,18 @@ impl Log {
     /// A draw of the time to elect a new leader.
     pub fn election_time(&mut self) -> Time {
         self.election.0.sample(&mut self.election.1)
+    }
+
+    /// The log end of its replica `r`, in the ISR, as a new leader of a partition of a
+    /// [`Cluster`]: a follower that fetches has what its fetches brought by `until` (now, or
+    /// when the old leader died), above the high watermark too; a stalled one what it had
+    /// when it stopped.
+    pub fn in_sync_end(&self, r: u8, until: Time) -> u64 {
+        let rep = self.replicas[r as usize];
+        if rep.stalled {
+            return rep.end.min(self.end);
+        }
+        self.hw + self.above.iter().take_while(|e| e.due <= until).count() as u64
     }
 
     /// The high watermark may move: a leader, enough replicas in sync, all of them alive.
@@ -484,12 +500,20 @@ impl<O: Observer> Engine<'_, O> {
             cut.push((log.missed.pop_back().expect("back"), true));
         }
         cut.reverse();
-        // Every record above the high watermark is beyond a new leader's end: the in-sync
-        // followers have the high watermark, one out of sync has less.
-        cut.extend(log.above.drain(..).map(|e| (e, false)));
+        if log.spread {
+            // A partition of a cluster: what its new leader fetched above the high watermark
+            // (held by a follower down or stalled, or under min.insync.replicas) it keeps.
+            let keep = log.above.partition_point(|e| e.offset < end);
+            cut.extend(log.above.drain(keep..).map(|e| (e, false)));
+            log.last_due = log.above.back().map_or(0, |e| e.due);
+        } else {
+            // Every record above the high watermark is beyond a new leader's end: the in-sync
+            // followers have the high watermark, one out of sync has less.
+            cut.extend(log.above.drain(..).map(|e| (e, false)));
+            log.last_due = 0;
+        }
         log.end = end;
         log.hw = log.hw.min(end);
-        log.last_due = 0;
         let mut resend = Vec::new();
         let mut out_of_queue = Vec::new();
         for (e, committed) in cut {
