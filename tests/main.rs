@@ -19,6 +19,7 @@ mod hostile;
 mod hostile3;
 mod hostile_io;
 mod judge;
+mod kafka_leaders;
 mod lease;
 #[cfg(feature = "live")]
 mod live;

@@ -61,7 +61,11 @@ struct Gen {
     /// Under `kafka` and `native`: `[broker.replication]` on each persistent broker and
     /// `[producers] acks`: 0-2 none; 3 three replicas, two needed, acks left out (`all`); 4 the
     /// same with `acks = "1"`; 5 two replicas both needed, a 300ms election; 6 two replicas,
-    /// one needed, `acks = "1"`, unclean elections; 7 one replica, `acks = "1"`.
+    /// one needed, `acks = "1"`, unclean elections; 7 one replica, `acks = "1"`; 8 three
+    /// replicas spread over three brokers (`brokers`), two needed; 9 two replicas over four
+    /// brokers, `acks = "1"`, unclean elections, no leader rebalance. Under 8 and 9 each
+    /// `broker_crash` and `replica_stall` names the first replicated broker and a broker of its
+    /// cluster (a `replica_stall` is drawn only then).
     replication: u8,
     /// Under `kafka` and `native`: the producers' batches: 0 left out, 1 `linger = "0s"` with a
     /// `batch_size` (inert), 2 a 20ms linger (16 KiB batches of 1 KiB records), 3 a 50ms linger
@@ -102,7 +106,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             any::<bool>(),
             0u8..=6,
             0u8..5,
-            0u8..8,
+            0u8..10,
             0u8..5,
         ),
         prop::sample::select(vec![
@@ -255,7 +259,7 @@ fn toml_of(g: &Gen) -> String {
         && g.persistent[..g.brokers].contains(&true);
     if replicated {
         match g.replication {
-            4 | 6 | 7 => writeln!(s, "acks = \"1\"").unwrap(),
+            4 | 6 | 7 | 9 => writeln!(s, "acks = \"1\"").unwrap(),
             5 => writeln!(s, "acks = \"all\"").unwrap(),
             _ => {}
         }
@@ -265,6 +269,8 @@ fn toml_of(g: &Gen) -> String {
         4 => "replication_factor = 3\nmin_insync_replicas = 2\nreplication_lag = { dist = \"exponential\", mean = \"10ms\" }",
         5 => "replication_factor = 2\nmin_insync_replicas = 2\nleader_election_time = \"300ms\"",
         6 => "replication_factor = 2\nunclean_leader_election = true\nleader_election_time = { dist = \"uniform\", min = \"100ms\", max = \"500ms\" }",
+        8 => "replication_factor = 3\nmin_insync_replicas = 2\nbrokers = 3\nreplication_lag = \"5ms\"\nleader_election_time = \"200ms\"",
+        9 => "replication_factor = 2\nbrokers = 4\nunclean_leader_election = true\nauto_leader_rebalance = false\nreplication_lag = { dist = \"exponential\", mean = \"10ms\" }\nleader_election_time = { dist = \"uniform\", min = \"100ms\", max = \"500ms\" }",
         _ => "", // 7: the table's defaults (one replica)
     };
     // Kafka's transactions: a transactional producer needs idempotence (the kafka flavour's
@@ -480,7 +486,12 @@ fn toml_of(g: &Gen) -> String {
             "member_leave",
             "producer_crash",
             "producer_pause",
+            "replica_stall",
         ][kind as usize];
+        // A stalled follower: only in a Kafka cluster.
+        if kind == "replica_stall" && !(replicated && g.replication >= 8) {
+            continue;
+        }
         // A Kafka producer application's crash: Kafka only, and not with replicas.
         if kind == "producer_crash" && (!matches!(flavour, "kafka" | "native") || replicated) {
             continue;
@@ -490,6 +501,12 @@ fn toml_of(g: &Gen) -> String {
             continue;
         }
         writeln!(s, "[[fault]]\nkind = \"{kind}\"\nrate = \"{per_min}/min\"").unwrap();
+        // A crash in a Kafka cluster names one of its brokers.
+        if (kind == "broker_crash" || kind == "replica_stall") && replicated && g.replication >= 8 {
+            let b = g.persistent[..g.brokers].iter().position(|&p| p).unwrap();
+            let nodes = if g.replication == 8 { 3 } else { 4 };
+            writeln!(s, "broker = \"b{b}\"\nnode = {}", per_min % nodes).unwrap();
+        }
         if kind == "add_partitions" {
             writeln!(s, "count = 2").unwrap();
         } else if kind != "dlq_replay" && kind != "reset_groups" {

@@ -221,6 +221,7 @@ pub const FIELDS: &[(&str, Staging)] = &[
     ("fault.skew", Refused("no clock fault is staged")),
     ("fault.ahead", Refused("no clock fault is staged")),
     ("fault.count", Refused("not staged")),
+    ("fault.node", Refused("no Kafka cluster is staged")),
     (
         "fault.replaced_after",
         Refused("no producer fault is staged"),

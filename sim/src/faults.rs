@@ -89,6 +89,10 @@ pub enum FaultKind {
     /// it held: a zombie. With `replaced_after` the application's orchestration starts a new
     /// instance meanwhile; a transactional zombie is fenced by its transactional id's epoch.
     ProducerPause,
+    /// One broker of a Kafka cluster (`broker`, `node`) stops fetching as a follower for `for`,
+    /// alive: the ISRs it is in wait for it until their leaders drop it
+    /// (`replica.lag.time.max.ms`).
+    ReplicaStall,
 }
 
 /// The optional `[[fault]]` fields whose meaning depends on the kind (`kind`, `at` and `rate`
@@ -242,7 +246,7 @@ fn no_default(_: &mut Fault) {}
 
 impl FaultKind {
     /// Every kind, in the order `sim list`, validation messages and `sim explore` use.
-    pub const ALL: [FaultKind; 19] = [
+    pub const ALL: [FaultKind; 20] = [
         FaultKind::BrokerCrash,
         FaultKind::ConsumerCrash,
         FaultKind::NetworkBlip,
@@ -262,6 +266,7 @@ impl FaultKind {
         FaultKind::MemberLeave,
         FaultKind::ProducerCrash,
         FaultKind::ProducerPause,
+        FaultKind::ReplicaStall,
     ];
 
     /// Its description.
@@ -443,6 +448,13 @@ impl FaultKind {
                 required: Some(("for", "e.g. \"90s\"; a pause for good is a producer_crash")),
                 ..NODE
             },
+            FaultKind::ReplicaStall => KindSpec {
+                name: "replica_stall",
+                doc: "one broker of a Kafka cluster (`broker` with `[broker.replication] brokers`, and `node`) stops fetching as a follower for `for`, alive (a long pause, a slow disk, a partition between brokers): the ISRs it is in wait for it, so their high watermarks stop (nothing new readable; under `acks=all` nothing acknowledged), until each leader's ISR check drops it, the first check (every `replica_lag_time_max` / 2 from the start) more than `replica_lag_time_max` (30s) after its last fetch (`Partition.maybeShrinkIsr`); then they go on with fewer, or, below `min_insync_replicas`, refuse `acks=all` writes (retried until `delivery_timeout`). The partitions it leads go on. Back, it catches up and rejoins the ISRs [K48]",
+                summary: "a Kafka cluster's broker stops fetching as a follower for `for`: the ISRs wait for it until replica_lag_time_max (30s) drops it",
+                fields: &["broker"],
+                ..NODE
+            },
         }
     }
 
@@ -482,6 +494,9 @@ pub enum FaultAction {
     BrokerCrash {
         /// Broker index.
         broker: u16,
+        /// Which of its Kafka cluster's brokers (`[broker.replication] brokers`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        node: Option<u16>,
     },
     /// Consumer process `consumer` dies.
     ConsumerCrash {
@@ -579,6 +594,14 @@ pub enum FaultAction {
         /// When a new instance starts, after the pause began (microseconds); None: never.
         replaced_after: Option<Time>,
     },
+    /// Broker `node` of broker `broker`'s Kafka cluster stops fetching (and fetches again at
+    /// the fault's end).
+    ReplicaStall {
+        /// Broker index.
+        broker: u16,
+        /// The cluster's broker.
+        node: u16,
+    },
 }
 
 impl FaultAction {
@@ -604,6 +627,7 @@ impl FaultAction {
             FaultAction::MemberLeave { .. } => FaultKind::MemberLeave,
             FaultAction::ProducerCrash { .. } => FaultKind::ProducerCrash,
             FaultAction::ProducerPause { .. } => FaultKind::ProducerPause,
+            FaultAction::ReplicaStall { .. } => FaultKind::ReplicaStall,
         }
     }
 
@@ -612,7 +636,8 @@ impl FaultAction {
     pub fn node(&self) -> Option<crate::history::Node> {
         use crate::history::Node;
         match *self {
-            FaultAction::BrokerCrash { broker }
+            FaultAction::BrokerCrash { broker, .. }
+            | FaultAction::ReplicaStall { broker, .. }
             | FaultAction::MemberLeave { broker }
             | FaultAction::DlqReplay {
                 broker: Some(broker),
@@ -703,8 +728,16 @@ impl FaultPlan {
                     ..Fault::of(p.action.kind())
                 };
                 match p.action {
-                    FaultAction::BrokerCrash { broker } | FaultAction::MemberLeave { broker } => {
+                    FaultAction::BrokerCrash { broker, node } => {
+                        f.broker = Some(s.brokers[broker as usize].name.clone());
+                        f.node = node.map(u32::from);
+                    }
+                    FaultAction::MemberLeave { broker } => {
                         f.broker = Some(s.brokers[broker as usize].name.clone())
+                    }
+                    FaultAction::ReplicaStall { broker, node } => {
+                        f.broker = Some(s.brokers[broker as usize].name.clone());
+                        f.node = Some(u32::from(node));
                     }
                     FaultAction::ConsumerCrash { consumer }
                     | FaultAction::NetworkBlip { consumer }
@@ -766,6 +799,7 @@ fn instance<R: Rng>(s: &Scenario, f: &Fault, source: usize, at: Time, rng: &mut 
     let action = match f.kind {
         FaultKind::BrokerCrash => FaultAction::BrokerCrash {
             broker: broker(rng),
+            node: f.node.map(|n| n as u16),
         },
         FaultKind::MemberLeave => FaultAction::MemberLeave {
             broker: broker(rng),
@@ -801,6 +835,10 @@ fn instance<R: Rng>(s: &Scenario, f: &Fault, source: usize, at: Time, rng: &mut 
         }
         FaultKind::Poison => FaultAction::Poison {
             fraction: f.fraction.expect("validated: poison has a fraction"),
+        },
+        FaultKind::ReplicaStall => FaultAction::ReplicaStall {
+            broker: broker(rng),
+            node: f.node.unwrap_or(0) as u16,
         },
         FaultKind::ProducerCrash => FaultAction::ProducerCrash {
             producer: f
@@ -856,9 +894,19 @@ impl PlannedFault {
             self.action.kind().name()
         );
         match self.action {
-            FaultAction::BrokerCrash { broker } | FaultAction::MemberLeave { broker } => {
+            FaultAction::BrokerCrash { broker, node } => {
+                line.push_str(&format!(" broker {}", s.brokers[broker as usize].name));
+                if let Some(n) = node {
+                    line.push_str(&format!(" node {n}"));
+                }
+            }
+            FaultAction::MemberLeave { broker } => {
                 line.push_str(&format!(" broker {}", s.brokers[broker as usize].name))
             }
+            FaultAction::ReplicaStall { broker, node } => line.push_str(&format!(
+                " broker {} node {node}",
+                s.brokers[broker as usize].name
+            )),
             FaultAction::ConsumerCrash { consumer }
             | FaultAction::NetworkBlip { consumer }
             | FaultAction::ConsumerPause { consumer }
@@ -1004,6 +1052,7 @@ fn validate_one(
             err(fault_path(i, field), what);
         }
     }
+    node_problems(s, i, f, err);
     if let Some((field, example)) = kind.spec().required {
         let given = present.iter().any(|(n, g)| *n == field && *g);
         if !given {
@@ -1102,6 +1151,90 @@ fn validate_one(
     }
 }
 
+/// A `broker_crash`'s `node`: one of its Kafka cluster's brokers, given exactly when its broker
+/// has `[broker.replication] brokers`.
+fn node_problems(s: &Scenario, i: usize, f: &Fault, err: &mut impl FnMut(Vec<PathSeg>, String)) {
+    let cluster = |name: &str| {
+        s.broker_index(name)
+            .and_then(|b| s.brokers[b].replication.as_ref())
+            .and_then(|r| r.brokers)
+    };
+    if !matches!(f.kind, FaultKind::BrokerCrash | FaultKind::ReplicaStall) {
+        if f.node.is_some() {
+            err(
+                fault_path(i, "node"),
+                format!(
+                    "does not apply to kind = \"{}\" (only to broker_crash and replica_stall, \
+                     on a Kafka cluster with [broker.replication] brokers)",
+                    f.kind.name()
+                ),
+            );
+        }
+        return;
+    }
+    let stall = f.kind == FaultKind::ReplicaStall;
+    if stall
+        && f.broker
+            .as_deref()
+            .is_none_or(|name| s.broker_index(name).is_some() && cluster(name).is_none())
+    {
+        err(
+            fault_path(i, "broker"),
+            "replica_stall stops one broker of a Kafka cluster fetching: name a broker with \
+             [broker.replication] brokers, and the cluster's broker with `node`"
+                .into(),
+        );
+        return;
+    }
+    let Some(name) = f.broker.as_deref() else {
+        if s.brokers
+            .iter()
+            .any(|b| b.replication.as_ref().is_some_and(|r| r.brokers.is_some()))
+        {
+            err(
+                fault_path(i, "broker"),
+                "name the broker: a random pick could be a Kafka cluster ([broker.replication] \
+                 brokers), whose crash needs `node`"
+                    .into(),
+            );
+        } else if f.node.is_some() {
+            err(
+                fault_path(i, "node"),
+                "names one of a Kafka cluster's brokers: it needs `broker` (one with \
+                 [broker.replication] brokers)"
+                    .into(),
+            );
+        }
+        return;
+    };
+    match (cluster(name), f.node) {
+        (Some(n), None) => err(
+            fault_path(i, "node"),
+            format!(
+                "broker {name:?} is a Kafka cluster of {n} brokers ([broker.replication] \
+                 brokers): say which one {}, node = 0 to {}",
+                if stall { "stalls" } else { "crashes" },
+                n - 1
+            ),
+        ),
+        (Some(n), Some(k)) if k >= n => err(
+            fault_path(i, "node"),
+            format!(
+                "must be 0 to {} (broker {name:?}'s cluster has {n} brokers), got {k}",
+                n - 1
+            ),
+        ),
+        (None, Some(_)) if s.broker_index(name).is_some() => err(
+            fault_path(i, "node"),
+            format!(
+                "broker {name:?} has no [broker.replication] brokers: `node` names one of a \
+                 Kafka cluster's brokers"
+            ),
+        ),
+        _ => {}
+    }
+}
+
 /// A `broker_crash` of a broker whose partitions have followers (`[broker.replication]` with
 /// `replication_factor` above 1): each crash takes down the leader of the moment, so crashes
 /// may overlap (a new leader crashing while the old one is still down): the kind's
@@ -1112,7 +1245,7 @@ fn crashes_a_leader(s: &Scenario, f: &Fault) -> bool {
             .as_deref()
             .and_then(|name| s.broker_index(name))
             .and_then(|i| s.brokers[i].replication.as_ref())
-            .is_some_and(|r| r.replication_factor > 1)
+            .is_some_and(|r| r.replication_factor > 1 && r.brokers.is_none())
 }
 
 /// Two scripted faults of the same kind on the same target must not overlap: the second would act
@@ -1137,7 +1270,7 @@ fn check_overlaps(s: &Scenario, err: &mut impl FnMut(Vec<PathSeg>, String)) {
         .iter()
         .filter(|(_, f, _, _)| !f.kind.may_overlap() && !crashes_a_leader(s, f))
         .collect();
-    let target = |f: &Fault| (f.kind, f.broker.clone(), f.consumer, f.producer);
+    let target = |f: &Fault| (f.kind, f.broker.clone(), f.node, f.consumer, f.producer);
     by_target.sort_by(|a, b| {
         target(a.1)
             .cmp(&target(b.1))
@@ -1232,7 +1365,11 @@ service = "1ms"
     /// it takes, plans and describes itself without a panic.
     #[test]
     fn every_field_is_checked_against_every_kind() {
-        for kind in FaultKind::ALL {
+        // A replica_stall needs a Kafka cluster (tests/kafka_leaders.rs checks its fields).
+        for kind in FaultKind::ALL
+            .into_iter()
+            .filter(|&k| k != FaultKind::ReplicaStall)
+        {
             let required = kind
                 .spec()
                 .required
@@ -1364,7 +1501,10 @@ service = "1ms"
     /// `sim explore`'s shrinking reads the same description ([`FaultKind::may_overlap`]).
     #[test]
     fn overlapping_windows_are_refused_only_where_they_cannot_both_be_in_force() {
-        for kind in FaultKind::ALL {
+        for kind in FaultKind::ALL
+            .into_iter()
+            .filter(|&k| k != FaultKind::ReplicaStall)
+        {
             let mut one = format!("kind = \"{}\"\n", kind.name());
             for field in KIND_FIELDS.iter().filter(|f| kind.takes(f) && **f != "for") {
                 one.push_str(&format!("{field} = {}\n", value(field)));

@@ -443,7 +443,7 @@ pub fn plan(
             })
         };
         match f.action {
-            FaultAction::BrokerCrash { broker } => {
+            FaultAction::BrokerCrash { broker, node: None } => {
                 let d = lasting("a broker that never comes back")?;
                 faults.push((at, Action::KillBroker(broker)));
                 faults.push((at + d, Action::RestartBroker(broker)));

@@ -100,7 +100,7 @@ pub(super) enum Ev {
         c: u32,
         epoch: u32,
     },
-    /// Broker `b`'s followers may have fetched records: its high watermark moves
+    /// Log `l`'s followers may have fetched records: its high watermark moves
     /// (`replication.rs`).
     Replicated(u16),
     /// Producer `p`'s transaction (or commit period) `number` is due to commit (`txn.rs`).
@@ -114,12 +114,27 @@ pub(super) enum Ev {
         p: u32,
         serial: u32,
     },
-    /// The controller's election of a new leader on broker `b` is over (`failover.rs`).
+    /// The controller's election of a new leader of log `l` is over (`failover.rs`).
     LeaderElected(u16),
-    /// Replica `r` of broker `b` has caught up with its leader (`replication.rs`).
+    /// Replica `r` of log `l` has caught up with its leader (`replication.rs`).
     CaughtUp {
-        b: u16,
+        l: u16,
         r: u8,
+    },
+    /// The controller fences broker `node` of broker `b`'s Kafka cluster, its session over:
+    /// the leaders it held are elected elsewhere, it leaves every ISR (`failover.rs`).
+    NodeFenced {
+        b: u16,
+        node: u16,
+    },
+    /// The controller's leader imbalance check on broker `b`'s Kafka cluster (`failover.rs`).
+    LeaderBalance(u16),
+    /// The leaders' ISR check finds broker `node` of broker `b`'s cluster stalled (its
+    /// `epoch`-th stall) (`failover.rs`).
+    IsrCheck {
+        b: u16,
+        node: u16,
+        epoch: u32,
     },
     FaultStart(u32),
     FaultEnd(u32),

@@ -14,7 +14,7 @@
 use super::broker::Down;
 use super::events::Ev;
 use super::producer::Attempt;
-use super::replication::Leadership;
+use super::replication::{Leadership, Replica};
 use super::state::Loc;
 use super::walk::walk;
 use super::Engine;
@@ -269,12 +269,13 @@ impl<O: Observer> Engine<'_, O> {
         self.q.push(at, Ev::LeaderElected(b));
     }
 
-    /// The controller's election on broker `b` is over: its replica leads (after an unclean
-    /// election, alone in the ISR), the log cut back to its end, and the broker serves again.
+    /// The controller's election of log `l`'s leader is over: its replica leads (after an
+    /// unclean election, alone in the ISR), the log cut back to its end, and the broker serves
+    /// again.
     #[inline(never)]
-    pub(super) fn leader_elected(&mut self, b: u16) {
+    pub(super) fn leader_elected(&mut self, l: u16) {
         walk!();
-        let log = self.w.logs[b as usize].as_deref_mut().expect("log");
+        let log = self.w.logs[l as usize].as_deref_mut().expect("log");
         let Leadership::Electing { to, unclean } = log.leadership else {
             return;
         };
@@ -283,16 +284,21 @@ impl<O: Observer> Engine<'_, O> {
         } else {
             log.hw
         };
-        self.take_lead(b, to, unclean, end);
+        self.take_lead(l, to, unclean, end);
     }
 
-    /// Replica `to` of broker `b` leads from its log's `end`: the log is cut back to it, the
-    /// replicas it left out of the ISR catch up, and the broker serves.
+    /// Replica `to` of log `l` leads from its log's `end`: the log is cut back to it, the
+    /// replicas it left out of the ISR catch up, and the broker serves (without `brokers`: it
+    /// was down).
     #[inline(never)]
-    fn take_lead(&mut self, b: u16, to: u8, unclean: bool, end: u64) {
-        let resend = self.truncate_log(b, end);
-        let log = self.w.logs[b as usize].as_deref_mut().expect("log");
+    fn take_lead(&mut self, l: u16, to: u8, unclean: bool, end: u64) {
+        let mut resend = self.truncate_log(l, end);
+        resend.extend(self.take_waiting(l));
+        let log = self.w.logs[l as usize].as_deref_mut().expect("log");
+        let (b, spread) = (log.broker, log.spread);
         log.leadership = Leadership::Leader(to);
+        // A leader fetches nothing: a stall of its broker no longer matters to it.
+        log.replicas[to as usize].stalled = false;
         let mut catching_up = Vec::new();
         for (i, r) in log.replicas.iter_mut().enumerate() {
             if i as u8 == to {
@@ -312,9 +318,24 @@ impl<O: Observer> Engine<'_, O> {
         }
         for r in catching_up {
             let at = self.now + log.lag();
-            self.q.push(at, Ev::CaughtUp { b, r });
+            self.q.push(at, Ev::CaughtUp { l, r });
         }
-        // Each producer sends its own again, in log order, before anything it holds.
+        self.send_back(resend);
+        if !spread && self.w.brokers[b as usize].recover(false) {
+            self.emit(Event::Recover {
+                t: self.now,
+                node: Node::Broker(b),
+            });
+            self.refresh_routable(b);
+            self.world_change(WorldChange::BrokerRestarted(b));
+            self.dispatch(b);
+        }
+        self.arm_replication(l);
+    }
+
+    /// Each producer sends its own of `resend` (producer, slot, when sent) again, in log
+    /// order, before anything it holds.
+    fn send_back(&mut self, resend: Vec<(u32, u32, Time)>) {
         // (A Vec: a new call site of `VecDeque<u32>::push_back` makes the compiler stop
         // inlining the broker queue's on the hot path.)
         let mut by_producer: BTreeMap<u32, Vec<(u32, Time)>> = BTreeMap::new();
@@ -325,16 +346,6 @@ impl<O: Observer> Engine<'_, O> {
             self.flush();
             self.send_again_first(p, slots);
         }
-        if self.w.brokers[b as usize].recover(false) {
-            self.emit(Event::Recover {
-                t: self.now,
-                node: Node::Broker(b),
-            });
-            self.refresh_routable(b);
-            self.world_change(WorldChange::BrokerRestarted(b));
-            self.dispatch(b);
-        }
-        self.arm_replication(b);
     }
 
     /// A crashed replica of broker `b` is back (the first that went down): it follows the
@@ -354,10 +365,10 @@ impl<O: Observer> Engine<'_, O> {
         match log.leadership {
             Leadership::Leader(_) => {
                 let at = self.now + log.lag();
-                self.q.push(at, Ev::CaughtUp { b, r });
+                self.q.push(at, Ev::CaughtUp { l: b, r });
             }
             // It follows whoever is elected (`take_lead` starts its catching up).
-            Leadership::Electing { .. } => {}
+            Leadership::Electing { .. } | Leadership::Leaderless => {}
             Leadership::Offline => {
                 let rep = log.replicas[r as usize];
                 if rep.in_sync || log.unclean {
@@ -365,6 +376,305 @@ impl<O: Observer> Engine<'_, O> {
                 }
             }
         }
+    }
+
+    /// Broker `node` of broker `b`'s Kafka cluster crashes (`[broker.replication] brokers`):
+    /// the partitions it leads have no leader (writes to them are refused and retried), the
+    /// ISRs it is in wait for it (their high watermarks stop) until the controller fences it,
+    /// `leader_election_time` later ([`Engine::node_fenced`]). The `[[broker]]` serves on: its
+    /// other partitions keep flowing, and its clients keep their connections [K45][K46].
+    #[inline(never)]
+    pub(super) fn node_crash(&mut self, b: u16, node: u16) {
+        walk!();
+        let c = self.w.clusters[b as usize].as_deref_mut().expect("cluster");
+        let state = &mut c.nodes[node as usize];
+        if !state.up {
+            // Down already: this crash's end brings nothing back.
+            state.idle += 1;
+            return;
+        }
+        state.up = false;
+        let fence = c.fence_time();
+        let parts = c.parts.clone();
+        self.emit(Event::Crash {
+            t: self.now,
+            node: Node::Broker(b),
+        });
+        for l in parts {
+            let log = self.w.logs[l as usize].as_deref_mut().expect("log");
+            let Some(r) = log.on_node(node) else {
+                continue;
+            };
+            let (end, hw) = (log.end, log.hw);
+            let leads = log.leadership == Leadership::Leader(r);
+            let rep = &mut log.replicas[r as usize];
+            rep.up = false;
+            if leads {
+                rep.end = end;
+                log.leadership = Leadership::Leaderless;
+                log.leader_lost = self.now;
+            } else if rep.in_sync {
+                // An in-sync follower has the high watermark.
+                rep.end = hw;
+            }
+        }
+        self.q.push(self.now + fence, Ev::NodeFenced { b, node });
+    }
+
+    /// The controller fences broker `node` of broker `b`'s cluster, its session over
+    /// (`ReplicationControlManager.handleBrokerFenced`): it leaves every ISR, and each
+    /// partition it led elects a leader from the rest of its ISR (with
+    /// `unclean_leader_election`, from the replicas alive), or is offline until one returns.
+    /// A broker restarted meanwhile follows from now on, and catches up [K46].
+    #[inline(never)]
+    pub(super) fn node_fenced(&mut self, b: u16, node: u16) {
+        walk!();
+        let c = self.w.clusters[b as usize].as_deref_mut().expect("cluster");
+        let parts = c.parts.clone();
+        for l in parts {
+            let log = self.w.logs[l as usize].as_deref_mut().expect("log");
+            let Some(r) = log.on_node(node) else {
+                continue;
+            };
+            match log.leadership {
+                Leadership::Leaderless => {
+                    let others = |ok: &dyn Fn(&Replica) -> bool| {
+                        log.replicas
+                            .iter()
+                            .enumerate()
+                            .position(|(i, x)| i != r as usize && ok(x))
+                            .map(|i| i as u8)
+                    };
+                    let clean = others(&|x| x.up && x.in_sync);
+                    let unclean = if log.unclean { others(&|x| x.up) } else { None };
+                    let rep = log.replicas[r as usize];
+                    match (clean, unclean) {
+                        (Some(to), _) => {
+                            log.replicas[r as usize].in_sync = false;
+                            let end = log.in_sync_end(to, log.leader_lost);
+                            self.take_lead(l, to, false, end);
+                        }
+                        (None, Some(to)) => {
+                            log.replicas[r as usize].in_sync = false;
+                            let end = log.replicas[to as usize].end;
+                            self.take_lead(l, to, true, end);
+                        }
+                        // Back already and nobody else to lead: it leads again (its log whole).
+                        (None, None) if rep.up => self.take_lead(l, r, false, rep.end),
+                        // The last of the ISR: it stays in it; the partition waits for it, and
+                        // its producers retry what waited for a leader.
+                        (None, None) => {
+                            log.leadership = Leadership::Offline;
+                            let waiting = self.take_waiting(l);
+                            self.send_back(waiting);
+                        }
+                    }
+                }
+                Leadership::Leader(_) => {
+                    let rep = &mut log.replicas[r as usize];
+                    if rep.in_sync {
+                        rep.in_sync = false;
+                        if rep.up {
+                            let at = self.now + log.lag();
+                            self.q.push(at, Ev::CaughtUp { l, r });
+                        }
+                    }
+                    self.arm_replication(l);
+                }
+                Leadership::Electing { .. } | Leadership::Offline => {}
+            }
+        }
+        self.arm_balance(b);
+    }
+
+    /// Broker `node` of broker `b`'s cluster is back: each of its replicas follows its leader
+    /// and catches up (one still in the ISR, not yet fenced, counts again at once), or leads a
+    /// partition offline for want of it (`handleBrokerUnfenced`: if it was the last of the
+    /// ISR, or out of sync under `unclean_leader_election`).
+    #[inline(never)]
+    pub(super) fn node_restart(&mut self, b: u16, node: u16) {
+        walk!();
+        let c = self.w.clusters[b as usize].as_deref_mut().expect("cluster");
+        let state = &mut c.nodes[node as usize];
+        if state.idle > 0 {
+            state.idle -= 1;
+            return;
+        }
+        if state.up {
+            return;
+        }
+        state.up = true;
+        let parts = c.parts.clone();
+        self.emit(Event::Recover {
+            t: self.now,
+            node: Node::Broker(b),
+        });
+        for l in parts {
+            let log = self.w.logs[l as usize].as_deref_mut().expect("log");
+            let Some(r) = log.on_node(node) else {
+                continue;
+            };
+            log.replicas[r as usize].up = true;
+            let rep = log.replicas[r as usize];
+            match log.leadership {
+                Leadership::Leader(_) if !rep.in_sync => {
+                    let at = self.now + log.lag();
+                    self.q.push(at, Ev::CaughtUp { l, r });
+                }
+                Leadership::Leader(_) => self.arm_replication(l),
+                Leadership::Offline if rep.in_sync || log.unclean => {
+                    self.take_lead(l, r, !rep.in_sync, rep.end);
+                }
+                _ => {}
+            }
+        }
+        self.arm_balance(b);
+    }
+
+    /// Broker `node` of broker `b`'s cluster stops fetching (a `replica_stall`), alive: each
+    /// follower of it in an ISR holds its high watermark from now on, until its leader's ISR
+    /// check drops it (`Partition.maybeShrinkIsr`, [`Engine::isr_check`]) [K48].
+    #[inline(never)]
+    pub(super) fn replica_stall(&mut self, b: u16, node: u16) {
+        walk!();
+        let now = self.now;
+        let c = self.w.clusters[b as usize].as_deref_mut().expect("cluster");
+        let state = &mut c.nodes[node as usize];
+        if state.stalled {
+            return;
+        }
+        state.stalled = true;
+        state.stalls += 1;
+        let epoch = state.stalls;
+        let at = c.isr_check_after(now);
+        let parts = c.parts.clone();
+        for l in parts {
+            let log = self.w.logs[l as usize].as_deref_mut().expect("log");
+            let Some(r) = log.on_node(node) else {
+                continue;
+            };
+            if log.leadership == Leadership::Leader(r) {
+                continue;
+            }
+            let hw = log.hw;
+            let rep = &mut log.replicas[r as usize];
+            rep.stalled = true;
+            if rep.in_sync && rep.up {
+                rep.end = hw;
+            }
+        }
+        self.q.push(at, Ev::IsrCheck { b, node, epoch });
+    }
+
+    /// The leaders' ISR check finds broker `node` of broker `b`'s cluster still stalled: each
+    /// ISR it is in as a follower drops it (`getOutOfSyncReplicas`: not caught up for longer
+    /// than `replica.lag.time.max.ms`; one whose log end is its leader's is caught up and
+    /// stays), and the high watermark goes on with the rest, or, below `min_insync_replicas`,
+    /// stays (KAFKA-15583) while `acks=all` writes are refused [K24][K48]. Checked again
+    /// every half of `replica.lag.time.max.ms` while the stall lasts.
+    #[inline(never)]
+    pub(super) fn isr_check(&mut self, b: u16, node: u16, epoch: u32) {
+        walk!();
+        let c = self.w.clusters[b as usize].as_deref_mut().expect("cluster");
+        let state = c.nodes[node as usize];
+        if !state.stalled || state.stalls != epoch {
+            return;
+        }
+        let next = self.now + (c.lag_time_max / 2).max(1);
+        let parts = c.parts.clone();
+        for l in parts {
+            let log = self.w.logs[l as usize].as_deref_mut().expect("log");
+            let Some(r) = log.on_node(node) else {
+                continue;
+            };
+            let end = log.end;
+            let follows = matches!(log.leadership, Leadership::Leader(x) if x != r);
+            let rep = &mut log.replicas[r as usize];
+            if !follows || !rep.stalled || !rep.in_sync || rep.end >= end {
+                continue;
+            }
+            rep.in_sync = false;
+            self.arm_replication(l);
+        }
+        self.q.push(next, Ev::IsrCheck { b, node, epoch });
+    }
+
+    /// Broker `node` of broker `b`'s cluster fetches again: a follower still in its ISR
+    /// counts again at once, one dropped catches up (one `replication_lag`) and rejoins
+    /// (`maybeExpandIsr`) [K48].
+    #[inline(never)]
+    pub(super) fn replica_resume(&mut self, b: u16, node: u16) {
+        walk!();
+        let c = self.w.clusters[b as usize].as_deref_mut().expect("cluster");
+        let state = &mut c.nodes[node as usize];
+        if !state.stalled {
+            return;
+        }
+        state.stalled = false;
+        let parts = c.parts.clone();
+        for l in parts {
+            let log = self.w.logs[l as usize].as_deref_mut().expect("log");
+            let Some(r) = log.on_node(node) else {
+                continue;
+            };
+            let rep = &mut log.replicas[r as usize];
+            if !rep.stalled {
+                continue;
+            }
+            rep.stalled = false;
+            let rep = *rep;
+            if rep.in_sync {
+                self.arm_replication(l);
+            } else if rep.up && matches!(log.leadership, Leadership::Leader(_)) {
+                let at = self.now + log.lag();
+                self.q.push(at, Ev::CaughtUp { l, r });
+            }
+        }
+    }
+
+    /// Schedules the controller's leader imbalance check on broker `b`'s cluster, if some
+    /// partition is not led by its preferred replica and none is scheduled:
+    /// `leader.imbalance.check.interval.seconds` later (`QuorumController.
+    /// maybeScheduleNextBalancePartitionLeaders`, after each controller write) [K47].
+    pub(super) fn arm_balance(&mut self, b: u16) {
+        let c = self.w.clusters[b as usize].as_deref_mut().expect("cluster");
+        let Some(every) = c.balance_every.filter(|_| !c.balance_armed) else {
+            return;
+        };
+        let logs = &self.w.logs;
+        let imbalanced = c.parts.iter().any(|&l| {
+            logs[l as usize]
+                .as_deref()
+                .is_some_and(|log| log.leadership != Leadership::Leader(0))
+        });
+        if imbalanced {
+            c.balance_armed = true;
+            self.q.push(self.now + every, Ev::LeaderBalance(b));
+        }
+    }
+
+    /// The leader imbalance check (`ReplicationControlManager.maybeBalancePartitionLeaders`):
+    /// each partition whose preferred replica (its first) is alive and in the ISR and does not
+    /// lead is led by it again (`Election.PREFERRED`); what its log lacks of the old leader's
+    /// (the records its fetches had not brought yet) is cut. Then the next check, if still imbalanced.
+    #[inline(never)]
+    pub(super) fn leader_balance(&mut self, b: u16) {
+        walk!();
+        let c = self.w.clusters[b as usize].as_deref_mut().expect("cluster");
+        c.balance_armed = false;
+        let parts = c.parts.clone();
+        for l in parts {
+            let log = self.w.logs[l as usize].as_deref_mut().expect("log");
+            let first = log.replicas[0];
+            if matches!(log.leadership, Leadership::Leader(x) if x != 0)
+                && first.up
+                && first.in_sync
+            {
+                let end = log.in_sync_end(0, self.now);
+                self.take_lead(l, 0, false, end);
+            }
+        }
+        self.arm_balance(b);
     }
 
     /// The producer's broker went down: drop the connection and try the list again later.

@@ -16,7 +16,11 @@ impl<O: Observer> Engine<'_, O> {
         let f = &self.plan.faults[i as usize];
         let (action, duration) = (f.action, f.duration);
         match action {
-            FaultAction::BrokerCrash { broker } => self.broker_crash(broker),
+            FaultAction::BrokerCrash {
+                broker,
+                node: Some(n),
+            } => self.node_crash(broker, n),
+            FaultAction::BrokerCrash { broker, node: None } => self.broker_crash(broker),
             FaultAction::ConsumerCrash { consumer } => self.consumer_crash(consumer),
             FaultAction::NetworkBlip { consumer } => self.blip_start(consumer),
             FaultAction::ConsumerPause { consumer } => self.pause_start(consumer),
@@ -32,6 +36,7 @@ impl<O: Observer> Engine<'_, O> {
                 producer,
                 replaced_after,
             } => self.producer_pause(producer, replaced_after),
+            FaultAction::ReplicaStall { broker, node } => self.replica_stall(broker, node),
             FaultAction::DbOutage => {
                 self.w.db_down += 1;
                 if self.w.db_down == 1 {
@@ -97,7 +102,7 @@ impl<O: Observer> Engine<'_, O> {
             },
         }
         if let Some(mut d) = duration {
-            if let FaultAction::BrokerCrash { broker } = action {
+            if let FaultAction::BrokerCrash { broker, .. } = action {
                 // The fault's `for` is how long the broker stays down; its restart comes on top.
                 if let Some(restart) = self.w.brokers[broker as usize].restart_delay() {
                     d = d.saturating_add(restart);
@@ -113,7 +118,11 @@ impl<O: Observer> Engine<'_, O> {
         self.fault_transition();
         let action = self.plan.faults[i as usize].action;
         match action {
-            FaultAction::BrokerCrash { broker } => self.broker_restart(broker),
+            FaultAction::BrokerCrash {
+                broker,
+                node: Some(n),
+            } => self.node_restart(broker, n),
+            FaultAction::BrokerCrash { broker, node: None } => self.broker_restart(broker),
             FaultAction::ConsumerCrash { consumer } => self.consumer_restart(consumer),
             FaultAction::NetworkBlip { consumer } => self.blip_end(consumer),
             FaultAction::ConsumerPause { consumer } => self.pause_end(consumer),
@@ -123,6 +132,7 @@ impl<O: Observer> Engine<'_, O> {
             }
             FaultAction::ProducerCrash { producer } => self.producer_restart(producer),
             FaultAction::ProducerPause { producer, .. } => self.producer_wake(producer),
+            FaultAction::ReplicaStall { broker, node } => self.replica_resume(broker, node),
             FaultAction::DbOutage => {
                 self.w.db_down -= 1;
                 if self.w.db_down == 0 {

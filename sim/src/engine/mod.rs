@@ -320,16 +320,46 @@ impl<'a, O: Observer> Engine<'a, O> {
                 .iter()
                 .enumerate()
                 .map(|(i, b)| {
-                    b.replication.as_ref().map(|r| {
-                        Box::new(replication::Log::new(
-                            r,
-                            sc.producers.acks.unwrap_or_default(),
-                            stream(seed, Component::Broker, i as u32, REPLICATION_LAG),
-                            stream(seed, Component::Broker, i as u32, ELECTION),
-                        ))
-                    })
+                    b.replication
+                        .as_ref()
+                        .filter(|r| r.brokers.is_none())
+                        .map(|r| {
+                            let mut log = replication::Log::new(
+                                r,
+                                sc.producers.acks.unwrap_or_default(),
+                                stream(seed, Component::Broker, i as u32, REPLICATION_LAG),
+                                stream(seed, Component::Broker, i as u32, ELECTION),
+                            );
+                            log.broker = i as u16;
+                            Box::new(log)
+                        })
                 })
                 .collect(),
+            clusters: if sc
+                .brokers
+                .iter()
+                .any(|b| b.replication.as_ref().is_some_and(|r| r.brokers.is_some()))
+            {
+                sc.brokers
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| {
+                        b.replication
+                            .as_ref()
+                            .filter(|r| r.brokers.is_some())
+                            .map(|r| {
+                                Box::new(replication::Cluster::new(
+                                    r,
+                                    sc.producers.acks.unwrap_or_default(),
+                                    seed,
+                                    stream(seed, Component::Broker, i as u32, ELECTION),
+                                ))
+                            })
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
         };
         Engine {
             sc,
@@ -729,11 +759,14 @@ impl<'a, O: Observer> Engine<'a, O> {
             Ev::LeaseRenew { slot, id } => self.lease_renew(slot, id),
             Ev::CrashDetected { c, epoch } => self.crash_detected(c, epoch),
             Ev::CommitDue { c, epoch } => self.commit_due(c, epoch),
-            Ev::Replicated(b) => self.replicated(b),
+            Ev::Replicated(l) => self.replicated(l),
             Ev::TxnCommit { p, number } => self.txn_commit(p, number),
             Ev::ProducerReplaced { p, serial } => self.producer_replaced(p, serial),
-            Ev::LeaderElected(b) => self.leader_elected(b),
-            Ev::CaughtUp { b, r } => self.caught_up(b, r),
+            Ev::LeaderElected(l) => self.leader_elected(l),
+            Ev::CaughtUp { l, r } => self.caught_up(l, r),
+            Ev::NodeFenced { b, node } => self.node_fenced(b, node),
+            Ev::LeaderBalance(b) => self.leader_balance(b),
+            Ev::IsrCheck { b, node, epoch } => self.isr_check(b, node, epoch),
             Ev::FaultStart(i) => self.fault_start(i),
             Ev::FaultEnd(i) => self.fault_end(i),
             Ev::Wake(token) => {

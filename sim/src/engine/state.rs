@@ -61,9 +61,14 @@ pub(super) struct World {
     /// Sends a broker goes on holding (`Route::Wait`) after their producer's blocking call timed
     /// out (`call_timeout`): the broker stores each when the strategy lets it (`producer.rs`).
     pub held_sends: Vec<HeldSend>,
-    /// Per broker, its replicated log (`[broker.replication]`, `replication.rs`); None for
-    /// every broker of a scenario without one.
+    /// Per broker, its replicated log (`[broker.replication]` without `brokers`,
+    /// `replication.rs`); None for every broker of a scenario without one.
+    /// Beyond the brokers' (with `[broker.replication] brokers`), each partition's log of a
+    /// [`super::replication::Cluster`] in the order they were made.
     pub logs: Vec<Option<Box<super::replication::Log>>>,
+    /// Per broker, its Kafka cluster (`[broker.replication] brokers`); empty when no broker
+    /// has one.
+    pub clusters: Vec<Option<Box<super::replication::Cluster>>>,
 }
 
 /// The world's own bookkeeping: messages strategies took over, and the target rows.

@@ -651,6 +651,26 @@ pub struct Replication {
     /// `broker.heartbeat.interval.ms` 2s), then elects. Default uniform 7s to 9s.
     #[serde(default = "defaults::leader_election_time")]
     pub leader_election_time: DurSpec,
+    /// The cluster's brokers (at least `replication_factor`): each partition's replicas are
+    /// placed on them as KRaft's `StripedReplicaPlacer` stripes them (partition `p` on brokers
+    /// `p, p+1, ...` modulo `brokers`, the first its preferred leader), so the leaders are
+    /// spread, and a `broker_crash` names one of them (`node`): it takes down only the leaders
+    /// it holds, and its followers leave the ISRs when the controller fences it. Absent: one
+    /// broker leads every partition, its followers on the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brokers: Option<u32>,
+    /// `auto.leader.rebalance.enable` (true), with `brokers`: the controller moves each
+    /// partition's leadership back to its preferred replica (the first of its replicas) once
+    /// that replica is back in the ISR, at its leader imbalance check
+    /// (`leader.imbalance.check.interval.seconds`, 300s after the leaders moved). Absent:
+    /// true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_leader_rebalance: Option<bool>,
+    /// `replica.lag.time.max.ms` (30s): a follower that has not caught up with its leader for
+    /// longer leaves the ISR at the leader's next check (every half of it). Only a
+    /// `replica_stall` stops a live follower here. Absent: 30s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_lag_time_max: Option<Dur>,
 }
 
 /// What a Kafka producer waits for before a send counts as written (`[producers] acks`).
@@ -1116,6 +1136,10 @@ pub struct Fault {
     /// Target broker (broker_crash). Absent with `rate`: a random broker each time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broker: Option<String>,
+    /// Which of a Kafka cluster's brokers crashes (broker_crash on a broker with
+    /// `[broker.replication] brokers`), 0 to `brokers` - 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<u32>,
     /// Target consumer index (consumer_crash, network_blip, slow_consumer). Absent: random.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consumer: Option<u32>,
@@ -1160,6 +1184,7 @@ impl Fault {
             fraction: None,
             count: None,
             replaced_after: None,
+            node: None,
         }
     }
 }

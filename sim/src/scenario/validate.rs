@@ -1119,6 +1119,39 @@ fn replication_problems(
     if let Err(m) = r.leader_election_time.0.check() {
         err("leader_election_time", m);
     }
+    if r.replica_lag_time_max.is_some_and(|d| d.0 < 2) {
+        err(
+            "replica_lag_time_max",
+            "must be at least 2us (the leader checks every half of it)".into(),
+        );
+    }
+    if let Some(n) = r.brokers {
+        if !(r.replication_factor..=MAX_REPLICATION_FACTOR).contains(&n) {
+            err(
+                "brokers",
+                format!(
+                    "must be replication_factor ({}) to {MAX_REPLICATION_FACTOR}: each of a \
+                     partition's replicas is on its own broker (Kafka's placer refuses a factor \
+                     above the brokers registered), got {n}",
+                    r.replication_factor
+                ),
+            );
+        }
+    } else if r.replica_lag_time_max.is_some() {
+        err(
+            "replica_lag_time_max",
+            "is how long a stalled follower stays in the ISR: it needs `brokers` (a \
+             replica_stall names one of the cluster's brokers)"
+                .into(),
+        );
+    } else if r.auto_leader_rebalance.is_some() {
+        err(
+            "auto_leader_rebalance",
+            "moves leaders back to their preferred brokers: it needs `brokers` (the cluster's \
+             brokers, over which the leaders are spread)"
+                .into(),
+        );
+    }
     if b.backup_of.is_some() {
         err(
             "replication_factor",
