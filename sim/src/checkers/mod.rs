@@ -597,7 +597,14 @@ impl<A: Annotations> Checkers<A> {
             .position(|(m, _)| (m.key, m.seq) == key_seq)
         {
             let (went, fate) = self.deferred_gone.swap_remove(i);
-            self.gone_for_good(went, t, fate);
+            let never_stored = self.rec(went).is_some_and(|r| r.enqueued_at == NONE);
+            if fate == Fate::Discarded && never_stored {
+                // Refused before any broker stored it (a fenced zombie's write), and its copy
+                // given up too: nothing of it was ever stored.
+                self.given_up(t, went);
+            } else {
+                self.gone_for_good(went, t, fate);
+            }
         }
     }
 

@@ -2430,4 +2430,13 @@ fn a_copy_given_up_unstored_leaves_the_message_to_its_stored_instance() {
     h.enqueue(4 * MS, copy2).pending(5 * MS, copy2);
     let r = h.metrics(5 * MS);
     assert_eq!((r.pending_at_end, r.dead_lettered, r.lost), (1, 0, 0));
+    // Never stored: refused (a fenced zombie's write) while its copy was announced, and the
+    // copy given up unstored: given up, not lost.
+    let mut h = H::state();
+    h.produce(0, a)
+        .resend(MS, copy, 0, false)
+        .discard(2 * MS, a)
+        .give_up(3 * MS, copy, false);
+    let r = h.metrics(4 * MS);
+    assert_eq!((r.given_up, r.lost, r.pending_at_end), (1, 0, 0));
 }
