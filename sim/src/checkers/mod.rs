@@ -367,8 +367,9 @@ pub struct Checkers<A: Annotations = Off> {
     /// The messages (key, seq; sorted) a resend stored again: a copy may be pending at the end
     /// after its message is final (applied).
     copies: Vec<(u32, u32)>,
-    /// Copies a resend announced (ids, sorted) that no broker has stored yet: one its producer
-    /// then gives up never existed at a broker, so it is one copy fewer ([`Checkers::copy_vanished`]).
+    /// Instances of a copied message (ids, sorted) that no broker has stored yet: the copies a
+    /// resend announced, and the message they copy while unstored. One its producer then gives
+    /// up never existed at a broker: one instance fewer ([`Checkers::copy_vanished`]).
     unstored_copies: Vec<u64>,
     /// Where a message went while a copy of it was still outstanding (the last such instance
     /// per message): its fate once that copy turns out never to be stored.
@@ -605,6 +606,9 @@ impl<A: Annotations> Checkers<A> {
             } else {
                 self.gone_for_good(went, t, fate);
             }
+        } else {
+            // The last instance, and none went before it: given up, if none was ever stored.
+            self.given_up(t, msg);
         }
     }
 
@@ -697,6 +701,12 @@ impl<A: Annotations> Checkers<A> {
         if msg.seq >= k.base {
             if let Some(r) = self.rec(msg) {
                 r.dead_lettered = false;
+                if r.applies > 0 {
+                    // Applied already (after its dead letter, by a consumer whose lease had
+                    // ended), and not yet out of its key's window: as below, its replayed copy
+                    // may still be queued at the end once the window has settled past it.
+                    self.replayed_final.push(msg);
+                }
             }
             return;
         }
@@ -901,21 +911,31 @@ impl<A: Annotations> Checkers<A> {
                 self.unknown(e, msg);
             }
             Event::Resend {
-                msg, deduplicated, ..
+                msg,
+                of,
+                deduplicated,
+                ..
             } => {
                 self.unknown(e, msg);
                 if deduplicated {
                     self.coverage.resends_deduplicated += 1;
                 } else {
                     self.coverage.resends_stored += 1;
-                    if let Some(r) = self.rec(msg) {
-                        r.copies = r.copies.saturating_add(1);
-                    }
+                    // The copy, and the message it copies if no broker has stored it yet, are
+                    // each an instance that may still vanish unstored (its producer gives it up).
+                    let original_unstored = match self.rec(msg) {
+                        Some(r) => {
+                            r.copies = r.copies.saturating_add(1);
+                            r.enqueued_at == NONE
+                        }
+                        None => false,
+                    };
                     if let Err(i) = self.copies.binary_search(&(msg.key, msg.seq)) {
                         self.copies.insert(i, (msg.key, msg.seq));
                     }
-                    if let Err(i) = self.unstored_copies.binary_search(&msg.id) {
-                        self.unstored_copies.insert(i, msg.id);
+                    self.note_unstored(msg.id);
+                    if original_unstored {
+                        self.note_unstored(of);
                     }
                 }
             }
@@ -941,6 +961,15 @@ impl<A: Annotations> Checkers<A> {
                 }
             }
             Event::Recover { .. } | Event::Resume { .. } | Event::Takeover { .. } => {}
+        }
+    }
+
+    /// `id`, a copy a resend announced or the unstored message it copies, may vanish unstored.
+    #[cold]
+    #[inline(never)]
+    fn note_unstored(&mut self, id: u64) {
+        if let Err(i) = self.unstored_copies.binary_search(&id) {
+            self.unstored_copies.insert(i, id);
         }
     }
 

@@ -966,6 +966,25 @@ fn a_replayed_copy_of_an_applied_message_may_be_pending_at_the_end() {
     assert_eq!((x.applied, x.dead_lettered, x.pending_at_end), (1, 0, 0));
 }
 
+/// As above, with the replay made while the message is still in its key's window (an earlier
+/// seq still open): once the window settles past it, its replayed copy pending at the end is not
+/// malformed either. Found by the property tests (a lease, a DLQ replay, `rabbitmq_sac`).
+#[test]
+fn a_replayed_copy_of_an_applied_message_still_in_its_window_may_be_pending() {
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    let mut h = H::state();
+    h.produce(0, a)
+        .produce(0, b)
+        .start(0, b, 0)
+        .dead_letter(MS, b)
+        .apply_by(2 * MS, b, 0);
+    h.replay(3 * MS, b, false)
+        .deliver_stored(4 * MS, a)
+        .pending(5 * MS, b);
+    let x = h.metrics(5 * MS);
+    assert_eq!((x.applied, x.dead_lettered, x.pending_at_end), (2, 0, 0));
+}
+
 #[test]
 fn a_reopened_record_hides_no_message_still_in_its_window() {
     // seq 0 is dead-lettered and leaves the window (seq 1 is now its base), then replayed: its
@@ -2437,6 +2456,27 @@ fn a_copy_given_up_unstored_leaves_the_message_to_its_stored_instance() {
         .resend(MS, copy, 0, false)
         .discard(2 * MS, a)
         .give_up(3 * MS, copy, false);
+    let r = h.metrics(4 * MS);
+    assert_eq!((r.given_up, r.lost, r.pending_at_end), (1, 0, 0));
+    // Never stored, copied (a producer's new instance), and the copy stored: the original then
+    // given up is one instance fewer, and the copy's drop is the message's.
+    let mut h = H::state();
+    h.produce(0, a)
+        .resend(MS, copy, 0, false)
+        .enqueue(2 * MS, copy)
+        .give_up(3 * MS, a, false)
+        .dead_letter(4 * MS, copy);
+    let r = h.metrics(5 * MS);
+    assert_eq!(
+        (r.dead_lettered, r.given_up, r.lost, r.pending_at_end),
+        (1, 0, 0, 0)
+    );
+    // Never stored, and both the copy and the original given up: given up.
+    let mut h = H::state();
+    h.produce(0, a)
+        .resend(MS, copy, 0, false)
+        .give_up(2 * MS, copy, false)
+        .give_up(3 * MS, a, false);
     let r = h.metrics(4 * MS);
     assert_eq!((r.given_up, r.lost, r.pending_at_end), (1, 0, 0));
 }

@@ -321,6 +321,9 @@ impl<O: Observer> Engine<'_, O> {
             self.q.push(at, Ev::CaughtUp { l, r });
         }
         self.send_back(resend);
+        // What the resends set off (a producer failed over to another broker, which dispatched)
+        // is over before the broker's recovery.
+        self.flush();
         if !spread && self.w.brokers[b as usize].recover(false) {
             self.emit(Event::Recover {
                 t: self.now,
