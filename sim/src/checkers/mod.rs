@@ -361,8 +361,9 @@ pub struct Checkers<A: Annotations = Off> {
     /// Records reopened by a replay from a dead-letter queue after they had left their key's
     /// window (counted at the end).
     reopened: Vec<(MsgRef, Rec)>,
-    /// Messages replayed from a DLQ while already final for another reason (applied): a copy
-    /// of them may be pending at the end without reopening them.
+    /// Messages replayed from a DLQ while already final for another reason (applied), or while
+    /// still in their key's window: a copy of them may be pending at the end after their record
+    /// settled.
     replayed_final: Vec<MsgRef>,
     /// The messages (key, seq; sorted) a resend stored again: a copy may be pending at the end
     /// after its message is final (applied).
@@ -701,12 +702,10 @@ impl<A: Annotations> Checkers<A> {
         if msg.seq >= k.base {
             if let Some(r) = self.rec(msg) {
                 r.dead_lettered = false;
-                if r.applies > 0 {
-                    // Applied already (after its dead letter, by a consumer whose lease had
-                    // ended), and not yet out of its key's window: as below, its replayed copy
-                    // may still be queued at the end once the window has settled past it.
-                    self.replayed_final.push(msg);
-                }
+                // Its record stays open, but another instance may apply it (a consumer whose
+                // lease had ended, before the replay; a strategy's held copy, after): once the
+                // window has settled past it, its replayed copy may still be queued at the end.
+                self.replayed_final.push(msg);
             }
             return;
         }

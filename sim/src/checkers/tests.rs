@@ -983,6 +983,17 @@ fn a_replayed_copy_of_an_applied_message_still_in_its_window_may_be_pending() {
         .pending(5 * MS, b);
     let x = h.metrics(5 * MS);
     assert_eq!((x.applied, x.dead_lettered, x.pending_at_end), (2, 0, 0));
+    // Replayed first, then applied by another instance (a strategy's held copy): the same.
+    let mut h = H::state();
+    h.produce(0, a)
+        .produce(0, b)
+        .start(0, b, 0)
+        .dead_letter(MS, b)
+        .replay(2 * MS, b, false)
+        .apply_by(3 * MS, b, 0);
+    h.deliver_stored(4 * MS, a).pending(5 * MS, b);
+    let x = h.metrics(5 * MS);
+    assert_eq!((x.applied, x.dead_lettered, x.pending_at_end), (2, 0, 0));
 }
 
 #[test]
