@@ -371,7 +371,7 @@ pub struct Checkers<A: Annotations = Off> {
     /// Instances of a copied message (ids, sorted) that no broker has stored yet: the copies a
     /// resend announced, and the message they copy while unstored. One its producer then gives
     /// up never existed at a broker: one instance fewer ([`Checkers::copy_vanished`]).
-    unstored_copies: Vec<u64>,
+    unstored: Vec<u64>,
     /// Where a message went while a copy of it was still outstanding (the last such instance
     /// per message): its fate once that copy turns out never to be stored.
     deferred_gone: Vec<(MsgRef, Fate)>,
@@ -446,7 +446,7 @@ impl<A: Annotations> Checkers<A> {
             reopened: Vec::new(),
             replayed_final: Vec::new(),
             copies: Vec::new(),
-            unstored_copies: Vec::new(),
+            unstored: Vec::new(),
             deferred_gone: Vec::new(),
             notes,
         }
@@ -615,6 +615,10 @@ impl<A: Annotations> Checkers<A> {
 
     /// The last instance of `msg` is gone (`fate`): final, unless a consumer has it in hand.
     fn gone_for_good(&mut self, msg: MsgRef, t: Time, fate: Fate) {
+        if !self.deferred_gone.is_empty() {
+            self.deferred_gone
+                .retain(|(m, _)| (m.key, m.seq) != (msg.key, msg.seq));
+        }
         let Some(r) = self.rec(msg) else {
             return;
         };
@@ -623,13 +627,6 @@ impl<A: Annotations> Checkers<A> {
             Fate::Dropped => r.dropped = true,
             Fate::Discarded => r.discarded = true,
         }
-        if !self.deferred_gone.is_empty() {
-            self.deferred_gone
-                .retain(|(m, _)| (m.key, m.seq) != (msg.key, msg.seq));
-        }
-        let Some(r) = self.rec(msg) else {
-            return;
-        };
         if r.resolved_at == NONE {
             r.resolved_at = t;
         }
@@ -782,7 +779,7 @@ impl<A: Annotations> Checkers<A> {
         match *e {
             Event::Produce { msg, poison, .. } => self.produce(t, msg, poison),
             Event::Enqueue { msg, .. } => {
-                if !self.unstored_copies.is_empty() {
+                if !self.unstored.is_empty() {
                     self.copy_stored(msg);
                 }
                 if let Some(r) = self.rec(msg) {
@@ -942,9 +939,9 @@ impl<A: Annotations> Checkers<A> {
                 self.coverage.delivery_timeouts += 1;
                 self.unknown(e, msg);
                 if !resent {
-                    match self.unstored_copies.binary_search(&msg.id) {
+                    match self.unstored.binary_search(&msg.id) {
                         Ok(i) => {
-                            self.unstored_copies.remove(i);
+                            self.unstored.remove(i);
                             self.copy_vanished(msg, t);
                         }
                         Err(_) => self.given_up(t, msg),
@@ -967,8 +964,8 @@ impl<A: Annotations> Checkers<A> {
     #[cold]
     #[inline(never)]
     fn note_unstored(&mut self, id: u64) {
-        if let Err(i) = self.unstored_copies.binary_search(&id) {
-            self.unstored_copies.insert(i, id);
+        if let Err(i) = self.unstored.binary_search(&id) {
+            self.unstored.insert(i, id);
         }
     }
 
@@ -976,8 +973,8 @@ impl<A: Annotations> Checkers<A> {
     #[cold]
     #[inline(never)]
     fn copy_stored(&mut self, msg: MsgRef) {
-        if let Ok(i) = self.unstored_copies.binary_search(&msg.id) {
-            self.unstored_copies.remove(i);
+        if let Ok(i) = self.unstored.binary_search(&msg.id) {
+            self.unstored.remove(i);
         }
     }
 
