@@ -31,15 +31,21 @@ const SORTED_AGAIN: usize = 8;
 /// The engine usually has a few events pending (one per busy consumer, the next arrival, a few
 /// timers): then they are kept in a vector sorted latest first, so `pop` is a `Vec::pop` and
 /// `push` an insertion-sort step from the end, which on a few entries costs less than a heap's
-/// sift-down per pop. Past [`SORTED_MAX`] pending events, the vector becomes a binary min-heap
-/// (an ascending array is one, so switching is a reversal) with an early-stopping sift, written
-/// out here rather than `std::collections::BinaryHeap`, whose `pop` sifts the last element all
-/// the way down and back up. Events are `Copy`, so moves are plain copies.
+/// sift-down per pop. A sorted entry needs no insertion number: an event goes before (nearer the
+/// end than) none of those of its time already there, so ties keep their order by position.
+/// Past [`SORTED_MAX`] pending events, they move to a binary min-heap (an ascending array is
+/// one, so switching is a reversal, the positions giving the insertion numbers) with an
+/// early-stopping sift, written out here rather than `std::collections::BinaryHeap`, whose `pop`
+/// sifts the last element all the way down and back up. Events are `Copy`, so moves are plain
+/// copies.
 pub struct EventQueue<E: Copy> {
-    /// Sorted by (time, insertion number) descending (the earliest last) while `sorted`, a
-    /// min-heap otherwise.
-    v: Vec<Entry<E>>,
-    sorted: bool,
+    /// While the queue is sorted: (time, event) by time descending, the earliest last, ties the
+    /// first scheduled last.
+    sorted: Vec<(Time, E)>,
+    /// Otherwise: a min-heap by (time, insertion number).
+    heap: Vec<Entry<E>>,
+    in_heap: bool,
+    /// The insertion number of the next event pushed to the heap: larger than every one there.
     next: u64,
 }
 
@@ -47,38 +53,38 @@ impl<E: Copy> EventQueue<E> {
     /// An empty queue.
     pub fn new() -> Self {
         EventQueue {
-            v: Vec::with_capacity(1024),
-            sorted: true,
+            sorted: Vec::with_capacity(SORTED_MAX),
+            heap: Vec::new(),
+            in_heap: false,
             next: 0,
         }
     }
 
     /// Schedules `ev` at `time`.
-    // The new entry's insertion number is the largest yet, so it comes after every entry whose
-    // time is not later than `time`: the steps of `push` compare times only (one 64-bit
-    // comparison where the packed (time, number) key took two).
+    // The new event comes after every pending one whose time is not later than `time`: the
+    // steps of `push` compare times only.
     #[inline]
     pub fn push(&mut self, time: Time, ev: E) {
-        let seq = self.next;
-        self.next += 1;
-        let new = Entry { time, seq, ev };
-        let v = &mut self.v;
-        let mut i = v.len();
-        if self.sorted {
+        if !self.in_heap {
+            let v = &mut self.sorted;
+            let mut i = v.len();
             if i < SORTED_MAX {
                 // Shift the earlier entries one place towards the end, then put `new` before them.
-                v.push(new);
-                while i > 0 && v[i - 1].time <= time {
+                v.push((time, ev));
+                while i > 0 && v[i - 1].0 <= time {
                     v[i] = v[i - 1];
                     i -= 1;
                 }
-                v[i] = new;
+                v[i] = (time, ev);
                 return;
             }
-            // Ascending order is a valid min-heap.
-            v.reverse();
-            self.sorted = false;
+            self.switch_to_heap();
         }
+        let seq = self.next;
+        self.next += 1;
+        let new = Entry { time, seq, ev };
+        let v = &mut self.heap;
+        let mut i = v.len();
         v.push(new);
         while i > 0 {
             let parent = (i - 1) / 2;
@@ -91,14 +97,32 @@ impl<E: Copy> EventQueue<E> {
         v[i] = new;
     }
 
+    /// Moves the sorted events to the heap: ascending order is a valid min-heap, and a sorted
+    /// event's insertion number is its rank among those pending (ties are in insertion order).
+    #[cold]
+    #[inline(never)]
+    fn switch_to_heap(&mut self) {
+        let base = self.next;
+        let n = self.sorted.len() as u64;
+        self.heap.clear();
+        self.heap.extend(
+            self.sorted
+                .drain(..)
+                .rev()
+                .zip(base..)
+                .map(|((time, ev), seq)| Entry { time, seq, ev }),
+        );
+        self.next = base + n;
+        self.in_heap = true;
+    }
+
     /// The earliest event and its time.
     // Always inlined (the engine's loop is its one caller): the sorted case is a `Vec::pop`,
     // cheaper than the call frame it used to pay; the heap's case is out of line.
     #[inline(always)]
     pub fn pop(&mut self) -> Option<(Time, E)> {
-        if self.sorted {
-            let e = self.v.pop()?;
-            return Some((e.time, e.ev));
+        if !self.in_heap {
+            return self.sorted.pop();
         }
         self.pop_from_heap()
     }
@@ -107,10 +131,13 @@ impl<E: Copy> EventQueue<E> {
     #[inline(never)]
     fn pop_from_heap(&mut self) -> Option<(Time, E)> {
         let top = self.heap_pop()?;
-        if self.v.len() <= SORTED_AGAIN {
-            self.v
+        if self.heap.len() <= SORTED_AGAIN {
+            self.heap
                 .sort_unstable_by_key(|e| std::cmp::Reverse((e.time, e.seq)));
-            self.sorted = true;
+            self.sorted.clear();
+            self.sorted
+                .extend(self.heap.drain(..).map(|e| (e.time, e.ev)));
+            self.in_heap = false;
         }
         Some((top.time, top.ev))
     }
@@ -118,7 +145,7 @@ impl<E: Copy> EventQueue<E> {
     /// Removes the heap's root.
     #[inline]
     fn heap_pop(&mut self) -> Option<Entry<E>> {
-        let h = &mut self.v;
+        let h = &mut self.heap;
         let last = h.pop()?;
         let n = h.len();
         if n == 0 {
@@ -146,12 +173,16 @@ impl<E: Copy> EventQueue<E> {
 
     /// Number of pending events.
     pub fn len(&self) -> usize {
-        self.v.len()
+        if self.in_heap {
+            self.heap.len()
+        } else {
+            self.sorted.len()
+        }
     }
 
     /// Whether nothing is pending.
     pub fn is_empty(&self) -> bool {
-        self.v.is_empty()
+        self.len() == 0
     }
 }
 impl<E: Copy> Default for EventQueue<E> {
@@ -215,7 +246,7 @@ mod tests {
                 reference.push((t, n));
                 n += 1;
             }
-            heaps += usize::from(!q.sorted);
+            heaps += usize::from(q.in_heap);
             let pops = if round % 2 == 0 { burst / 2 } else { 2 * burst };
             for _ in 0..pops {
                 reference.sort();
@@ -226,7 +257,7 @@ mod tests {
                     now = t;
                 }
             }
-            sorts += usize::from(q.sorted && !q.is_empty());
+            sorts += usize::from(!q.in_heap && !q.is_empty());
             assert_eq!(q.len(), reference.len());
         }
         assert!(
