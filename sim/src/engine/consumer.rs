@@ -246,8 +246,8 @@ impl<O: Observer> Engine<'_, O> {
         if self.defer_if_paused(c, Ev::ServiceDone { c, epoch }) {
             return;
         }
-        let cs = &self.w.consumers[c as usize];
-        let Phase::Serving { job, step } = cs.phase else {
+        // The job is read where it is (a copy of it per message cost as much as the test).
+        let Phase::Serving { ref job, step } = self.w.consumers[c as usize].phase else {
             return;
         };
         let outcome = {
@@ -289,18 +289,19 @@ impl<O: Observer> Engine<'_, O> {
             self.skipped_hook_did_nothing(before, "on_handled");
         }
         let msg = job.view.msg_ref();
+        let (d, timestamp) = (job.d, job.view.timestamp);
         match outcome {
             Outcome::Applied { state_seq } => {
                 self.w.unhold(msg.id);
-                self.w.mark_applied(job.d.slot, msg.id);
-                self.w.write_row(msg.key, state_seq, job.view.timestamp);
+                self.w.mark_applied(d.slot, msg.id);
+                self.w.write_row(msg.key, state_seq, timestamp);
                 self.emit(Event::Apply {
                     t: self.now,
                     msg,
                     consumer: c,
                     state_seq,
                 });
-                self.succeeded(c, job.d, msg);
+                self.succeeded(c, d, msg);
             }
             Outcome::Rejected => {
                 self.w.unhold(msg.id);
@@ -309,15 +310,17 @@ impl<O: Observer> Engine<'_, O> {
                     msg,
                     consumer: c,
                 });
-                self.succeeded(c, job.d, msg);
+                self.succeeded(c, d, msg);
             }
             Outcome::Buffered => {
-                self.w.take_over(job.d.slot, msg);
-                self.succeeded(c, job.d, msg)
+                self.w.take_over(d.slot, msg);
+                self.succeeded(c, d, msg)
             }
             Outcome::Failed(reason) => self.then(Fx::Failed { c, reason }),
             Outcome::After { delay, step } => {
-                self.w.consumers[c as usize].phase = Phase::Serving { job, step };
+                if let Phase::Serving { step: s, .. } = &mut self.w.consumers[c as usize].phase {
+                    *s = step;
+                }
                 self.q.push(self.now + delay, Ev::ServiceDone { c, epoch });
                 self.apply_control();
                 return;
