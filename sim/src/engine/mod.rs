@@ -893,6 +893,14 @@ impl<'a, O: Observer> Engine<'a, O> {
             .iter()
             .flat_map(|p| p.unsent_resends())
             .collect();
+        // Each is still its producer's (an entry outliving its send would hide whatever message
+        // took its slot since).
+        debug_assert!(
+            unsent
+                .iter()
+                .all(|&s| matches!(self.w.slab.get(s).loc, Loc::Producer(_))),
+            "a resend the producer never made is not at its producer"
+        );
         // An applied message is settled whatever copy is left; the copy is reported unacked (its
         // ack or offset commit never reached the broker, which would deliver it again).
         let (unacked, pending): (Vec<&Msg>, Vec<&Msg>) = (self.w.slab.msgs.iter().enumerate())

@@ -718,6 +718,17 @@ impl<O: Observer> Engine<'_, O> {
             Err(Unrouted::Refused { .. }) => h.broker,
         };
         self.w.held_sends.swap_remove(i);
+        // A held copy (the application's send again of a message whose earlier call timed out,
+        // or whose answer was lost) is a resend as when it goes by the producer's connection:
+        // stored as a new instance unless the broker deduplicates it, and no longer waiting to
+        // be sent (its slot may be reused once it settles).
+        let ps = &self.w.producers[h.producer as usize];
+        if ps.resent.iter().any(|&(s, ..)| s == slot) {
+            self.flush();
+            if self.resend(h.producer, slot, b) {
+                return;
+            }
+        }
         self.accept(b, slot);
     }
 
