@@ -203,6 +203,9 @@ struct Tally {
     /// command) was produced: its latency is censored at the run's end. The innocent
     /// dead-lettered are in `dead_lettered_at`, where a replay can take them back.
     undelivered_produced_at: Vec<Time>,
+    /// The messages counted given up, for a later store to take back (a write the producer gave
+    /// up on before its broker had it stored, that the broker stored after: it is the broker's).
+    given_up_at: Vec<DeadLettered>,
     /// `[workload] group_size` (0: no correlation groups).
     group_size: u32,
     /// Correlation groups (key, seq / group_size) with members classified as never applied,
@@ -210,7 +213,7 @@ struct Tally {
     unapplied_groups: BTreeMap<(u32, u32), u32>,
 }
 
-/// A message counted dead-lettered.
+/// A message counted dead-lettered (or given up).
 #[derive(Clone, Copy, Debug)]
 struct DeadLettered {
     key: u32,
@@ -265,6 +268,12 @@ impl Tally {
         } else if r.given_up {
             self.given_up += 1;
             self.undelivered_produced_at.push(r.produced_at);
+            self.given_up_at.push(DeadLettered {
+                key,
+                seq,
+                produced_at: r.produced_at,
+                poison: r.poison,
+            });
         } else if r.pending {
             self.pending += 1;
             self.undelivered_produced_at.push(r.produced_at);
@@ -785,9 +794,15 @@ impl<A: Annotations> Checkers<A> {
                 if let Some(r) = self.rec(msg) {
                     if r.enqueued_at == NONE {
                         r.enqueued_at = t;
+                        if r.given_up {
+                            self.stored_after_give_up(msg);
+                        }
                     }
                 } else {
                     self.unknown(e, msg);
+                    if !self.tally.given_up_at.is_empty() {
+                        self.reopen_given_up(msg, t);
+                    }
                 }
             }
             Event::Dispatch {
@@ -994,6 +1009,49 @@ impl<A: Annotations> Checkers<A> {
                 self.settle_front(msg.key);
             }
         }
+    }
+
+    /// A broker stored `msg` after its producer had given it up unstored (a write still on its
+    /// way: at a leader until its followers had it, or held by a broker): not given up, the
+    /// broker's as any stored message. Its record, still in its key's window, is open again.
+    #[cold]
+    #[inline(never)]
+    fn stored_after_give_up(&mut self, msg: MsgRef) {
+        if let Some(r) = self.rec(msg) {
+            r.given_up = false;
+            r.discarded = false;
+            r.resolved_at = NONE;
+        }
+    }
+
+    /// [`Checkers::stored_after_give_up`] for a message already counted given up: taken back
+    /// from the count and reopened (as a replay from a dead-letter queue reopens one).
+    #[cold]
+    #[inline(never)]
+    fn reopen_given_up(&mut self, msg: MsgRef, t: Time) {
+        let tally = &mut self.tally;
+        let Some(i) = tally
+            .given_up_at
+            .iter()
+            .position(|d| d.key == msg.key && d.seq == msg.seq)
+        else {
+            return;
+        };
+        let d = tally.given_up_at.swap_remove(i);
+        tally.given_up -= 1;
+        if let Some(j) = tally
+            .undelivered_produced_at
+            .iter()
+            .rposition(|&p| p == d.produced_at)
+        {
+            tally.undelivered_produced_at.swap_remove(j);
+        }
+        tally.take_back_unapplied(msg);
+        let rec = Rec {
+            enqueued_at: t,
+            ..Rec::open(d.produced_at, d.poison)
+        };
+        self.reopened.push((msg, rec));
     }
 
     /// Reports an event about a message that was never produced (a settled one is fine).

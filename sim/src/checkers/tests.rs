@@ -2491,3 +2491,49 @@ fn a_copy_given_up_unstored_leaves_the_message_to_its_stored_instance() {
     let r = h.metrics(4 * MS);
     assert_eq!((r.given_up, r.lost, r.pending_at_end), (1, 0, 0));
 }
+
+/// A write its producer gave up on before its broker had it stored, stored after (a record at a
+/// leader until its followers fetch it, its answer lost; a send a broker held): the broker's, as
+/// any stored message, not given up, whether its record was still in its key's window (an
+/// earlier message open) or had been counted given up. Before, the later store left it counted
+/// given up and its pending at the end 'already settled' (the property tests: notifier,
+/// replication, send_timeout, seed 293).
+#[test]
+fn a_message_stored_after_its_producer_gave_it_up_is_the_brokers() {
+    let (a, b) = (m(0, 0, 0), m(1, 0, 1));
+    // Counted given up (first of its key), then stored: pending at the end.
+    let mut h = H::state();
+    h.produce(0, a)
+        .give_up(MS, a, false)
+        .enqueue(2 * MS, a)
+        .pending(9 * MS, a);
+    let r = h.metrics(10 * MS);
+    assert_eq!((r.given_up, r.pending_at_end, r.undelivered), (0, 1, 1));
+    // The same, applied: applied, nothing undelivered.
+    let mut h = H::state();
+    h.c = Checkers::new(1, WorkloadKind::State).grouped(Some(1));
+    h.produce(0, a)
+        .give_up(MS, a, false)
+        .enqueue(2 * MS, a)
+        .deliver_stored(3 * MS, a);
+    let r = h.metrics(10 * MS);
+    assert_eq!((r.given_up, r.applied, r.undelivered), (0, 1, 0));
+    assert_eq!(r.incomplete_groups, Some(0));
+    // Still in its window behind an open message, then stored and applied.
+    let mut h = H::state();
+    h.produce(0, a)
+        .produce(0, b)
+        .enqueue(0, a)
+        .give_up(MS, b, false)
+        .enqueue(2 * MS, b)
+        .deliver_stored(3 * MS, a)
+        .deliver_stored(4 * MS, b);
+    let r = h.metrics(10 * MS);
+    assert_eq!((r.given_up, r.applied, r.undelivered), (0, 2, 0));
+    // Given up and never stored: given up.
+    let mut h = H::state();
+    h.produce(0, a).produce(0, b).give_up(MS, a, false);
+    h.enqueue(2 * MS, b).deliver_stored(3 * MS, b);
+    let r = h.metrics(10 * MS);
+    assert_eq!((r.given_up, r.applied), (1, 1));
+}
