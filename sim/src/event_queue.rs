@@ -44,6 +44,9 @@ pub struct EventQueue<E: Copy> {
     sorted: Vec<(Time, E)>,
     /// Otherwise: a min-heap by (time, insertion number).
     heap: Vec<Entry<E>>,
+    /// The events are in `heap` (never empty then; `sorted` is), not `sorted` (then `heap` is
+    /// empty). Derivable from the heap's length, but kept: testing the length instead measured
+    /// 0.4 M more instructions on mmc at 200,000 messages (2026-12-05).
     in_heap: bool,
     /// The insertion number of the next event pushed to the heap: larger than every one there.
     next: u64,

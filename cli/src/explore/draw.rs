@@ -77,10 +77,11 @@ impl Palette {
         };
         let window = sc.fault_window_micros().max(1) as f64;
         let mut slots = Vec::new();
+        let check = TemplateCheck::new(sc);
         for kind in kinds {
             let own = random.iter().find(|f| f.kind == kind).copied();
             let template = own.cloned().unwrap_or_else(|| default_template(kind));
-            if let Some(problem) = template_problem(sc, &template) {
+            if let Some(problem) = check.problem(&template) {
                 if explicit {
                     return Err(CliError::Usage(format!(
                         "[explore] kinds: {} cannot be drawn here: {problem}",
@@ -260,33 +261,48 @@ fn per_min(per_sec: f64) -> String {
     format!("{x:.digits$}")
 }
 
-/// Why a drawn entry like `template` would not load in `sc`, if it would not.
-fn template_problem(sc: &Scenario, template: &Fault) -> Option<String> {
-    let mut one = sc.clone();
-    let mut f = template.clone();
-    f.at = None;
-    f.rate = Some(Rate::per_sec(1.0));
-    if f.kind.takes("for") {
-        f.duration = Some(DurSpec(DurDist::Constant {
-            value: Dur::from_secs(1),
-        }));
+/// What a drawn fault would be refused for in a scenario: the scenario without its faults,
+/// expectations and sweep, validated once, and what that alone is refused for, so that only what
+/// a fault adds counts (a kind refused with a setting is reported at the setting: a producer
+/// crash beside `[broker.replication]`, at `producers.commit_interval`).
+struct TemplateCheck {
+    base: Scenario,
+    without: Vec<(String, String)>,
+}
+
+impl TemplateCheck {
+    fn new(sc: &Scenario) -> Self {
+        let mut base = sc.clone();
+        base.faults = Vec::new();
+        base.expect = None;
+        base.sweep = None;
+        let without = refusals(&base).collect();
+        TemplateCheck { base, without }
     }
-    one.faults = Vec::new();
-    one.expect = None;
-    one.sweep = None;
-    // Whatever the fault adds to what the scenario without faults is refused for, wherever the
-    // loader reports it: a kind refused with a setting is reported at the setting (a producer
-    // crash beside `[broker.replication]`, at `producers.commit_interval`).
-    let without: Vec<(String, String)> = sim::scenario::validate(&one)
+
+    /// Why a drawn entry like `template` would not load, if it would not.
+    fn problem(&self, template: &Fault) -> Option<String> {
+        let mut f = template.clone();
+        f.at = None;
+        f.rate = Some(Rate::per_sec(1.0));
+        if f.kind.takes("for") {
+            f.duration = Some(DurSpec(DurDist::Constant {
+                value: Dur::from_secs(1),
+            }));
+        }
+        let mut one = self.base.clone();
+        one.faults = vec![f];
+        refusals(&one)
+            .find(|e| !self.without.contains(e))
+            .map(|(path, message)| format!("{path}: {message}"))
+    }
+}
+
+/// What the loader refuses `sc` for, as (path, message).
+fn refusals(sc: &Scenario) -> impl Iterator<Item = (String, String)> {
+    sim::scenario::validate(sc)
         .into_iter()
         .map(|e| (e.path_string(), e.message))
-        .collect();
-    one.faults = vec![f];
-    sim::scenario::validate(&one)
-        .into_iter()
-        .map(|e| (e.path_string(), e.message))
-        .find(|e| !without.contains(e))
-        .map(|(path, message)| format!("{path}: {message}"))
 }
 
 /// SplitMix64's finaliser: a well-mixed 64-bit value of `seed` and `index`.
@@ -346,9 +362,10 @@ service = "1ms"
         let p = Palette::of(&sc).unwrap();
         // Every kind the explorer can give parameters to (a new kind with a required parameter
         // it does not know is left out until default_template learns it).
+        let check = TemplateCheck::new(&sc);
         let drawable: Vec<FaultKind> = FaultKind::ALL
             .into_iter()
-            .filter(|k| template_problem(&sc, &default_template(*k)).is_none())
+            .filter(|k| check.problem(&default_template(*k)).is_none())
             .collect();
         assert!(drawable.len() >= 10, "{drawable:?}");
         let kinds: Vec<FaultKind> = p.slots.iter().map(|s| s.template.kind).collect();

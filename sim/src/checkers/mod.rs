@@ -196,7 +196,7 @@ struct Tally {
     unaccounted: u64,
     /// The messages counted dead-lettered, for a replay to take back (and, the innocent ones,
     /// for the latency censored at the end).
-    dead_lettered_at: Vec<DeadLettered>,
+    dead_lettered_at: Vec<Counted>,
     /// Whether a stale rejection is a loss (`command` workloads: the command never took effect).
     rejected_is_loss: bool,
     /// When each message counted undelivered (pending, lost, innocent dropped, a rejected
@@ -205,7 +205,7 @@ struct Tally {
     undelivered_produced_at: Vec<Time>,
     /// The messages counted given up, for a later store to take back (a write the producer gave
     /// up on before its broker had it stored, that the broker stored after: it is the broker's).
-    given_up_at: Vec<DeadLettered>,
+    given_up_at: Vec<Counted>,
     /// `[workload] group_size` (0: no correlation groups).
     group_size: u32,
     /// Correlation groups (key, seq / group_size) with members classified as never applied,
@@ -213,13 +213,22 @@ struct Tally {
     unapplied_groups: BTreeMap<(u32, u32), u32>,
 }
 
-/// A message counted dead-lettered (or given up).
+/// A message counted in a figure a later event may take it back from: dead-lettered (a
+/// replay), given up (a store after all).
 #[derive(Clone, Copy, Debug)]
-struct DeadLettered {
+struct Counted {
     key: u32,
     seq: u32,
     produced_at: Time,
     poison: bool,
+}
+
+/// Takes `msg`'s entry out of `list`, if it is counted there.
+fn take_counted(list: &mut Vec<Counted>, msg: MsgRef) -> Option<Counted> {
+    let i = list
+        .iter()
+        .position(|d| d.key == msg.key && d.seq == msg.seq)?;
+    Some(list.swap_remove(i))
 }
 
 impl Tally {
@@ -251,7 +260,7 @@ impl Tally {
             } else {
                 self.innocent_dead_lettered += 1;
             }
-            self.dead_lettered_at.push(DeadLettered {
+            self.dead_lettered_at.push(Counted {
                 key,
                 seq,
                 produced_at: r.produced_at,
@@ -268,7 +277,7 @@ impl Tally {
         } else if r.given_up {
             self.given_up += 1;
             self.undelivered_produced_at.push(r.produced_at);
-            self.given_up_at.push(DeadLettered {
+            self.given_up_at.push(Counted {
                 key,
                 seq,
                 produced_at: r.produced_at,
@@ -720,10 +729,7 @@ impl<A: Annotations> Checkers<A> {
             return;
         }
         let t = &mut self.tally;
-        let Some(i) = t
-            .dead_lettered_at
-            .iter()
-            .position(|d| d.key == msg.key && d.seq == msg.seq)
+        let Some(produced_at) = take_counted(&mut t.dead_lettered_at, msg).map(|d| d.produced_at)
         else {
             // Final otherwise (a consumer whose lease had ended applied it after the broker
             // dead-lettered it): the replayed copy adds nothing to its count, even if it is
@@ -731,7 +737,6 @@ impl<A: Annotations> Checkers<A> {
             self.replayed_final.push(msg);
             return;
         };
-        let produced_at = t.dead_lettered_at.swap_remove(i).produced_at;
         t.dead_lettered -= 1;
         t.take_back_unapplied(msg);
         if poison {
@@ -1030,14 +1035,9 @@ impl<A: Annotations> Checkers<A> {
     #[inline(never)]
     fn reopen_given_up(&mut self, msg: MsgRef, t: Time) {
         let tally = &mut self.tally;
-        let Some(i) = tally
-            .given_up_at
-            .iter()
-            .position(|d| d.key == msg.key && d.seq == msg.seq)
-        else {
+        let Some(d) = take_counted(&mut tally.given_up_at, msg) else {
             return;
         };
-        let d = tally.given_up_at.swap_remove(i);
         tally.given_up -= 1;
         if let Some(j) = tally
             .undelivered_produced_at

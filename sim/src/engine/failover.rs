@@ -381,6 +381,20 @@ impl<O: Observer> Engine<'_, O> {
         }
     }
 
+    /// The replicas on broker `node` of broker `b`'s cluster, as (log, replica), in the order
+    /// its partitions were made (a log made meanwhile, by what a handler sets off, is not among
+    /// them).
+    fn node_replicas(&self, b: u16, node: u16) -> Vec<(u16, u8)> {
+        let c = self.w.clusters[b as usize].as_deref().expect("cluster");
+        c.parts
+            .iter()
+            .filter_map(|&l| {
+                let log = self.w.logs[l as usize].as_deref().expect("log");
+                log.on_node(node).map(|r| (l, r))
+            })
+            .collect()
+    }
+
     /// Broker `node` of broker `b`'s Kafka cluster crashes (`[broker.replication] brokers`):
     /// the partitions it leads have no leader (writes to them are refused and retried), the
     /// ISRs it is in wait for it (their high watermarks stop) until the controller fences it,
@@ -398,16 +412,13 @@ impl<O: Observer> Engine<'_, O> {
         }
         state.up = false;
         let fence = c.fence_time();
-        let parts = c.parts.clone();
+        let replicas = self.node_replicas(b, node);
         self.emit(Event::Crash {
             t: self.now,
             node: Node::Broker(b),
         });
-        for l in parts {
+        for (l, r) in replicas {
             let log = self.w.logs[l as usize].as_deref_mut().expect("log");
-            let Some(r) = log.on_node(node) else {
-                continue;
-            };
             let (end, hw) = (log.end, log.hw);
             let leads = log.leadership == Leadership::Leader(r);
             let rep = &mut log.replicas[r as usize];
@@ -432,13 +443,8 @@ impl<O: Observer> Engine<'_, O> {
     #[inline(never)]
     pub(super) fn node_fenced(&mut self, b: u16, node: u16) {
         walk!();
-        let c = self.w.clusters[b as usize].as_deref_mut().expect("cluster");
-        let parts = c.parts.clone();
-        for l in parts {
+        for (l, r) in self.node_replicas(b, node) {
             let log = self.w.logs[l as usize].as_deref_mut().expect("log");
-            let Some(r) = log.on_node(node) else {
-                continue;
-            };
             match log.leadership {
                 Leadership::Leaderless => {
                     let others = |ok: &dyn Fn(&Replica) -> bool| {
@@ -507,16 +513,13 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         state.up = true;
-        let parts = c.parts.clone();
+        let replicas = self.node_replicas(b, node);
         self.emit(Event::Recover {
             t: self.now,
             node: Node::Broker(b),
         });
-        for l in parts {
+        for (l, r) in replicas {
             let log = self.w.logs[l as usize].as_deref_mut().expect("log");
-            let Some(r) = log.on_node(node) else {
-                continue;
-            };
             log.replicas[r as usize].up = true;
             let rep = log.replicas[r as usize];
             match log.leadership {
@@ -550,12 +553,8 @@ impl<O: Observer> Engine<'_, O> {
         state.stalls += 1;
         let epoch = state.stalls;
         let at = c.isr_check_after(now);
-        let parts = c.parts.clone();
-        for l in parts {
+        for (l, r) in self.node_replicas(b, node) {
             let log = self.w.logs[l as usize].as_deref_mut().expect("log");
-            let Some(r) = log.on_node(node) else {
-                continue;
-            };
             if log.leadership == Leadership::Leader(r) {
                 continue;
             }
@@ -584,12 +583,8 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         let next = self.now + (c.lag_time_max / 2).max(1);
-        let parts = c.parts.clone();
-        for l in parts {
+        for (l, r) in self.node_replicas(b, node) {
             let log = self.w.logs[l as usize].as_deref_mut().expect("log");
-            let Some(r) = log.on_node(node) else {
-                continue;
-            };
             let end = log.end;
             let follows = matches!(log.leadership, Leadership::Leader(x) if x != r);
             let rep = &mut log.replicas[r as usize];
@@ -614,12 +609,8 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         state.stalled = false;
-        let parts = c.parts.clone();
-        for l in parts {
+        for (l, r) in self.node_replicas(b, node) {
             let log = self.w.logs[l as usize].as_deref_mut().expect("log");
-            let Some(r) = log.on_node(node) else {
-                continue;
-            };
             let rep = &mut log.replicas[r as usize];
             if !rep.stalled {
                 continue;

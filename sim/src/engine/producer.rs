@@ -722,12 +722,8 @@ impl<O: Observer> Engine<'_, O> {
         // or whose answer was lost) is a resend as when it goes by the producer's connection:
         // stored as a new instance unless the broker deduplicates it, and no longer waiting to
         // be sent (its slot may be reused once it settles).
-        let ps = &self.w.producers[h.producer as usize];
-        if ps.resent.iter().any(|&(s, ..)| s == slot) {
-            self.flush();
-            if self.resend(h.producer, slot, b) {
-                return;
-            }
+        if self.resend(h.producer, slot, b) {
+            return;
         }
         self.accept(b, slot);
     }
