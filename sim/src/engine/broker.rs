@@ -1109,12 +1109,16 @@ impl<O: Observer> Engine<'_, O> {
     /// The message leaves the broker for good: acked or dead-lettered.
     pub(super) fn settle(&mut self, slot: u32) {
         walk!();
-        let view = self.view(slot);
-        self.drop_held(view.id);
+        // The view is built only for the hook: a strategy without it pays nothing for it (the
+        // slot's contents stay as they are until the slot is taken again).
+        let id = self.w.slab.get(slot).r.id;
+        self.drop_held(id);
         self.w.slab.release(slot);
         if self.hooks.on_settled {
+            let view = self.view(slot);
             self.strategy.on_settled(self.now, &view, &mut self.ctl);
         } else if cfg!(debug_assertions) {
+            let view = self.view(slot);
             let before = self.ctl.requests.len();
             self.strategy.on_settled(self.now, &view, &mut self.ctl);
             self.skipped_hook_did_nothing(before, "on_settled");
