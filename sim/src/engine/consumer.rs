@@ -115,16 +115,30 @@ impl<O: Observer> Engine<'_, O> {
             }
             return;
         };
-        let job = if d.delivery == 0 {
+        // The job is written where it is kept, in the consumer's phase, before `begin` is asked
+        // (nothing `begin` or the history sees reads the phase): built on the stack and
+        // copied, its 80 bytes were moved twice per message.
+        let (msg, poison) = if d.delivery == 0 {
             // Its lease ended before it got here: the consumer's own copy (`lease.rs`).
-            self.take_orphan(c, d.id)
-                .expect("an expired receive keeps its copy")
+            let job = self
+                .take_orphan(c, d.id)
+                .expect("an expired receive keeps its copy");
+            self.w.consumers[c as usize].phase = Phase::Serving { job, step: 0 };
+            (job.view.msg_ref(), job.poison)
         } else {
-            self.job_of(d)
+            let w = &mut self.w;
+            let m = w.slab.get(d.slot);
+            let (msg, poison) = (m.r, m.poison);
+            w.consumers[c as usize].phase = Phase::Serving {
+                job: Job {
+                    d,
+                    view: w.slab.view(d.slot),
+                    poison,
+                },
+                step: 0,
+            };
+            (msg, poison)
         };
-        let view = job.view;
-        let poison = job.poison;
-        let msg = view.msg_ref();
         self.emit(Event::Start {
             t: self.now,
             msg,
@@ -146,22 +160,27 @@ impl<O: Observer> Engine<'_, O> {
         };
         let begin = {
             if self.hooks.begin {
+                let view = self.w.consumers[c as usize].job().view;
                 self.strategy.begin(&ctx(), &view, &mut self.ctl)
             } else {
-                let before = self.ctl.requests.len();
-                debug_assert_eq!(
-                    self.strategy.begin(&ctx(), &view, &mut self.ctl),
-                    Begin::Proceed,
-                    "begin left out of hooks()"
-                );
-                debug_assert_eq!(self.ctl.requests.len(), before, "begin left out of hooks()");
+                if cfg!(debug_assertions) {
+                    let view = self.w.consumers[c as usize].job().view;
+                    let before = self.ctl.requests.len();
+                    assert_eq!(
+                        self.strategy.begin(&ctx(), &view, &mut self.ctl),
+                        Begin::Proceed,
+                        "begin left out of hooks()"
+                    );
+                    assert_eq!(self.ctl.requests.len(), before, "begin left out of hooks()");
+                }
                 Begin::Proceed
             }
         };
         match begin {
-            Begin::Proceed => self.serve(c, job),
+            Begin::Proceed => self.serve_started(c, d),
             Begin::Wait { timeout } => {
                 let cs = &mut self.w.consumers[c as usize];
+                let job = *cs.job();
                 cs.park_serial += 1;
                 let serial = cs.park_serial;
                 cs.phase = Phase::Parked { job, serial };
@@ -173,7 +192,7 @@ impl<O: Observer> Engine<'_, O> {
                 self.sync_load(c);
             }
             Begin::Fail(reason) => {
-                self.w.consumers[c as usize].phase = Phase::Serving { job, step: 0 };
+                // Its phase is already the job's, at step 0.
                 self.sync_load(c);
                 // Rolled back, then the strategy's requests, then its next message.
                 self.then(Fx::Failed { c, reason });
@@ -189,8 +208,14 @@ impl<O: Observer> Engine<'_, O> {
     #[inline(always)]
     pub(super) fn serve(&mut self, c: u32, job: Job) {
         walk!();
+        self.w.consumers[c as usize].phase = Phase::Serving { job, step: 0 };
+        self.serve_started(c, job.d);
+    }
+
+    /// [`Self::serve`] for a job already in the consumer's phase (at step 0).
+    #[inline(always)]
+    fn serve_started(&mut self, c: u32, d: Delivery) {
         let cs = &mut self.w.consumers[c as usize];
-        cs.phase = Phase::Serving { job, step: 0 };
         let svc = self.service.sample(&mut cs.rng);
         let svc = if cs.slow == 1.0 {
             svc
@@ -202,7 +227,7 @@ impl<O: Observer> Engine<'_, O> {
         // No `sync_load`: the load is what it was before the job left the buffer (or the parked
         // phase) for this one, and the broker already has it.
         debug_assert!(self.load_in_sync(c), "serve changed consumer {c}'s load");
-        self.lease_work_started(&job);
+        self.lease_work_started(d);
     }
 
     /// A parked consumer may go on (the strategy released what it waited for).
@@ -515,14 +540,14 @@ impl<O: Observer> Engine<'_, O> {
 
     /// Consumer `c` starts working on `job`: with renewal on, it will extend the lease.
     #[inline]
-    pub(super) fn lease_work_started(&mut self, job: &Job) {
+    pub(super) fn lease_work_started(&mut self, d: Delivery) {
         walk!();
         if let Some(every) = self.cfg.lease.and_then(|l| l.renew_every) {
             self.q.push(
                 self.now + every.0,
                 Ev::LeaseRenew {
-                    slot: job.d.slot,
-                    id: job.d.id,
+                    slot: d.slot,
+                    id: d.id,
                 },
             );
         }
@@ -709,6 +734,15 @@ impl Consumer {
             rejoin_when_idle: false,
             pull,
             blocked: 0,
+        }
+    }
+
+    /// The job in hand, serving or parked (the caller knows there is one).
+    #[inline]
+    pub(super) fn job(&self) -> &Job {
+        match &self.phase {
+            Phase::Serving { job, .. } | Phase::Parked { job, .. } => job,
+            Phase::Idle | Phase::Waiting { .. } => unreachable!("no job in hand"),
         }
     }
 
