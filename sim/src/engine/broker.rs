@@ -1107,6 +1107,7 @@ impl<O: Observer> Engine<'_, O> {
     }
 
     /// The message leaves the broker for good: acked or dead-lettered.
+    #[inline(always)]
     pub(super) fn settle(&mut self, slot: u32) {
         walk!();
         // The view is built only for the hook: a strategy without it pays nothing for it (the
