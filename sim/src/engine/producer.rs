@@ -563,23 +563,25 @@ impl<O: Observer> Engine<'_, O> {
         walk!();
         let ps = &self.w.producers[p as usize];
         let connected = ps.broker.expect("connected");
-        let view = self.view(slot);
-        let ctx = RouteCtx {
-            now: self.now,
-            producer: p,
-            connected,
-            up: &self.w.broker_up,
-            held_since: ps.held(slot),
+        // The context and the view are built only where `route` is called: a strategy without
+        // it paid for both on every send.
+        let ask = |e: &mut Self| {
+            let ctx = RouteCtx {
+                now: e.now,
+                producer: p,
+                connected,
+                up: &e.w.broker_up,
+                held_since: e.w.producers[p as usize].held(slot),
+            };
+            e.strategy.route(&ctx, &e.w.slab.view(slot))
         };
         let route = if self.hooks.route {
-            self.strategy.route(&ctx, &view)
+            ask(self)
         } else {
             let plain = Route::Connected;
-            debug_assert_eq!(
-                self.strategy.route(&ctx, &view),
-                plain,
-                "route left out of hooks()"
-            );
+            if cfg!(debug_assertions) {
+                assert_eq!(ask(self), plain, "route left out of hooks()");
+            }
             plain
         };
         let b = match self.routed_to(route, connected) {
