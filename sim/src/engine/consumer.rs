@@ -276,31 +276,37 @@ impl<O: Observer> Engine<'_, O> {
             return;
         };
         let outcome = {
-            let ctx = handler_ctx(
-                self.now,
-                c,
-                step,
-                job.poison,
-                self.w.db_down,
-                self.w.source_down,
-                &self.w.rows,
-                &self.w.source,
-            );
+            // Built in each branch: the plain handler's reads only what it needs of it, where
+            // one context built for both was stored in full for every message.
+            let ctx = || {
+                handler_ctx(
+                    self.now,
+                    c,
+                    step,
+                    job.poison,
+                    self.w.db_down,
+                    self.w.source_down,
+                    &self.w.rows,
+                    &self.w.source,
+                )
+            };
             if self.hooks.handle {
-                self.strategy.handle(&ctx, &job.view, &mut self.ctl)
+                self.strategy.handle(&ctx(), &job.view, &mut self.ctl)
             } else {
-                let plain = plain_handle(&ctx, &job.view);
-                let before = self.ctl.requests.len();
-                debug_assert_eq!(
-                    self.strategy.handle(&ctx, &job.view, &mut self.ctl),
-                    plain,
-                    "handle left out of hooks()"
-                );
-                debug_assert_eq!(
-                    self.ctl.requests.len(),
-                    before,
-                    "handle left out of hooks()"
-                );
+                let plain = plain_handle(&ctx(), &job.view);
+                if cfg!(debug_assertions) {
+                    let before = self.ctl.requests.len();
+                    assert_eq!(
+                        self.strategy.handle(&ctx(), &job.view, &mut self.ctl),
+                        plain,
+                        "handle left out of hooks()"
+                    );
+                    assert_eq!(
+                        self.ctl.requests.len(),
+                        before,
+                        "handle left out of hooks()"
+                    );
+                }
                 plain
             }
         };
