@@ -107,7 +107,8 @@ impl KeyPicker {
             self.group_producer
         } else {
             match self.ownership {
-                KeyOwnership::Owned => key % self.producers,
+                KeyOwnership::Owned if self.producers > 1 => key % self.producers,
+                KeyOwnership::Owned => 0,
                 KeyOwnership::Shared if self.producers > 1 => {
                     self.rng.random_range(0..self.producers)
                 }
