@@ -820,6 +820,7 @@ impl<O: Observer> Engine<'_, O> {
     }
 
     /// Stores a message at the tail of broker `b`'s queue (a send or a forward arriving).
+    #[inline(always)]
     pub(super) fn enqueue_back(&mut self, b: u16, slot: u32) {
         walk!();
         self.w.slab.get_mut(slot).loc = Loc::Queued(b);
