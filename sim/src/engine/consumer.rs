@@ -332,7 +332,6 @@ impl<O: Observer> Engine<'_, O> {
                     consumer: c,
                     state_seq,
                 });
-                self.succeeded(c, d, msg);
             }
             Outcome::Rejected => {
                 self.w.unhold(msg.id);
@@ -341,13 +340,13 @@ impl<O: Observer> Engine<'_, O> {
                     msg,
                     consumer: c,
                 });
-                self.succeeded(c, d, msg);
             }
-            Outcome::Buffered => {
-                self.w.take_over(d.slot, msg);
-                self.succeeded(c, d, msg)
+            Outcome::Buffered => self.w.take_over(d.slot, msg),
+            Outcome::Failed(reason) => {
+                self.then(Fx::Failed { c, reason });
+                self.apply_then_start(c);
+                return;
             }
-            Outcome::Failed(reason) => self.then(Fx::Failed { c, reason }),
             Outcome::After { delay, step } => {
                 if let Phase::Serving { step: s, .. } = &mut self.w.consumers[c as usize].phase {
                     *s = step;
@@ -357,6 +356,7 @@ impl<O: Observer> Engine<'_, O> {
                 return;
             }
         }
+        self.succeeded(c, d, msg);
         self.apply_then_start(c);
     }
 
@@ -404,6 +404,7 @@ impl<O: Observer> Engine<'_, O> {
 
     /// The ack reaches the broker: settled if the delivery is still current (else it was already
     /// given back for redelivery, and this ack is lost or refused).
+    #[inline(always)]
     pub(super) fn ack_arrive(&mut self, c: u32, d: Delivery, msg: MsgRef) {
         walk!();
         let cs = &mut self.w.consumers[c as usize];
