@@ -319,6 +319,18 @@ pub(super) enum Handout {
     Skip,
 }
 
+/// Where an offer stands between two choices ([`Broker::offer_next`]).
+pub(super) struct Offer {
+    /// The queue position looked at next.
+    i: usize,
+    /// Room left among all candidates, and among the bridges.
+    total_free: u32,
+    bridge_free: u32,
+    /// What the kept answers tell of the candidates' room ([`Waits::check`]; `None`: not yet
+    /// checked in this offer).
+    room: Option<Option<u64>>,
+}
+
 /// The fixed facts of one dispatch call.
 pub(super) struct Pick {
     broker: u16,
@@ -634,62 +646,73 @@ impl Broker {
         self.members += 1;
     }
 
-    /// The attached list, lent to an offer to count down (no copy).
+    /// Starts an offer of its queued messages, up to its page, to its candidates: `ext` (the
+    /// local consumers first, `pick.locals` of them, then the bridges with demand: a copy), or
+    /// its own attached list when `None`, with `free` the room of all candidates and of the
+    /// bridges among them. [`Self::offer_next`] goes on from what this returns.
     #[inline(always)]
-    fn lend_attached(&mut self) -> Vec<ConsumerSlot> {
-        std::mem::take(&mut self.attached)
-    }
-
-    /// Takes back the list lent to an offer, undoing its count-down of the handouts.
-    #[inline(always)]
-    fn take_back_attached(&mut self, mut cands: Vec<ConsumerSlot>, out: &[(u32, Handout)]) {
-        for &(_, to) in out {
-            if let Handout::Consumer(c) = to {
-                cands[self.position[c as usize] as usize].free += 1;
-            }
-        }
-        self.attached = cands;
-    }
-
-    /// Offers its queued messages, up to its page, to `cands` (the local consumers first,
-    /// `pick.locals` of them; then the bridges with demand) through the strategy's `select`, with
-    /// `free` the room of all candidates and of the bridges among them. Each message chosen
-    /// leaves the queue and is pushed to `out` with where it goes, in order; the engine carries
-    /// them out ([`Engine::dispatch`]).
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn offer(
+    fn offer_start(
         &mut self,
         pick: &Pick,
-        cands: &mut [ConsumerSlot],
+        ext: Option<&[ConsumerSlot]>,
         free: (u32, u32),
-        slab: &Slab,
-        strategy: &mut dyn Strategy,
         ctl: &mut Control,
-        out: &mut Vec<(u32, Handout)>,
-    ) {
-        let (mut total_free, mut bridge_free) = free;
-        let locals = pick.locals;
-        // Answers are kept only once a strategy has given one: a policy that never holds a
-        // message pays nothing for them.
-        // (None: not yet checked in this call.)
-        let keep = pick.keep;
+    ) -> Offer {
         if ctl.take_holds_changed(pick.broker) {
             self.members_changed();
         }
-        let mut room =
-            (keep && !self.waits.head.is_empty()).then(|| self.waits.check(cands, self.members));
-        let mut i = 0;
-        while total_free > 0 && i < self.page_size {
+        let cands = ext.unwrap_or(&self.attached);
+        // Answers are kept only once a strategy has given one: a policy that never holds a
+        // message pays nothing for them.
+        // (None: not yet checked in this call.)
+        let room = (pick.keep && !self.waits.head.is_empty())
+            .then(|| self.waits.check(cands, self.members));
+        Offer {
+            i: 0,
+            total_free: free.0,
+            bridge_free: free.1,
+            room,
+        }
+    }
+
+    /// Offers its queued messages through the strategy's `select`, from where `st` stands, until
+    /// one is chosen: it leaves the queue and is returned with where it goes (`None`: the offer
+    /// is over). The candidates are `ext`, or its own attached list (`None`), whose room each
+    /// choice counts down in place, as the delivery will (`sync_load`).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn offer_next(
+        &mut self,
+        pick: &Pick,
+        st: &mut Offer,
+        ext: Option<&mut [ConsumerSlot]>,
+        slab: &Slab,
+        strategy: &mut dyn Strategy,
+        ctl: &mut Control,
+    ) -> Option<(u32, Handout)> {
+        let own = ext.is_none();
+        let cands: &mut [ConsumerSlot] = match ext {
+            Some(c) => c,
+            None => &mut self.attached,
+        };
+        let locals = pick.locals;
+        let keep = pick.keep;
+        let Offer {
+            i,
+            total_free,
+            bridge_free,
+            room,
+        } = st;
+        while *total_free > 0 && *i < self.page_size {
             // The messages whose answers still stand, in one pass over what is known.
-            if let Some(Some(r)) = room {
-                let skip = self.waits.held_from(i, self.page_size - i, r);
+            if let Some(Some(r)) = *room {
+                let skip = self.waits.held_from(*i, self.page_size - *i, r);
                 if skip > 0 {
-                    i += skip;
+                    *i += skip;
                     continue;
                 }
             }
-            let Some(&slot) = self.queue.get(i) else {
+            let Some(&slot) = self.queue.get(*i) else {
                 break;
             };
             let view = slab.view(slot);
@@ -710,38 +733,40 @@ impl Broker {
                         // A policy bug must not corrupt the world: hold the message instead.
                         debug_assert!(false, "strategy selected a full or absent consumer");
                         self.waits
-                            .learn_in(i, WAITS_ASK, cands, self.members, &mut room);
-                        i += 1;
+                            .learn_in(*i, WAITS_ASK, cands, self.members, room);
+                        *i += 1;
                         continue;
                     };
                     cand.free -= 1;
-                    total_free -= 1;
+                    *total_free -= 1;
+                    if own {
+                        self.free_total -= 1;
+                    }
                     if cand.free == 0 {
-                        if let Some(Some(r)) = &mut room {
+                        if let Some(Some(r)) = room {
                             *r &= !(1 << ci);
                         }
                     }
                     let c = cand.id;
-                    if i == 0 {
+                    if *i == 0 {
                         self.queue.pop_front();
                     } else {
-                        self.queue.remove(i);
+                        self.queue.remove(*i);
                     }
                     if keep {
-                        self.waits.removed(i);
+                        self.waits.removed(*i);
                     }
                     if ci >= locals {
-                        bridge_free -= 1;
+                        *bridge_free -= 1;
                         let peer = (c - pick.bridge_base) as u16;
                         let br = self
                             .bridges
                             .iter()
                             .position(|br| br.peer == peer && br.demand)
                             .expect("offered bridges have demand");
-                        out.push((slot, Handout::Bridge(br)));
-                    } else {
-                        out.push((slot, Handout::Consumer(c)));
+                        return Some((slot, Handout::Bridge(br)));
                     }
+                    return Some((slot, Handout::Consumer(c)));
                 }
                 Select::HoldFor(ci) => {
                     let w = match cands.get(ci) {
@@ -750,36 +775,37 @@ impl Broker {
                         _ => WAITS_ASK,
                     };
                     if keep {
-                        self.waits.learn_in(i, w, cands, self.members, &mut room);
+                        self.waits.learn_in(*i, w, cands, self.members, room);
                     }
-                    i += 1;
+                    *i += 1;
                 }
                 Select::HoldWhileMembers => {
                     self.waits
-                        .learn_in(i, WAITS_PARKED, cands, self.members, &mut room);
-                    i += 1;
+                        .learn_in(*i, WAITS_PARKED, cands, self.members, room);
+                    *i += 1;
                 }
                 Select::Hold => {
                     self.waits
-                        .learn_in(i, WAITS_ASK, cands, self.members, &mut room);
-                    i += 1;
+                        .learn_in(*i, WAITS_ASK, cands, self.members, room);
+                    *i += 1;
                 }
                 // Only the local consumers were offered: later messages may still go to a bridge.
-                Select::Stop if offered < cands.len() && bridge_free > 0 => {
+                Select::Stop if offered < cands.len() && *bridge_free > 0 => {
                     self.waits
-                        .learn_in(i, WAITS_ASK, cands, self.members, &mut room);
-                    i += 1;
+                        .learn_in(*i, WAITS_ASK, cands, self.members, room);
+                    *i += 1;
                 }
                 Select::Stop => break,
                 Select::Skip => {
-                    self.queue.remove(i);
+                    self.queue.remove(*i);
                     if keep {
-                        self.waits.removed(i);
+                        self.waits.removed(*i);
                     }
-                    out.push((slot, Handout::Skip));
+                    return Some((slot, Handout::Skip));
                 }
             }
         }
+        None
     }
 
     /// Moves a message it gives up on to its dead-letter queue.
@@ -1006,22 +1032,17 @@ impl<O: Observer> Engine<'_, O> {
             self.apply_control();
             return;
         }
-        // A list the offer may count down as it hands out (the broker's own list follows the
-        // consumers' loads as the deliveries are made): with bridges a copy that adds them, else
-        // the broker's own list, lent and given back as it was.
-        let mut cands = if has_bridges {
+        let mut total_free = self.w.brokers[bi].free_total;
+        // With bridges, the candidates are a copy that adds them after the local consumers
+        // (`cands[..locals]`), counted down by the offer; else the broker's own list, counted
+        // down in place as its deliveries will (`sync_load`).
+        let mut ext = None;
+        let locals = self.w.brokers[bi].attached.len();
+        let mut bridge_free = 0u32;
+        if has_bridges {
             let mut cands = std::mem::take(&mut self.scratch);
             cands.clear();
             cands.extend_from_slice(&self.w.brokers[bi].attached);
-            cands
-        } else {
-            self.w.brokers[bi].lend_attached()
-        };
-        let mut total_free = self.w.brokers[bi].free_total;
-        // The local consumers are `cands[..locals]`; the bridges with demand follow.
-        let locals = cands.len();
-        let mut bridge_free = 0u32;
-        if has_bridges {
             let base = self.sc.consumers.count;
             for br in self.w.brokers[bi].bridges.iter().filter(|br| br.demand) {
                 let free = bridge_prefetch.saturating_sub(br.in_flight);
@@ -1032,9 +1053,8 @@ impl<O: Observer> Engine<'_, O> {
                 });
             }
             total_free += bridge_free;
+            ext = Some(cands);
         }
-        let mut out = std::mem::take(&mut self.handouts);
-        out.clear();
         let pick = Pick {
             broker: b,
             now: self.now,
@@ -1042,45 +1062,72 @@ impl<O: Observer> Engine<'_, O> {
             bridge_base: self.sc.consumers.count,
             keep: self.hooks.promises,
         };
-        self.w.brokers[bi].offer(
-            &pick,
-            &mut cands,
-            (total_free, bridge_free),
-            &self.w.slab,
-            &mut *self.strategy,
-            &mut self.ctl,
-            &mut out,
-        );
-        if has_bridges {
-            self.scratch = cands;
-        } else {
-            self.w.brokers[bi].take_back_attached(cands, &out);
-        }
-        // Carried out in the order chosen (as one pass did before the node owned the choice:
-        // nothing `select` sees changes with a delivery). The consumers that received something,
-        // in the order of their first delivery: the first one here (most dispatches hand out to
-        // one), the others in `started_scratch`.
+        // The broker hands each message to its consumer as it chooses it: a delivery changes
+        // nothing a later choice sees (the consumer's room was counted down as the delivery
+        // leaves it). Except over a bridge, under SQS's redrive on receive (a delivery may be a
+        // dead-lettering, which tells the strategy), with batch receives (a consumer's room is a
+        // whole batch until the offer ends) and from a skipped message on (its discard tells the
+        // strategy): those handouts are carried out after the offer, in the order chosen.
+        let mut defer = has_bridges || self.cfg.redelivery.redrive_on_receive || self.batch_receive;
+        // The consumers that received something, in the order of their first delivery: the
+        // first one here (most dispatches hand out to one), the others in `started_scratch`.
         let mut first = None;
-        // Nothing below dispatches again (a nested dispatch would share the list).
-        debug_assert!(self.started_scratch.is_empty());
-        for &(slot, to) in &out {
+        // Nothing below dispatches again (a nested dispatch would share the lists).
+        debug_assert!(self.started_scratch.is_empty() && self.handouts.is_empty());
+        let mut st = self.w.brokers[bi].offer_start(
+            &pick,
+            ext.as_deref(),
+            (total_free, bridge_free),
+            &mut self.ctl,
+        );
+        loop {
+            let next = {
+                let w = &mut self.w;
+                w.brokers[bi].offer_next(
+                    &pick,
+                    &mut st,
+                    ext.as_deref_mut(),
+                    &w.slab,
+                    &mut *self.strategy,
+                    &mut self.ctl,
+                )
+            };
+            let Some((slot, to)) = next else {
+                break;
+            };
             match to {
-                Handout::Bridge(br) => self.bridge_take(b, br, slot),
-                Handout::Skip => self.skip(slot),
-                Handout::Consumer(c) => {
-                    match first {
-                        None => first = Some(c),
-                        Some(f) if f != c && !self.started_scratch.contains(&c) => {
-                            self.started_scratch.push(c);
-                        }
-                        Some(_) => {}
-                    }
+                Handout::Consumer(c) if !defer => {
+                    self.handed_to(&mut first, c);
                     self.deliver(b, c, slot);
+                }
+                _ => {
+                    defer = true;
+                    self.handouts.push((slot, to));
                 }
             }
         }
-        out.clear();
-        self.handouts = out;
+        if let Some(cands) = ext {
+            self.scratch = cands;
+        }
+        if !self.handouts.is_empty() {
+            let mut out = std::mem::take(&mut self.handouts);
+            for &(slot, to) in &out {
+                match to {
+                    Handout::Bridge(br) => self.bridge_take(b, br, slot),
+                    Handout::Skip => self.skip(slot),
+                    Handout::Consumer(c) => {
+                        self.handed_to(&mut first, c);
+                        self.deliver(b, c, slot);
+                    }
+                }
+            }
+            out.clear();
+            self.handouts = out;
+        }
+        debug_assert!(
+            self.free_in_sync(b),
+            "an offer's count-down left a stale load"
+        );
         // Only the consumers that received something may have work to start: each does, after
         // this step (the router), then the strategy's requests. The last start and the
         // strategy's requests (from `select`, and whatever the starts leave) are one step.
@@ -1105,6 +1152,18 @@ impl<O: Observer> Engine<'_, O> {
             });
         }
         self.started_scratch.clear();
+    }
+
+    /// Consumer `c` received a message in this dispatch: `first`, or one of `started_scratch`.
+    #[inline(always)]
+    fn handed_to(&mut self, first: &mut Option<u32>, c: u32) {
+        match *first {
+            None => *first = Some(c),
+            Some(f) if f != c && !self.started_scratch.contains(&c) => {
+                self.started_scratch.push(c);
+            }
+            Some(_) => {}
+        }
     }
 
     /// The message leaves the broker for good: acked or dead-lettered.
@@ -1288,6 +1347,8 @@ impl<O: Observer> Engine<'_, O> {
         // SQS's redrive policy acts on the receive that would exceed `maxReceiveCount` [Q3].
         let r = &self.cfg.redelivery;
         if r.redrive_on_receive && r.gives_up(m.deliveries) {
+            // Not delivered: the consumer's room, counted down by the offer, is as it was.
+            self.sync_load(c);
             self.redrive_on_receive(b, slot);
             return;
         }
