@@ -290,7 +290,7 @@ fn one() -> f64 {
 }
 
 /// The `[expect]` section.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Expect {
     /// Seeds to run (default: the scenario's seed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -301,6 +301,52 @@ pub struct Expect {
     /// Bounds per strategy name, or `all` for every strategy.
     #[serde(flatten)]
     pub bounds: BTreeMap<String, BTreeMap<String, Bound>>,
+}
+
+/// Read by hand rather than with `#[serde(flatten)]`: flatten buffers the strategies' tables
+/// before reading them, so an error in one bound (`ordering_violations = "> zero"`) lost its
+/// place and was reported at the `[expect]` header. Read straight from the document, each
+/// bound's error carries its own line, column and field.
+impl<'de> Deserialize<'de> for Expect {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Expect, D::Error> {
+        struct V;
+        impl<'de> de::Visitor<'de> for V {
+            type Value = Expect;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a table: seeds, fraction, and a table of bounds per strategy or `all`")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut m: A) -> Result<Expect, A::Error> {
+                let mut e = Expect {
+                    fraction: one(),
+                    ..Expect::default()
+                };
+                let mut fraction = false;
+                while let Some(k) = m.next_key::<String>()? {
+                    match k.as_str() {
+                        "seeds" if e.seeds.is_some() => {
+                            return Err(de::Error::duplicate_field("seeds"))
+                        }
+                        "seeds" => e.seeds = Some(m.next_value()?),
+                        "fraction" if fraction => {
+                            return Err(de::Error::duplicate_field("fraction"))
+                        }
+                        "fraction" => {
+                            fraction = true;
+                            e.fraction = m.next_value()?;
+                        }
+                        _ => {
+                            let bounds: BTreeMap<String, Bound> = m.next_value()?;
+                            if e.bounds.insert(k.clone(), bounds).is_some() {
+                                return Err(de::Error::custom(format!("duplicate key `{k}`")));
+                            }
+                        }
+                    }
+                }
+                Ok(e)
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
 /// A verdict, as Jepsen's checkers give them.

@@ -884,6 +884,50 @@ service = "1ms"
         }
     }
 
+    /// A bad bound inside `[expect.NAME]` (its text, type, number or fraction) is reported once,
+    /// at the bound's own line and column, with its field: it was at the `[expect]` header, as
+    /// field `expect`, and again without a field at the strategy's table (`#[serde(flatten)]`
+    /// lost the place).
+    #[test]
+    fn a_bad_bound_is_reported_at_its_own_line() {
+        for (bound, says) in [
+            ("\"> zero\"", "invalid bound \"> zero\""),
+            ("\"=> 0\"", "invalid bound \"=> 0\""),
+            ("\"< nan\"", "must be finite"),
+            ("true", "invalid type: boolean `true`"),
+            (
+                "{ value = \"> 0\", fraction = 1.5 }",
+                "fraction must be in (0, 1]",
+            ),
+            (
+                "{ value = \"> x\", fraction = 0.5 }",
+                "invalid bound \"> x\"",
+            ),
+        ] {
+            for table in ["all", "competing"] {
+                let file = format!(
+                    "{GOOD}[expect]\nseeds = \"1..3\"\n[expect.{table}]\nlost = 0\nduplicates = {bound}\n"
+                );
+                let e = load_str("x.toml", &file, &none).unwrap_err().to_string();
+                let at = format!("x.toml:16:14: field `expect.{table}.duplicates`: ");
+                assert!(
+                    e.starts_with(&format!("error: {at}")) || e.starts_with(&at),
+                    "{e}"
+                );
+                assert!(e.contains(says), "{bound}: {e}");
+                assert_eq!(e.lines().count(), 1, "reported once: {e}");
+            }
+        }
+        // The rest of [expect] still reads as before.
+        let file =
+            format!("{GOOD}[expect]\nseeds = \"1..3\"\nfraction = 0.5\n[expect.all]\nlost = 0\n");
+        let s = load_str("x.toml", &file, &none).unwrap();
+        let x = s.expect.unwrap();
+        assert_eq!(x.fraction, 0.5);
+        assert_eq!(x.seeds.unwrap().to_string(), "1..3");
+        assert_eq!(x.bounds["all"]["lost"].to_string(), "== 0");
+    }
+
     #[test]
     fn validation_errors_are_located() {
         let bad = GOOD.replace("count = 1", "count = 0");
