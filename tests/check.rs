@@ -116,3 +116,75 @@ fn results_do_not_depend_on_jobs() {
     assert_eq!(one.text(), two.text());
     assert_eq!(one.junit(), two.junit());
 }
+
+/// An `[expect]` that states no bound (only `seeds`, or an empty `[expect.all]`) judges nothing:
+/// it is skipped with the reason, and a check where nothing else is judged exits 1 as "nothing
+/// to check" (it printed "0 passed, 0 failed, 0 unknown" and exited 0: a CI build passed on a
+/// file that checked nothing). A check whose every expectation is UNKNOWN (the strategy not
+/// applicable) decided nothing either: exit 1.
+#[test]
+fn a_check_that_judges_nothing_exits_1() {
+    crate::common::at_root();
+    let sim = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_sim"))
+            .arg("check")
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let seeds_only = temp_scenario("seeds-only.toml", "[expect]\nseeds = \"1..2\"\n");
+    let empty_all = temp_scenario("empty-all.toml", "[expect]\n[expect.all]\n");
+    for p in [&seeds_only, &empty_all] {
+        let (code, _, err) = sim(&[p.to_str().unwrap()]);
+        assert_eq!(code, Some(1), "{err}");
+        assert!(
+            err.contains("states a bound") && err.contains("[expect.all]"),
+            "{err}"
+        );
+    }
+    // Beside a file that states bounds, it is skipped with its reason; the other is judged.
+    let good = temp_scenario(
+        "judged.toml",
+        "[expect]\nseeds = \"1..2\"\n[expect.all]\nlost = 0\n",
+    );
+    let (code, out, err) = sim(&[good.to_str().unwrap(), seeds_only.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.contains("SKIP") && out.contains("states no bound"),
+        "{out}"
+    );
+    assert!(out.ends_with("2 passed, 0 failed, 0 unknown\n"), "{out}");
+    // Every expectation UNKNOWN: nothing judged.
+    let dir = std::env::temp_dir().join(format!("ordsim-check-{}", std::process::id()));
+    let na = dir.join("not-applicable.toml");
+    std::fs::write(
+        &na,
+        r#"
+strategies = ["notifier"]
+[workload]
+messages = 100
+rate = "100/s"
+keys = 10
+[[broker]]
+name = "a"
+[consumers]
+count = 2
+service = "1ms"
+[strategy.notifier]
+source_access = false
+[expect]
+[expect.all]
+lost = 0
+"#,
+    )
+    .unwrap();
+    let (code, out, err) = sim(&[na.to_str().unwrap()]);
+    assert!(out.contains("UNKNOWN"), "{out}");
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(err.contains("nothing judged"), "{err}");
+}

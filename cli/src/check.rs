@@ -25,6 +25,9 @@ pub struct CheckReport {
     pub scenarios: Vec<ScenarioVerdicts>,
     /// Files without an `[expect]` section (not run).
     pub skipped: Vec<PathBuf>,
+    /// Files whose `[expect]` section states no bound (only `seeds` or `fraction`, or empty
+    /// strategy tables): nothing in them to judge (not run).
+    pub unbound: Vec<PathBuf>,
 }
 
 impl CheckReport {
@@ -49,11 +52,30 @@ impl CheckReport {
         self.counts().1 > 0
     }
 
+    /// Why nothing was judged, when no expectation passed or failed (every one UNKNOWN): a
+    /// check that decided nothing must not pass a CI build.
+    pub fn nothing_judged(&self) -> Option<String> {
+        let (p, f, u) = self.counts();
+        (p + f == 0).then(|| {
+            format!(
+                "nothing judged: {u} expectation(s), every one UNKNOWN (a strategy not \
+                 applicable cannot be judged)"
+            )
+        })
+    }
+
     /// The printed report: one line per expectation, a repro line under each failure, a total.
     pub fn text(&self) -> String {
         let mut out = String::new();
         for f in &self.skipped {
             out.push_str(&format!("SKIP     {} (no [expect] section)\n", f.display()));
+        }
+        for f in &self.unbound {
+            out.push_str(&format!(
+                "SKIP     {} ([expect] states no bound: add [expect.all] or [expect.STRATEGY] \
+                 with a figure, e.g. lost = 0)\n",
+                f.display()
+            ));
         }
         for s in &self.scenarios {
             let file = s.file.display().to_string();
@@ -214,23 +236,33 @@ pub fn check_with(paths: &[PathBuf], jobs: usize, progress: bool) -> Result<Chec
         return Err(CliError::Usage("no scenario files found".into()));
     }
     let mut loaded: Vec<(PathBuf, Scenario)> = Vec::new();
-    let mut skipped = Vec::new();
+    let (mut skipped, mut unbound) = (Vec::new(), Vec::new());
     for f in files {
         let sc = load(&f)?;
-        if sc.expect.is_some() {
-            loaded.push((f, sc));
-        } else {
-            skipped.push(f);
+        match &sc.expect {
+            None => skipped.push(f),
+            Some(x) if x.expand(&sc.strategies).is_empty() => unbound.push(f),
+            Some(_) => loaded.push((f, sc)),
         }
     }
     if loaded.is_empty() {
         let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-        return Err(CliError::NothingChecked(format!(
-            "nothing to check: none of the {} scenario file(s) under {} has an [expect] section \
-             (add one: docs/scenarios.md)",
-            skipped.len(),
-            shown.join(", ")
-        )));
+        let n = skipped.len() + unbound.len();
+        let shown = shown.join(", ");
+        return Err(CliError::NothingChecked(if unbound.is_empty() {
+            format!(
+                "nothing to check: none of the {n} scenario file(s) under {shown} has an [expect] \
+                 section (add one: docs/scenarios.md)"
+            )
+        } else {
+            let list: Vec<String> = unbound.iter().map(|p| p.display().to_string()).collect();
+            format!(
+                "nothing to check: none of the {n} scenario file(s) under {shown} states a bound \
+                 (an [expect] section without one: {}); add [expect.all] or [expect.STRATEGY] \
+                 with a figure, e.g. lost = 0 (docs/scenarios.md#expect)",
+                list.join(", ")
+            )
+        }));
     }
     let tasks: Vec<(usize, u64)> = loaded
         .iter()
@@ -319,5 +351,9 @@ pub fn check_with(paths: &[PathBuf], jobs: usize, progress: bool) -> Result<Chec
             errors,
         });
     }
-    Ok(CheckReport { scenarios, skipped })
+    Ok(CheckReport {
+        scenarios,
+        skipped,
+        unbound,
+    })
 }

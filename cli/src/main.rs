@@ -375,6 +375,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 .map(|s| sim::time::Dur::parse(&s).map(|d| d.micros()))
                 .transpose()
                 .map_err(|e| CliError::Usage(format!("--max-sim-time: {e}")))?;
+            ordsim::check_max_sim_time(max_sim_time)?;
+            ordsim::check_max_events(max_events)?;
             let sc = ordsim::load(&file)?;
             let req = RunRequest {
                 seed,
@@ -657,6 +659,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
             }
             if report.failed() {
                 return Err(CliError::Failed);
+            }
+            if let Some(why) = report.nothing_judged() {
+                return Err(CliError::NothingChecked(why));
             }
             Ok(())
         }
