@@ -545,6 +545,12 @@ fn class8_command_line_values_are_checked_like_the_file() {
             vec!["run", fs, "--seed", "99999999999999999999999"],
             "--seed",
         ),
+        // Cut off at time 0 nothing is produced (the empty table read `ok`); refused before the
+        // --out folder is made.
+        (
+            vec!["run", fs, "--max-sim-time", "0s", "--out", os],
+            "--max-sim-time 0s: must be above 0",
+        ),
     ];
     for (args, needle) in cases {
         let r = sim(&args);
@@ -552,6 +558,54 @@ fn class8_command_line_values_are_checked_like_the_file() {
         assert_eq!(r.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
     }
+    assert!(!out.exists(), "a refused command made its --out");
+}
+
+/// An `--out` that names an existing file, or a folder under one, says so, for every command
+/// that writes a folder (the system's words were "File exists (os error 17)" and "Not a
+/// directory"), before any run.
+#[test]
+fn class7_an_out_that_is_a_file_says_so() {
+    crate::common::at_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let f = small(tmp.path(), "s.toml", "");
+    let fs = f.to_str().unwrap();
+    let file = tmp.path().join("notes.txt");
+    std::fs::write(&file, "mine").unwrap();
+    let under = file.join("run");
+    for (out, says) in [
+        (&file, "it exists and is not a directory".to_string()),
+        (
+            &under,
+            format!("{} exists and is not a directory", file.display()),
+        ),
+    ] {
+        let os = out.to_str().unwrap();
+        for args in [
+            vec!["run", fs, "--out", os],
+            vec!["sweep", fs, "--seeds", "1..2", "--out", os],
+            vec!["trace", fs, "--strategy", "competing", "--out", os],
+            vec![
+                "explore",
+                fs,
+                "--strategy",
+                "competing",
+                "--runs",
+                "2",
+                "--out",
+                os,
+            ],
+            vec!["report", fs, "--out", os],
+        ] {
+            let r = sim(&args);
+            let err = text(&r.stderr);
+            assert_eq!(r.status.code(), Some(1), "{args:?}: {err}");
+            assert!(err.contains(&says), "{args:?}: {err}");
+            assert!(err.contains("--out names a folder"), "{args:?}: {err}");
+            assert!(text(&r.stdout).is_empty(), "{args:?}: {}", text(&r.stdout));
+        }
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
 }
 
 /// Numbers too large name their field; bare-CR line endings get a message; control characters in

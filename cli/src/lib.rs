@@ -219,6 +219,19 @@ pub fn check_max_events(max_events: Option<u64>) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Checks `--max-sim-time`: above 0, as `--max-events` is at least 1 (a run cut off at time 0
+/// produces nothing, and its empty table read `ok`).
+pub fn check_max_sim_time(max_sim_time: Option<u64>) -> Result<(), CliError> {
+    if max_sim_time == Some(0) {
+        return Err(CliError::Usage(
+            "--max-sim-time 0s: must be above 0 (a run cut off at time 0 produces nothing); \
+             leave it out for no bound"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Fails on a strategy name that is not in the registry, listing the known ones, or one given
 /// twice (as a scenario's `strategies` list is checked).
 pub fn check_strategy_names(names: &[String]) -> Result<(), CliError> {
@@ -330,6 +343,7 @@ fn prepare(sc: &Scenario, req: &RunRequest) -> Result<Prepared, CliError> {
     };
     check_strategy_names(&names)?;
     check_max_events(req.max_events)?;
+    check_max_sim_time(req.max_sim_time)?;
     Ok(Prepared {
         seed,
         names,
@@ -476,11 +490,28 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), CliError> {
     written.map_err(err)
 }
 
-/// Creates `dir` (and its parents).
+/// Creates `dir` (and its parents). When `dir`, or a folder it would go under, is an existing
+/// file (`--out summary.csv`, `--out notes.txt/run`), the error says so: the system's own words
+/// were "File exists" or "Not a directory".
 pub fn create_dir(dir: &Path) -> Result<(), CliError> {
-    std::fs::create_dir_all(dir).map_err(|e| CliError::Output {
-        path: dir.display().to_string(),
-        reason: e.to_string(),
+    std::fs::create_dir_all(dir).map_err(|e| {
+        let file = dir
+            .ancestors()
+            .filter(|a| !a.as_os_str().is_empty())
+            .find(|a| std::fs::metadata(a).is_ok_and(|m| !m.is_dir()));
+        CliError::Output {
+            path: dir.display().to_string(),
+            reason: match file {
+                Some(f) if f == dir => {
+                    "it exists and is not a directory (--out names a folder to write into)".into()
+                }
+                Some(f) => format!(
+                    "{} exists and is not a directory (--out names a folder to write into)",
+                    f.display()
+                ),
+                None => e.to_string(),
+            },
+        }
     })
 }
 
