@@ -309,6 +309,30 @@ fn json_text(line: u64, name: &str, v: &Value) -> Result<Option<String>, JudgeEr
 
 const FIELDS: [&str; 6] = ["time", "event", "key", "seq", "version", "node"];
 
+/// A JSON object's members in their order, a name given twice kept twice (`serde_json::Map`
+/// keeps the last silently).
+struct Pairs(Vec<(String, Value)>);
+
+impl<'de> serde::Deserialize<'de> for Pairs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Pairs, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Pairs;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Pairs, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = m.next_entry::<String, Value>()? {
+                    out.push((k, v));
+                }
+                Ok(Pairs(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
 /// The rows of a minimal history in JSON lines: one object per line, other fields ignored.
 pub fn parse_json_rows(text: &str) -> Result<Vec<Row>, JudgeError> {
     let mut rows = Vec::new();
@@ -327,14 +351,23 @@ pub fn parse_json_rows(text: &str) -> Result<Vec<Row>, JudgeError> {
                 ),
             });
         }
-        let obj: serde_json::Map<String, Value> =
-            serde_json::from_str(l).map_err(|e| JudgeError::Row {
-                line,
-                why: format!("not a JSON object: {e}"),
-            })?;
+        let Pairs(obj) = serde_json::from_str(l).map_err(|e| JudgeError::Row {
+            line,
+            why: format!("not a JSON object: {e}"),
+        })?;
         let mut fields = BTreeMap::new();
         for name in FIELDS {
-            if let Some(v) = obj.get(name) {
+            let mut given = obj.iter().filter(|(k, _)| k == name).map(|(_, v)| v);
+            if let Some(v) = given.next() {
+                if given.next().is_some() {
+                    return Err(JudgeError::Row {
+                        line,
+                        why: format!(
+                            "{name}: given twice in one object: which one is meant? (a JSON \
+                             reader keeps either)"
+                        ),
+                    });
+                }
                 if let Some(s) = json_text(line, name, v)? {
                     fields.insert(name, s);
                 }
@@ -373,6 +406,30 @@ pub fn parse_csv_rows(text: &str) -> Result<Vec<Row>, JudgeError> {
     };
     let headers = r.headers().map_err(|e| csv_error(e, 1))?.clone();
     let col = |name: &str| headers.iter().position(|h| h.eq_ignore_ascii_case(name));
+    // A column named twice (`seq,...,SEQ`): which one is meant cannot be told; the first was
+    // read silently.
+    for (field, name) in FIELDS.iter().map(|n| (*n, n)) {
+        let at: Vec<usize> = headers
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| h.eq_ignore_ascii_case(name))
+            .map(|(i, _)| i + 1)
+            .collect();
+        if at.len() > 1 {
+            return Err(JudgeError::Field {
+                line: 1,
+                field,
+                why: format!(
+                    "named by {} columns ({}): which one is meant? (names are read in any case)",
+                    at.len(),
+                    at.iter()
+                        .map(|c| format!("column {c}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
+    }
     let cols: Vec<(&str, usize)> = FIELDS
         .iter()
         .filter_map(|n| col(n).map(|c| (*n, c)))
@@ -884,7 +941,11 @@ pub fn judge(req: &JudgeRequest) -> Result<Judged, CliError> {
 
 /// [`judge`] on text.
 pub fn judge_text(name: &str, text: &str, req: &JudgeRequest) -> Result<Judged, CliError> {
-    let bad = |e: JudgeError| CliError::Usage(format!("{name}:{e}"));
+    let bad = |e: JudgeError| match e {
+        // The one error without a line: "FILE: no events", not "FILE:no events".
+        JudgeError::Empty => CliError::Usage(format!("{name}: {e}")),
+        _ => CliError::Usage(format!("{name}:{e}")),
+    };
     let first = text.lines().map(str::trim).find(|l| !l.is_empty());
     let first = first.ok_or_else(|| CliError::Usage(format!("{name}: {}", JudgeError::Empty)))?;
     // The project's lines have a "type" (a log's may too, beside its "event").
@@ -1233,6 +1294,49 @@ mod tests {
         assert!(e.to_string().starts_with("1: key: [1] is neither"), "{e}");
         let e = parse_json_rows("[1]").unwrap_err();
         assert!(e.to_string().starts_with("1: not a JSON object"), "{e}");
+    }
+
+    /// A field named twice is refused, not read one way silently: a CSV header naming a column
+    /// twice (in any case) read the first, a JSON object giving a member twice the last.
+    #[test]
+    fn a_field_named_twice_is_refused() {
+        for header in [
+            "time,event,key,seq,seq",
+            "time,event,key,Seq,seq",
+            "TIME,event,time,key,seq",
+        ] {
+            let cols = header.split(',').count();
+            let row = vec!["1"; cols].join(",");
+            let e = parse_csv_rows(&format!("{header}\n{row}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("1: "), "{header}: {e}");
+            assert!(e.contains("named by 2 columns"), "{header}: {e}");
+        }
+        let e = parse_json_rows(
+            "{\"time\":1,\"event\":\"produce\",\"key\":\"k\",\"seq\":0}\n\
+             {\"time\":2,\"time\":9,\"event\":\"apply\",\"key\":\"k\",\"seq\":0}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("2: time: given twice"), "{e}");
+        // Other fields (ignored) may repeat; the named ones once each read as before.
+        let rows = parse_json_rows(
+            "{\"x\":1,\"x\":2,\"time\":1,\"event\":\"produce\",\"key\":\"k\",\"seq\":0}\n",
+        )
+        .unwrap();
+        assert_eq!(rows.len(), 1);
+        // A file of a header and no rows: "FILE: no events" (was "FILE:no events").
+        let req = JudgeRequest {
+            file: PathBuf::from("h.csv"),
+            kind: None,
+            guarantee: None,
+        };
+        let e = judge_text("h.csv", "time,event,key,seq\n", &req)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.starts_with("h.csv: no events"), "{e}");
     }
 
     #[test]
