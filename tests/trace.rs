@@ -243,10 +243,31 @@ fn a_history_without_header_is_judged_and_bad_lines_are_located() {
         err.contains("h.jsonl:1: keys: a history is judged with at most 1000000 keys"),
         "{err}"
     );
-    // An empty history has no anomaly.
-    std::fs::write(&f, "").unwrap();
-    let (code, _, err) = sim(&["trace", "--history", f.to_str().unwrap()]);
-    assert_eq!(code, 1, "{err}");
+    // An empty history (or a header alone) is no run: refused as `sim judge` refuses it (exit
+    // 2); it read "no anomaly in this run" (exit 1), as a clean run would.
+    for text in [
+        "",
+        "\n\n",
+        r#"{"type":"header","scenario":"x","keys":1,"kind":"state","brokers":[],"producers":[],"consumers":[]}"#,
+    ] {
+        std::fs::write(&f, text).unwrap();
+        let (code, _, err) = sim(&["trace", "--history", f.to_str().unwrap()]);
+        assert_eq!(code, 2, "{text:?}: {err}");
+        assert!(err.contains("h.jsonl: no events"), "{text:?}: {err}");
+    }
+    // A history in `sim judge`'s forms (CSV, a log's JSON lines) is pointed there.
+    for text in [
+        "time,event,key,seq\n1,produce,k,0\n",
+        "{\"time\":1,\"event\":\"produce\",\"key\":\"k\",\"seq\":0}\n",
+    ] {
+        std::fs::write(&f, text).unwrap();
+        let (code, _, err) = sim(&["trace", "--history", f.to_str().unwrap()]);
+        assert_eq!(code, 2, "{text:?}: {err}");
+        assert!(
+            err.contains("h.jsonl:1: ") && err.contains("is read by `sim judge FILE`"),
+            "{text:?}: {err}"
+        );
+    }
     // A directory is refused, not read.
     let (code, _, err) = sim(&["trace", "--history", d.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");

@@ -360,13 +360,24 @@ pub fn parse_history(name: &str, text: &str) -> Result<History, CliError> {
                 l.len()
             )));
         }
+        // The first line not in this form is likely a history in another (a CSV, a log's JSON
+        // lines): say which command reads those.
+        let hint = if header.is_none() && events.is_empty() {
+            "; this is the form `sim run --trace` writes (docs/trace.md): a CSV or JSON-lines \
+             history of one row per event is read by `sim judge FILE`, whose --out DIR writes \
+             DIR/history.jsonl in this form"
+        } else {
+            ""
+        };
         let v: serde_json::Value =
-            serde_json::from_str(l).map_err(|e| bad(format!("not JSON: {e}")))?;
+            serde_json::from_str(l).map_err(|e| bad(format!("not JSON: {e}{hint}")))?;
         let ty = v
             .get("type")
             .and_then(|t| t.as_str())
             .ok_or_else(|| {
-                bad("no \"type\" field: every line is a header, an event or an anomaly".into())
+                bad(format!(
+                    "no \"type\" field: every line is a header, an event or an anomaly{hint}"
+                ))
             })?
             .to_string();
         match ty.as_str() {
@@ -968,6 +979,14 @@ pub fn trace(req: &TraceRequest) -> Result<Story, CliError> {
                 ));
             }
             let hist = read_history(h)?;
+            // An empty file (or a header alone) is no run: `sim run --trace` writes every
+            // connection at least. It read "no anomaly in this run" (exit 1), as a clean run.
+            if hist.events.is_empty() {
+                return Err(CliError::Usage(format!(
+                    "{}: no events: a history has a line per event (docs/trace.md)",
+                    h.display()
+                )));
+            }
             let header = hist.header.clone().unwrap_or_else(|| {
                 let keys = hist
                     .events
