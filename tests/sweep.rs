@@ -274,8 +274,20 @@ fn bad_requests_are_refused_before_anything_runs() {
     let tmp = tempfile::tempdir().unwrap();
     let file = scenario_file(tmp.path());
     let out = tmp.path().join("out");
-    let cases: [(&[&str], &str, &str); 6] = [
+    let cases: [(&[&str], &str, &str); 8] = [
         (&["consumers.count"], "1..2", "no '='"),
+        // A strategy the sweep does not run: its parameter changes nothing.
+        (
+            &["strategy.kafka.partitions=1,2"],
+            "1..2",
+            "kafka is not among the strategies swept (competing, single, db_optimistic)",
+        ),
+        // An index into an array the file does not have.
+        (
+            &["lease.0.duration=1s"],
+            "1..2",
+            "the file has no lease entries: index 0 does not exist",
+        ),
         (&["consumers.count=1,,2"], "1..2", "empty value"),
         (&["consumers.count=0"], "1..2", "consumers.count"),
         (&["consumers.cuont=2"], "1..2", "cuont"),

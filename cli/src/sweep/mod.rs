@@ -322,6 +322,24 @@ pub fn plan(req: &SweepRequest) -> Result<(Manifest, Vec<Scenario>), CliError> {
         req.strategies.clone()
     };
     crate::check_strategy_names(&strategies)?;
+    // A parameter of a strategy the sweep does not run changes nothing: every point would be
+    // the same runs, silently.
+    for p in &params {
+        let mut segs = p.path.split('.').map(str::trim);
+        if let (Some("strategy"), Some(name)) = (segs.next(), segs.next()) {
+            let runs = strategies
+                .iter()
+                .any(|s| s == name || s.split('+').any(|part| part == name));
+            if !runs && !name.contains('+') && ::strategies::is_known(name) {
+                return Err(CliError::Usage(format!(
+                    "--set {}: {name} is not among the strategies swept ({}): it would change \
+                     nothing (add it to the scenario's strategies, or --strategy {name})",
+                    p.path,
+                    strategies.join(", ")
+                )));
+            }
+        }
+    }
     crate::check_max_events(req.max_events)?;
     crate::check_jobs(req.jobs)?;
     let points: u64 = params
@@ -854,6 +872,14 @@ mod tests {
             ("broker.0", "whole table"),
             ("consumers.count.x", "is a value"),
             ("producers.brokers.0.x", "no fields"),
+            (
+                "fault.0.for",
+                "the file has no fault entries: index 0 does not exist",
+            ),
+            (
+                "redelivery.1.mode",
+                "the file has no redelivery entries: index 1",
+            ),
         ] {
             let e = set_path(&mut d, path, "1").unwrap_err();
             assert!(e.contains(needle), "{path}: {e}");

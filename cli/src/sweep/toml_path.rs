@@ -22,6 +22,14 @@ fn set_in_table(
         return Ok(());
     }
     if table.get(seg).is_none() {
+        // An index into an array the file does not have (`fault.0.for` without a [[fault]]):
+        // creating a table there read as "invalid type: map, expected a sequence".
+        if let Ok(i) = rest[0].parse::<usize>() {
+            return Err(format!(
+                "the file has no {seg} entries: index {i} does not exist (add a [[{seg}]] entry \
+                 to the file, then set its fields)"
+            ));
+        }
         let mut t = toml_edit::Table::new();
         t.set_implicit(true);
         table.insert(seg, toml_edit::Item::Table(t));
