@@ -93,7 +93,12 @@ impl Palette {
             let rate = match (spec.rate, own.and_then(|f| f.rate)) {
                 (Some([lo, hi]), _) => (lo.as_per_sec(), hi.as_per_sec()),
                 (None, Some(r)) => (r.as_per_sec() / 4.0, (r.as_per_sec() * 4.0).min(1000.0)),
-                (None, None) => (0.5e6 / window, (8e6 / window).min(1000.0)),
+                // Both ends under the loader's 1000/s: in a window under 500us the low end
+                // (0.5 per window) was above the high one, and draws went past 1000/s.
+                (None, None) => {
+                    let hi = (8e6 / window).min(1000.0);
+                    ((0.5e6 / window).min(hi), hi)
+                }
             };
             let duration = kind
                 .takes("for")
@@ -403,6 +408,37 @@ service = "1ms"
                 }
                 FaultKind::CacheCollapse => assert!(f.duration.is_none()),
                 k => panic!("{k:?} is not in the palette"),
+            }
+        }
+    }
+
+    /// A fault window under 500us (no messages, or `[run] fault_window = "100us"`): the default
+    /// rate range stays low <= high <= 1000/s, and every draw is a scenario the loader accepts
+    /// (the low end was 0.5e6 / window: 5000/s against a high end of 1000/s, and draws between
+    /// them were above the loader's limit).
+    #[test]
+    fn a_tiny_fault_window_keeps_the_rate_range_in_order() {
+        for extra in [
+            "[run]\nfault_window = \"100us\"\n",
+            "[run]\nfault_window = \"1us\"\n",
+        ] {
+            let sc = scenario(extra);
+            let p = Palette::of(&sc).unwrap();
+            for s in &p.slots {
+                assert!(
+                    s.rate.0 <= s.rate.1 && s.rate.1 <= 1000.0,
+                    "{extra}: {:?}",
+                    s.rate
+                );
+            }
+            for i in 0..40 {
+                let mix = p.draw(7, i);
+                for f in &mix.faults {
+                    let r = f.rate.unwrap().as_per_sec();
+                    assert!(r > 0.0 && r <= 1000.0, "{extra} draw {i}: {r}/s");
+                }
+                let bad: Vec<_> = refusals(&mix.apply(&sc)).collect();
+                assert!(bad.is_empty(), "{extra} draw {i}: {bad:?}");
             }
         }
     }
