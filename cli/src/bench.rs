@@ -79,8 +79,12 @@ impl BenchReport {
 
     /// The z-score of the mean wait against Erlang C.
     pub fn z(&self) -> Option<f64> {
+        // No standard error (fewer than two batches: a handful of messages) is no test: a NaN z
+        // printed "FAIL, |z| > 4" while the exit code said it passed.
+        let se = self.wait.se_s;
         self.erlang_c_wq_s
-            .map(|wq| (self.wait.mean_s - wq) / self.wait.se_s)
+            .filter(|_| se.is_finite() && se > 0.0)
+            .map(|wq| (self.wait.mean_s - wq) / se)
     }
 
     /// Whether the z-test fails (|z| > 4). Not applicable (no Erlang C, or too few messages for
@@ -119,6 +123,13 @@ impl BenchReport {
                     BATCHES,
                     100.0 * (self.wait.mean_s - wq) / wq,
                     if z.abs() <= 4.0 { "pass, |z| <= 4" } else { "FAIL, |z| > 4" }
+                )
+            }
+            (Some(wq), None) => {
+                s += &format!(
+                    "mean queue wait {:.6} s vs Erlang C {wq:.6} s: no z-test, too few messages \
+                     for a standard error ({} of them; the batch means need {BATCHES} batches)\n",
+                    self.wait.mean_s, self.wait.count
                 )
             }
             _ => {
@@ -298,6 +309,20 @@ pub fn bench(opts: &BenchOptions) -> Result<BenchReport, CliError> {
     let mut sc = crate::load(&opts.file)?;
     if let Some(n) = opts.messages {
         sc.workload.messages = n;
+        // Checked as the file's own value is: `--messages 18446744073709551615` ran for minutes
+        // up to the event bound the loader would have refused it by.
+        if let Some(e) = sim::scenario::validate(&sc).into_iter().next() {
+            return Err(CliError::Usage(format!(
+                "--messages {n}: {}: {}",
+                e.path_string(),
+                e.message
+            )));
+        }
+    }
+    if opts.repeat == 0 {
+        return Err(CliError::Usage(
+            "--repeat 0: must be at least 1 (the timed runs)".into(),
+        ));
     }
     let seed = opts.seed.unwrap_or(sc.seed);
     let strategy = match &opts.strategy {
@@ -393,6 +418,33 @@ mod tests {
         assert_eq!(r.wait.count, 20_000, "every message starts service once");
         assert_eq!(r.walls_s.len(), 1);
         assert!(r.metrics.ordering_violations > 0);
+        // A bad override is refused as the file's value would be; a run too small for a standard
+        // error has no z-test (it printed "FAIL" with z = NaN and exited 0).
+        let model = |messages, repeat| BenchOptions {
+            file: concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/bench/mmc.toml").into(),
+            messages: Some(messages),
+            repeat,
+            strategy: None,
+            seed: None,
+        };
+        let e = bench(&model(u64::MAX, 1)).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--messages 18446744073709551615: workload"),
+            "{e}"
+        );
+        let e = bench(&model(10, 0)).unwrap_err().to_string();
+        assert!(e.contains("--repeat 0: must be at least 1"), "{e}");
+        for n in [0, 1, 10] {
+            let small = bench(&model(n, 1)).unwrap();
+            assert_eq!(small.z(), None);
+            assert!(!small.failed());
+            assert!(!small.text().contains("FAIL"), "{}", small.text());
+            assert!(
+                small.text().contains("no z-test, too few messages"),
+                "{}",
+                small.text()
+            );
+        }
         // 20,000 messages are too few for the z-test at rho = 0.9 (batches of 400 are strongly
         // autocorrelated, and the run starts empty); tests/physics.rs checks Erlang C at scale.
         assert!(r.z().expect("an M/M/c model").is_finite());
