@@ -130,6 +130,29 @@ fn class3_every_parameter_out_of_range_is_refused_at_its_line() {
     assert!(probed > 60, "{probed} cases");
 }
 
+/// Every strategy parameter misspelt (a letter added in its middle) is answered with the right
+/// name, as a misspelt field of the file is: the strategy's own reading listed the allowed
+/// names without a suggestion.
+#[test]
+fn every_misspelt_parameter_gets_a_suggestion() {
+    let mut checked = 0;
+    for info in ALL {
+        for p in info.params {
+            let mid = p.name.len() / 2;
+            let typo = format!("{}q{}", &p.name[..mid], &p.name[mid..]);
+            let e = load(&with_param(info.name, &typo, "1")).unwrap_err();
+            assert!(
+                e.contains(&format!("did you mean `{}`?", p.name)),
+                "{}.{typo}: {e}",
+                info.name
+            );
+            assert_eq!(e.matches("did you mean").count(), 1, "{e}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 40, "{checked}");
+}
+
 /// The same through the command line: `sim validate` exits 2, and `--set` of an out-of-range
 /// value is refused before any run (every ranged parameter, one `sim sweep` each would be slow:
 /// one parameter per strategy).

@@ -370,7 +370,13 @@ fn meaning(
     let problems = problems
         .into_iter()
         .take(MAX_PROBLEMS_SHOWN)
-        .map(|p| {
+        .map(|mut p| {
+            // A `[strategy.NAME]` parameter is read after the file (serde's words, without the
+            // reader's suggestion): `partitons` gets "did you mean `partitions`?" as a field of
+            // the file does.
+            if !p.message.contains("did you mean") {
+                p.message = with_suggestion(&p.message);
+            }
             let loc = doc
                 .as_ref()
                 .and_then(|d| span_of(Node::Item(d.as_item()), &p.path))
@@ -926,6 +932,31 @@ service = "1ms"
         assert_eq!(x.fraction, 0.5);
         assert_eq!(x.seeds.unwrap().to_string(), "1..3");
         assert_eq!(x.bounds["all"]["lost"].to_string(), "== 0");
+    }
+
+    /// A problem of meaning in serde's words (a `[strategy.NAME]` table is read after the file,
+    /// by the strategy) gets the suggestion a misspelt field of the file gets; one that has a
+    /// suggestion already keeps its own.
+    #[test]
+    fn problems_of_meaning_in_serdes_words_get_a_suggestion() {
+        let extra = |_: &Scenario| {
+            vec![
+                FieldError::new(
+                    vec![PathSeg::Key("workload".into()), PathSeg::Key("keys".into())],
+                    "unknown field `partitons`, expected `partitions` or `assignor`",
+                ),
+                FieldError::new(
+                    vec![PathSeg::Key("workload".into()), PathSeg::Key("rate".into())],
+                    "unknown variant `x`, expected `a` or `b`; did you mean `a`?",
+                ),
+            ]
+        };
+        let e = load_str("x.toml", GOOD, &extra).unwrap_err().to_string();
+        assert!(
+            e.contains("expected `partitions` or `assignor`; did you mean `partitions`?"),
+            "{e}"
+        );
+        assert_eq!(e.matches("did you mean").count(), 2, "{e}");
     }
 
     #[test]
