@@ -519,9 +519,16 @@ fn respelt(text: &str, err: &toml::de::Error, entry: &Entry) -> Option<String> {
         .1
         .strip_suffix("`?")?
         .to_string();
-    let line = if err.message().starts_with("unknown field") {
+    // Only when the name at fault is the entry's own key or value: inside an inline table
+    // (`service = { dist = "exp", ... }`) the entry is the whole table, and writing the name
+    // over it (`service="exponential"`) made a second, false problem.
+    let at = err.span()?.start;
+    let line = if err.message().starts_with("unknown field") && at == ks.start {
         format!("{name}={}", text.get(vs)?)
-    } else if err.message().starts_with("unknown variant") {
+    } else if err.message().starts_with("unknown variant")
+        && at == vs.start
+        && text.get(vs.clone())?.starts_with('"')
+    {
         format!("{}=\"{name}\"", text.get(ks)?)
     } else {
         return None;
@@ -957,6 +964,37 @@ service = "1ms"
             "{e}"
         );
         assert_eq!(e.matches("did you mean").count(), 2, "{e}");
+    }
+
+    /// A misspelt name inside an inline table is reported once: it was read as a misspelling of
+    /// the whole entry (`service = { dist = "exp", ... }` rewritten `service="exponential"`),
+    /// which added "field `consumers`: invalid duration \"exponential\"".
+    #[test]
+    fn a_misspelt_name_in_an_inline_table_is_reported_once() {
+        for (service, says) in [
+            (
+                "{ dist = \"exp\", mean = \"5ms\" }",
+                "x.toml:11:20: field `consumers.service.dist`: unknown variant `exp`",
+            ),
+            (
+                "{ dist = \"exponential\", meen = \"5ms\" }",
+                "field `consumers.service`: unknown field `meen`",
+            ),
+        ] {
+            let bad = GOOD.replace("service = \"1ms\"", &format!("service = {service}"));
+            let e = load_str("x.toml", &bad, &none).unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+        // A misspelt entry of its own is still read as the name it is close to, and what it
+        // sets is checked too.
+        let bad = GOOD.replace("keys = 2", "keyz = 0");
+        let e = load_str("x.toml", &bad, &none).unwrap_err().to_string();
+        assert!(e.contains("did you mean `keys`?"), "{e}");
+        assert!(
+            e.contains("field `workload.keys`: must be between 1"),
+            "{e}"
+        );
     }
 
     #[test]
