@@ -145,8 +145,52 @@ fn escape(s: &str) -> String {
     out
 }
 
+/// `s` with every number of more than 24 digits written in scientific notation: Rust (and
+/// serde) print an `f64` in full, so `1e308` in a file came back as a 309-digit "got 1000...0",
+/// and `-1e-300` as 300 zeros. Shorter numbers (every integer type's, a seed) are left as they
+/// are, and so are digits inside a name (`c1234...`).
+fn shorten_numbers(s: &str) -> String {
+    const LONG: usize = 24;
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < b.len() {
+        let starts = b[i].is_ascii_digit()
+            && (i == 0
+                || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_' || b[i - 1] == b'.'));
+        if !starts {
+            let c = s[i..].chars().next().unwrap_or(' ');
+            out.push(c);
+            i += c.len_utf8().max(1);
+            continue;
+        }
+        let mut j = i;
+        while j < b.len() && b[j].is_ascii_digit() {
+            j += 1;
+        }
+        if j + 1 < b.len() && b[j] == b'.' && b[j + 1].is_ascii_digit() {
+            j += 1;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+        }
+        let run = &s[i..j];
+        let digits = run.bytes().filter(u8::is_ascii_digit).count();
+        match run.parse::<f64>() {
+            Ok(x) if digits > LONG && x.is_finite() => out.push_str(&format!("{x:e}")),
+            _ => out.push_str(run),
+        }
+        i = j;
+    }
+    out
+}
+
 fn fmt_one(file: &str, loc: Option<Location>, field: Option<&str>, message: &str) -> String {
-    let (file, field, message) = (escape(file), field.map(escape), escape(message));
+    let (file, field, message) = (
+        escape(file),
+        field.map(escape),
+        shorten_numbers(&escape(message)),
+    );
     let (field, message) = (field.as_deref(), message.as_str());
     let mut s = file;
     if let Some(l) = loc {
@@ -995,6 +1039,36 @@ service = "1ms"
             e.contains("field `workload.keys`: must be between 1"),
             "{e}"
         );
+    }
+
+    /// An `f64` far from 1 is shown in scientific notation in an error, not as its 309 digits;
+    /// integers (a u64 seed, an i64) and digits in names are left alone.
+    #[test]
+    fn huge_and_tiny_numbers_are_shown_short() {
+        assert_eq!(
+            shorten_numbers(&format!("got {}, and {}", 1e308, -1e-300)),
+            "got 1e308, and -1e-300"
+        );
+        assert_eq!(
+            shorten_numbers(&format!("in [0, 1], got {}.", 1.5e40)),
+            "in [0, 1], got 1.5e40."
+        );
+        for kept in [
+            "seed 18446744073709551615, -9223372036854775808, 0.5, 3.14159",
+            "consumer c12345678901234567890123456789 and x_123456789012345678901234567",
+            "é 1 ü",
+        ] {
+            assert_eq!(shorten_numbers(kept), kept);
+        }
+        let bad = GOOD.replace("keys = 2", "keys = 2\npoison_fraction = 1e308");
+        let e = load_str("x.toml", &bad, &none).unwrap_err().to_string();
+        assert!(
+            e.ends_with("must be a probability in [0, 1], got 1e308"),
+            "{e}"
+        );
+        let bad = GOOD.replace("count = 1", "count = 1\nprefetch = -1e-300");
+        let e = load_str("x.toml", &bad, &none).unwrap_err().to_string();
+        assert!(e.contains("floating point `-1e-300`"), "{e}");
     }
 
     #[test]
