@@ -397,7 +397,10 @@ fn run(cli: Cli) -> Result<(), CliError> {
             if let Some(set) = out_set {
                 set.write(&r, &file)?;
             }
-            let warnings = ordsim::report::unsettled_warnings(&r.summary, &r.scenario);
+            let mut warnings = ordsim::report::unsettled_warnings(&r.summary, &r.scenario);
+            warnings.extend(trace.as_deref().and_then(|t| {
+                ordsim::trace::unreadable_history_warning(t, ordsim::trace::MAX_HISTORY_BYTES)
+            }));
             if json {
                 out!("{}", ordsim::report::json(&r.summary));
                 // The JSON stays clean for its reader; the warnings go to the terminal.
@@ -600,6 +603,12 @@ fn run(cli: Cli) -> Result<(), CliError> {
                     dir.display(),
                     ordsim::judge::JUDGE_FILES.join(",")
                 );
+                if let Some(w) = ordsim::trace::unreadable_history_warning(
+                    &dir.join("history.jsonl"),
+                    ordsim::trace::MAX_HISTORY_BYTES,
+                ) {
+                    ordsim::stderr_line(&w);
+                }
             }
             if strict {
                 j.strict()?;

@@ -326,6 +326,22 @@ pub fn read_history_text(path: &Path) -> Result<(String, String), CliError> {
     Ok((name, text))
 }
 
+/// A warning when the history written at `path` is larger than `limit` (the
+/// [`MAX_HISTORY_BYTES`] `sim trace --history` and `sim judge` read back): a 96 MB CSV judged
+/// with `--out` wrote a 637 MB `history.jsonl` the documented next step then refused.
+pub fn unreadable_history_warning(path: &Path, limit: u64) -> Option<String> {
+    let len = std::fs::metadata(path).ok()?.len();
+    (len > limit).then(|| {
+        format!(
+            "warning: {} is {len} bytes, more than the {limit} `sim trace --history` and `sim \
+             judge` read back: the story of its first anomaly is the timeline.html beside it \
+             (sim judge --out), or `sim trace FILE --strategy S` from the scenario (sim run \
+             --trace)",
+            path.display()
+        )
+    })
+}
+
 /// A history in the trace format: the header line, then one line per event.
 pub fn history_jsonl(header: &TraceHeader, events: &[Event]) -> Vec<u8> {
     let mut out = serde_json::to_vec(header).expect("header serializes");
@@ -1156,4 +1172,28 @@ fn tell(
     story.malformed = scan.malformed;
     story.end = scan.end;
     Ok(story)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A history larger than what is read back is warned about, naming both sizes; one that fits
+    /// (or is missing) is not.
+    #[test]
+    fn a_history_too_large_to_read_back_is_warned_about() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("history.jsonl");
+        std::fs::write(&p, vec![b'x'; 100]).unwrap();
+        let w = unreadable_history_warning(&p, 99).expect("100 bytes > 99");
+        assert!(
+            w.starts_with("warning: ") && w.contains("is 100 bytes, more than the 99"),
+            "{w}"
+        );
+        assert_eq!(unreadable_history_warning(&p, 100), None);
+        assert_eq!(
+            unreadable_history_warning(&dir.path().join("none"), 0),
+            None
+        );
+    }
 }
