@@ -280,8 +280,24 @@ impl Serialize for SeedRange {
 
 impl<'de> Deserialize<'de> for SeedRange {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<SeedRange, D::Error> {
-        let s = String::deserialize(d)?;
-        SeedRange::parse(&s).map_err(de::Error::custom)
+        struct V;
+        impl de::Visitor<'_> for V {
+            type Value = SeedRange;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a seed range such as \"1..20\" (both included), or one seed \"7\"")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<SeedRange, E> {
+                SeedRange::parse(v).map_err(E::custom)
+            }
+            // `seeds = 5` was "invalid type: integer `5`, expected a string".
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<SeedRange, E> {
+                Err(E::custom(format!(
+                    "a bare number ({v}): write the seeds as a string, \"{v}\" for one seed or \
+                     \"1..{v}\" for a range (both included)"
+                )))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 

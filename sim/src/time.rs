@@ -256,8 +256,34 @@ impl Serialize for Rate {
 
 impl<'de> Deserialize<'de> for Rate {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Rate, D::Error> {
-        let s = String::deserialize(d)?;
-        Rate::parse(&s).map_err(de::Error::custom)
+        struct V;
+        impl de::Visitor<'_> for V {
+            type Value = Rate;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a rate string such as \"2000/s\", \"5/min\" or \"1/3min\"")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Rate, E> {
+                Rate::parse(v).map_err(E::custom)
+            }
+            // A bare number was "invalid type: integer `100`, expected a string": say what a
+            // rate is, as a duration's bare number does.
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Rate, E> {
+                Err(E::custom(format!(
+                    "a bare number ({v}) has no unit; write a count per unit, e.g. \"{v}/s\" or \"{v}/min\""
+                )))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Rate, E> {
+                Err(E::custom(format!(
+                    "a bare number ({v}) has no unit; write a count per unit, e.g. \"{v}/s\" or \"{v}/min\""
+                )))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Rate, E> {
+                Err(E::custom(format!(
+                    "a bare number ({v}) has no unit; write a count per unit, e.g. \"{v}/s\" or \"{v}/min\""
+                )))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 

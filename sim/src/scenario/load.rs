@@ -1071,6 +1071,58 @@ service = "1ms"
         assert!(e.contains("floating point `-1e-300`"), "{e}");
     }
 
+    /// A bare number where a duration distribution, a rate or a seed range goes reads as a
+    /// duration's does: `0` is a zero duration (the rules say so), any other number "has no
+    /// unit" with an example of what to write; they were "invalid type: integer, expected a
+    /// string" (or "a duration") with nothing to write instead.
+    #[test]
+    fn bare_numbers_are_read_as_the_rules_say() {
+        let zero = GOOD.replace("service = \"1ms\"", "service = 0");
+        let s = load_str("x.toml", &zero, &none).unwrap();
+        assert_eq!(s.consumers.service.0.mean_micros(), 0.0);
+        for (from, to, says) in [
+            (
+                "service = \"1ms\"",
+                "service = 5",
+                "x.toml:11:11: field `consumers.service`: a bare number (5) has no unit; write e.g. \"5ms\"",
+            ),
+            (
+                "service = \"1ms\"",
+                "service = 1.5",
+                "field `consumers.service`: a bare number (1.5) has no unit; write e.g. \"1.5s\"",
+            ),
+            (
+                "rate = \"10/s\"",
+                "rate = 100",
+                "x.toml:5:8: field `workload.rate`: a bare number (100) has no unit; write a count per unit, e.g. \"100/s\"",
+            ),
+            (
+                "rate = \"10/s\"",
+                "rate = 0.5",
+                "field `workload.rate`: a bare number (0.5) has no unit",
+            ),
+        ] {
+            let bad = GOOD.replace(from, to);
+            let e = load_str("x.toml", &bad, &none).unwrap_err().to_string();
+            assert!(e.contains(says), "{to}: {e}");
+        }
+        let seeds = GOOD.to_string() + "[expect]\nseeds = 5\n[expect.all]\nlost = 0\n";
+        let e = load_str("x.toml", &seeds, &none).unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "field `expect.seeds`: a bare number (5): write the seeds as a string, \"5\""
+            ),
+            "{e}"
+        );
+        // A fault's `for` (a distribution too) likewise.
+        let f = GOOD.to_string() + "[[fault]]\nkind = \"db_outage\"\nat = \"1s\"\nfor = 7\n";
+        let e = load_str("x.toml", &f, &none).unwrap_err().to_string();
+        assert!(
+            e.contains("field `fault[0].for`: a bare number (7) has no unit"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn validation_errors_are_located() {
         let bad = GOOD.replace("count = 1", "count = 0");
