@@ -394,6 +394,45 @@ fn class3_fixed_arrays_take_exactly_their_length() {
     }
 }
 
+/// Bidirectional formatting characters (U+202E "right-to-left override" and its kin) are
+/// treated as control characters: escaped in a scenario's name and description on the terminal,
+/// refused in broker and client names and in `--set`; they reached the terminal raw, where they
+/// reorder the text around them.
+#[test]
+fn bidirectional_formatting_characters_are_escaped_or_refused() {
+    for c in [
+        '\u{061c}', '\u{200e}', '\u{200f}', '\u{202a}', '\u{202e}', '\u{2066}', '\u{2069}',
+    ] {
+        let esc = format!("\\u{{{:x}}}", c as u32);
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("s.toml");
+        std::fs::write(&f, format!("name = \"a{c}b\"\n{}", base("competing"))).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_sim"))
+            .args(["run", f.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{c:?}");
+        assert!(!text.contains(c), "{c:?} reached the terminal raw");
+        assert!(text.contains(&format!("scenario a{esc}b")), "{c:?}: {text}");
+        for (from, to) in [
+            ("name = \"a\"", format!("name = \"a{c}\"")),
+            ("count = 2", format!("count = 2\nnames = [\"x{c}\", \"y\"]")),
+        ] {
+            let e = load(&base("competing").replace(from, &to)).unwrap_err();
+            assert!(
+                e.contains("control character") && !e.contains(c),
+                "{c:?}: {e}"
+            );
+        }
+        let e = sim::scenario::parse_set(&format!("consumers.count=1,{c}2")).unwrap_err();
+        assert!(e.contains("control character"), "{c:?}: {e}");
+    }
+    assert!(
+        !sim::is_unsafe_char('é') && !sim::is_unsafe_char('日') && !sim::is_unsafe_char('\u{200b}')
+    );
+}
+
 /// Class 5: no control character from input reaches a terminal or a text file raw. Every
 /// control character is refused in a `--set` argument and a `[sweep] set` entry (whose values
 /// become sweep CSV cells, report.md text and sweep.svg labels), and the names of a recorded

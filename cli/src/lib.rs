@@ -150,7 +150,9 @@ pub fn stderr_line(s: &str) {
 /// a tab written as an escape ([`escape_controls`]), whatever path the text took from the input.
 /// Borrowed as is when there is none (always, for text made only of checked input).
 pub fn safe_text(s: &str) -> std::borrow::Cow<'_, str> {
-    if s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+    if s.chars()
+        .any(|c| sim::is_unsafe_char(c) && c != '\n' && c != '\t')
+    {
         escape_controls(s, true).into()
     } else {
         s.into()
@@ -316,7 +318,7 @@ pub fn scenario_name(sc: &Scenario, file: &Path) -> String {
 pub fn escape_controls(s: &str, keep_lines: bool) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
-        if c.is_control() && !(keep_lines && (c == '\n' || c == '\t')) {
+        if sim::is_unsafe_char(c) && !(keep_lines && (c == '\n' || c == '\t')) {
             out.extend(c.escape_default());
         } else {
             out.push(c);

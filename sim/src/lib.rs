@@ -25,6 +25,18 @@ pub mod time;
 pub mod verdict;
 
 pub use engine::{run, RunError, RunOptions};
+
+/// Whether `c` must not reach a terminal or a text file raw: a control character, or a
+/// bidirectional formatting character (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to
+/// U+2069), which reorders the text around it on screen, so a name holding U+202E ("right-to-left
+/// override") could make a line of output read as something it does not say.
+pub fn is_unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        )
+}
 pub use faults::FaultPlan;
 pub use scenario::Scenario;
 pub use summary::{Metrics, ParamValue, Params, RunSummary, Status, StrategySummary};

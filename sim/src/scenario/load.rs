@@ -131,12 +131,12 @@ pub enum ScenarioError {
 /// field" quote the input raw), so every problem line is escaped here, in the one place that
 /// formats them.
 fn escape(s: &str) -> String {
-    if !s.chars().any(|c| c.is_control() && c != '\n') {
+    if !s.chars().any(|c| crate::is_unsafe_char(c) && c != '\n') {
         return s.to_string();
     }
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
-        if c.is_control() && c != '\n' {
+        if crate::is_unsafe_char(c) && c != '\n' {
             out.extend(c.escape_default());
         } else {
             out.push(c);

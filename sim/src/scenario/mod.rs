@@ -178,7 +178,7 @@ pub fn parse_set(arg: &str) -> Result<(String, Vec<String>), String> {
             "the path has {parts} dotted parts; at most {MAX_SET_PATH_PARTS} are allowed"
         ));
     }
-    if arg.chars().any(char::is_control) {
+    if arg.chars().any(crate::is_unsafe_char) {
         // Echoed into terminals, CSV, Markdown and SVG: refused at the door, as in broker names.
         return Err("a control character (write the value without it)".into());
     }

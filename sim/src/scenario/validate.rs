@@ -265,11 +265,12 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
         if b.name.trim().is_empty() {
             err(path("name"), "must not be empty".into());
         }
-        if b.name.chars().any(char::is_control) {
+        if b.name.chars().any(crate::is_unsafe_char) {
             err(
                 path("name"),
                 format!(
-                    "{:?} holds a control character; names appear in terminals and reports",
+                    "{:?} holds a control character (or a bidirectional formatting one); names \
+                     appear in terminals and reports",
                     b.name
                 ),
             );
@@ -821,10 +822,13 @@ fn node_names(
         let path = || vec![section.into(), "names".into(), PathSeg::Index(j)];
         if n.trim().is_empty() {
             err(path(), "must not be empty".into());
-        } else if n.chars().any(char::is_control) {
+        } else if n.chars().any(crate::is_unsafe_char) {
             err(
                 path(),
-                format!("{n:?} holds a control character; names appear in terminals and reports"),
+                format!(
+                    "{n:?} holds a control character (or a bidirectional formatting one); names \
+                     appear in terminals and reports"
+                ),
             );
         } else if n.chars().count() > 64 {
             err(path(), "at most 64 characters".into());
