@@ -561,6 +561,51 @@ fn class8_command_line_values_are_checked_like_the_file() {
     assert!(!out.exists(), "a refused command made its --out");
 }
 
+/// A command that made its `--out` folder and then failed before writing anything into it
+/// (a misspelt --strategy, a --trace path that cannot be written, a trace with no anomaly)
+/// leaves no empty folder holding only its lock file; a folder that existed before stays, with
+/// what was in it.
+#[test]
+fn class7_a_failed_command_leaves_no_folder_it_made() {
+    crate::common::at_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let f = small(tmp.path(), "s.toml", "");
+    let fs = f.to_str().unwrap();
+    let out = tmp.path().join("fresh");
+    let os = out.to_str().unwrap();
+    let bad_trace = tmp.path().join("no/such/dir/t.jsonl");
+    for (args, code) in [
+        (vec!["run", fs, "--strategy", "singel", "--out", os], 2),
+        (
+            vec![
+                "run",
+                fs,
+                "--strategy",
+                "single",
+                "--trace",
+                bad_trace.to_str().unwrap(),
+                "--out",
+                os,
+            ],
+            1,
+        ),
+    ] {
+        let r = sim(&args);
+        assert_eq!(r.status.code(), Some(code), "{args:?}: {}", text(&r.stderr));
+        assert!(!out.exists(), "{args:?} left {}", out.display());
+    }
+    // A folder of the user's is left as it was.
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("mine.txt"), "x").unwrap();
+    let r = sim(&["run", fs, "--strategy", "singel", "--out", os]);
+    assert_eq!(r.status.code(), Some(2));
+    assert_eq!(std::fs::read_to_string(out.join("mine.txt")).unwrap(), "x");
+    // A run that writes its set keeps the folder it made.
+    let r = sim(&["run", fs, "--out", os]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));
+    assert!(out.join("summary.csv").exists());
+}
+
 /// An `--out` that names an existing file, or a folder under one, says so, for every command
 /// that writes a folder (the system's words were "File exists (os error 17)" and "Not a
 /// directory"), before any run.

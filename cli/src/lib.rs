@@ -599,6 +599,8 @@ pub struct OutputSet {
     dir: PathBuf,
     staging: PathBuf,
     kind: &'static str,
+    /// DIR did not exist before: made here, it goes again if nothing is put in it.
+    made: bool,
     _lock: std::fs::File,
 }
 
@@ -615,6 +617,7 @@ impl OutputSet {
             path: p.display().to_string(),
             reason,
         };
+        let made = std::fs::symlink_metadata(dir).is_err();
         create_dir(dir)?;
         let lock_path = dir.join(RUN_LOCK);
         let lock = std::fs::OpenOptions::new()
@@ -655,6 +658,7 @@ impl OutputSet {
             dir: dir.to_path_buf(),
             staging,
             kind,
+            made,
             _lock: lock,
         })
     }
@@ -734,6 +738,19 @@ impl Drop for OutputSet {
     fn drop(&mut self) {
         // A run that failed leaves no staging folder behind (the lock is released with the file).
         let _ = std::fs::remove_dir_all(&self.staging);
+        // Nor, when it made DIR and nothing was put in it (a strategy misspelt, a --trace path
+        // that cannot be written, an explore that found nothing), DIR holding only its lock.
+        if self.made {
+            let only_lock = std::fs::read_dir(&self.dir).is_ok_and(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .all(|e| e.file_name() == RUN_LOCK)
+            });
+            if only_lock {
+                let _ = std::fs::remove_file(self.dir.join(RUN_LOCK));
+                let _ = std::fs::remove_dir(&self.dir);
+            }
+        }
     }
 }
 
