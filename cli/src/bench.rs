@@ -14,11 +14,15 @@ use sim::scenario::Arrival;
 use sim::time::Time;
 use sim::{FaultPlan, Metrics, RunOptions, Status};
 use std::collections::VecDeque;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// The default scenario: the M/M/c reference model.
 pub const DEFAULT_FILE: &str = "scenarios/bench/mmc.toml";
+
+/// The reference model's text, built in: `sim bench` without a file runs it from any folder (an
+/// installed `sim` has no checkout beside it; it answered "cannot read: No such file").
+pub const BUILT_IN: &str = include_str!("../../scenarios/bench/mmc.toml");
 
 /// Batches of the batch-means standard error (as `mmc-limit`).
 pub const BATCHES: u64 = 50;
@@ -306,7 +310,13 @@ fn erlang_c_for(sc: &sim::Scenario, plan: &FaultPlan) -> Option<f64> {
 
 /// Runs the benchmark: `repeat` timed runs, then one run with the wait observer.
 pub fn bench(opts: &BenchOptions) -> Result<BenchReport, CliError> {
-    let mut sc = crate::load(&opts.file)?;
+    // The default file where it is (a checkout, perhaps edited), else the built-in copy.
+    let built_in = opts.file == Path::new(DEFAULT_FILE) && !opts.file.exists();
+    let mut sc = if built_in {
+        crate::load_text(DEFAULT_FILE, BUILT_IN)?
+    } else {
+        crate::load(&opts.file)?
+    };
     if let Some(n) = opts.messages {
         sc.workload.messages = n;
         // Checked as the file's own value is: `--messages 18446744073709551615` ran for minutes
@@ -342,7 +352,11 @@ pub fn bench(opts: &BenchOptions) -> Result<BenchReport, CliError> {
         max_events: None,
         max_sim_time: None,
     };
-    let file = opts.file.display().to_string();
+    let file = if built_in {
+        format!("{DEFAULT_FILE} (built in)")
+    } else {
+        opts.file.display().to_string()
+    };
     let fail = |error| CliError::Run {
         error,
         repro: crate::repro_line(&file, seed, Some(&strategy)),
@@ -395,6 +409,26 @@ mod tests {
         // 0.876916.
         let wq = erlang_c_wq(8, 7.2, 1.0);
         assert!((wq - 0.876916).abs() < 5e-7, "{wq}");
+    }
+
+    /// Without a file, outside a checkout (the tests run in `cli/`, where the default path is
+    /// not), the bench runs its built-in copy of the model; a file given that is missing is an
+    /// error, not the model.
+    #[test]
+    fn runs_the_built_in_model_outside_a_checkout() {
+        assert!(!Path::new(DEFAULT_FILE).exists(), "run from cli/");
+        let opts = |file: &str| BenchOptions {
+            file: file.into(),
+            messages: Some(2_000),
+            repeat: 1,
+            strategy: None,
+            seed: None,
+        };
+        let r = bench(&opts(DEFAULT_FILE)).unwrap();
+        assert_eq!(r.file, "scenarios/bench/mmc.toml (built in)");
+        assert_eq!(r.metrics.applied, 2_000);
+        assert_eq!(r.strategy, "competing");
+        assert!(bench(&opts("scenarios/bench/other.toml")).is_err());
     }
 
     /// The bench runs the bundled model with an override, and its statistics are those of the
