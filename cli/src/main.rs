@@ -302,7 +302,7 @@ enum Command {
     /// Time the engine on the M/M/c reference model: messages/s, wall time, the mean queue wait
     /// against Erlang C (batch-means z-test) and the ordering inversions.
     Bench {
-        /// The scenario file.
+        /// The scenario file (the default's built-in copy runs where that file is not).
         #[arg(default_value = ordsim::bench::DEFAULT_FILE)]
         file: PathBuf,
         /// Override `[workload] messages`.
