@@ -1098,7 +1098,8 @@ impl<O: Observer> Engine<'_, O> {
             match to {
                 Handout::Consumer(c) if !defer => {
                     self.handed_to(&mut first, c);
-                    self.deliver(b, c, slot);
+                    // Its room in the broker's list is already what the delivery leaves.
+                    self.deliver(b, c, slot, true);
                 }
                 _ => {
                     defer = true;
@@ -1117,7 +1118,7 @@ impl<O: Observer> Engine<'_, O> {
                     Handout::Skip => self.skip(slot),
                     Handout::Consumer(c) => {
                         self.handed_to(&mut first, c);
-                        self.deliver(b, c, slot);
+                        self.deliver(b, c, slot, false);
                     }
                 }
             }
@@ -1315,16 +1316,17 @@ impl<O: Observer> Engine<'_, O> {
     }
 
     /// Broker `b` pushes a message to consumer `c`.
-    // One call site (dispatch, compiled once per receive mode): inlined there, as before the split.
+    // Inlined into dispatch's two call sites. `counted`: the broker's list already holds the
+    // consumer's room after this delivery (the offer counted it down in place).
     #[inline(always)]
-    pub(super) fn deliver(&mut self, b: u16, c: u32, slot: u32) {
+    pub(super) fn deliver(&mut self, b: u16, c: u32, slot: u32, counted: bool) {
         walk!();
         if let Some(delay) = self.w.brokers[b as usize].transit_delay() {
             // No later delivery overtakes it: the consumer takes its buffer in order, and only
             // the front's arrival gates the start (`start_one`).
             self.w.slab.get_mut(slot).arrives = self.now + delay;
         }
-        self.hand_over(b, c, slot, false);
+        self.hand_over(b, c, slot, false, counted);
     }
 
     /// The receive that would exceed `maxReceiveCount` moves the message in `slot` to the
@@ -1340,8 +1342,10 @@ impl<O: Observer> Engine<'_, O> {
     /// Message `slot` of broker `b` is delivered to consumer `c` (one more delivery): into its
     /// buffer's back (a dispatch), or its front (a blocking redelivery, which the client makes
     /// to itself ahead of what it prefetched). The one place a delivery is made.
+    /// `counted`: the broker's copy of the consumer's room already is what this delivery
+    /// leaves (no `sync_load`).
     #[inline(always)]
-    pub(super) fn hand_over(&mut self, b: u16, c: u32, slot: u32, front: bool) {
+    pub(super) fn hand_over(&mut self, b: u16, c: u32, slot: u32, front: bool, counted: bool) {
         walk!();
         let m = self.w.slab.get_mut(slot);
         // SQS's redrive policy acts on the receive that would exceed `maxReceiveCount` [Q3].
@@ -1375,7 +1379,11 @@ impl<O: Observer> Engine<'_, O> {
             broker: b,
         };
         self.w.consumers[c as usize].receive(d, front);
-        self.sync_load(c);
+        if counted {
+            debug_assert!(self.load_in_sync(c), "the offer's count-down of {c}'s room");
+        } else {
+            self.sync_load(c);
+        }
         self.lease_start(slot, id);
     }
 
