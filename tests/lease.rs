@@ -398,6 +398,38 @@ fn a_batch_receiver_asks_again_only_when_its_batch_is_done() {
     assert!(outstanding_at_dispatch("prefetch").iter().any(|&n| n > 0));
 }
 
+/// A batch receiver that finds messages waiting takes a whole batch in one receive: the broker
+/// hands out up to `prefetch` at that instant, not one (its room is a whole batch until the offer
+/// ends, so its handouts are carried out after the offer: delivered one by one as they were
+/// chosen, the first would leave it no room for the rest). One consumer, prefetch 3, arrivals
+/// every 5ms, 25ms a message: a backlog builds from the start.
+#[test]
+fn a_batch_receiver_takes_a_whole_batch_from_a_backlog() {
+    let text = ScenarioBuilder::new(&["competing"])
+        .evenly(30, "200/s", 3)
+        .broker("a")
+        .consumers(1, "25ms")
+        .prefetch(3)
+        .with("receive", "batch")
+        .to_toml();
+    let (m, events) = history(&text, "competing");
+    assert_eq!((m.applied, m.lost, m.duplicates), (30, 0, 0));
+    // Deliveries per instant, in order.
+    let mut per_instant: Vec<(u64, u32)> = Vec::new();
+    for e in &events {
+        if let Event::Dispatch { t, .. } = *e {
+            match per_instant.last_mut() {
+                Some((at, n)) if *at == t => *n += 1,
+                _ => per_instant.push((t, 1)),
+            }
+        }
+    }
+    assert!(per_instant.iter().all(|&(_, n)| n <= 3), "{per_instant:?}");
+    // After the first receive, a backlog is always waiting: every receive takes three.
+    let full = per_instant.iter().filter(|&&(_, n)| n == 3).count();
+    assert!(full >= 8, "{per_instant:?}");
+}
+
 /// A received message whose lease ends before the consumer starts it is still processed by it (a
 /// client goes through what it received): consumer 1 is down until 5s, so consumer 0 (20s a
 /// message) receives all three messages at 0.1, 0.2 and 0.3s; the third one's lease ends at
