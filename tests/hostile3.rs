@@ -406,7 +406,14 @@ fn bidirectional_formatting_characters_are_escaped_or_refused() {
         let esc = format!("\\u{{{:x}}}", c as u32);
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("s.toml");
-        std::fs::write(&f, format!("name = \"a{c}b\"\n{}", base("competing"))).unwrap();
+        std::fs::write(
+            &f,
+            format!(
+                "name = \"a{c}b\"\ndescription = \"d{c}e\"\n{}",
+                base("competing")
+            ),
+        )
+        .unwrap();
         let out = Command::new(env!("CARGO_BIN_EXE_sim"))
             .args(["run", f.to_str().unwrap()])
             .output()
@@ -415,6 +422,23 @@ fn bidirectional_formatting_characters_are_escaped_or_refused() {
         assert_eq!(out.status.code(), Some(0), "{c:?}");
         assert!(!text.contains(c), "{c:?} reached the terminal raw");
         assert!(text.contains(&format!("scenario a{esc}b")), "{c:?}: {text}");
+        // The story's page shows the description: escaped there too, as every text file is
+        // (`write_atomic`; the page is written without an anomaly as well, exit 1).
+        let out = Command::new(env!("CARGO_BIN_EXE_sim"))
+            .args([
+                "trace",
+                f.to_str().unwrap(),
+                "--strategy",
+                "competing",
+                "--out",
+            ])
+            .arg(dir.path().join("o"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{c:?}: no anomaly");
+        let page = std::fs::read_to_string(dir.path().join("o/timeline.html")).unwrap();
+        assert!(!page.contains(c), "{c:?} reached the page raw");
+        assert!(page.contains(&format!("d{esc}e")), "{c:?}");
         for (from, to) in [
             ("name = \"a\"", format!("name = \"a{c}\"")),
             ("count = 2", format!("count = 2\nnames = [\"x{c}\", \"y\"]")),

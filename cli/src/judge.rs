@@ -405,15 +405,15 @@ pub fn parse_csv_rows(text: &str) -> Result<Vec<Row>, JudgeError> {
         why: format!("not CSV: {e}"),
     };
     let headers = r.headers().map_err(|e| csv_error(e, 1))?.clone();
-    let col = |name: &str| headers.iter().position(|h| h.eq_ignore_ascii_case(name));
-    // A column named twice (`seq,...,SEQ`): which one is meant cannot be told; the first was
-    // read silently.
-    for (field, name) in FIELDS.iter().map(|n| (*n, n)) {
+    // Each field's column, by name in any case. A column named twice (`seq,...,SEQ`): which one
+    // is meant cannot be told (the first was read silently).
+    let mut cols: Vec<(&str, usize)> = Vec::new();
+    for field in FIELDS {
         let at: Vec<usize> = headers
             .iter()
             .enumerate()
-            .filter(|(_, h)| h.eq_ignore_ascii_case(name))
-            .map(|(i, _)| i + 1)
+            .filter(|(_, h)| h.eq_ignore_ascii_case(field))
+            .map(|(i, _)| i)
             .collect();
         if at.len() > 1 {
             return Err(JudgeError::Field {
@@ -423,22 +423,19 @@ pub fn parse_csv_rows(text: &str) -> Result<Vec<Row>, JudgeError> {
                     "named by {} columns ({}): which one is meant? (names are read in any case)",
                     at.len(),
                     at.iter()
-                        .map(|c| format!("column {c}"))
+                        .map(|c| format!("column {}", c + 1))
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
             });
         }
+        cols.extend(at.first().map(|&c| (field, c)));
     }
-    let cols: Vec<(&str, usize)> = FIELDS
-        .iter()
-        .filter_map(|n| col(n).map(|c| (*n, c)))
-        .collect();
     for need in ["time", "event", "key"] {
-        if col(need).is_none() {
+        if !cols.iter().any(|&(f, _)| f == need) {
             return Err(JudgeError::Field {
                 line: 1,
-                field: FIELDS.iter().find(|n| **n == need).copied().unwrap_or("time"),
+                field: need,
                 why: format!(
                     "no such column: the header row names time, event, key, seq (or version) and node (got {})",
                     headers.iter().collect::<Vec<_>>().join(",")

@@ -150,13 +150,7 @@ pub fn stderr_line(s: &str) {
 /// a tab written as an escape ([`escape_controls`]), whatever path the text took from the input.
 /// Borrowed as is when there is none (always, for text made only of checked input).
 pub fn safe_text(s: &str) -> std::borrow::Cow<'_, str> {
-    if s.chars()
-        .any(|c| sim::is_unsafe_char(c) && c != '\n' && c != '\t')
-    {
-        escape_controls(s, true).into()
-    } else {
-        s.into()
-    }
+    sim::escape_unsafe(s, |c| c == '\n' || c == '\t')
 }
 
 /// Flushes standard output (the last buffered line reaches a full disk only here).
@@ -313,18 +307,11 @@ pub fn scenario_name(sc: &Scenario, file: &Path) -> String {
     escape_controls(sc.display_name(&stem), false)
 }
 
-/// `s` with every control character written as a Rust escape (`\u{1b}`, `\r`); with
-/// `keep_lines`, line feeds and tabs stay (multi-line text such as a description).
+/// `s` with every control or bidirectional character ([`sim::is_unsafe_char`]) written as a Rust
+/// escape (`\u{1b}`, `\r`); with `keep_lines`, line feeds and tabs stay (multi-line text such as
+/// a description).
 pub fn escape_controls(s: &str, keep_lines: bool) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if sim::is_unsafe_char(c) && !(keep_lines && (c == '\n' || c == '\t')) {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    sim::escape_unsafe(s, |c| keep_lines && (c == '\n' || c == '\t')).into_owned()
 }
 
 /// What every command that runs a scenario resolves first from a [`RunRequest`].

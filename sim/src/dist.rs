@@ -54,32 +54,27 @@ impl<'de> Deserialize<'de> for DurSpec {
                 )
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<DurSpec, E> {
-                Dur::parse(v)
-                    .map(|value| DurSpec(DurDist::Constant { value }))
-                    .map_err(E::custom)
+                constant(Dur::parse(v).map_err(E::custom))
             }
             // A bare number reads as a duration's does (`0` is zero; any other "has no unit"):
             // `service = 0` and `for = 5` were "invalid type: integer", though the rules say a
             // duration's `0` may be written bare.
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<DurSpec, E> {
-                Dur::deserialize(de::value::I64Deserializer::<E>::new(v))
-                    .map(|value| DurSpec(DurDist::Constant { value }))
+                constant(Dur::deserialize(de::value::I64Deserializer::<E>::new(v)))
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<DurSpec, E> {
-                match i64::try_from(v) {
-                    Ok(v) => self.visit_i64(v),
-                    Err(_) => Err(E::custom(format!(
-                        "a bare number ({v}) has no unit; write e.g. \"{v}ms\" or \"{v}s\""
-                    ))),
-                }
+                constant(Dur::deserialize(de::value::U64Deserializer::<E>::new(v)))
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<DurSpec, E> {
-                Dur::deserialize(de::value::F64Deserializer::<E>::new(v))
-                    .map(|value| DurSpec(DurDist::Constant { value }))
+                constant(Dur::deserialize(de::value::F64Deserializer::<E>::new(v)))
             }
             fn visit_map<A: de::MapAccess<'de>>(self, m: A) -> Result<DurSpec, A::Error> {
                 DurDist::deserialize(de::value::MapAccessDeserializer::new(m)).map(DurSpec)
             }
+        }
+        /// The plain duration read (a string, or a bare number as [`Dur`] reads one), as a constant.
+        fn constant<E>(value: Result<Dur, E>) -> Result<DurSpec, E> {
+            value.map(|value| DurSpec(DurDist::Constant { value }))
         }
         d.deserialize_any(V)
     }

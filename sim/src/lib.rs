@@ -25,6 +25,9 @@ pub mod time;
 pub mod verdict;
 
 pub use engine::{run, RunError, RunOptions};
+pub use faults::FaultPlan;
+pub use scenario::Scenario;
+pub use summary::{Metrics, ParamValue, Params, RunSummary, Status, StrategySummary};
 
 /// Whether `c` must not reach a terminal or a text file raw: a control character, or a
 /// bidirectional formatting character (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to
@@ -37,6 +40,21 @@ pub fn is_unsafe_char(c: char) -> bool {
             '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
         )
 }
-pub use faults::FaultPlan;
-pub use scenario::Scenario;
-pub use summary::{Metrics, ParamValue, Params, RunSummary, Status, StrategySummary};
+
+/// `s` with every character [`is_unsafe_char`] finds, except those `keep` lets through, written
+/// as a Rust escape (`\u{1b}`, `\u{202e}`): the one escaping of text from input on its way out
+/// (a terminal, a text file, an error message). Borrowed when there is none.
+pub fn escape_unsafe(s: &str, keep: impl Fn(char) -> bool) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| is_unsafe_char(c) && !keep(c)) {
+        return s.into();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if is_unsafe_char(c) && !keep(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
+}

@@ -140,6 +140,12 @@ impl<'de> Deserialize<'de> for Dur {
                     )))
                 }
             }
+            // (Beyond i64: the same words.)
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Dur, E> {
+                Err(E::custom(format!(
+                    "a bare number ({v}) has no unit; write e.g. \"{v}ms\" or \"{v}s\""
+                )))
+            }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Dur, E> {
                 Err(E::custom(format!(
                     "a bare number ({v}) has no unit; write e.g. \"{v}s\""
@@ -268,20 +274,19 @@ impl<'de> Deserialize<'de> for Rate {
             // A bare number was "invalid type: integer `100`, expected a string": say what a
             // rate is, as a duration's bare number does.
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<Rate, E> {
-                Err(E::custom(format!(
-                    "a bare number ({v}) has no unit; write a count per unit, e.g. \"{v}/s\" or \"{v}/min\""
-                )))
+                Err(no_unit(v))
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Rate, E> {
-                Err(E::custom(format!(
-                    "a bare number ({v}) has no unit; write a count per unit, e.g. \"{v}/s\" or \"{v}/min\""
-                )))
+                Err(no_unit(v))
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Rate, E> {
-                Err(E::custom(format!(
-                    "a bare number ({v}) has no unit; write a count per unit, e.g. \"{v}/s\" or \"{v}/min\""
-                )))
+                Err(no_unit(v))
             }
+        }
+        fn no_unit<E: de::Error>(v: impl fmt::Display) -> E {
+            E::custom(format!(
+                "a bare number ({v}) has no unit; write a count per unit, e.g. \"{v}/s\" or \"{v}/min\""
+            ))
         }
         d.deserialize_any(V)
     }

@@ -664,7 +664,6 @@ impl Broker {
         let cands = ext.unwrap_or(&self.attached);
         // Answers are kept only once a strategy has given one: a policy that never holds a
         // message pays nothing for them.
-        // (None: not yet checked in this call.)
         let room = (pick.keep && !self.waits.head.is_empty())
             .then(|| self.waits.check(cands, self.members));
         Offer {

@@ -245,6 +245,18 @@ impl Slab {
         }
     }
 
+    /// The work of delivery `d`: the message in its slot as the consumer receives it (its own
+    /// copy, [`Job`]).
+    #[inline(always)]
+    pub fn job(&self, d: Delivery) -> Job {
+        let m = self.get(d.slot);
+        Job {
+            d,
+            view: self.view(d.slot),
+            poison: m.poison,
+        }
+    }
+
     pub fn alloc(&mut self, m: Msg) -> u32 {
         self.live += 1;
         match self.free.pop() {

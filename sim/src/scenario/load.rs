@@ -126,23 +126,12 @@ pub enum ScenarioError {
     },
 }
 
-/// `s` with every control character but a line feed written as a Rust escape (`\u{1b}`): what a
-/// file holds reaches a terminal through these messages (serde's "unknown variant" and "unknown
-/// field" quote the input raw), so every problem line is escaped here, in the one place that
-/// formats them.
+/// `s` with every control or bidirectional character ([`crate::is_unsafe_char`]) but a line feed
+/// written as a Rust escape (`\u{1b}`): what a file holds reaches a terminal through these
+/// messages (serde's "unknown variant" and "unknown field" quote the input raw), so every problem
+/// line is escaped here, in the one place that formats them.
 fn escape(s: &str) -> String {
-    if !s.chars().any(|c| crate::is_unsafe_char(c) && c != '\n') {
-        return s.to_string();
-    }
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if crate::is_unsafe_char(c) && c != '\n' {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    crate::escape_unsafe(s, |c| c == '\n').into_owned()
 }
 
 /// `s` with every number of more than 24 digits written in scientific notation: Rust (and
