@@ -16,6 +16,7 @@ pub mod faults;
 pub mod hash;
 pub mod history;
 pub mod metric_defs;
+pub mod ring;
 pub mod rng;
 pub mod scenario;
 pub mod strategy;

@@ -22,11 +22,12 @@ mod latency;
 pub use anomaly::{Annotations, Anomaly, AnomalyKind, AnomalySink, Notes, Off};
 
 use crate::history::{Event, MsgRef, Node};
+use crate::ring::Ring;
 use crate::scenario::WorkloadKind;
 use crate::summary::{Coverage, Latency, Metrics};
 use crate::time::Time;
 use latency::LatencyHistogram;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 const NONE: Time = Time::MAX;
 
@@ -135,7 +136,7 @@ fn unhold(index: &mut BTreeMap<u64, u32>, id: u64) {
 struct KeyState {
     /// Seqs below `base` are final and forgotten.
     base: u32,
-    window: VecDeque<Rec>,
+    window: Ring<Rec>,
     /// Highest seq applied so far (+1; 0 = none).
     max_applied: u32,
     /// Seq of the state last written (+1; 0 = none). For `state` workloads.

@@ -9,6 +9,7 @@ use super::walk::walk;
 use super::{Engine, Fx};
 use crate::dist::Sampler;
 use crate::history::{DiscardReason, Event, MsgRef, Observer};
+use crate::ring::Ring;
 use crate::scenario::{self, DeadLetter, NetworkKind, Requeue};
 use crate::strategy::{ConsumerSlot, Control, DispatchCtx, Select, Strategy};
 use crate::time::Time;
@@ -70,7 +71,7 @@ pub(super) struct Broker {
     persistent: bool,
     page_size: usize,
     /// The store, in dispatch order (redelivered messages go back to the front).
-    queue: VecDeque<u32>,
+    queue: Ring<u32>,
     /// Consumers attached, in attach order, each with its free prefetch kept current by the
     /// engine ([`Broker::set_free`] from `sync_load`): dispatch offers this list as it is
     /// instead of rebuilding it from every consumer's load on each call.
@@ -390,7 +391,7 @@ impl Broker {
                 _ => cfg.persistent,
             },
             page_size: r.page_size as usize,
-            queue: VecDeque::new(),
+            queue: Ring::new(),
             attached: Vec::new(),
             position: vec![NOT_ATTACHED; sc.consumers.count as usize],
             free_total: 0,
@@ -478,7 +479,7 @@ impl Broker {
     }
 
     /// Gives up its store (its queue and dead-letter queue) to its HA partner: it does not serve.
-    pub fn take_store(&mut self) -> (VecDeque<u32>, Vec<Msg>) {
+    pub fn take_store(&mut self) -> (Ring<u32>, Vec<Msg>) {
         debug_assert!(!self.up);
         self.waits.forget();
         (
@@ -488,7 +489,7 @@ impl Broker {
     }
 
     /// Takes over its HA pair's store from the partner that held it.
-    pub fn adopt_store(&mut self, (mut queue, mut dlq): (VecDeque<u32>, Vec<Msg>)) {
+    pub fn adopt_store(&mut self, (mut queue, mut dlq): (Ring<u32>, Vec<Msg>)) {
         // One member holds the store at a time: at most one of the two queues has messages.
         self.waits.forget();
         self.queue.append(&mut queue);
@@ -997,17 +998,23 @@ impl<O: Observer> Engine<'_, O> {
             self.apply_control();
             return;
         }
-        self.dispatch_some(b);
+        if bs.bridges.is_empty() {
+            self.dispatch_some::<false>(b);
+        } else {
+            self.dispatch_some::<true>(b);
+        }
     }
 
-    /// [`Self::dispatch`] past its inlined tests.
+    /// [`Self::dispatch`] past its inlined tests, for a broker with network bridges or not
+    /// (`BRIDGES`): without, one instance that knows its candidates are the broker's own list.
     #[inline(never)]
-    fn dispatch_some(&mut self, b: u16) {
+    fn dispatch_some<const BRIDGES: bool>(&mut self, b: u16) {
         let bi = b as usize;
         if !self.w.brokers[bi].up || self.w.brokers[bi].queue.is_empty() {
             return;
         }
-        let has_bridges = !self.w.brokers[bi].bridges.is_empty();
+        let has_bridges = BRIDGES;
+        debug_assert_eq!(has_bridges, !self.w.brokers[bi].bridges.is_empty());
         if self.w.brokers[bi].attached.is_empty() && !has_bridges {
             if !self.bridged() {
                 self.forward_all(b);

@@ -9,11 +9,11 @@ use super::state::{Delivery, Job, Phase};
 use super::walk::walk;
 use super::{Engine, Fx};
 use crate::history::{Event, FailReason, MsgRef, Node, Observer};
+use crate::ring::Ring;
 use crate::scenario::Commit;
 use crate::strategy::{plain_handle, Begin, HandlerCtx, MsgView, Outcome, Row};
 use crate::time::Time;
 use rand_chacha::ChaCha8Rng;
-use std::collections::VecDeque;
 
 /// The handler's view of the world.
 #[allow(clippy::too_many_arguments)]
@@ -449,7 +449,7 @@ impl<O: Observer> Engine<'_, O> {
         };
         self.w.brokers[b as usize].detach(c);
         let cs = &mut self.w.consumers[c as usize];
-        let mut back: Vec<Delivery> = cs.buffer.drain(..).collect();
+        let mut back: Vec<Delivery> = cs.buffer.take_all().collect();
         back.append(&mut cs.ack_pending);
         // Processed but not committed: the group resumes from the last commit. A process that
         // goes on (a zombie) still tries to commit them later, and is refused.
@@ -583,7 +583,7 @@ pub(super) struct Consumer {
     poll_serial: u32,
     phase: Phase,
     /// Delivered, not yet started.
-    buffer: VecDeque<Delivery>,
+    buffer: Ring<Delivery>,
     /// Applied (or rejected), ack not yet at the broker.
     ack_pending: Vec<Delivery>,
     /// Processed, waiting for its next offset commit (`[consumers] commit = "batch"` or
@@ -707,7 +707,7 @@ impl Consumer {
             broker: None,
             poll_serial: 0,
             phase: Phase::Idle,
-            buffer: VecDeque::new(),
+            buffer: Ring::new(),
             ack_pending: Vec::new(),
             uncommitted: Vec::new(),
             nacked: Vec::new(),
@@ -1207,7 +1207,7 @@ impl Consumer {
     /// of expired receives are not the broker's: they are dropped.
     #[inline]
     pub fn take_buffered(&mut self) -> Vec<Delivery> {
-        self.buffer.drain(..).filter(|d| d.delivery != 0).collect()
+        self.buffer.take_all().filter(|d| d.delivery != 0).collect()
     }
 
     /// The lease of `d` ended: if `d` waits in its buffer, a running process keeps it as its own
