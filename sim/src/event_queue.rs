@@ -29,19 +29,22 @@ const SORTED_AGAIN: usize = 8;
 /// A queue of events of type `E` ordered by time, ties by insertion order.
 ///
 /// The engine usually has a few events pending (one per busy consumer, the next arrival, a few
-/// timers): then they are kept in a vector sorted latest first, so `pop` is a `Vec::pop` and
-/// `push` an insertion-sort step from the end, which on a few entries costs less than a heap's
+/// timers): then they are kept in a small array sorted latest first, so `pop` takes the last
+/// one and `push` is an insertion-sort step from the end, which on a few entries costs less than a heap's
 /// sift-down per pop. A sorted entry needs no insertion number: an event goes before (nearer the
 /// end than) none of those of its time already there, so ties keep their order by position.
 /// Past [`SORTED_MAX`] pending events, they move to a binary min-heap (an ascending array is
 /// one, so switching is a reversal, the positions giving the insertion numbers) with an
 /// early-stopping sift, written out here rather than `std::collections::BinaryHeap`, whose `pop`
 /// sifts the last element all the way down and back up. Events are `Copy`, so moves are plain
-/// copies.
-pub struct EventQueue<E: Copy> {
+/// copies; their `Default` only fills the array's unused slots.
+pub struct EventQueue<E: Copy + Default> {
     /// While the queue is sorted: (time, event) by time descending, the earliest last, ties the
-    /// first scheduled last.
-    sorted: Vec<(Time, E)>,
+    /// first scheduled last, in `sorted[..n]`. An array rather than a `Vec`: no capacity test
+    /// per push, and no bounds test in the insertion step (measured 2026-12-05).
+    sorted: [(Time, E); SORTED_MAX],
+    /// How many of `sorted` are events.
+    n: usize,
     /// Otherwise: a min-heap by (time, insertion number).
     heap: Vec<Entry<E>>,
     /// The events are in `heap` (never empty then; `sorted` is), not `sorted` (then `heap` is
@@ -52,11 +55,12 @@ pub struct EventQueue<E: Copy> {
     next: u64,
 }
 
-impl<E: Copy> EventQueue<E> {
+impl<E: Copy + Default> EventQueue<E> {
     /// An empty queue.
     pub fn new() -> Self {
         EventQueue {
-            sorted: Vec::with_capacity(SORTED_MAX),
+            sorted: [(0, E::default()); SORTED_MAX],
+            n: 0,
             heap: Vec::new(),
             in_heap: false,
             next: 0,
@@ -69,16 +73,17 @@ impl<E: Copy> EventQueue<E> {
     #[inline]
     pub fn push(&mut self, time: Time, ev: E) {
         if !self.in_heap {
-            let v = &mut self.sorted;
-            let mut i = v.len();
-            if i < SORTED_MAX {
+            let n = self.n;
+            if n < SORTED_MAX {
                 // Shift the earlier entries one place towards the end, then put `new` before them.
-                v.push((time, ev));
+                let v = &mut self.sorted;
+                let mut i = n;
                 while i > 0 && v[i - 1].0 <= time {
                     v[i] = v[i - 1];
                     i -= 1;
                 }
                 v[i] = (time, ev);
+                self.n = n + 1;
                 return;
             }
             self.switch_to_heap();
@@ -106,26 +111,32 @@ impl<E: Copy> EventQueue<E> {
     #[inline(never)]
     fn switch_to_heap(&mut self) {
         let base = self.next;
-        let n = self.sorted.len() as u64;
+        let n = self.n as u64;
         self.heap.clear();
         self.heap.extend(
-            self.sorted
-                .drain(..)
+            self.sorted[..self.n]
+                .iter()
+                .copied()
                 .rev()
                 .zip(base..)
                 .map(|((time, ev), seq)| Entry { time, seq, ev }),
         );
         self.next = base + n;
+        self.n = 0;
         self.in_heap = true;
     }
 
     /// The earliest event and its time.
-    // Always inlined (the engine's loop is its one caller): the sorted case is a `Vec::pop`,
+    // Always inlined (the engine's loop is its one caller): the sorted case takes the last entry,
     // cheaper than the call frame it used to pay; the heap's case is out of line.
     #[inline(always)]
     pub fn pop(&mut self) -> Option<(Time, E)> {
         if !self.in_heap {
-            return self.sorted.pop();
+            if self.n == 0 {
+                return None;
+            }
+            self.n -= 1;
+            return Some(self.sorted[self.n]);
         }
         self.pop_from_heap()
     }
@@ -137,9 +148,10 @@ impl<E: Copy> EventQueue<E> {
         if self.heap.len() <= SORTED_AGAIN {
             self.heap
                 .sort_unstable_by_key(|e| std::cmp::Reverse((e.time, e.seq)));
-            self.sorted.clear();
-            self.sorted
-                .extend(self.heap.drain(..).map(|e| (e.time, e.ev)));
+            self.n = self.heap.len();
+            for (to, e) in self.sorted.iter_mut().zip(self.heap.drain(..)) {
+                *to = (e.time, e.ev);
+            }
             self.in_heap = false;
         }
         Some((top.time, top.ev))
@@ -179,7 +191,7 @@ impl<E: Copy> EventQueue<E> {
         if self.in_heap {
             self.heap.len()
         } else {
-            self.sorted.len()
+            self.n
         }
     }
 
@@ -188,7 +200,7 @@ impl<E: Copy> EventQueue<E> {
         self.len() == 0
     }
 }
-impl<E: Copy> Default for EventQueue<E> {
+impl<E: Copy + Default> Default for EventQueue<E> {
     fn default() -> Self {
         Self::new()
     }

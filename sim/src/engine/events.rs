@@ -2,8 +2,9 @@
 //! so they are kept to 16 bytes (checked below); a larger payload lives in an engine table and
 //! the event carries its index.
 
-/// One engine event. Each is handled in the file of the node kind it concerns.
-#[derive(Clone, Copy, Debug)]
+/// One engine event. Each is handled in the file of the node kind it concerns. The default
+/// only fills the event queue's unused slots (`EventQueue`).
+#[derive(Clone, Copy, Debug, Default)]
 pub(super) enum Ev {
     Arrival,
     ProducerReconnect(u32),
@@ -142,6 +143,7 @@ pub(super) enum Ev {
     /// A broker's dispatch, deferred to the same instant: deep in a chain of instant failures
     /// (`redelivery.rs`), so that the stack stays bounded.
     Dispatch(u16),
+    #[default]
     DrainDeadline,
 }
 
