@@ -830,17 +830,19 @@ impl<'a, O: Observer> Engine<'a, O> {
             self.events += 1;
             self.handle(ev);
             self.route();
-            if self.draining && self.w.slab.live == 0 && self.w.held.is_empty() && !self.zombies() {
-                ended_by = EndReason::Settled;
-                break;
-            }
-            // Nothing left to happen but the drain's own deadline: what is unsettled can never
-            // move (a message that crossed a bridge to a broker with no consumer left, issue
-            // 41), so the run is stuck now; waiting for the deadline would report a timeout
-            // that no longer drain_timeout could cure.
-            if self.draining && self.q.len() == 1 {
-                ended_by = EndReason::Stuck;
-                break;
+            if self.draining {
+                if self.w.slab.live == 0 && self.w.held.is_empty() && !self.zombies() {
+                    ended_by = EndReason::Settled;
+                    break;
+                }
+                // Nothing left to happen but the drain's own deadline: what is unsettled can
+                // never move (a message that crossed a bridge to a broker with no consumer
+                // left, issue 41), so the run is stuck now; waiting for the deadline would
+                // report a timeout that no longer drain_timeout could cure.
+                if self.q.len() == 1 {
+                    ended_by = EndReason::Stuck;
+                    break;
+                }
             }
             // One comparison per event covers both bounds: the event bound, and the next event
             // count at which the run would have gone STUCK_AFTER_EVENTS without progress.
