@@ -53,7 +53,10 @@ impl<O: Observer> Engine<'_, O> {
             FaultAction::ClockSkew { producer, skew } => {
                 self.w.producers[producer as usize].step_clock(skew);
             }
-            FaultAction::Poison { fraction } => self.w.poison_boost.push(fraction),
+            FaultAction::Poison { fraction } => {
+                self.w.poison_boost.push(fraction);
+                self.poison_boost_changed();
+            }
             FaultAction::SendError { producer, fraction } => {
                 self.w.send_errors.push((producer, fraction, false));
                 self.send_path_changed();
@@ -162,6 +165,7 @@ impl<O: Observer> Engine<'_, O> {
                 if let Some(j) = self.w.poison_boost.iter().position(|&x| x == fraction) {
                     self.w.poison_boost.swap_remove(j);
                 }
+                self.poison_boost_changed();
             }
             FaultAction::SendError { producer, fraction }
             | FaultAction::SendTimeout { producer, fraction } => {
@@ -183,6 +187,12 @@ impl<O: Observer> Engine<'_, O> {
             | FaultAction::AddPartitions { .. } => {}
         }
         self.phase_step();
+    }
+
+    /// The arrivals draw poison with the largest fraction in force (`poison` faults may overlap).
+    fn poison_boost_changed(&mut self) {
+        let boost = self.w.poison_boost.iter().copied().fold(0.0, f64::max);
+        self.keys.set_poison_boost(boost);
     }
 
     /// The `reset_groups` fault on broker `b`: the strategy forgets its group owners there

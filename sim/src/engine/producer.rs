@@ -28,8 +28,7 @@ impl<O: Observer> Engine<'_, O> {
     /// A message is produced; it goes to the producer's broker or waits in its buffer.
     pub(super) fn arrival(&mut self) {
         walk!();
-        let boost = self.w.poison_boost.iter().copied().fold(0.0, f64::max);
-        let (key, seq, producer, poison, group) = self.keys.next(boost);
+        let (key, seq, producer, poison, group) = self.keys.next();
         let id = self.w.next_id;
         self.w.next_id += 1;
         self.w.produced += 1;

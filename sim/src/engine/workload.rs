@@ -51,7 +51,11 @@ pub(super) struct KeyPicker {
     zipf: Option<Zipf<f64>>,
     keys: u32,
     next_seq: Vec<u32>,
+    /// `[workload] poison_fraction`.
     poison: f64,
+    /// The poison probability in force: `poison`, or a `poison` fault's fraction while one is
+    /// larger ([`KeyPicker::set_poison_boost`]); kept, not derived per message.
+    poison_now: f64,
     group_missing: f64,
     ownership: KeyOwnership,
     producers: u32,
@@ -75,6 +79,7 @@ impl KeyPicker {
             keys: w.keys,
             next_seq: vec![0; w.keys as usize],
             poison: w.poison_fraction,
+            poison_now: w.poison_fraction,
             group_missing: w.group_header_missing,
             ownership: sc.producers.key_ownership,
             producers: sc.producers.count,
@@ -85,13 +90,19 @@ impl KeyPicker {
         }
     }
 
+    /// The `poison` faults in force changed: `boost` is the largest of their fractions (0 with
+    /// none), which applies while it is above the workload's own.
+    pub fn set_poison_boost(&mut self, boost: f64) {
+        self.poison_now = self.poison.max(boost);
+    }
+
     /// (key, seq, producer, poison, group header set) of the next message. Draw order: key,
     /// poison, producer, group header. With correlation groups (`group_size`), the key and the
     /// producer are drawn for a group's first member only: the rest follow it back to back.
     // Always inlined (one call site, the arrival): out of line its five results went through
     // memory and the call frame cost about as much as the key draw.
     #[inline(always)]
-    pub fn next(&mut self, poison_boost: f64) -> (u32, u32, u32, bool, bool) {
+    pub fn next(&mut self) -> (u32, u32, u32, bool, bool) {
         let in_group = self.group_left > 0;
         let key = if in_group {
             self.group_key
@@ -101,7 +112,7 @@ impl KeyPicker {
                 None => self.rng.random_range(0..self.keys),
             }
         };
-        let p = self.poison.max(poison_boost);
+        let p = self.poison_now;
         let poison = p > 0.0 && self.rng.random_bool(p);
         let producer = if in_group {
             self.group_producer
@@ -149,7 +160,7 @@ mod tests {
     #[test]
     fn groups_are_produced_back_to_back() {
         let mut g = picker("group_size = 4");
-        let draws: Vec<_> = (0..60).map(|_| g.next(0.0)).collect();
+        let draws: Vec<_> = (0..60).map(|_| g.next()).collect();
         for chunk in draws.chunks(4) {
             assert!(chunk.iter().all(|d| (d.0, d.2) == (chunk[0].0, chunk[0].2)));
             assert_eq!(
@@ -162,7 +173,23 @@ mod tests {
             }
         }
         let mut plain = picker("");
-        let draws: Vec<_> = (0..60).map(|_| plain.next(0.0)).collect();
+        let draws: Vec<_> = (0..60).map(|_| plain.next()).collect();
         assert!(draws.chunks(4).any(|c| c.iter().any(|d| d.0 != c[0].0)));
+    }
+
+    /// A `poison` fault's fraction applies while it is larger than the workload's own, and the
+    /// workload's applies again once the faults end.
+    #[test]
+    fn a_poison_boost_applies_while_it_is_larger() {
+        let poisoned = |g: &mut KeyPicker| (0..200).filter(|_| g.next().3).count();
+        let mut g = picker("poison_fraction = 0.0");
+        assert_eq!(poisoned(&mut g), 0);
+        g.set_poison_boost(1.0);
+        assert_eq!(poisoned(&mut g), 200);
+        g.set_poison_boost(0.0);
+        assert_eq!(poisoned(&mut g), 0);
+        let mut h = picker("poison_fraction = 1.0");
+        h.set_poison_boost(0.5);
+        assert_eq!(poisoned(&mut h), 200, "a smaller boost does not lower it");
     }
 }
