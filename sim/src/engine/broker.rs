@@ -562,10 +562,10 @@ impl Broker {
             }
             Requeue::Tail => q.push_back(slot),
             Requeue::Original => {
-                let id = slab.get(slot).r.id;
+                let id = slab.get(slot).view.id;
                 let at = q
                     .iter()
-                    .position(|&s| slab.get(s).r.id > id)
+                    .position(|&s| slab.get(s).view.id > id)
                     .unwrap_or(q.len());
                 self.waits.inserted(at);
                 q.insert(at, slot);
@@ -727,7 +727,7 @@ impl Broker {
                 broker: pick.broker,
                 consumers: &cands[..offered],
             };
-            match strategy.select(&ctx, &view, ctl) {
+            match strategy.select(&ctx, view, ctl) {
                 Select::Consumer(ci) => {
                     let Some(cand) = cands[..offered].get_mut(ci).filter(|c| c.free > 0) else {
                         // A policy bug must not corrupt the world: hold the message instead.
@@ -894,7 +894,7 @@ impl<O: Observer> Engine<'_, O> {
         let current = match how.holder {
             Some(c) => self.w.slab.valid(&d, c),
             None => {
-                m.r.id == d.id
+                m.view.id == d.id
                     && matches!(m.loc, Loc::Delivered { delivery, .. } if delivery == d.delivery)
             }
         };
@@ -906,13 +906,13 @@ impl<O: Observer> Engine<'_, O> {
             Delay::Cancelled => {
                 // Not a delivery: its count goes back, and the delay is the one for that count.
                 let m = self.w.slab.get_mut(d.slot);
-                m.deliveries -= 1;
-                self.cfg.redelivery.delay(m.deliveries).0
+                m.undelivered();
+                self.cfg.redelivery.delay(m.deliveries()).0
             }
             Delay::Invisible => self.invisible_for(d.slot, self.w.slab.counted(d.slot)),
         };
         if how.announce {
-            let msg = self.w.slab.get(d.slot).r;
+            let msg = self.w.slab.get(d.slot).r();
             self.emit(Event::Redelivery {
                 t: self.now,
                 msg,
@@ -1179,7 +1179,7 @@ impl<O: Observer> Engine<'_, O> {
         walk!();
         // The view is built only for the hook: a strategy without it pays nothing for it (the
         // slot's contents stay as they are until the slot is taken again).
-        let id = self.w.slab.get(slot).r.id;
+        let id = self.w.slab.get(slot).view.id;
         self.drop_held(id);
         self.w.slab.release(slot);
         if self.hooks.on_settled {
@@ -1255,16 +1255,11 @@ impl<O: Observer> Engine<'_, O> {
         for m in dlq {
             self.emit(Event::Replay {
                 t: self.now,
-                msg: m.r,
+                msg: m.r(),
                 broker: b,
                 poison: m.poison,
             });
-            let slot = self.alloc(Msg {
-                deliveries: 0,
-                loc: Loc::Queued(b),
-                crossed: false,
-                ..m
-            });
+            let slot = self.alloc(m.fresh_copy(m.view.id, Loc::Queued(b)));
             self.enqueue_back(b, slot);
         }
         self.dispatch(b);
@@ -1356,20 +1351,19 @@ impl<O: Observer> Engine<'_, O> {
         let m = self.w.slab.get_mut(slot);
         // SQS's redrive policy acts on the receive that would exceed `maxReceiveCount` [Q3].
         let r = &self.cfg.redelivery;
-        if r.redrive_on_receive && r.gives_up(m.deliveries) {
+        if r.redrive_on_receive && r.gives_up(m.deliveries()) {
             // Not delivered: the consumer's room, counted down by the offer, is as it was.
             self.sync_load(c);
             self.redrive_on_receive(b, slot);
             return;
         }
-        m.deliveries += 1;
-        let delivery = m.deliveries;
+        let delivery = m.delivered();
         m.loc = Loc::Delivered {
             broker: b,
             consumer: c,
             delivery,
         };
-        let (msg, id) = (m.r, m.r.id);
+        let (msg, id) = (m.r(), m.view.id);
         self.emit(Event::Dispatch {
             t: self.now,
             msg,
@@ -1431,7 +1425,7 @@ impl<O: Observer> Engine<'_, O> {
             due: at as u32,
             orphan: false,
         };
-        let (msg, id) = (m.r, m.r.id);
+        let (msg, id) = (m.r(), m.view.id);
         self.emit(Event::Forward {
             t: self.now,
             msg,

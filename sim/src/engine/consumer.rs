@@ -124,7 +124,7 @@ impl<O: Observer> Engine<'_, O> {
         } else {
             let w = &mut self.w;
             let m = w.slab.get(d.slot);
-            let (msg, poison) = (m.r, m.poison);
+            let (msg, poison) = (m.r(), m.poison);
             w.consumers[c as usize].phase = Phase::Serving {
                 job: w.slab.job(d),
                 step: 0,

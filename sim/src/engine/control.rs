@@ -33,7 +33,7 @@ impl<O: Observer> Engine<'_, O> {
             return;
         };
         let m = self.w.slab.get(h.slot);
-        if m.r.id == msg.id && m.loc != Loc::Free {
+        if m.view.id == msg.id && m.loc != Loc::Free {
             h.dropped = true;
             return;
         }

@@ -330,7 +330,7 @@ impl<O: Observer> Engine<'_, O> {
         for slot in held {
             self.flush();
             if !self.w.producers[p as usize].forget_resend(slot) {
-                let msg = self.w.slab.get(slot).r;
+                let msg = self.w.slab.get(slot).r();
                 self.emit(Event::Discard {
                     t: self.now,
                     msg,

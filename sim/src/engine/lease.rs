@@ -32,10 +32,10 @@ impl<O: Observer> Engine<'_, O> {
         else {
             return;
         };
-        if m.r.id != id || m.lease_due != self.now {
+        if m.view.id != id || m.lease_due != self.now {
             return;
         }
-        let (msg, deliveries, poison) = (m.r, self.w.slab.counted(slot), m.poison);
+        let (msg, deliveries, poison) = (m.r(), self.w.slab.counted(slot), m.poison);
         self.emit(Event::Expire {
             t: self.now,
             msg,
@@ -111,7 +111,7 @@ impl<O: Observer> Engine<'_, O> {
         else {
             return;
         };
-        if m.r.id != id {
+        if m.view.id != id {
             return;
         }
         let cs = &self.w.consumers[c as usize];

@@ -680,12 +680,12 @@ impl<'a, O: Observer> Engine<'a, O> {
     /// A view of a message for the strategy.
     #[inline]
     fn view(&self, slot: u32) -> MsgView {
-        self.w.slab.view(slot)
+        *self.w.slab.view(slot)
     }
 
     #[inline]
     fn msg_ref(&self, slot: u32) -> MsgRef {
-        self.w.slab.get(slot).r
+        self.w.slab.get(slot).r()
     }
 
     /// Allocates a new message slot.
@@ -909,8 +909,8 @@ impl<'a, O: Observer> Engine<'a, O> {
             .filter(|&(i, m)| m.loc != Loc::Free && !unsent.contains(&(i as u32)))
             .map(|(_, m)| m)
             .partition(|m| m.applied);
-        let unacked: Vec<MsgRef> = unacked.into_iter().map(|m| m.r).collect();
-        let mut pending: Vec<MsgRef> = pending.into_iter().map(|m| m.r).collect();
+        let unacked: Vec<MsgRef> = unacked.into_iter().map(|m| m.r()).collect();
+        let mut pending: Vec<MsgRef> = pending.into_iter().map(|m| m.r()).collect();
         // And every message the strategy still holds (taken over, acked upstream).
         pending.extend(self.w.held.values().filter(|h| !h.dropped).map(|h| h.msg));
         pending.sort_by_key(|m| m.id);

@@ -55,7 +55,7 @@ impl<O: Observer> Engine<'_, O> {
             return;
         };
         // An arrival of an earlier trip, recalled by a crash: not this one.
-        if m.r.id != id || due != self.now as u32 {
+        if m.view.id != id || due != self.now as u32 {
             return;
         }
         // An orphan's bridge closed with its source: no credit to give back.
@@ -241,7 +241,7 @@ impl<O: Observer> Engine<'_, O> {
             } = m.loc
             {
                 if to == b || (from == b && m.arrives > self.now) {
-                    recalled.push((m.r.id, slot, from));
+                    recalled.push((m.view.id, slot, from));
                 } else if from == b {
                     *orphan = true;
                 }

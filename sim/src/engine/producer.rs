@@ -42,20 +42,14 @@ impl<O: Observer> Engine<'_, O> {
         // (A division per message saved at the default resolution.)
         let timestamp = if res == 1 { clock } else { clock / res * res };
         let r = MsgRef { id, key, seq };
-        let slot = self.alloc(Msg {
+        let slot = self.alloc(Msg::new(
             r,
             timestamp,
             producer,
             poison,
             group,
-            deliveries: 0,
-            loc: Loc::Producer(producer),
-            applied: false,
-            crossed: false,
-            lease_due: 0,
-            leased_at: 0,
-            arrives: 0,
-        });
+            Loc::Producer(producer),
+        ));
         // The source database commits the new state before the message is sent.
         let src = &mut self.w.source[key as usize];
         src.state = seq + 1;
@@ -116,7 +110,7 @@ impl<O: Observer> Engine<'_, O> {
         }
         let now = self.now;
         let limit = self.cfg.delivery_timeout;
-        let id = self.w.slab.get(slot).r.id;
+        let id = self.w.slab.get(slot).view.id;
         let ps = &mut self.w.producers[p as usize];
         if ps.acc.is_empty() {
             ps.acc_since = now;
@@ -507,7 +501,7 @@ impl<O: Observer> Engine<'_, O> {
         } else {
             let id = self.w.next_id;
             self.w.next_id += 1;
-            self.w.slab.get_mut(slot).r.id = id;
+            self.w.slab.get_mut(slot).view.id = id;
             MsgRef { id, ..of }
         };
         self.emit(Event::Resend {
@@ -573,7 +567,7 @@ impl<O: Observer> Engine<'_, O> {
                 up: &e.w.broker_up,
                 held_since: e.w.producers[p as usize].held(slot),
             };
-            e.strategy.route(&ctx, &e.w.slab.view(slot))
+            e.strategy.route(&ctx, e.w.slab.view(slot))
         };
         let route = if self.hooks.route {
             ask(self)
@@ -652,7 +646,7 @@ impl<O: Observer> Engine<'_, O> {
             .expect("a held send has a connection");
         self.emit_send_fail(p, slot);
         let copy = self.alloc(*self.w.slab.get(slot));
-        let id = self.w.slab.get(slot).r.id;
+        let id = self.w.slab.get(slot).view.id;
         self.w.held_sends.push(HeldSend {
             slot,
             producer: p,
@@ -697,7 +691,7 @@ impl<O: Observer> Engine<'_, O> {
             return;
         };
         let h = self.w.held_sends[i];
-        if self.w.slab.get(slot).r.id != id {
+        if self.w.slab.get(slot).view.id != id {
             return;
         }
         let view = self.view(slot);
@@ -765,7 +759,7 @@ impl<O: Observer> Engine<'_, O> {
     /// `slot`'s message is given up at `due` unless it has a deadline already.
     #[inline(never)]
     fn set_deadline(&mut self, p: u32, slot: u32, due: Time) {
-        let id = self.w.slab.get(slot).r.id;
+        let id = self.w.slab.get(slot).view.id;
         let ps = &mut self.w.producers[p as usize];
         let at = (*ps.deadlines.entry(id).or_insert(due)).max(self.now);
         // Armed, or armed again when this deadline comes first (a deadline from a batch's
@@ -811,7 +805,7 @@ impl<O: Observer> Engine<'_, O> {
         let mut from_failed = 0u32;
         for (q, queue) in [&mut *failed, &mut *buffer].into_iter().enumerate() {
             while let Some(&slot) = queue.front() {
-                let id = w.slab.get(slot).r.id;
+                let id = w.slab.get(slot).view.id;
                 // Every waiting send has a deadline; one without is given its own from now.
                 let due = *deadlines.entry(id).or_insert(now.saturating_add(limit.0));
                 if due > now {
@@ -844,7 +838,7 @@ impl<O: Observer> Engine<'_, O> {
             let ids: std::collections::BTreeSet<u64> = failed
                 .iter()
                 .chain(buffer.iter())
-                .map(|&s| w.slab.get(s).r.id)
+                .map(|&s| w.slab.get(s).view.id)
                 .collect();
             deadlines.retain(|id, _| ids.contains(id));
         }

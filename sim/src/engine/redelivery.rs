@@ -268,7 +268,7 @@ impl<O: Observer> Engine<'_, O> {
         walk!();
         let m = self.w.slab.get(slot);
         let Loc::Held(b) = m.loc else { return };
-        if m.r.id != id {
+        if m.view.id != id {
             return;
         }
         self.requeue(b, slot);
@@ -281,7 +281,7 @@ impl<O: Observer> Engine<'_, O> {
     pub(super) fn redelivery_due(&mut self, slot: u32, id: u64) {
         walk!();
         let m = self.w.slab.get(slot);
-        if m.r.id != id {
+        if m.view.id != id {
             return;
         }
         let b = match m.loc {

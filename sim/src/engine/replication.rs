@@ -363,7 +363,7 @@ impl<O: Observer> Engine<'_, O> {
             if log.leadership == Leadership::Leaderless {
                 // Its leader's broker is down, not yet fenced: the record waits in its
                 // producer's batch for the partition, the producer's other partitions go on.
-                let id = self.w.slab.get(slot).r.id;
+                let id = self.w.slab.get(slot).view.id;
                 log.waiting.push((slot, id, now));
                 self.w.slab.get_mut(slot).loc = Loc::Queued(b);
                 return Ok(());
@@ -380,7 +380,7 @@ impl<O: Observer> Engine<'_, O> {
         let lag = if in_sync > 1 { log.lag() } else { 0 };
         let due = log.last_due.max(now + lag);
         log.last_due = due;
-        let id = self.w.slab.get(slot).r.id;
+        let id = self.w.slab.get(slot).view.id;
         log.above.push_back(Entry {
             slot,
             id,
@@ -466,7 +466,7 @@ impl<O: Observer> Engine<'_, O> {
                 log.missed.push_back(e);
             }
             let m = self.w.slab.get(e.slot);
-            if m.r.id != e.id || m.loc != Loc::Queued(b) {
+            if m.view.id != e.id || m.loc != Loc::Queued(b) {
                 continue;
             }
             moved = true;
@@ -518,11 +518,11 @@ impl<O: Observer> Engine<'_, O> {
         let mut out_of_queue = Vec::new();
         for (e, committed) in cut {
             let m = *self.w.slab.get(e.slot);
-            if m.r.id != e.id || m.loc == Loc::Free || m.applied {
+            if m.view.id != e.id || m.loc == Loc::Free || m.applied {
                 continue;
             }
             if !committed && acks == Acks::All {
-                resend.push((m.producer, e.slot, e.written));
+                resend.push((m.view.producer, e.slot, e.written));
                 continue;
             }
             if committed {
@@ -535,7 +535,7 @@ impl<O: Observer> Engine<'_, O> {
             }
             self.emit(Event::Discard {
                 t: self.now,
-                msg: m.r,
+                msg: m.r(),
                 reason: DiscardReason::Truncated,
             });
             self.w.slab.release(e.slot);
@@ -558,7 +558,7 @@ impl<O: Observer> Engine<'_, O> {
             .into_iter()
             .filter_map(|(slot, id, at)| {
                 let m = self.w.slab.get(slot);
-                (m.r.id == id && m.loc == Loc::Queued(b)).then_some((m.producer, slot, at))
+                (m.view.id == id && m.loc == Loc::Queued(b)).then_some((m.view.producer, slot, at))
             })
             .collect()
     }

@@ -45,7 +45,7 @@ use super::events::Ev;
 use super::state::{Loc, Msg};
 use super::walk::walk;
 use super::Engine;
-use crate::history::{DiscardReason, Event, MsgRef, Observer};
+use crate::history::{DiscardReason, Event, Observer};
 use crate::scenario::TRANSACTION_TIMEOUT;
 use crate::time::Time;
 use std::collections::VecDeque;
@@ -170,7 +170,7 @@ impl<O: Observer> Engine<'_, O> {
         walk!();
         let now = self.now;
         let m = *self.w.slab.get(slot);
-        let p = m.producer;
+        let p = m.view.producer;
         let txns = self.txns.as_deref_mut().expect("transactions");
         let interval = txns.interval;
         let tp = &mut txns.producers[p as usize];
@@ -197,7 +197,7 @@ impl<O: Observer> Engine<'_, O> {
         }
         txns.log(b, part).push_back(Unstable {
             slot,
-            id: m.r.id,
+            id: m.view.id,
             open: Some((p, number)),
         });
         // Written: the producer is answered; readable once the LSO passes it.
@@ -205,7 +205,7 @@ impl<O: Observer> Engine<'_, O> {
         self.w.slab.get_mut(slot).loc = Loc::Queued(b);
         self.emit(Event::Enqueue {
             t: now,
-            msg: m.r,
+            msg: m.r(),
             broker: b,
         });
     }
@@ -265,7 +265,7 @@ impl<O: Observer> Engine<'_, O> {
         let mut brokers: Vec<u16> = Vec::new();
         for (slot, id, b) in readable {
             let m = self.w.slab.get(slot);
-            if m.r.id != id || m.loc != Loc::Queued(b) {
+            if m.view.id != id || m.loc != Loc::Queued(b) {
                 continue;
             }
             self.w.brokers[b as usize].store(slot);
@@ -306,22 +306,15 @@ impl<O: Observer> Engine<'_, O> {
         for (m, b) in again {
             let id = self.w.next_id;
             self.w.next_id += 1;
-            let r = MsgRef { id, ..m.r };
-            let slot = self.alloc(Msg {
-                r,
-                deliveries: 0,
-                loc: Loc::Producer(p),
-                applied: false,
-                crossed: false,
-                lease_due: 0,
-                leased_at: 0,
-                arrives: 0,
-                ..m
-            });
+            let mut copy = m.fresh_copy(id, Loc::Producer(p));
+            copy.applied = false;
+            (copy.lease_due, copy.leased_at, copy.arrives) = (0, 0, 0);
+            let r = copy.r();
+            let slot = self.alloc(copy);
             self.emit(Event::Resend {
                 t: self.now,
                 msg: r,
-                of: m.r.id,
+                of: m.view.id,
                 producer: p,
                 broker: b,
                 deduplicated: false,
@@ -330,12 +323,12 @@ impl<O: Observer> Engine<'_, O> {
         }
         for (slot, id, b) in aborted {
             let m = *self.w.slab.get(slot);
-            if m.r.id != id || m.loc != Loc::Queued(b) {
+            if m.view.id != id || m.loc != Loc::Queued(b) {
                 continue;
             }
             self.emit(Event::Discard {
                 t: self.now,
-                msg: m.r,
+                msg: m.r(),
                 reason: DiscardReason::Aborted,
             });
             self.w.slab.release(slot);
