@@ -19,6 +19,9 @@ import sys
 
 
 def part(f, fn, rest):
+    # The standard library's code, and our own containers' (`Ring`), count toward the function
+    # they were inlined into.
+    lib = "/rustc/" in f or f.endswith("sim/src/ring.rs")
     if "event_queue.rs" in f or "EventQueue" in fn or "binary_heap" in rest:
         return "event queue"
     if (
@@ -31,7 +34,7 @@ def part(f, fn, rest):
         return "rng draws"
     if "checkers" in f or "hdrhistogram" in f or "history.rs" in f or "Checkers" in fn:
         return "history + checkers"
-    if "strategies/src" in f or ("broker.rs" in f and "dispatch" in fn) or ("/rustc/" in f and "dispatch" in fn):
+    if "strategies/src" in f or ("broker.rs" in f and "dispatch" in fn) or (lib and "dispatch" in fn):
         return "strategy + dispatch"
     # The engine's loop and strategy requests, then the world model: every other file of
     # sim/src/engine/ (state, producer, broker, network, consumer, redelivery, batch, failover,
@@ -39,9 +42,9 @@ def part(f, fn, rest):
     if re.search(r"sim/src/engine/(mod|control|events)\.rs", f):
         return "engine loop + control"
     world = ("consumer::", "producer::", "broker::", "redelivery::", "failover::", "network::", "state::")
-    if "sim/src/engine/" in f or ("/rustc/" in f and any(w in fn for w in world)):
+    if "sim/src/engine/" in f or (lib and any(w in fn for w in world)):
         return "world model (producer, broker, consumer)"
-    if ("/rustc/" in f and any(w in fn for w in ("Engine", "run_named", "run_one"))):
+    if lib and any(w in fn for w in ("Engine", "run_named", "run_one")):
         return "engine loop + control"
     return "other (startup, loading, libc)"
 
