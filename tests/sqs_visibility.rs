@@ -116,6 +116,30 @@ fn redrive_comes_with_the_next_receive_not_the_failure() {
     );
 }
 
+/// The same for a consumer that receives one message at a time (`receive = "prefetch"`) under
+/// a strategy that keeps no promises (`competing`), whose dispatch is otherwise the engine's
+/// plain one (`Engine::plain_dispatch`, which must not skip the redrive): message 0 fails at
+/// 11s, the consumer takes message 1 meanwhile, and the receive at 31s, when message 0's timeout
+/// ends, redrives it rather than delivering it a second time.
+#[test]
+fn redrive_on_receive_under_a_plain_dispatch() {
+    let text = ScenarioBuilder::new(&["competing"])
+        .flavour("sqs")
+        .evenly(2, "1/s", 1)
+        .broker("q")
+        .consumers(1, "10s")
+        .prefetch(1)
+        .section("consumers")
+        .with("receive", "prefetch")
+        .fault_for("db_outage", "0s", "12s")
+        .section("redelivery")
+        .with("backout_threshold", 1);
+    let (m, events) = history(&text.to_toml(), "competing");
+    assert_eq!(dead_lettered_at(&events), Some(31_000_000));
+    assert!(redeliveries(&events).is_empty(), "redriven, not received");
+    assert_eq!((m.dead_lettered, m.applied, m.lost), (1, 1, 0));
+}
+
 /// The same, but the only consumer is busy with another message (of another group, 40s from
 /// 11s) when the timeout ends at 31s: the message waits, visible, and the consumer's next
 /// receive, at 51s, redrives it. Before: at 11s.

@@ -998,17 +998,20 @@ impl<O: Observer> Engine<'_, O> {
             self.apply_control();
             return;
         }
-        if bs.bridges.is_empty() {
-            self.dispatch_some::<false>(b);
-        } else {
-            self.dispatch_some::<true>(b);
+        match (bs.bridges.is_empty(), self.plain_dispatch) {
+            (true, true) => self.dispatch_some::<false, true>(b),
+            (true, false) => self.dispatch_some::<false, false>(b),
+            (false, _) => self.dispatch_some::<true, false>(b),
         }
     }
 
     /// [`Self::dispatch`] past its inlined tests, for a broker with network bridges or not
-    /// (`BRIDGES`): without, one instance that knows its candidates are the broker's own list.
+    /// (`BRIDGES`): without, an instance that knows its candidates are the broker's own list;
+    /// and for a plain dispatch or not (`PLAIN`, [`Engine::plain_dispatch`]): an instance
+    /// without the tests of the features a plain one does not have.
     #[inline(never)]
-    fn dispatch_some<const BRIDGES: bool>(&mut self, b: u16) {
+    fn dispatch_some<const BRIDGES: bool, const PLAIN: bool>(&mut self, b: u16) {
+        debug_assert!(!PLAIN || self.plain_dispatch);
         let bi = b as usize;
         if !self.w.brokers[bi].up || self.w.brokers[bi].queue.is_empty() {
             return;
@@ -1066,7 +1069,7 @@ impl<O: Observer> Engine<'_, O> {
             now: self.now,
             locals,
             bridge_base: self.sc.consumers.count,
-            keep: self.hooks.promises,
+            keep: !PLAIN && self.hooks.promises,
         };
         // The broker hands each message to its consumer as it chooses it: a delivery changes
         // nothing a later choice sees (the consumer's room was counted down as the delivery
@@ -1074,7 +1077,8 @@ impl<O: Observer> Engine<'_, O> {
         // dead-lettering, which tells the strategy), with batch receives (a consumer's room is a
         // whole batch until the offer ends) and from a skipped message on (its discard tells the
         // strategy): those handouts are carried out after the offer, in the order chosen.
-        let mut defer = has_bridges || self.cfg.redelivery.redrive_on_receive || self.batch_receive;
+        let mut defer = has_bridges
+            || (!PLAIN && (self.cfg.redelivery.redrive_on_receive || self.batch_receive));
         // The consumers that received something, in the order of their first delivery: the
         // first one here (most dispatches hand out to one), the others in `started_scratch`.
         let mut first = None;
@@ -1105,7 +1109,7 @@ impl<O: Observer> Engine<'_, O> {
                 Handout::Consumer(c) if !defer => {
                     self.handed_to(&mut first, c);
                     // Its room in the broker's list is already what the delivery leaves.
-                    self.deliver(b, c, slot, true);
+                    self.deliver::<PLAIN>(b, c, slot, true);
                 }
                 _ => {
                     defer = true;
@@ -1124,7 +1128,7 @@ impl<O: Observer> Engine<'_, O> {
                     Handout::Skip => self.skip(slot),
                     Handout::Consumer(c) => {
                         self.handed_to(&mut first, c);
-                        self.deliver(b, c, slot, false);
+                        self.deliver::<PLAIN>(b, c, slot, false);
                     }
                 }
             }
@@ -1149,7 +1153,7 @@ impl<O: Observer> Engine<'_, O> {
             } else {
                 self.started_scratch[i - 1]
             };
-            if self.poll_hook {
+            if !PLAIN && self.poll_hook {
                 self.then(Fx::Polled(c));
             }
             self.then(if i == n {
@@ -1318,16 +1322,19 @@ impl<O: Observer> Engine<'_, O> {
 
     /// Broker `b` pushes a message to consumer `c`.
     // Inlined into dispatch's two call sites. `counted`: the broker's list already holds the
-    // consumer's room after this delivery (the offer counted it down in place).
+    // consumer's room after this delivery (the offer counted it down in place). `PLAIN`: a
+    // plain dispatch's ([`Engine::plain_dispatch`]), without transit or redrive on receive.
     #[inline(always)]
-    pub(super) fn deliver(&mut self, b: u16, c: u32, slot: u32, counted: bool) {
+    pub(super) fn deliver<const PLAIN: bool>(&mut self, b: u16, c: u32, slot: u32, counted: bool) {
         walk!();
-        if let Some(delay) = self.w.brokers[b as usize].transit_delay() {
+        if PLAIN {
+            debug_assert!(self.w.brokers[b as usize].transit.is_none());
+        } else if let Some(delay) = self.w.brokers[b as usize].transit_delay() {
             // No later delivery overtakes it: the consumer takes its buffer in order, and only
             // the front's arrival gates the start (`start_one`).
             self.w.slab.get_mut(slot).arrives = self.now + delay;
         }
-        self.hand_over(b, c, slot, false, counted);
+        self.hand_over::<PLAIN>(b, c, slot, false, counted);
     }
 
     /// The receive that would exceed `maxReceiveCount` moves the message in `slot` to the
@@ -1344,14 +1351,21 @@ impl<O: Observer> Engine<'_, O> {
     /// buffer's back (a dispatch), or its front (a blocking redelivery, which the client makes
     /// to itself ahead of what it prefetched). The one place a delivery is made.
     /// `counted`: the broker's copy of the consumer's room already is what this delivery
-    /// leaves (no `sync_load`).
+    /// leaves (no `sync_load`). `PLAIN`: no redrive on receive ([`Engine::plain_dispatch`]).
     #[inline(always)]
-    pub(super) fn hand_over(&mut self, b: u16, c: u32, slot: u32, front: bool, counted: bool) {
+    pub(super) fn hand_over<const PLAIN: bool>(
+        &mut self,
+        b: u16,
+        c: u32,
+        slot: u32,
+        front: bool,
+        counted: bool,
+    ) {
         walk!();
         let m = self.w.slab.get_mut(slot);
         // SQS's redrive policy acts on the receive that would exceed `maxReceiveCount` [Q3].
         let r = &self.cfg.redelivery;
-        if r.redrive_on_receive && r.gives_up(m.deliveries()) {
+        if !PLAIN && r.redrive_on_receive && r.gives_up(m.deliveries()) {
             // Not delivered: the consumer's room, counted down by the offer, is as it was.
             self.sync_load(c);
             self.redrive_on_receive(b, slot);

@@ -201,6 +201,10 @@ struct Engine<'a, O: Observer> {
     poll_hook: bool,
     /// Some broker has a `dispatch_latency`: a delivery may not have reached its consumer yet.
     transit: bool,
+    /// A dispatch only offers, selects and delivers: no redrive on receive, batch receives,
+    /// promises kept for held messages, poll hook or transit. `dispatch_some` has an instance
+    /// for it in which their tests fold away.
+    plain_dispatch: bool,
     /// Some broker has `[broker.replication]`: a send is written at a partition leader
     /// (`replication.rs`); or the producers are transactional (`txn.rs`). The send path's one
     /// test for both.
@@ -361,10 +365,11 @@ impl<'a, O: Observer> Engine<'a, O> {
                 Vec::new()
             },
         };
+        let hooks = strategy.hooks();
         Engine {
             sc,
             plan,
-            hooks: strategy.hooks(),
+            hooks,
             strategy,
             observer,
             checkers: Checkers::new(sc.workload.keys, sc.workload.kind)
@@ -381,6 +386,10 @@ impl<'a, O: Observer> Engine<'a, O> {
             poll_hook: cfg.receive == Receive::Batch
                 && (cfg.max_poll_interval.is_some() || cfg.commit == Commit::Interval),
             transit: sc.brokers.iter().any(|b| b.dispatch_latency.is_some()),
+            plain_dispatch: !cfg.redelivery.redrive_on_receive
+                && cfg.receive != Receive::Batch
+                && !hooks.promises
+                && !sc.brokers.iter().any(|b| b.dispatch_latency.is_some()),
             replicated: sc.brokers.iter().any(|b| b.replication.is_some())
                 || cfg.producer_commits.is_some(),
             txns: cfg.producer_commits.map(|interval| {

@@ -257,7 +257,7 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         // Redelivered to the same consumer, ahead of everything it has prefetched.
-        self.hand_over(d.broker, c, d.slot, true, false);
+        self.hand_over::<false>(d.broker, c, d.slot, true, false);
         self.start_next(c);
     }
 
