@@ -366,6 +366,7 @@ impl<'a, O: Observer> Engine<'a, O> {
             },
         };
         let hooks = strategy.hooks();
+        let transit = sc.brokers.iter().any(|b| b.dispatch_latency.is_some());
         Engine {
             sc,
             plan,
@@ -385,11 +386,11 @@ impl<'a, O: Observer> Engine<'a, O> {
             batch_receive: cfg.receive == Receive::Batch,
             poll_hook: cfg.receive == Receive::Batch
                 && (cfg.max_poll_interval.is_some() || cfg.commit == Commit::Interval),
-            transit: sc.brokers.iter().any(|b| b.dispatch_latency.is_some()),
+            transit,
             plain_dispatch: !cfg.redelivery.redrive_on_receive
                 && cfg.receive != Receive::Batch
                 && !hooks.promises
-                && !sc.brokers.iter().any(|b| b.dispatch_latency.is_some()),
+                && !transit,
             replicated: sc.brokers.iter().any(|b| b.replication.is_some())
                 || cfg.producer_commits.is_some(),
             txns: cfg.producer_commits.map(|interval| {

@@ -201,7 +201,6 @@ const _: () = assert!(std::mem::size_of::<Msg>() <= 88);
 
 impl Msg {
     /// A new message, not yet delivered, at `loc`.
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub fn new(
         r: MsgRef,
