@@ -30,9 +30,10 @@ const SORTED_AGAIN: usize = 8;
 ///
 /// The engine usually has a few events pending (one per busy consumer, the next arrival, a few
 /// timers): then they are kept in a small array sorted latest first, so `pop` takes the last
-/// one and `push` is an insertion-sort step from the end, which on a few entries costs less than a heap's
-/// sift-down per pop. A sorted entry needs no insertion number: an event goes before (nearer the
-/// end than) none of those of its time already there, so ties keep their order by position.
+/// one and `push` is an insertion-sort step from the end, which on a few entries costs less than
+/// a heap's sift-down per pop. A sorted entry needs no insertion number: an event goes before
+/// (nearer the end than) none of those of its time already there, so ties keep their order by
+/// position.
 /// Past [`SORTED_MAX`] pending events, they move to a binary min-heap (an ascending array is
 /// one, so switching is a reversal, the positions giving the insertion numbers) with an
 /// early-stopping sift, written out here rather than `std::collections::BinaryHeap`, whose `pop`

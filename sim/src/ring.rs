@@ -104,26 +104,10 @@ impl<T: Copy> Ring<T> {
         Some(v)
     }
 
-    /// Takes the back value.
-    #[inline]
-    pub fn pop_back(&mut self) -> Option<T> {
-        if self.len == 0 {
-            return None;
-        }
-        self.len -= 1;
-        Some(self.buf[self.at(self.len)])
-    }
-
     /// The front value.
     #[inline(always)]
     pub fn front(&self) -> Option<&T> {
         self.get(0)
-    }
-
-    /// The back value.
-    #[inline]
-    pub fn back(&self) -> Option<&T> {
-        self.len.checked_sub(1).and_then(|i| self.get(i))
     }
 
     /// The `i`th value from the front.
@@ -267,14 +251,6 @@ impl<T: Copy> Iterator for IntoIter<T> {
     }
 }
 
-impl<T: Copy> DoubleEndedIterator for IntoIter<T> {
-    fn next_back(&mut self) -> Option<T> {
-        self.0.pop_back()
-    }
-}
-
-impl<T: Copy> ExactSizeIterator for IntoIter<T> {}
-
 impl<T: Copy + fmt::Debug> fmt::Debug for Ring<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(self.iter()).finish()
@@ -321,7 +297,6 @@ mod tests {
         PushBack(u8),
         PushFront(u8),
         PopFront,
-        PopBack,
         Remove(usize),
         Insert(usize, u8),
         Retain(u8),
@@ -334,7 +309,6 @@ mod tests {
             4 => any::<u8>().prop_map(Op::PushBack),
             2 => any::<u8>().prop_map(Op::PushFront),
             3 => Just(Op::PopFront),
-            1 => Just(Op::PopBack),
             1 => (0usize..40).prop_map(Op::Remove),
             1 => (0usize..40, any::<u8>()).prop_map(|(i, v)| Op::Insert(i, v)),
             1 => any::<u8>().prop_map(Op::Retain),
@@ -354,7 +328,6 @@ mod tests {
                     Op::PushBack(v) => { r.push_back(v); d.push_back(v); }
                     Op::PushFront(v) => { r.push_front(v); d.push_front(v); }
                     Op::PopFront => prop_assert_eq!(r.pop_front(), d.pop_front()),
-                    Op::PopBack => prop_assert_eq!(r.pop_back(), d.pop_back()),
                     Op::Remove(i) => prop_assert_eq!(r.remove(i), d.remove(i)),
                     Op::Insert(i, v) => {
                         let i = i.min(d.len());
@@ -370,10 +343,12 @@ mod tests {
                 }
                 prop_assert_eq!(r.len(), d.len());
                 prop_assert_eq!(r.front(), d.front());
-                prop_assert_eq!(r.back(), d.back());
                 prop_assert!(r.iter().eq(d.iter()));
                 prop_assert!(r.iter().rev().eq(d.iter().rev()));
                 prop_assert!(r.buf.is_empty() || r.buf.len().is_power_of_two());
+                // The kept mask is the one the buffer's length gives (0 before the first push).
+                prop_assert_eq!(r.mask, r.buf.len().saturating_sub(1));
+                prop_assert!(r.head < r.buf.len().max(1));
             }
             prop_assert!(r.clone().into_iter().eq(d.iter().copied()));
             let mut other: Ring<u8> = (0..5).collect();

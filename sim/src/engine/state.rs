@@ -231,6 +231,14 @@ impl Msg {
         }
     }
 
+    /// Its view, as lent to a strategy or copied into a job: checked, in debug builds, to say
+    /// how often it was redelivered.
+    #[inline(always)]
+    fn lent_view(&self) -> &MsgView {
+        debug_assert_eq!(self.view.redeliveries, self.deliveries.saturating_sub(1));
+        &self.view
+    }
+
     /// The message's reference in the history.
     #[inline(always)]
     pub fn r(&self) -> MsgRef {
@@ -311,9 +319,7 @@ impl Slab {
     /// The strategy's view of the message in `slot`.
     #[inline(always)]
     pub fn view(&self, slot: u32) -> &MsgView {
-        let m = self.get(slot);
-        debug_assert_eq!(m.view.redeliveries, m.deliveries.saturating_sub(1));
-        &m.view
+        self.get(slot).lent_view()
     }
 
     /// The work of delivery `d`: the message in its slot as the consumer receives it (its own
@@ -323,7 +329,7 @@ impl Slab {
         let m = self.get(d.slot);
         Job {
             d,
-            view: *self.view(d.slot),
+            view: *m.lent_view(),
             poison: m.poison,
         }
     }
