@@ -36,11 +36,14 @@ def instruction_costs(path, binary_name):
     in_call, last = False, 0
     with open(path) as f:
         for line in f:
-            if line.startswith("ob="):
-                m = re.match(r"ob=\((\d+)\)(?: (.*))?", line.strip())
+            if line.startswith(("ob=", "cob=")):
+                # A compressed name is given once, where the object is first named, which may
+                # be a callee's `cob=` line.
+                m = re.match(r"c?ob=\((\d+)\)(?: (.*))?", line.strip())
                 if m.group(2):
                     names[m.group(1)] = m.group(2)
-                cur_ob = names.get(m.group(1), "")
+                if line.startswith("ob="):
+                    cur_ob = names.get(m.group(1), "")
                 continue
             if line.startswith("calls="):
                 in_call = True

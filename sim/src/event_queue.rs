@@ -69,10 +69,18 @@ impl<E: Copy + Default> EventQueue<E> {
     }
 
     /// Schedules `ev` at `time`.
-    // The new event comes after every pending one whose time is not later than `time`: the
-    // steps of `push` compare times only.
     #[inline]
     pub fn push(&mut self, time: Time, ev: E) {
+        self.push_inline(time, ev);
+    }
+
+    /// [`Self::push`], its sorted case inlined at the call site: for the engine's two pushes per
+    /// message (the next arrival, a service's end), where the call frame cost a third of the
+    /// insertion (its registers saved for the heap's case). The heap's case is out of line.
+    // The new event comes after every pending one whose time is not later than `time`: the
+    // steps of `push` compare times only.
+    #[inline(always)]
+    pub fn push_inline(&mut self, time: Time, ev: E) {
         if !self.in_heap {
             let n = self.n;
             if n < SORTED_MAX {
@@ -87,6 +95,14 @@ impl<E: Copy + Default> EventQueue<E> {
                 self.n = n + 1;
                 return;
             }
+        }
+        self.push_to_heap(time, ev);
+    }
+
+    /// [`Self::push`] once the sorted events are too many (or already a heap).
+    #[inline(never)]
+    fn push_to_heap(&mut self, time: Time, ev: E) {
+        if !self.in_heap {
             self.switch_to_heap();
         }
         let seq = self.next;

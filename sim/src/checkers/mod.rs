@@ -1108,6 +1108,7 @@ impl<A: Annotations> Checkers<A> {
         }
     }
 
+    #[inline(always)]
     fn apply(&mut self, t: Time, msg: MsgRef, state_seq: u32) {
         let Some(k) = self.keys.get_mut(msg.key as usize) else {
             self.malformed(format!("apply of key {} out of range", msg.key));

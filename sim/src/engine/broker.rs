@@ -1213,9 +1213,20 @@ impl<O: Observer> Engine<'_, O> {
 
     /// The broker's copy of message `id` is gone for good: if the strategy had taken it over and
     /// then dropped it, it is lost now.
+    // The test inlined (once per settled message, nearly always nothing held); the rest out of
+    // line.
+    #[inline(always)]
     pub(super) fn drop_held(&mut self, id: u64) {
         walk!();
-        if !self.w.held.is_empty() && self.w.held.get(&id).is_some_and(|h| h.dropped) {
+        if !self.w.held.is_empty() {
+            self.drop_held_slow(id);
+        }
+    }
+
+    /// [`Self::drop_held`] past its test.
+    #[inline(never)]
+    fn drop_held_slow(&mut self, id: u64) {
+        if self.w.held.get(&id).is_some_and(|h| h.dropped) {
             let h = self.w.held.remove(&id).expect("present");
             self.emit(Event::Discard {
                 t: self.now,

@@ -72,7 +72,8 @@ impl<O: Observer> Engine<'_, O> {
         }
         // A message that fails at once in `begin` is rolled back and the next one started
         // after it, by the router (`Fx::Failed`, then `Fx::StartNext`): no loop here.
-        if self.w.consumers[c as usize].ready() {
+        let cs = &self.w.consumers[c as usize];
+        if cs.ready() && cs.may_start() {
             self.start_one(c);
         }
     }
@@ -215,7 +216,8 @@ impl<O: Observer> Engine<'_, O> {
             (svc as f64 * cs.slow).round() as u64
         };
         let epoch = cs.epoch();
-        self.q.push(self.now + svc, Ev::ServiceDone { c, epoch });
+        self.q
+            .push_inline(self.now + svc, Ev::ServiceDone { c, epoch });
         // No `sync_load`: the load is what it was before the job left the buffer (or the parked
         // phase) for this one, and the broker already has it.
         debug_assert!(self.load_in_sync(c), "serve changed consumer {c}'s load");
@@ -639,6 +641,10 @@ pub(super) struct Consumer {
     /// Added to its load: `u32::MAX / 2` (full) while it is a pulling consumer that cannot ask,
     /// else 0 ([`Consumer::refresh_blocked`]); kept so that `load` stays branch-free.
     blocked: u32,
+    /// Its process is not running or is paused, or its endpoint is suspended
+    /// ([`Consumer::refresh_blocked`]): kept so that [`Consumer::ready`], asked for every
+    /// message, tests one flag, not three (measured 2.0 M fewer instructions on mmc).
+    held_back: bool,
 }
 
 /// Where a consumer's process is in its life.
@@ -733,6 +739,7 @@ impl Consumer {
             rejoin_when_idle: false,
             pull,
             blocked: 0,
+            held_back: false,
         }
     }
 
@@ -754,13 +761,15 @@ impl Consumer {
         self.buffer.len() as u32 + busy + self.ack_pending.len() as u32 + self.blocked
     }
 
-    /// Recomputes `blocked` after the process died, restarted, stopped or resumed.
+    /// Recomputes `blocked` and `held_back` after the process died, restarted, stopped or
+    /// resumed, or its endpoint was suspended or resumed.
     fn refresh_blocked(&mut self) {
         self.blocked = if self.pull && (!self.is_up() || self.is_paused()) {
             u32::MAX / 2
         } else {
             0
         };
+        self.held_back = !self.is_up() || self.suspended || self.is_paused();
     }
 
     /// The process is running (it may be stopped by a pause).
@@ -795,7 +804,12 @@ impl Consumer {
     /// It may take the next message: running, not stopped, not suspended, idle.
     #[inline]
     pub fn ready(&self) -> bool {
-        self.is_up() && !self.suspended && !self.is_paused() && matches!(self.phase, Phase::Idle)
+        debug_assert_eq!(
+            self.held_back,
+            !self.is_up() || self.suspended || self.is_paused(),
+            "stale held_back flag"
+        );
+        !self.held_back && matches!(self.phase, Phase::Idle)
     }
 
     /// A `consumer_crash` begins.
@@ -915,6 +929,7 @@ impl Consumer {
     /// must not fire into it); returns the suspension's serial for its resume timer.
     pub fn suspend(&mut self) -> u32 {
         self.suspended = true;
+        self.refresh_blocked();
         self.epoch += 1;
         self.suspend_serial += 1;
         self.suspend_serial
@@ -928,6 +943,7 @@ impl Consumer {
     /// Its endpoint starts again; returns the epoch to reconnect in.
     pub fn unsuspend(&mut self) -> u32 {
         self.suspended = false;
+        self.refresh_blocked();
         self.failures_in_row = 0;
         self.epoch
     }
@@ -973,6 +989,14 @@ impl Consumer {
     /// Out of its group (a `consumer_leave` in force).
     pub fn is_away(&self) -> bool {
         self.away > 0
+    }
+
+    /// Whether [`Engine::start_next`]'s call would do something: a message is buffered, or a
+    /// leave, a rejoin or the end of a job is due. (At mmc's load about one idle consumer in four
+    /// finds nothing: its next message is dispatched after it asked; the call frame is saved.)
+    #[inline(always)]
+    pub fn may_start(&self) -> bool {
+        !self.buffer.is_empty() || self.leaving || self.rejoin_when_idle || self.job_running
     }
 
     /// Whether it is to leave its group now that it is idle (asked once: it leaves).

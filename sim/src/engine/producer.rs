@@ -34,7 +34,7 @@ impl<O: Observer> Engine<'_, O> {
         self.w.produced += 1;
         if self.w.produced < self.sc.workload.messages {
             let gap = self.arrivals.next_gap();
-            self.q.push(self.now + gap, Ev::Arrival);
+            self.q.push_inline(self.now + gap, Ev::Arrival);
         }
         let p = &self.w.producers[producer as usize];
         let res = self.sc.producers.timestamp_resolution.0.max(1);
