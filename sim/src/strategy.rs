@@ -367,6 +367,10 @@ pub(crate) enum Request {
 pub struct Control {
     pub(crate) requests: Vec<Request>,
     pub(crate) redispatch: bool,
+    /// `requests` is not empty or `redispatch` is set: kept, so that the engine's test after
+    /// every hook (most ask for nothing) reads one flag ([`Control::is_empty`]). Set by
+    /// [`Control::request`] and [`Control::redispatch`], cleared by the engine when it takes both.
+    pub(crate) pending: bool,
     /// Brokers told [`Control::holds_changed`], not yet dispatched since: each voids its kept
     /// answers at its next dispatch (read there, not after the hook, since a dispatch may run
     /// first).
@@ -378,17 +382,30 @@ impl Control {
     /// test on the hot path).
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.requests.is_empty() && !self.redispatch
+        debug_assert_eq!(
+            self.pending,
+            !self.requests.is_empty() || self.redispatch,
+            "stale pending flag"
+        );
+        !self.pending
+    }
+
+    /// Queues `r` (the one way a request is made).
+    #[inline]
+    fn request(&mut self, r: Request) {
+        self.requests.push(r);
+        self.pending = true;
     }
 
     /// Calls [`Strategy::on_wake`] with `token` at `at`, then redispatches every broker.
     pub fn wake_at(&mut self, at: Time, token: u64) {
-        self.requests.push(Request::Wake { at, token });
+        self.request(Request::Wake { at, token });
     }
 
     /// Asks every broker to run dispatch again (e.g. a held message may now go).
     pub fn redispatch(&mut self) {
         self.redispatch = true;
+        self.pending = true;
     }
 
     /// The answers [`Select::HoldWhileMembers`] promised at broker `broker` may no longer stand
@@ -467,14 +484,14 @@ impl Control {
 
     /// Records in the history that `broker` gave ownership to `consumer`.
     pub fn reassigned(&mut self, broker: u16, consumer: u32) {
-        self.requests.push(Request::Reassigned { broker, consumer });
+        self.request(Request::Reassigned { broker, consumer });
     }
 
     /// Consumer `consumer` commits now what it processed (with `[consumers] commit = "batch"`
     /// or `"interval"`; a rebalance makes each member commit before giving up a partition). A
     /// consumer that is down or paused cannot.
     pub fn commit(&mut self, consumer: u32) {
-        self.requests.push(Request::Commit(consumer));
+        self.request(Request::Commit(consumer));
     }
 
     /// The commits requested so far, by consumer, in order (for unit tests).
@@ -490,7 +507,7 @@ impl Control {
     /// lock lost when its renewal stopped): each is deliverable again, counted, as when a lease
     /// expires, and the consumer's late ack of it is refused. Without `[lease]`: nothing.
     pub fn end_leases(&mut self, consumer: u32) {
-        self.requests.push(Request::EndLeases(consumer));
+        self.request(Request::EndLeases(consumer));
     }
 
     /// The consumers whose leases were ended so far, in order (for unit tests).
@@ -504,7 +521,7 @@ impl Control {
 
     /// A consumer parked by [`Begin::Wait`] may proceed with its message now.
     pub fn unpark(&mut self, consumer: u32) {
-        self.requests.push(Request::Unpark(consumer));
+        self.request(Request::Unpark(consumer));
     }
 
     /// Writes `msg` to the target outside any consumer's transaction (e.g. a resequencer's apply
@@ -512,7 +529,7 @@ impl Control {
     /// is up first (it is, at the instant a hook runs, if `HandlerCtx::target_up` or
     /// [`Strategy::on_world`] said so).
     pub fn apply(&mut self, msg: MsgView, state_seq: u32, worker: u32) {
-        self.requests.push(Request::Apply {
+        self.request(Request::Apply {
             msg,
             state_seq,
             worker,
@@ -521,13 +538,12 @@ impl Control {
 
     /// A message the strategy had taken over (acked upstream) is gone for good.
     pub fn discard(&mut self, msg: MsgView) {
-        self.requests.push(Request::Discard(msg));
+        self.request(Request::Discard(msg));
     }
 
     /// Records a read of the source database by `consumer` (`seq`: the state read; None: no row).
     pub fn source_read(&mut self, key: u32, consumer: u32, seq: Option<u32>) {
-        self.requests
-            .push(Request::SourceRead { key, consumer, seq });
+        self.request(Request::SourceRead { key, consumer, seq });
     }
 }
 

@@ -1147,6 +1147,11 @@ impl<O: Observer> Engine<'_, O> {
             return;
         };
         let n = self.started_scratch.len();
+        if n == 0 && (PLAIN || !self.poll_hook) {
+            // Most dispatches hand out to one consumer: its start and the strategy's requests.
+            self.then(Fx::StartThenApply(f));
+            return;
+        }
         for i in 0..=n {
             let c = if i == 0 {
                 f

@@ -465,6 +465,8 @@ impl<'a, O: Observer> Engine<'a, O> {
     fn apply_control_slow(&mut self) {
         let mut requests = std::mem::take(&mut self.ctl.requests);
         let redispatch = std::mem::take(&mut self.ctl.redispatch);
+        // Both taken: nothing pending until what the requests set off asks for more.
+        self.ctl.pending = false;
         for &r in &requests {
             // Each request, with what it set off, is over before the next, as each call was.
             self.flush();
