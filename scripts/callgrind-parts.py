@@ -34,7 +34,11 @@ def part(f, fn, rest):
         return "rng draws"
     if "checkers" in f or "hdrhistogram" in f or "history.rs" in f or "Checkers" in fn:
         return "history + checkers"
-    if "strategies/src" in f or ("broker.rs" in f and "dispatch" in fn) or (lib and "dispatch" in fn):
+    if (
+        "strategies/src" in f
+        or ("broker.rs" in f and "dispatch" in fn)
+        or (lib and ("dispatch" in fn or "strategies::" in fn))
+    ):
         return "strategy + dispatch"
     # The engine's loop and strategy requests, then the world model: every other file of
     # sim/src/engine/ (state, producer, broker, network, consumer, redelivery, batch, failover,
