@@ -71,10 +71,21 @@ impl Property {
     /// The property of `req` on `sc`: flags, else `[expect]`, else the default.
     pub fn of(sc: &Scenario, strategy: &str, flags: &[String]) -> Result<Property, CliError> {
         if !flags.is_empty() {
-            let bounds = flags
+            let bounds: Vec<(String, Bound)> = flags
                 .iter()
                 .map(|p| parse_property(p))
                 .collect::<Result<_, _>>()?;
+            // One bound per figure, as in [expect]: a second is a contradiction (`lost=0` and
+            // `lost=1`: every run fails) or a repeat (`lost=0` twice: a typo for another figure).
+            let key = |f: &str| f.replace('.', "_");
+            for (i, (f, b)) in bounds.iter().enumerate() {
+                if let Some((g, c)) = bounds[..i].iter().find(|(g, _)| key(g) == key(f)) {
+                    return Err(CliError::Usage(format!(
+                        "--property {f} is given twice ({g} {c}, then {f} {b}): one bound per \
+                         figure, as in [expect]"
+                    )));
+                }
+            }
             return Ok(Property {
                 bounds,
                 source: PropertySource::Flags,
