@@ -4,6 +4,8 @@
 //! command-line value, refuses a repeat where it is almost surely a typo (a failover list, a
 //! sweep's values, parameters and strategies, explore's bounds), naming the field, the repeated
 //! name and what is allowed.
+//!
+//! Class 2, an output over an input: no command writes a file that is one of its inputs.
 
 use crate::common::{at_root, fresh_dir, sim};
 
@@ -225,5 +227,129 @@ fn class1_explore_takes_one_bound_per_figure() {
         );
         assert!(!out.exists(), "{a} {b}: no output folder");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Class 2, an output over an input: a command refuses, before any work (exit 2, the input
+/// untouched, no output folder made), to write a file that is one of its inputs, by whatever path
+/// (here a hard link). Before: `sim run s.toml --trace s.toml` and `sim check s.toml --junit
+/// s.toml` replaced the scenario with the history or the JUnit XML, and `sim judge D/history.jsonl
+/// --out D` replaced the recorded history with its conversion (only `sim explore` refused).
+#[test]
+fn class2_no_command_writes_over_its_input() {
+    at_root();
+    let dir = fresh_dir("hostile4", "over-input");
+    let file = dir.join("s.toml");
+    let text = two_brokers(
+        "",
+        "",
+        "[expect]\nseeds = \"1..1\"\n[expect.all]\nlost = 0\n",
+    );
+    std::fs::write(&file, &text).unwrap();
+    let link = dir.join("link.toml");
+    std::fs::hard_link(&file, &link).unwrap();
+    let f = file.to_str().unwrap();
+    let l = link.to_str().unwrap();
+    // A history to judge, in the folder judge's --out names.
+    let hist_dir = dir.join("judged");
+    std::fs::create_dir(&hist_dir).unwrap();
+    let hist = hist_dir.join("history.jsonl");
+    let (code, _, err) = sim(&[
+        "run",
+        f,
+        "--strategy",
+        "single",
+        "--trace",
+        hist.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let recorded = std::fs::read(&hist).unwrap();
+    let h = hist.to_str().unwrap();
+    let hd = hist_dir.to_str().unwrap();
+    for (args, flag) in [
+        (
+            vec!["run", f, "--strategy", "single", "--trace", l],
+            "--trace",
+        ),
+        (
+            vec!["run", l, "--strategy", "single", "--trace", f],
+            "--trace",
+        ),
+        (vec!["check", f, "--jobs", "1", "--junit", l], "--junit"),
+        (
+            vec!["check", dir.to_str().unwrap(), "--jobs", "1", "--junit", f],
+            "--junit",
+        ),
+        (vec!["judge", h, "--out", hd], "--out"),
+    ] {
+        let (code, _, err) = sim(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("{flag} would write")) && err.contains("(the same file)"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), text, "{args:?}");
+        assert_eq!(std::fs::read(&hist).unwrap(), recorded, "{args:?}");
+        assert_eq!(
+            std::fs::read_dir(&hist_dir).unwrap().count(),
+            1,
+            "{args:?}: nothing written beside the history"
+        );
+    }
+    // Other paths still work: the trace beside the file, the JUnit file, judge's other folder.
+    let junit = dir.join("junit.xml");
+    let (code, _, err) = sim(&[
+        "check",
+        f,
+        "--jobs",
+        "1",
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let other = dir.join("judge-out");
+    let (code, _, err) = sim(&["judge", h, "--out", other.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Class 2, an output over an input: `sim merge A B --out A` is refused (exit 2, shard A as it
+/// was). Before: the merged files replaced shard A's own.
+#[test]
+fn class2_merge_does_not_write_over_a_shard() {
+    at_root();
+    let dir = fresh_dir("hostile4", "merge-over");
+    let file = dir.join("s.toml");
+    std::fs::write(&file, two_brokers("", "", "")).unwrap();
+    let f = file.to_str().unwrap();
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    for (shard, d) in [("1/2", &a), ("2/2", &b)] {
+        let (code, _, err) = sim(&[
+            "sweep",
+            f,
+            "--seeds",
+            "1..2",
+            "--set",
+            "consumers.count=1,2",
+            "--shard",
+            shard,
+            "--jobs",
+            "1",
+            "--out",
+            d.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let before = std::fs::read(a.join("runs.csv")).unwrap();
+    let (code, _, err) = sim(&[
+        "merge",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--out",
+        a.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is the shard folder"), "{err}");
+    assert_eq!(std::fs::read(a.join("runs.csv")).unwrap(), before);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -17,7 +17,7 @@ use crate::{load, CliError};
 use rayon::prelude::*;
 use sim::expect::Bound;
 use sim::{FaultPlan, Metrics, RunOptions, Scenario, Status};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Most runs one exploration may ask for.
@@ -303,11 +303,7 @@ pub fn explore(req: &ExploreRequest) -> Result<Explored, CliError> {
     let target = out_dir.join(&name);
     // Staged as `sim run --out` is, and checked writable before the runs.
     let out_set = crate::OutputSet::prepare_for("explore", &out_dir)?;
-    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    };
-    if same(&target, &req.file) {
+    if crate::same_file(&target, &req.file) {
         return Err(CliError::Usage(format!(
             "the shrunk scenario would be written over its input {} ({}): give --out another folder",
             req.file.display(),
