@@ -6,6 +6,10 @@
 //! name and what is allowed.
 //!
 //! Class 2, an output over an input: no command writes a file that is one of its inputs.
+//!
+//! Class 3, a fault that silently does nothing is refused.
+//!
+//! Class 4, unfriendly messages: one mistake gives one error, in simulated time's own words.
 
 use crate::common::{at_root, fresh_dir, sim};
 
@@ -352,4 +356,54 @@ fn class2_merge_does_not_write_over_a_shard() {
     assert!(err.contains("is the shard folder"), "{err}");
     assert_eq!(std::fs::read(a.join("runs.csv")).unwrap(), before);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Class 3, a fault that silently does nothing: a random `[[fault]]` drawn over `[run]
+/// fault_window = "0s"` is refused (before: accepted, and never drawn: the plan had no
+/// occurrence of it and nothing said so).
+#[test]
+fn class3_a_random_fault_over_no_window_is_refused() {
+    let random = "[run]\nfault_window = \"0s\"\n[[fault]]\nkind = \"db_outage\"\nrate = \"10/s\"\nfor = \"1s\"\n";
+    let e = load(&two_brokers("", "", random)).unwrap_err();
+    assert!(
+        e.contains(
+            "field `fault[0].rate`: a random fault is drawn over [run] fault_window, which is 0s"
+        ),
+        "{e}"
+    );
+    let drawn = random.replace("\"0s\"", "\"1s\"");
+    load(&two_brokers("", "", &drawn)).expect("a window of 1s loads");
+}
+
+/// Class 4, one mistake, one error: `[run] max_events = 0` is refused once, not followed by an
+/// error for every client whose retries would exceed it.
+#[test]
+fn class4_max_events_zero_is_one_error() {
+    let crash =
+        "[[fault]]\nkind = \"broker_crash\"\nbroker = \"a\"\nat = \"100ms\"\nfor = \"1s\"\n";
+    let e = load(&two_brokers(
+        "",
+        "",
+        &format!("[run]\nmax_events = 0\n{crash}"),
+    ))
+    .unwrap_err();
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(
+        e.contains("field `run.max_events`: must be at least 1"),
+        "{e}"
+    );
+}
+
+/// Class 4, a message in someone else's words: a duration too large for the parser (`for =
+/// "99999999999999999999h"`, `--max-sim-time`) said "values below 1ns are not supported"; it
+/// now says what simulated time holds, as a duration just too long does.
+#[test]
+fn class4_duration_overflow_says_what_fits() {
+    let crash = "[[fault]]\nkind = \"broker_crash\"\nbroker = \"a\"\nat = \"100ms\"\nfor = \"99999999999999999999h\"\n";
+    let e = load(&two_brokers("", "", crash)).unwrap_err();
+    assert!(
+        e.contains("field `fault[0].for`: duration \"99999999999999999999h\" is out of range: simulated time counts whole microseconds, up to about 146,000 years"),
+        "{e}"
+    );
+    assert!(!e.contains("1ns"), "{e}");
 }

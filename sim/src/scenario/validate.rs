@@ -1053,6 +1053,10 @@ fn whole_file_limits(
 /// work. Each retry or job start is an engine event; over the whole run (production, then the
 /// drain phase) they must fit in `[run] max_events`.
 fn spin_limits(s: &Scenario, retry_backoff: Dur, err: &mut impl FnMut(Vec<PathSeg>, String)) {
+    if s.run.max_events == 0 {
+        // Refused on its own: every client's retries would exceed it, one error each.
+        return;
+    }
     let scripted_end = s
         .faults
         .iter()
