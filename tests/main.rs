@@ -17,6 +17,7 @@ mod groups;
 mod ha;
 mod hostile;
 mod hostile3;
+mod hostile4;
 mod hostile_io;
 mod judge;
 mod kafka_leaders;

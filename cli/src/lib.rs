@@ -228,6 +228,62 @@ pub fn check_max_sim_time(max_sim_time: Option<u64>) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Whether `a` and `b` are one existing file (by device and inode on Unix, so a hard link or a
+/// second spelling of the path counts; by canonical path elsewhere).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        match (std::fs::metadata(a), std::fs::metadata(b)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Fails, before any work, when a file the command would write is one of its inputs: writing it
+/// would destroy the input (`sim run s.toml --trace s.toml`, `sim check s.toml --junit s.toml`,
+/// `sim judge D/history.jsonl --out D`). `outputs` are `(flag, path)`; an input `-` (standard
+/// input) is no file.
+pub fn refuse_writing_over_inputs(
+    outputs: &[(&str, PathBuf)],
+    inputs: &[&Path],
+) -> Result<(), CliError> {
+    for (flag, out) in outputs {
+        for input in inputs.iter().filter(|i| i.as_os_str() != "-") {
+            if same_file(out, input) {
+                return Err(CliError::Usage(format!(
+                    "{flag} would write {} over the input {} (the same file), destroying it: \
+                     choose another {}",
+                    out.display(),
+                    input.display(),
+                    if flag.ends_with("--out") {
+                        "folder"
+                    } else {
+                        "path"
+                    }
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The files `sim KIND --out DIR` writes into DIR: `names` and `KIND-manifest.json`.
+pub fn out_files(kind: &str, dir: &Path, names: &[&str]) -> Vec<(&'static str, PathBuf)> {
+    names
+        .iter()
+        .map(|n| dir.join(n))
+        .chain(std::iter::once(dir.join(format!("{kind}-manifest.json"))))
+        .map(|p| ("--out", p))
+        .collect()
+}
+
 /// Fails on a strategy name that is not in the registry, listing the known ones, or one given
 /// twice (as a scenario's `strategies` list is checked).
 pub fn check_strategy_names(names: &[String]) -> Result<(), CliError> {

@@ -391,7 +391,14 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 }
                 return Ok(());
             }
-            // Before the run: an --out that cannot be written fails now, not after an hour.
+            // Before the run: an output over the scenario file, or an --out that cannot be
+            // written, fails now, not after an hour.
+            let mut outputs: Vec<(&str, std::path::PathBuf)> = out
+                .as_deref()
+                .map(|d| ordsim::out_files("run", d, &ordsim::RUN_FILES))
+                .unwrap_or_default();
+            outputs.extend(trace.clone().map(|t| ("--trace", t)));
+            ordsim::refuse_writing_over_inputs(&outputs, &[&file])?;
             let out_set = out.as_deref().map(ordsim::OutputSet::prepare).transpose()?;
             let r = ordsim::run_scenario(sc, &file, &req, trace.as_deref())?;
             if let Some(set) = out_set {
@@ -528,6 +535,14 @@ fn run(cli: Cli) -> Result<(), CliError> {
                     "--keys prints a listing; --out writes one key's timeline: give one".into(),
                 ));
             }
+            if let Some(dir) = &out {
+                let inputs: Vec<&std::path::Path> =
+                    file.iter().chain(&history).map(|p| p.as_path()).collect();
+                ordsim::refuse_writing_over_inputs(
+                    &ordsim::out_files("trace", dir, &["timeline.html"]),
+                    &inputs,
+                )?;
+            }
             // Staged as `sim run --out` is, and checked writable before the run.
             let out_set = out
                 .as_deref()
@@ -586,6 +601,12 @@ fn run(cli: Cli) -> Result<(), CliError> {
                     })
                 })
                 .transpose()?;
+            if let Some(dir) = &out {
+                ordsim::refuse_writing_over_inputs(
+                    &ordsim::out_files("judge", dir, &ordsim::judge::JUDGE_FILES),
+                    &[&file],
+                )?;
+            }
             let out_set = out
                 .as_deref()
                 .map(|dir| ordsim::OutputSet::prepare_for("judge", dir))
@@ -657,6 +678,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
             Ok(())
         }
         Command::Check { paths, junit, jobs } => {
+            if let Some(path) = &junit {
+                let files = ordsim::check::scenario_files(&paths)?;
+                let inputs: Vec<&std::path::Path> = files.iter().map(|p| p.as_path()).collect();
+                ordsim::refuse_writing_over_inputs(&[("--junit", path.clone())], &inputs)?;
+            }
             let report = ordsim::check::check_with(
                 &paths,
                 jobs.unwrap_or_else(ordsim::default_jobs),

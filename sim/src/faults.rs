@@ -1075,6 +1075,16 @@ fn validate_one(
     }
     if let Some(r) = f.rate {
         let window = s.fault_window_micros();
+        if window == 0 && s.run.fault_window.is_some() {
+            // Drawn over no time at all, a random entry never happens, silently.
+            err(
+                fault_path(i, "rate"),
+                "a random fault is drawn over [run] fault_window, which is 0s here: it would \
+                 never occur; give fault_window a length (or leave it out: the expected \
+                 production time), or give this entry an `at`"
+                    .into(),
+            );
+        }
         let expected = r.as_per_sec() * window as f64 / 1e6;
         if expected > MAX_OCCURRENCES as f64 {
             err(

@@ -48,8 +48,13 @@ impl Dur {
         if t == "0" {
             return Ok(Dur::ZERO);
         }
-        let d = humantime::parse_duration(t).map_err(|e| {
-            format!("invalid duration {s:?} ({e}); write a number and a unit, e.g. \"250ms\", \"30s\", \"2h\", \"1h 30m\"")
+        let d = humantime::parse_duration(t).map_err(|e| match e {
+            // Its own words name its limits (about 3000 years, 1ns), not simulated time's.
+            humantime::DurationError::NumberOverflow => format!(
+                "duration {s:?} is out of range: simulated time counts whole microseconds, up \
+                 to about 146,000 years"
+            ),
+            e => format!("invalid duration {s:?} ({e}); write a number and a unit, e.g. \"250ms\", \"30s\", \"2h\", \"1h 30m\""),
         })?;
         let micros = d.as_micros();
         if micros > u64::MAX as u128 / 4 {

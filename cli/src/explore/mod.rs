@@ -17,7 +17,7 @@ use crate::{load, CliError};
 use rayon::prelude::*;
 use sim::expect::Bound;
 use sim::{FaultPlan, Metrics, RunOptions, Scenario, Status};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Most runs one exploration may ask for.
@@ -71,10 +71,21 @@ impl Property {
     /// The property of `req` on `sc`: flags, else `[expect]`, else the default.
     pub fn of(sc: &Scenario, strategy: &str, flags: &[String]) -> Result<Property, CliError> {
         if !flags.is_empty() {
-            let bounds = flags
+            let bounds: Vec<(String, Bound)> = flags
                 .iter()
                 .map(|p| parse_property(p))
                 .collect::<Result<_, _>>()?;
+            // One bound per figure, as in [expect]: a second is a contradiction (`lost=0` and
+            // `lost=1`: every run fails) or a repeat (`lost=0` twice: a typo for another figure).
+            let key = |f: &str| f.replace('.', "_");
+            for (i, (f, b)) in bounds.iter().enumerate() {
+                if let Some((g, c)) = bounds[..i].iter().find(|(g, _)| key(g) == key(f)) {
+                    return Err(CliError::Usage(format!(
+                        "--property {f} is given twice ({g} {c}, then {f} {b}): one bound per \
+                         figure, as in [expect]"
+                    )));
+                }
+            }
             return Ok(Property {
                 bounds,
                 source: PropertySource::Flags,
@@ -292,11 +303,7 @@ pub fn explore(req: &ExploreRequest) -> Result<Explored, CliError> {
     let target = out_dir.join(&name);
     // Staged as `sim run --out` is, and checked writable before the runs.
     let out_set = crate::OutputSet::prepare_for("explore", &out_dir)?;
-    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    };
-    if same(&target, &req.file) {
+    if crate::same_file(&target, &req.file) {
         return Err(CliError::Usage(format!(
             "the shrunk scenario would be written over its input {} ({}): give --out another folder",
             req.file.display(),

@@ -17,6 +17,16 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Vec<String>, CliError> {
 /// randomness) and comparing each byte for byte with the row a shard saved. Runs are
 /// deterministic, so a difference means an edited row (or another scenario file).
 pub fn merge_verified(dirs: &[PathBuf], out: &Path, verify: u64) -> Result<Vec<String>, CliError> {
+    if let Some(d) = dirs.iter().find(|d| crate::same_file(d, out)) {
+        // The merged files would replace the shard's own: its rows stay in the whole, but the
+        // shard is gone for any later merge or --resume.
+        return Err(CliError::Usage(format!(
+            "--out {} is the shard folder {} itself: the merged files would replace the shard's; \
+             choose another folder",
+            out.display(),
+            d.display()
+        )));
+    }
     let mut manifests = Vec::new();
     let mut rows = Vec::new();
     for d in dirs {

@@ -312,8 +312,20 @@ pub fn plan(req: &SweepRequest) -> Result<(Manifest, Vec<Scenario>), CliError> {
         .map(|s| Param::parse(s))
         .collect::<Result<Vec<_>, _>>()?;
     for (i, p) in params.iter().enumerate() {
-        if params[..i].iter().any(|q| q.path == p.path) {
-            return Err(CliError::Usage(format!("--set {}: set twice", p.path)));
+        let key = sim::scenario::set_path_key(&p.path);
+        if let Some(q) = params[..i]
+            .iter()
+            .find(|q| sim::scenario::set_path_key(&q.path) == key)
+        {
+            let also = if q.path == p.path {
+                String::new()
+            } else {
+                format!(" (as {:?}: both name {key:?})", q.path)
+            };
+            return Err(CliError::Usage(format!(
+                "--set {}: set twice{also}; give a parameter once, with all its values",
+                p.path
+            )));
         }
     }
     let strategies = if req.strategies.is_empty() {

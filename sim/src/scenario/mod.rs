@@ -192,7 +192,36 @@ pub fn parse_set(arg: &str) -> Result<(String, Vec<String>), String> {
             v.len()
         ));
     }
+    // A repeated value is a repeated grid point: the same runs twice, one point of the charts
+    // drawn twice, and a typo for the value meant.
+    for (i, v) in values.iter().enumerate() {
+        if values[..i].contains(v) {
+            let mut shown: String = v.chars().take(80).collect();
+            if shown.len() < v.len() {
+                shown.push_str("...");
+            }
+            return Err(format!(
+                "value {shown:?} is given twice: each value is one point of the sweep"
+            ));
+        }
+    }
     Ok((path.to_string(), values))
+}
+
+/// The place a `--set` path names, for telling two paths of one place apart from two places:
+/// its parts trimmed and array indices as numbers (`fault.0.for`, `fault. 00 .for` and
+/// `fault.+0.for` all set the first fault's `for`, as `sim sweep` applies them).
+pub fn set_path_key(path: &str) -> String {
+    path.split('.')
+        .map(|s| {
+            let s = s.trim();
+            match s.parse::<usize>() {
+                Ok(i) => i.to_string(),
+                Err(_) => s.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(".")
 }
 
 /// Defaults, named so that serde and the docs agree.

@@ -33,6 +33,9 @@ pub const MIN_BATCH_INTERVAL: Dur = Dur(1_000);
 /// Longest simulated production phase accepted (about 31 years): the arrivals must fit the clock
 /// with room for every delay after them.
 pub const MAX_PRODUCTION: Dur = Dur(1_000_000_000_000_000);
+/// Longest name of a broker, a producer or a consumer, in characters: names appear in every
+/// table, trace line and timeline.
+pub const MAX_NAME_CHARS: usize = 64;
 /// Broker names listed in an error message, at most.
 const NAMES_SHOWN: usize = 10;
 
@@ -275,6 +278,15 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
                 ),
             );
         }
+        if b.name.chars().count() > MAX_NAME_CHARS {
+            err(
+                path("name"),
+                format!(
+                    "at most {MAX_NAME_CHARS} characters (as producer and consumer names), got {}",
+                    b.name.chars().count()
+                ),
+            );
+        }
         if !seen_brokers.insert(b.name.as_str()) {
             err(
                 path("name"),
@@ -444,12 +456,27 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
                     "must name at least one broker".into(),
                 );
             }
+            // A failover list names each broker once: ActiveMQ's FailoverTransport drops a URI it
+            // already holds (`FailoverTransport.add`, [A21] in docs/sources.md), so a repeat
+            // changes nothing there and is almost surely a typo for another broker here.
+            let mut first: std::collections::BTreeMap<&str, usize> = Default::default();
             for (j, n) in list.iter().enumerate() {
+                let path = || vec![section.into(), "brokers".into(), PathSeg::Index(j)];
                 if !names.contains(&n.as_str()) {
                     err(
-                        vec![section.into(), "brokers".into(), PathSeg::Index(j)],
+                        path(),
                         format!("no broker named {n:?} (brokers: {allowed})"),
                     );
+                } else if let Some(&k) = first.get(n.as_str()) {
+                    err(
+                        path(),
+                        format!(
+                            "broker {n:?} is listed twice (also at [{k}]): a failover list names \
+                             each broker once, in the order tried (brokers: {allowed})"
+                        ),
+                    );
+                } else {
+                    first.insert(n.as_str(), j);
                 }
             }
         }
@@ -625,8 +652,29 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
                 );
             }
         }
+        let mut paths: std::collections::BTreeMap<String, usize> = Default::default();
+        for (i, set) in sw.set.iter().enumerate() {
+            let Ok((path, _)) = super::parse_set(set) else {
+                continue;
+            };
+            if let Some(k) = paths.insert(super::set_path_key(&path), i) {
+                err(
+                    vec!["sweep".into(), "set".into(), PathSeg::Index(i)],
+                    format!(
+                        "{path:?} is set twice (also at [{k}]): a parameter takes one entry, \
+                         with all its values (\"{path}=V1,V2,...\")"
+                    ),
+                );
+            }
+        }
+        let mut swept = std::collections::BTreeSet::new();
         for (i, name) in sw.strategies.iter().enumerate() {
-            if !seen_strategies.contains(name) {
+            if !swept.insert(name) {
+                err(
+                    vec!["sweep".into(), "strategies".into(), PathSeg::Index(i)],
+                    format!("strategy {name:?} is listed twice: each strategy runs once"),
+                );
+            } else if !seen_strategies.contains(name) {
                 err(
                     vec!["sweep".into(), "strategies".into(), PathSeg::Index(i)],
                     format!("{name:?} is not in the scenario's `strategies`"),
@@ -830,8 +878,8 @@ fn node_names(
                      appear in terminals and reports"
                 ),
             );
-        } else if n.chars().count() > 64 {
-            err(path(), "at most 64 characters".into());
+        } else if n.chars().count() > MAX_NAME_CHARS {
+            err(path(), format!("at most {MAX_NAME_CHARS} characters"));
         } else if !seen.insert(n.as_str()) {
             err(path(), format!("name {n:?} is used twice"));
         }
@@ -1005,6 +1053,10 @@ fn whole_file_limits(
 /// work. Each retry or job start is an engine event; over the whole run (production, then the
 /// drain phase) they must fit in `[run] max_events`.
 fn spin_limits(s: &Scenario, retry_backoff: Dur, err: &mut impl FnMut(Vec<PathSeg>, String)) {
+    if s.run.max_events == 0 {
+        // Refused on its own: every client's retries would exceed it, one error each.
+        return;
+    }
     let scripted_end = s
         .faults
         .iter()
