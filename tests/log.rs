@@ -554,6 +554,23 @@ fn a_poll_loop_slower_than_max_poll_interval_is_dropped_and_writes_late() {
         *e,
         Event::Apply { t, consumer: 0, .. } if t > dropped[0] + 1_000_000
     )));
+    // Once the records it polled are done, its next poll joins the group again.
+    let last_write = events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Apply { t, consumer: 0, .. } if t > dropped[0] => Some(t),
+            _ => None,
+        })
+        .take_while(|&t| dropped.get(1).is_none_or(|&d| t < d))
+        .last()
+        .expect("writes after the drop");
+    assert!(
+        events.iter().any(|e| matches!(
+            *e,
+            Event::Connect { t, node: Node::Consumer(0), .. } if t >= last_write
+        )),
+        "consumer 0 joins again after its last write since the drop, at {last_write}"
+    );
     assert!(m.duplicates > 0 && m.stale_writes > 0, "{m:?}");
     assert!(m.coverage.failed_acks > 0, "{m:?}");
     assert!(m.pending_at_end > 0 && m.lost == 0, "{m:?}");
