@@ -46,18 +46,23 @@ impl Competing {
         if n == 0 {
             return None;
         }
-        let next = &mut self.next[ctx.broker as usize];
-        // The attached list may have shrunk since `next` was stored, hence the one reduction.
-        let start = if *next < n { *next } else { *next % n };
-        // From `start` to the end, then from the beginning: two plain scans of a slice, without
-        // a wrap test or a bounds test per step.
-        let (before, after) = ctx.consumers.split_at(start);
-        let i = match after.iter().position(|c| c.free > 0) {
-            Some(k) => start + k,
-            None => before.iter().position(|c| c.free > 0)?,
-        };
-        *next = if i + 1 == n { 0 } else { i + 1 };
-        Some(i)
+        let start = self.next[ctx.broker as usize];
+        // `(start + k) % n` for k in 0..n, without a division per step (the attached list may
+        // have shrunk since `start` was stored, hence the one reduction). Two plain scans of the
+        // list's two parts measured 2.2 M fewer instructions on mmc but 4% more wall time
+        // (paired series, 2026-12-05): kept as one loop.
+        let mut i = if start < n { start } else { start % n };
+        for _ in 0..n {
+            if ctx.consumers[i].free > 0 {
+                self.next[ctx.broker as usize] = if i + 1 == n { 0 } else { i + 1 };
+                return Some(i);
+            }
+            i += 1;
+            if i == n {
+                i = 0;
+            }
+        }
+        None
     }
 }
 
