@@ -192,11 +192,12 @@ fn class1_broker_names_are_as_short_as_node_names() {
     load(&ok).expect("64 characters load");
 }
 
-/// Class 1: `sim explore --property` takes one bound per figure, as `[expect]` does (a figure
-/// written `latency_ms.p99` or `latency_ms_p99` is one figure). Before: `--property lost=0
+/// Class 1: `sim explore --property` takes one bound per figure, or a lower and an upper one (a
+/// range), as `[expect]` does (a figure written `latency_ms.p99` or `latency_ms_p99`, or a
+/// coverage counter with or without `coverage.`, is one figure). Before: `--property lost=0
 /// --property lost=1` was accepted, a property no run can meet, so the first run "failed".
 #[test]
-fn class1_explore_takes_one_bound_per_figure() {
+fn class1_explore_takes_one_bound_or_a_range_per_figure() {
     at_root();
     let dir = fresh_dir("hostile4", "explore-property");
     let file = dir.join("s.toml");
@@ -206,7 +207,8 @@ fn class1_explore_takes_one_bound_per_figure() {
     for (a, b) in [
         ("lost=0", "lost=1"),
         ("lost=0", "lost = 0"),
-        ("latency_ms.p99 < 5000", "latency_ms_p99 > 1"),
+        ("latency_ms.p99 < 5000", "latency_ms_p99 < 1"),
+        ("failovers = 0", "coverage.failovers >= 0"),
     ] {
         let (code, _, err) = sim(&[
             "explore",
@@ -226,11 +228,30 @@ fn class1_explore_takes_one_bound_per_figure() {
         ]);
         assert_eq!(code, 2, "{a} {b}: {err}");
         assert!(
-            err.contains("is given twice") && err.contains("one bound per figure"),
+            err.contains("is given twice") && err.contains("or a lower and an upper one"),
             "{err}"
         );
         assert!(!out.exists(), "{a} {b}: no output folder");
     }
+    // A range is one property: the exploration runs.
+    let (code, _, err) = sim(&[
+        "explore",
+        f,
+        "--strategy",
+        "single",
+        "--runs",
+        "1",
+        "--jobs",
+        "1",
+        "--property",
+        "latency_ms.p99 >= 0",
+        "--property",
+        "latency_ms_p99 < 100000000",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!err.contains("is given twice"), "{err}");
+    assert!(code == 0 || code == 1, "{code}: {err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

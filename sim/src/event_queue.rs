@@ -75,8 +75,9 @@ impl<E: Copy + Default> EventQueue<E> {
     }
 
     /// [`Self::push`], its sorted case inlined at the call site: for the engine's two pushes per
-    /// message (the next arrival, a service's end), where the call frame cost a third of the
-    /// insertion (its registers saved for the heap's case). The heap's case is out of line.
+    /// message (the next arrival, a service's end), where the call frame (its registers saved
+    /// for the heap's case) cost 4.3 M instructions on mmc at 200,000 messages, with no change
+    /// in wall time (2026-12-05). The heap's case is out of line.
     // The new event comes after every pending one whose time is not later than `time`: the
     // steps of `push` compare times only.
     #[inline(always)]

@@ -66,6 +66,16 @@ pub struct Bound {
 }
 
 impl Bound {
+    /// Whether `self` and `other`, two bounds of one figure, make a range: one lower bound
+    /// (`>`, `>=`) and one upper (`<`, `<=`), as `[expect]` writes one with two spellings of the
+    /// figure (`"latency_ms.p99" = "> 3000"`, `latency_ms_p99 = "< 8000"`). Any other pair is a
+    /// repeat or a contradiction (`lost = 0` and `lost = 1`: no run meets both), a mistake.
+    pub fn makes_a_range_with(&self, other: &Bound) -> bool {
+        let lower = |b: &Bound| matches!(b.op, Op::Gt | Op::Ge);
+        let upper = |b: &Bound| matches!(b.op, Op::Lt | Op::Le);
+        (lower(self) && upper(other)) || (upper(self) && lower(other))
+    }
+
     /// Parses `"> 0"`, `">= 1500"`, `"0"`, `"== 3"`.
     pub fn parse(s: &str) -> Result<Bound, String> {
         let t = s.trim();
@@ -516,7 +526,23 @@ pub fn validate(e: &Expect, strategies: &[String]) -> Vec<(Vec<String>, String)>
                 ),
             ));
         }
-        for f in fields.keys() {
+        // Two spellings of one figure (`latency_ms.p99`, `latency_ms_p99`) are two keys of the
+        // table: a range, or a mistake ([`Bound::makes_a_range_with`]).
+        let mut bounded: BTreeMap<String, Vec<(&str, &Bound)>> = BTreeMap::new();
+        for (f, b) in fields {
+            if let Some(key) = Metrics::figure_key(f) {
+                let others = bounded.entry(key).or_default();
+                if let Some((g, c)) = others.iter().find(|(_, c)| !b.makes_a_range_with(c)) {
+                    errs.push((
+                        vec!["expect".into(), s.clone(), f.clone()],
+                        format!(
+                            "{f:?} = \"{b}\" bounds the figure {g:?} = \"{c}\" bounds too: a \
+                             figure takes one bound, or a lower and an upper one (a range)"
+                        ),
+                    ));
+                }
+                others.push((f, b));
+            }
             if Metrics::every().numeric(f).is_none() {
                 let shown: Vec<&str> = names.iter().map(|n| n.as_str()).collect();
                 errs.push((
@@ -701,5 +727,38 @@ mod tests {
             .iter()
             .any(|(p, m)| p.last().unwrap() == "violations" && m.contains("ordering_violations")));
         assert!(errs.iter().any(|(p, _)| p.last().unwrap() == "magic"));
+    }
+
+    /// Two spellings of one figure in one table are two bounds of it: a lower and an upper one
+    /// make a range (hot-keys.toml writes one so); any other pair is refused, by any spelling.
+    /// The same figure in two tables (`all` and a strategy's) is two expectations.
+    #[test]
+    fn a_figure_takes_one_bound_or_a_range_per_table_by_any_spelling() {
+        let one = |table: &str| -> Vec<(Vec<String>, String)> {
+            let e: Expect = toml::from_str(table).unwrap();
+            validate(&e, &["single".to_string()])
+        };
+        for (a, b) in [
+            ("\"latency_ms.p99\"", "latency_ms_p99"),
+            ("broker_crashes", "coverage_broker_crashes"),
+            ("broker_crashes", "\"coverage.broker_crashes\""),
+        ] {
+            for (x, y) in [
+                ("<= 9", "< 5"),
+                ("0", "0"),
+                ("== 1", "> 0"),
+                ("!= 2", "< 5"),
+            ] {
+                let errs = one(&format!("[single]\n{a} = \"{x}\"\n{b} = \"{y}\""));
+                assert_eq!(errs.len(), 1, "{a} {x}, {b} {y}: {errs:?}");
+                assert!(errs[0].1.contains("a lower and an upper one"), "{errs:?}");
+            }
+            for (x, y) in [("> 3", "< 9"), ("<= 9", ">= 3")] {
+                let errs = one(&format!("[single]\n{a} = \"{x}\"\n{b} = \"{y}\""));
+                assert!(errs.is_empty(), "{a} {x}, {b} {y}: {errs:?}");
+            }
+        }
+        assert!(one("[single]\nlost = 0\nduplicates = 0").is_empty());
+        assert!(one("[all]\nlost = 0\n[single]\nlost = 0").is_empty());
     }
 }

@@ -388,15 +388,30 @@ impl Metrics {
     /// (`coverage.broker_crashes`, `latency_ms.p99`), or a coverage counter's own name
     /// (`broker_crashes`).
     pub fn numeric(&self, name: &str) -> Option<f64> {
-        let flat = name.replace('.', "_");
         let fields = self.fields();
-        let find = |n: &str| {
-            fields
-                .iter()
-                .find(|(k, _)| k == n)
-                .and_then(|(_, v)| v.as_f64())
-        };
-        find(&flat).or_else(|| find(&format!("coverage_{flat}")))
+        let key = Self::key_in(&fields, name)?;
+        fields
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, v)| v.as_f64())
+    }
+
+    /// The flat name of the figure `name` names, by any of the spellings [`Metrics::numeric`]
+    /// accepts (`latency_ms.p99` and `latency_ms_p99`, `broker_crashes` and
+    /// `coverage.broker_crashes` are one figure each): for telling two bounds of one figure
+    /// apart from bounds of two. None: no figure of that name.
+    pub fn figure_key(name: &str) -> Option<String> {
+        Self::key_in(&Metrics::every().fields(), name)
+    }
+
+    fn key_in(fields: &[(String, serde_json::Value)], name: &str) -> Option<String> {
+        let flat = name.replace('.', "_");
+        let has = |n: &str| fields.iter().any(|(k, _)| k == n);
+        if has(&flat) {
+            return Some(flat);
+        }
+        let coverage = format!("coverage_{flat}");
+        has(&coverage).then_some(coverage)
     }
 }
 

@@ -48,19 +48,21 @@ impl Dur {
         if t == "0" {
             return Ok(Dur::ZERO);
         }
+        // Too long for humantime (past about 3000 years, in its own words, whose limits are not
+        // simulated time's) or for the clock: one message.
+        let out_of_range = || {
+            format!(
+                "duration {s:?} is out of range: simulated time counts whole microseconds, up to \
+                 about 146,000 years"
+            )
+        };
         let d = humantime::parse_duration(t).map_err(|e| match e {
-            // Its own words name its limits (about 3000 years, 1ns), not simulated time's.
-            humantime::DurationError::NumberOverflow => format!(
-                "duration {s:?} is out of range: simulated time counts whole microseconds, up \
-                 to about 146,000 years"
-            ),
+            humantime::DurationError::NumberOverflow => out_of_range(),
             e => format!("invalid duration {s:?} ({e}); write a number and a unit, e.g. \"250ms\", \"30s\", \"2h\", \"1h 30m\""),
         })?;
         let micros = d.as_micros();
         if micros > u64::MAX as u128 / 4 {
-            return Err(format!(
-                "duration {s:?} is too long (at most about 146,000 years)"
-            ));
+            return Err(out_of_range());
         }
         if micros == 0 && !d.is_zero() {
             return Err(format!(

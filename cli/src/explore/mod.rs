@@ -75,14 +75,18 @@ impl Property {
                 .iter()
                 .map(|p| parse_property(p))
                 .collect::<Result<_, _>>()?;
-            // One bound per figure, as in [expect]: a second is a contradiction (`lost=0` and
-            // `lost=1`: every run fails) or a repeat (`lost=0` twice: a typo for another figure).
-            let key = |f: &str| f.replace('.', "_");
+            // A figure takes one bound, or a lower and an upper one (a range), as in [expect]
+            // ([`Bound::makes_a_range_with`]); any other second bound is a contradiction
+            // (`lost=0` and `lost=1`: every run fails) or a repeat (a typo for another figure).
+            let key = Metrics::figure_key;
             for (i, (f, b)) in bounds.iter().enumerate() {
-                if let Some((g, c)) = bounds[..i].iter().find(|(g, _)| key(g) == key(f)) {
+                if let Some((g, c)) = bounds[..i]
+                    .iter()
+                    .find(|(g, c)| key(g) == key(f) && !b.makes_a_range_with(c))
+                {
                     return Err(CliError::Usage(format!(
-                        "--property {f} is given twice ({g} {c}, then {f} {b}): one bound per \
-                         figure, as in [expect]"
+                        "--property {f} is given twice ({g} {c}, then {f} {b}): a figure takes \
+                         one bound, or a lower and an upper one (a range), as in [expect]"
                     )));
                 }
             }

@@ -1108,8 +1108,8 @@ impl<A: Annotations> Checkers<A> {
         }
     }
 
-    // Out of line: inlined into the loop (two emit sites) it saved 1.6 M instructions on mmc
-    // but cost 2-3% of its wall time (paired series, 2026-12-05).
+    // Out of line: inlined into the loop (two emit sites) it saved 1.6-2.4 M instructions on
+    // mmc but cost 2-5% of its wall time (paired series, 2026-12-05, docs/measurements.md).
     fn apply(&mut self, t: Time, msg: MsgRef, state_seq: u32) {
         let Some(k) = self.keys.get_mut(msg.key as usize) else {
             self.malformed(format!("apply of key {} out of range", msg.key));

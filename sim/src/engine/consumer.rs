@@ -639,10 +639,10 @@ pub(super) struct Consumer {
     /// that is dead or stopped asks for nothing, so nothing is handed to it.
     pull: bool,
     /// Added to its load: `u32::MAX / 2` (full) while it is a pulling consumer that cannot ask,
-    /// else 0 ([`Consumer::refresh_blocked`]); kept so that `load` stays branch-free.
+    /// else 0 ([`Consumer::refresh_kept_flags`]); kept so that `load` stays branch-free.
     blocked: u32,
     /// Its process is not running or is paused, or its endpoint is suspended
-    /// ([`Consumer::refresh_blocked`]): kept so that [`Consumer::ready`], asked for every
+    /// ([`Consumer::refresh_kept_flags`]): kept so that [`Consumer::ready`], asked for every
     /// message, tests one flag, not three (measured 2.0 M fewer instructions on mmc).
     held_back: bool,
 }
@@ -763,7 +763,7 @@ impl Consumer {
 
     /// Recomputes `blocked` and `held_back` after the process died, restarted, stopped or
     /// resumed, or its endpoint was suspended or resumed.
-    fn refresh_blocked(&mut self) {
+    fn refresh_kept_flags(&mut self) {
         self.blocked = if self.pull && (!self.is_up() || self.is_paused()) {
             u32::MAX / 2
         } else {
@@ -827,7 +827,7 @@ impl Consumer {
             }
             Life::Up => {
                 self.life = Life::Dead { crashes: 1 };
-                self.refresh_blocked();
+                self.refresh_kept_flags();
                 self.epoch += 1;
                 self.job_running = false;
                 self.commit_armed = false;
@@ -868,7 +868,7 @@ impl Consumer {
     pub fn come_up(&mut self) -> u32 {
         self.life = Life::Up;
         self.epoch += 1;
-        self.refresh_blocked();
+        self.refresh_kept_flags();
         self.epoch
     }
 
@@ -887,7 +887,7 @@ impl Consumer {
         }
         self.pause.at = now;
         self.pause.serial += 1;
-        self.refresh_blocked();
+        self.refresh_kept_flags();
         Some(self.pause.serial)
     }
 
@@ -916,7 +916,7 @@ impl Consumer {
             return None;
         }
         let deferred = std::mem::take(&mut self.pause.deferred);
-        self.refresh_blocked();
+        self.refresh_kept_flags();
         Some(deferred)
     }
 
@@ -929,7 +929,7 @@ impl Consumer {
     /// must not fire into it); returns the suspension's serial for its resume timer.
     pub fn suspend(&mut self) -> u32 {
         self.suspended = true;
-        self.refresh_blocked();
+        self.refresh_kept_flags();
         self.epoch += 1;
         self.suspend_serial += 1;
         self.suspend_serial
@@ -943,7 +943,7 @@ impl Consumer {
     /// Its endpoint starts again; returns the epoch to reconnect in.
     pub fn unsuspend(&mut self) -> u32 {
         self.suspended = false;
-        self.refresh_blocked();
+        self.refresh_kept_flags();
         self.failures_in_row = 0;
         self.epoch
     }

@@ -265,27 +265,8 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
     let mut seen_brokers = std::collections::BTreeSet::new();
     for (i, b) in s.brokers.iter().enumerate() {
         let path = |f: &str| vec![PathSeg::from("broker"), PathSeg::Index(i), PathSeg::from(f)];
-        if b.name.trim().is_empty() {
-            err(path("name"), "must not be empty".into());
-        }
-        if b.name.chars().any(crate::is_unsafe_char) {
-            err(
-                path("name"),
-                format!(
-                    "{:?} holds a control character (or a bidirectional formatting one); names \
-                     appear in terminals and reports",
-                    b.name
-                ),
-            );
-        }
-        if b.name.chars().count() > MAX_NAME_CHARS {
-            err(
-                path("name"),
-                format!(
-                    "at most {MAX_NAME_CHARS} characters (as producer and consumer names), got {}",
-                    b.name.chars().count()
-                ),
-            );
+        if let Some(problem) = name_problem(&b.name) {
+            err(path("name"), problem);
         }
         if !seen_brokers.insert(b.name.as_str()) {
             err(
@@ -868,21 +849,30 @@ fn node_names(
     let mut seen = std::collections::BTreeSet::new();
     for (j, n) in names.iter().enumerate() {
         let path = || vec![section.into(), "names".into(), PathSeg::Index(j)];
-        if n.trim().is_empty() {
-            err(path(), "must not be empty".into());
-        } else if n.chars().any(crate::is_unsafe_char) {
-            err(
-                path(),
-                format!(
-                    "{n:?} holds a control character (or a bidirectional formatting one); names \
-                     appear in terminals and reports"
-                ),
-            );
-        } else if n.chars().count() > MAX_NAME_CHARS {
-            err(path(), format!("at most {MAX_NAME_CHARS} characters"));
+        if let Some(problem) = name_problem(n) {
+            err(path(), problem);
         } else if !seen.insert(n.as_str()) {
             err(path(), format!("name {n:?} is used twice"));
         }
+    }
+}
+
+/// What is wrong with a node's name (a broker's, a producer's, a consumer's), if anything: the
+/// first of empty, a control character, too long. Names appear in every table, trace line and
+/// timeline.
+fn name_problem(n: &str) -> Option<String> {
+    let chars = n.chars().count();
+    if n.trim().is_empty() {
+        Some("must not be empty".into())
+    } else if n.chars().any(crate::is_unsafe_char) {
+        Some(format!(
+            "{n:?} holds a control character (or a bidirectional formatting one); names appear in \
+             terminals and reports"
+        ))
+    } else if chars > MAX_NAME_CHARS {
+        Some(format!("at most {MAX_NAME_CHARS} characters, got {chars}"))
+    } else {
+        None
     }
 }
 
