@@ -204,13 +204,8 @@ fn class1_explore_takes_one_bound_or_a_range_per_figure() {
     std::fs::write(&file, two_brokers("", "", "")).unwrap();
     let f = file.to_str().unwrap();
     let out = dir.join("out");
-    for (a, b) in [
-        ("lost=0", "lost=1"),
-        ("lost=0", "lost = 0"),
-        ("latency_ms.p99 < 5000", "latency_ms_p99 < 1"),
-        ("failovers = 0", "coverage.failovers >= 0"),
-    ] {
-        let (code, _, err) = sim(&[
+    let explore = |a: &str, b: &str| {
+        sim(&[
             "explore",
             f,
             "--strategy",
@@ -225,7 +220,15 @@ fn class1_explore_takes_one_bound_or_a_range_per_figure() {
             b,
             "--out",
             out.to_str().unwrap(),
-        ]);
+        ])
+    };
+    for (a, b) in [
+        ("lost=0", "lost=1"),
+        ("lost=0", "lost = 0"),
+        ("latency_ms.p99 < 5000", "latency_ms_p99 < 1"),
+        ("failovers = 0", "coverage.failovers >= 0"),
+    ] {
+        let (code, _, err) = explore(a, b);
         assert_eq!(code, 2, "{a} {b}: {err}");
         assert!(
             err.contains("is given twice") && err.contains("or a lower and an upper one"),
@@ -234,22 +237,7 @@ fn class1_explore_takes_one_bound_or_a_range_per_figure() {
         assert!(!out.exists(), "{a} {b}: no output folder");
     }
     // A range is one property: the exploration runs.
-    let (code, _, err) = sim(&[
-        "explore",
-        f,
-        "--strategy",
-        "single",
-        "--runs",
-        "1",
-        "--jobs",
-        "1",
-        "--property",
-        "latency_ms.p99 >= 0",
-        "--property",
-        "latency_ms_p99 < 100000000",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let (code, _, err) = explore("latency_ms.p99 >= 0", "latency_ms_p99 < 100000000");
     assert!(!err.contains("is given twice"), "{err}");
     assert!(code == 0 || code == 1, "{code}: {err}");
     let _ = std::fs::remove_dir_all(&dir);
