@@ -89,6 +89,15 @@ impl Rec {
         self.dead_lettered || self.dropped || self.discarded
     }
 
+    /// A broker stored it after its producer had given it up unstored (a write still on its
+    /// way: at a leader until its followers had it, or held by a broker): not given up, the
+    /// broker's as any stored message; its record is open again.
+    fn stored_after_give_up(&mut self) {
+        self.given_up = false;
+        self.discarded = false;
+        self.resolved_at = NONE;
+    }
+
     fn is_final(&self) -> bool {
         self.applies > 0 || (self.in_hand == 0 && self.gone()) || (self.acked && self.rejected)
     }
@@ -689,7 +698,7 @@ impl<A: Annotations> Checkers<A> {
                 .get(m.key as usize)
                 .is_some_and(|k| m.seq < k.base)
         {
-            return self.reopened_rec(m);
+            return self.reopened_rec(m.id);
         }
         let k = self.keys.get_mut(m.key as usize)?;
         let i = m.seq.checked_sub(k.base)? as usize;
@@ -698,10 +707,12 @@ impl<A: Annotations> Checkers<A> {
 
     /// The reopened record of `m`, if a replay reopened it.
     #[cold]
-    fn reopened_rec(&mut self, m: MsgRef) -> Option<&mut Rec> {
+    // By id: a `MsgRef` passed by value goes through memory, which the inlined callers then
+    // stored at every event for a call they rarely make.
+    fn reopened_rec(&mut self, id: u64) -> Option<&mut Rec> {
         self.reopened
             .iter_mut()
-            .find(|(r, _)| r.id == m.id)
+            .find(|(r, _)| r.id == id)
             .map(|(_, rec)| rec)
     }
 
@@ -725,7 +736,7 @@ impl<A: Annotations> Checkers<A> {
             }
             return;
         }
-        if let Some(r) = self.reopened_rec(msg) {
+        if let Some(r) = self.reopened_rec(msg.id) {
             r.dead_lettered = false;
             return;
         }
@@ -795,19 +806,19 @@ impl<A: Annotations> Checkers<A> {
             Event::Produce { msg, poison, .. } => self.produce(t, msg, poison),
             Event::Enqueue { msg, .. } => {
                 if !self.unstored.is_empty() {
-                    self.copy_stored(msg);
+                    self.copy_stored(msg.id);
                 }
                 if let Some(r) = self.rec(msg) {
                     if r.enqueued_at == NONE {
                         r.enqueued_at = t;
                         if r.given_up {
-                            self.stored_after_give_up(msg);
+                            r.stored_after_give_up();
                         }
                     }
                 } else {
                     self.unknown(e, msg);
                     if !self.tally.given_up_at.is_empty() {
-                        self.reopen_given_up(msg, t);
+                        self.reopen_given_up(*e, t);
                     }
                 }
             }
@@ -993,8 +1004,8 @@ impl<A: Annotations> Checkers<A> {
     /// A broker stored `msg`: if it is a copy a resend announced, it exists now.
     #[cold]
     #[inline(never)]
-    fn copy_stored(&mut self, msg: MsgRef) {
-        if let Ok(i) = self.unstored.binary_search(&msg.id) {
+    fn copy_stored(&mut self, id: u64) {
+        if let Ok(i) = self.unstored.binary_search(&id) {
             self.unstored.remove(i);
         }
     }
@@ -1017,24 +1028,17 @@ impl<A: Annotations> Checkers<A> {
         }
     }
 
-    /// A broker stored `msg` after its producer had given it up unstored (a write still on its
-    /// way: at a leader until its followers had it, or held by a broker): not given up, the
-    /// broker's as any stored message. Its record, still in its key's window, is open again.
+    /// [`Rec::stored_after_give_up`] for a message already counted given up (`e`, its
+    /// `Enqueue`): taken back from the count and reopened (as a replay from a dead-letter queue
+    /// reopens one).
+    // Given the event by value: a `MsgRef` passed to a call goes through memory, which the
+    // enqueue arm then stored at every enqueue for this rare call.
     #[cold]
     #[inline(never)]
-    fn stored_after_give_up(&mut self, msg: MsgRef) {
-        if let Some(r) = self.rec(msg) {
-            r.given_up = false;
-            r.discarded = false;
-            r.resolved_at = NONE;
-        }
-    }
-
-    /// [`Checkers::stored_after_give_up`] for a message already counted given up: taken back
-    /// from the count and reopened (as a replay from a dead-letter queue reopens one).
-    #[cold]
-    #[inline(never)]
-    fn reopen_given_up(&mut self, msg: MsgRef, t: Time) {
+    fn reopen_given_up(&mut self, e: Event, t: Time) {
+        let Some(msg) = e.msg() else {
+            return;
+        };
         let tally = &mut self.tally;
         let Some(d) = take_counted(&mut tally.given_up_at, msg) else {
             return;
@@ -1061,13 +1065,15 @@ impl<A: Annotations> Checkers<A> {
         let k = self.keys.get(msg.key as usize);
         let known = k.is_some_and(|k| msg.seq < k.base + k.window.len() as u32);
         if !known {
-            self.never_produced(e);
+            // A copy, made only here: passed by reference, the event had to be in memory
+            // before the test, and every emit site stored it whole for nothing.
+            self.never_produced(*e);
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn never_produced(&mut self, e: &Event) {
+    fn never_produced(&mut self, e: Event) {
         self.malformed(format!("event about a message never produced: {e:?}"));
     }
 
@@ -1076,15 +1082,12 @@ impl<A: Annotations> Checkers<A> {
     #[inline(always)]
     fn produce(&mut self, t: Time, msg: MsgRef, poison: bool) {
         let Some(k) = self.keys.get_mut(msg.key as usize) else {
-            self.malformed(format!("key {} out of range", msg.key));
+            self.produced_out_of_turn(msg.key, msg.seq, None);
             return;
         };
-        if msg.seq != k.base + k.window.len() as u32 {
-            let expected = k.base + k.window.len() as u32;
-            self.malformed(format!(
-                "key {} produced seq {} where {} was next",
-                msg.key, msg.seq, expected
-            ));
+        let next = k.base + k.window.len() as u32;
+        if msg.seq != next {
+            self.produced_out_of_turn(msg.key, msg.seq, Some(next));
             return;
         }
         self.produced += 1;
@@ -1093,6 +1096,21 @@ impl<A: Annotations> Checkers<A> {
             k.expected_digest = fold(k.expected_digest, msg.seq);
         }
         k.window.push_back(Rec::open(t, poison));
+    }
+
+    /// A produce of key `key` out of range (`next`: `None`), or of seq `seq` where `next` was
+    /// due.
+    // Out of line, with plain numbers: a `format!` in the produce arm took the message's
+    // address, so that every produce stored it for the rare error.
+    #[cold]
+    #[inline(never)]
+    fn produced_out_of_turn(&mut self, key: u32, seq: u32, next: Option<u32>) {
+        match next {
+            None => self.malformed(format!("key {key} out of range")),
+            Some(next) => self.malformed(format!(
+                "key {key} produced seq {seq} where {next} was next"
+            )),
+        }
     }
 
     fn resolve(&mut self, e: &Event, msg: MsgRef, t: Time, set: impl FnOnce(&mut Rec)) {
@@ -1108,9 +1126,19 @@ impl<A: Annotations> Checkers<A> {
         }
     }
 
-    // Out of line: inlined into the loop (two emit sites) it saved 1.6-2.4 M instructions on
-    // mmc but cost 2-5% of its wall time (paired series, 2026-12-05, docs/measurements.md).
+    /// A consumer applied `msg` and wrote state `state_seq`.
+    // The message in registers: a `MsgRef` passed by value goes through memory.
+    #[inline(always)]
     fn apply(&mut self, t: Time, msg: MsgRef, state_seq: u32) {
+        self.apply_parts(t, msg.id, msg.key, msg.seq, state_seq);
+    }
+
+    /// [`Self::apply`], out of line: inlined into the loop (two emit sites) it saved 1.6-2.4 M
+    /// instructions on mmc but cost 2-5% of its wall time (paired series, 2026-12-05,
+    /// docs/measurements.md).
+    #[inline(never)]
+    fn apply_parts(&mut self, t: Time, id: u64, key: u32, seq: u32, state_seq: u32) {
+        let msg = MsgRef { id, key, seq };
         let Some(k) = self.keys.get_mut(msg.key as usize) else {
             self.malformed(format!("apply of key {} out of range", msg.key));
             return;
@@ -1138,7 +1166,7 @@ impl<A: Annotations> Checkers<A> {
         let base = k.base;
         let prev_resolved_before = k.prev_resolved_at;
         let Some(i) = msg.seq.checked_sub(base) else {
-            match self.reopened_rec(msg) {
+            match self.reopened_rec(msg.id) {
                 // Replayed from a dead-letter queue: its first apply.
                 Some(r) if r.applies == 0 => {
                     r.applies = 1;

@@ -898,14 +898,23 @@ impl Consumer {
 
     /// If stopped, keeps `ev` (one of its own timers, due `now`) to run when it resumes, with the
     /// time it had left when the process stopped; returns whether it did.
+    // The deferral (a push that may grow the list) out of line: inlined, it cost mmc 0.8 M
+    // instructions more (2026-12-06).
     #[inline]
     pub fn defer(&mut self, now: Time, ev: Ev) -> bool {
         if !self.is_paused() {
             return false;
         }
+        self.defer_paused(now, ev);
+        true
+    }
+
+    /// [`Self::defer`] past its test.
+    #[cold]
+    #[inline(never)]
+    fn defer_paused(&mut self, now: Time, ev: Ev) {
         let left = now.saturating_sub(self.pause.at);
         self.pause.deferred.push((left, ev));
-        true
     }
 
     /// A `consumer_pause` ends: when the process runs again, the timers it deferred, with the
