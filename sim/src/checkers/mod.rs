@@ -162,6 +162,17 @@ struct KeyState {
     prev_resolved_at: Time,
 }
 
+/// What is wrong with an apply of a malformed history ([`Checkers::malformed_apply`]).
+#[derive(Clone, Copy)]
+enum ApplyFault {
+    /// Its key is beyond the scenario's keys.
+    KeyOutOfRange,
+    /// Its message, or the state it wrote (`state_seq`), was never produced.
+    NeverProduced { state_seq: u32 },
+    /// Its message has no record in its key's window.
+    NoRecord,
+}
+
 #[inline]
 fn fold(h: u64, seq: u32) -> u64 {
     (h ^ (seq as u64 + 1))
@@ -1133,6 +1144,22 @@ impl<A: Annotations> Checkers<A> {
         self.apply_parts(t, msg.id, msg.key, msg.seq, state_seq);
     }
 
+    /// Reports a malformed apply of message (`id`, `key`, `seq`).
+    // Out of line, with plain numbers: a `format!` of the message in `apply_parts` took its
+    // address, and every apply stored it for the rare error.
+    #[cold]
+    #[inline(never)]
+    fn malformed_apply(&mut self, fault: ApplyFault, id: u64, key: u32, seq: u32) {
+        let msg = MsgRef { id, key, seq };
+        self.malformed(match fault {
+            ApplyFault::KeyOutOfRange => format!("apply of key {key} out of range"),
+            ApplyFault::NeverProduced { state_seq } => {
+                format!("apply of a message or state never produced: {msg:?} state_seq {state_seq}")
+            }
+            ApplyFault::NoRecord => format!("apply of a message never produced: {msg:?}"),
+        });
+    }
+
     /// [`Self::apply`], out of line: inlined into the loop (two emit sites) it saved 1.6-2.4 M
     /// instructions on mmc but cost 2-5% of its wall time (paired series, 2026-12-05,
     /// docs/measurements.md).
@@ -1140,14 +1167,12 @@ impl<A: Annotations> Checkers<A> {
     fn apply_parts(&mut self, t: Time, id: u64, key: u32, seq: u32, state_seq: u32) {
         let msg = MsgRef { id, key, seq };
         let Some(k) = self.keys.get_mut(msg.key as usize) else {
-            self.malformed(format!("apply of key {} out of range", msg.key));
+            self.malformed_apply(ApplyFault::KeyOutOfRange, id, key, seq);
             return;
         };
         let produced = k.base + k.window.len() as u32;
         if msg.seq >= produced || state_seq >= produced {
-            self.malformed(format!(
-                "apply of a message or state never produced: {msg:?} state_seq {state_seq}"
-            ));
+            self.malformed_apply(ApplyFault::NeverProduced { state_seq }, id, key, seq);
             return;
         }
         if k.max_applied > msg.seq + 1 {
@@ -1185,7 +1210,7 @@ impl<A: Annotations> Checkers<A> {
             k.window.get(i - 1).map_or(NONE, |p| p.resolved_at)
         };
         let Some(r) = k.window.get_mut(i) else {
-            self.malformed(format!("apply of a message never produced: {msg:?}"));
+            self.malformed_apply(ApplyFault::NoRecord, id, key, seq);
             return;
         };
         if r.applies > 0 {
