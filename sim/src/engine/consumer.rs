@@ -262,7 +262,10 @@ impl<O: Observer> Engine<'_, O> {
         if !self.w.consumers[c as usize].alive_in(epoch) {
             return;
         }
-        if self.defer_if_paused(c, Ev::ServiceDone { c, epoch }) {
+        // The event built only when deferred: built before the test (`defer_if_paused`), it was
+        // stored in memory at every service's end.
+        if self.w.consumers[c as usize].is_paused() {
+            self.defer_if_paused(c, Ev::ServiceDone { c, epoch });
             return;
         }
         // The job is read where it is (a copy of it per message cost as much as the test).
