@@ -593,6 +593,14 @@ pub fn sim_runs(
     let out: Vec<Result<Option<Metrics>, CliError>> = seeds
         .par_iter()
         .map(|&seed| {
+            // Ctrl-C (`sim calibrate` installs the handler): stop here, not after every seed.
+            if crate::interrupt::interrupted() {
+                return Err(CliError::Interrupted {
+                    done: 0,
+                    total: 0,
+                    resume: String::new(),
+                });
+            }
             let plan = FaultPlan::resolve(sc, seed);
             let opts = RunOptions {
                 seed,

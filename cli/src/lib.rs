@@ -215,6 +215,19 @@ pub fn check_max_events(max_events: Option<u64>) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Checks that `count` seeds from `first` (`first`, `first + 1`, ...) stay within `u64`: what
+/// is wrong, naming `flags` (the flags or fields that chose them), if they do not.
+pub fn check_seed_range(first: u64, count: u64, flags: &str) -> Result<(), String> {
+    if count > 0 && first.checked_add(count - 1).is_none() {
+        return Err(format!(
+            "{count} seeds from {first} ({flags}) pass the largest seed, {}: choose a smaller \
+             first seed",
+            u64::MAX
+        ));
+    }
+    Ok(())
+}
+
 /// Checks `--max-sim-time`: above 0, as `--max-events` is at least 1 (a run cut off at time 0
 /// produces nothing, and its empty table read `ok`).
 pub fn check_max_sim_time(max_sim_time: Option<u64>) -> Result<(), CliError> {
