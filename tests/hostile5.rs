@@ -11,9 +11,23 @@
 //! keeps the runs already finished (their table, calibration.csv) and leaves no broker behind.
 //!
 //! Class 4, what cannot be staged is refused before the first broker starts, the field named.
+//!
+//! Class 5, a wrong case or a letter off in an enum value: every enum-valued flag (and the
+//! values of a file read against a list) suggests the value meant, as the scenario loader does
+//! for its fields.
+//!
+//! Class 6, names that are blank or padded: a scenario's `name` that is empty or only spaces,
+//! and a node's name (broker, producer, consumer) with leading or trailing whitespace.
+//!
+//! Class 7, an output path that cannot be written: one friendly error naming the path, exit 2,
+//! before any work.
+//!
+//! Class 8, a message that points at what is gone: a broker that fails to start is reported
+//! with the end of its log, not the path of a log in a folder removed before the message.
+
+use crate::common::{at_root, fresh_dir, sim};
 
 /// One broker, two consumers, 40 messages over 2 s; `extra` is appended.
-#[cfg_attr(not(feature = "live"), allow(dead_code))]
 fn scenario(extra: &str) -> String {
     format!(
         "strategies = [\"competing\", \"single\"]\n\
@@ -33,8 +47,7 @@ fn scenario(extra: &str) -> String {
 /// Classes 1 to 4: `sim live` and `sim calibrate` (the `live` cargo feature).
 #[cfg(feature = "live")]
 mod live {
-    use super::scenario;
-    use crate::common::fresh_dir;
+    use super::{fresh_dir, scenario};
     use std::time::{Duration, Instant};
 
     /// Runs `sim ARGS`, killed after `secs` seconds: None when it had not ended by then.
@@ -330,6 +343,53 @@ mod live {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Class 5: `sim calibrate --tolerance Lost=1` suggests `lost` (before: "unknown metric
+    /// \"Lost\" (rel, or one of: ...)", nothing suggested).
+    #[test]
+    fn class5_calibrate_tolerance_suggests() {
+        let (code, _, err) =
+            sim_within(&["calibrate", "x.toml", "--tolerance", "Lost=1"], 20).expect("ends");
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("did you mean `lost`?"), "{err}");
+    }
+
+    /// Class 8: an ActiveMQ install whose `activemq.jar` is not one (a misconfigured
+    /// `ORDSIM_ACTIVEMQ_HOME`) fails at once, quoting the end of the broker's log, and leaves no
+    /// temporary folder. Before: "broker a exited (exit status: 1) while starting; see
+    /// /tmp/ordsim-live-PID-0-a/stdout.log", a folder already removed.
+    #[test]
+    fn class8_a_broker_that_fails_to_start_is_quoted() {
+        if no_broker() {
+            return;
+        }
+        let dir = fresh_dir("hostile5", "bad-jar");
+        std::fs::create_dir_all(dir.join("amq/bin")).unwrap();
+        std::fs::write(dir.join("amq/bin/activemq.jar"), "not a jar").unwrap();
+        let file = dir.join("s.toml");
+        std::fs::write(&file, scenario("")).unwrap();
+        let t0 = Instant::now();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
+            .args(["live", file.to_str().unwrap(), "--strategy", "single"])
+            .env("ORDSIM_ACTIVEMQ_HOME", dir.join("amq"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(t0.elapsed() < Duration::from_secs(30), "{err}");
+        assert!(
+            err.contains(
+                "broker a exited (exit status: 1) while starting; the end of its stdout.log:"
+            ),
+            "{err}"
+        );
+        assert!(
+            err.to_lowercase().contains("jar"),
+            "the log's own words: {err}"
+        );
+        assert!(!err.contains("; see /"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// Class 4: a `broker_crash` without `for` is refused by `sim live` and `sim calibrate` before
     /// anything runs, naming the entry's field. Before: refused only when a run's plan was made
     /// ("broker_crash without `for`: a broker that never comes back is not staged", no entry named):
@@ -364,4 +424,217 @@ mod live {
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
+}
+
+/// A history of one message: `sim run --trace` of the base scenario, in `dir`.
+fn history(dir: &std::path::Path) -> std::path::PathBuf {
+    let file = dir.join("s.toml");
+    std::fs::write(&file, scenario("")).unwrap();
+    let h = dir.join("h.jsonl");
+    let (code, _, err) = sim(&[
+        "run",
+        file.to_str().unwrap(),
+        "--strategy",
+        "single",
+        "--trace",
+        h.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    h
+}
+
+/// Class 5: every enum-valued flag, given its value in the wrong case, suggests the value (exit
+/// 2), as `--strategy`, `--anomaly` and the scenario's fields did. Before: `--kind State` said
+/// "one of state, command", `--guarantee`, a judged file's `event` and a `version` likewise
+/// without a suggestion; `--doc Strategies` got clap's list without one; `sim bench --strategy
+/// Single` said only "unknown strategy".
+#[test]
+fn class5_enum_values_suggest_the_value_meant() {
+    at_root();
+    let dir = fresh_dir("hostile5", "enums");
+    let h = history(&dir);
+    let h = h.to_str().unwrap();
+    let events = dir.join("events.csv");
+    std::fs::write(&events, "time,event,key,seq,node\n1,Produce,1,1,p0\n").unwrap();
+    let kafka = dir.join("kafka.toml");
+    std::fs::write(
+        &kafka,
+        scenario("")
+            .replace(
+                "strategies = [\"competing\", \"single\"]",
+                "flavour = \"kafka\"\nstrategies = [\"kafka\"]",
+            )
+            .replace("name = \"a\"", "name = \"a\"\nversion = \"v3.7\""),
+    )
+    .unwrap();
+    let s = dir.join("s.toml");
+    for (args, meant) in [
+        (vec!["judge", h, "--kind", "State"], "state"),
+        (vec!["judge", h, "--kind", "comand"], "command"),
+        (
+            vec!["judge", h, "--guarantee", "Stale_writes"],
+            "stale_writes",
+        ),
+        (vec!["judge", events.to_str().unwrap()], "produce"),
+        (vec!["list", "--doc", "Strategies"], "strategies"),
+        (
+            vec![
+                "bench",
+                s.to_str().unwrap(),
+                "--strategy",
+                "Single",
+                "--repeat",
+                "1",
+            ],
+            "single",
+        ),
+        (vec!["validate", kafka.to_str().unwrap()], "3.7"),
+    ] {
+        let (code, out, err) = sim(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("did you mean `{meant}`?")),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.matches("did you mean").count(), 1, "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+    }
+    // Nothing close: the list, no guess.
+    let (code, _, err) = sim(&["judge", h, "--kind", "xyzzy"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("one of state, command") && !err.contains("did you mean"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn load(text: &str) -> Result<sim::Scenario, String> {
+    ordsim::load_text("bad.toml", text).map_err(|e| e.to_string())
+}
+
+/// Class 6: a scenario `name` that is empty or only spaces is refused (it printed as "scenario
+/// : ..." and named no report folder), and so is one padded with spaces; a node's name (a
+/// broker's, a producer's, a consumer's) with leading or trailing whitespace is refused through
+/// the shared `name_problem`. Before: `name = ""` and `"  "` loaded; `" a"` and `"a"` were two
+/// brokers, and `[producers] names = [" p"]` loaded.
+#[test]
+fn class6_names_are_neither_blank_nor_padded() {
+    for (name, says) in [
+        (
+            "",
+            "must not be empty (leave `name` out to go by the file's name)",
+        ),
+        ("   ", "must not be empty"),
+        (" nightly", "\" nightly\" starts or ends with whitespace"),
+    ] {
+        let e = load(&format!("name = {name:?}\n{}", scenario(""))).unwrap_err();
+        assert!(e.starts_with("bad.toml:1:"), "{name:?}: {e}");
+        assert!(
+            e.contains(&format!("field `name`: {says}")),
+            "{name:?}: {e}"
+        );
+    }
+    load(&format!("name = \"nightly run\"\n{}", scenario(""))).expect("a name with a space inside");
+    let two = scenario("[[broker]]\nname = \" a\"\n");
+    let e = load(&two).unwrap_err();
+    assert!(
+        e.contains("field `broker[1].name`: \" a\" starts or ends with whitespace: names are compared as written, so \" a\" and \"a\" would be two names; write \"a\""),
+        "{e}"
+    );
+    for (section, names, field) in [
+        (
+            "[producers]\ncount = 2\nnames = [\"p0\", \"p1 \"]\n",
+            "producers",
+            "producers.names[1]",
+        ),
+        ("", "consumers", "consumers.names[0]"),
+    ] {
+        let text = if names == "consumers" {
+            scenario("").replace("count = 2\n", "count = 2\nnames = [\"\\tc0\", \"c1\"]\n")
+        } else {
+            scenario(section)
+        };
+        let e = load(&text).unwrap_err();
+        assert!(e.contains(&format!("field `{field}`")), "{field}: {e}");
+        assert!(
+            e.contains("starts or ends with whitespace") || e.contains("control character"),
+            "{field}: {e}"
+        );
+    }
+}
+
+/// Class 7: an output path under a regular file (`/etc/passwd/x` as root: the file-as-folder
+/// case), or in a folder that does not exist, gives one error naming the path with exit code 2,
+/// before any run, for every command that writes. Before: exit 1 for each; `sim run --trace` said
+/// only "Not a directory (os error 20)", and `sim check --junit` ran every check before failing
+/// to write the JUnit file.
+#[test]
+fn class7_an_unwritable_output_is_bad_input() {
+    at_root();
+    let dir = fresh_dir("hostile5", "unwritable");
+    let h = history(&dir);
+    let s = dir.join("s.toml");
+    std::fs::write(
+        &s,
+        scenario("[expect]\nseeds = \"1..1\"\n[expect.all]\nlost = 0\n"),
+    )
+    .unwrap();
+    let note = dir.join("note.txt");
+    std::fs::write(&note, "mine").unwrap();
+    let under = note.join("x");
+    let missing = dir.join("no-such-folder").join("x.xml");
+    let (f, hs, u, m) = (
+        s.to_str().unwrap(),
+        h.to_str().unwrap(),
+        under.to_str().unwrap(),
+        missing.to_str().unwrap(),
+    );
+    for (args, says) in [
+        (
+            vec!["run", f, "--strategy", "single", "--out", u],
+            "exists and is not a directory",
+        ),
+        (
+            vec!["run", f, "--strategy", "single", "--trace", u],
+            "exists and is not a directory",
+        ),
+        (
+            vec!["run", f, "--strategy", "single", "--trace", m],
+            "does not exist",
+        ),
+        (
+            vec!["check", f, "--jobs", "1", "--junit", u],
+            "exists and is not a directory",
+        ),
+        (
+            vec!["check", f, "--jobs", "1", "--junit", m],
+            "does not exist",
+        ),
+        (
+            vec!["judge", hs, "--out", u],
+            "exists and is not a directory",
+        ),
+        (
+            vec!["sweep", f, "--seeds", "1..2", "--jobs", "1", "--out", u],
+            "exists and is not a directory",
+        ),
+        (
+            vec!["report", f, "--jobs", "1", "--out", u],
+            "exists and is not a directory",
+        ),
+    ] {
+        let (code, out, err) = sim(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        let path = args.last().unwrap();
+        assert!(
+            err.contains(&format!("cannot write {path}: ")),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one error: {err}");
+        assert!(out.is_empty(), "{args:?}: nothing run: {out}");
+    }
+    assert_eq!(std::fs::read_to_string(&note).unwrap(), "mine");
+    let _ = std::fs::remove_dir_all(&dir);
 }

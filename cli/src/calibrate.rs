@@ -144,9 +144,11 @@ impl Tolerance {
             return Ok(());
         }
         let Some(slot) = self.absolute.iter_mut().find(|(m, _)| m == name) else {
+            let mut known = vec!["rel"];
+            known.extend(metrics_for(true));
             return Err(format!(
-                "--tolerance {arg:?}: unknown metric {name:?} (rel, or one of: {})",
-                metrics_for(true).join(", ")
+                "--tolerance {arg:?}: unknown metric {name:?}: {}",
+                crate::one_of(name, &known)
             ));
         };
         self.given.push(name.to_string());

@@ -270,7 +270,7 @@ fn row_of(line: u64, get: &dyn Fn(&str) -> Option<String>) -> Result<Row, JudgeE
             let names: Vec<&str> = KINDS.iter().map(|(n, _)| *n).collect();
             field(
                 "event",
-                format!("{ev:?} is not an event: one of {}", names.join(", ")),
+                format!("{ev:?} is not an event: {}", crate::one_of(&ev, &names)),
             )
         })?;
     let key = need("key")?;
@@ -927,9 +927,10 @@ pub const GUARANTEES: [&str; 2] = ["ordering_violations", "stale_writes"];
 /// Reads and judges a history.
 pub fn judge(req: &JudgeRequest) -> Result<Judged, CliError> {
     if let Some(g) = req.guarantee.as_deref().filter(|g| !GUARANTEES.contains(g)) {
-        return Err(CliError::Usage(format!(
-            "--guarantee {g:?}: one of {}",
-            GUARANTEES.join(", ")
+        return Err(CliError::Usage(crate::not_one_of(
+            "--guarantee",
+            g,
+            &GUARANTEES,
         )));
     }
     let (name, text) = trace::read_history_text(&req.file)?;
