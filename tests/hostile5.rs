@@ -22,6 +22,9 @@
 //! Class 7, an output path that cannot be written: one friendly error naming the path, exit 2,
 //! before any work.
 //!
+//! Class 9, an output over an input (round four's class 2, which left out `sim live` and `sim
+//! calibrate`): neither writes a history, calibration.csv or a chart over its scenario file.
+//!
 //! Class 8, a message that points at what is gone: a broker that fails to start is reported
 //! with the end of its log, not the path of a log in a folder removed before the message.
 
@@ -387,6 +390,36 @@ mod live {
             "the log's own words: {err}"
         );
         assert!(!err.contains("; see /"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Class 9: `sim live D/single-1.jsonl --strategy single --out D` (a scenario file under the
+    /// name its history would take) and `sim calibrate D/calibration.csv --out D` are refused
+    /// before any run (exit 2), the file as it was. Before: the live run went, and its history
+    /// replaced the scenario; calibrate replaced it with its rows at the end.
+    #[test]
+    fn class9_no_output_over_the_input() {
+        let dir = fresh_dir("hostile5", "over-input");
+        let text = scenario("");
+        for (cmd, name) in [("live", "single-1.jsonl"), ("calibrate", "calibration.csv")] {
+            let file = dir.join(name);
+            std::fs::write(&file, &text).unwrap();
+            let mut args = vec![cmd, file.to_str().unwrap()];
+            if cmd == "live" {
+                args.extend(["--strategy", "single"]);
+            } else {
+                args.extend(["--sim-seeds", "1"]);
+            }
+            args.extend(["--out", dir.to_str().unwrap()]);
+            let (code, out, err) = sim_within(&args, 60).expect("ends");
+            assert_eq!(code, 2, "{cmd}: {err}");
+            assert!(
+                err.contains("--out would write") && err.contains("(the same file)"),
+                "{cmd}: {err}"
+            );
+            assert!(!out.contains("produced"), "{cmd}: nothing ran: {out}");
+            assert_eq!(std::fs::read_to_string(&file).unwrap(), text, "{cmd}");
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 

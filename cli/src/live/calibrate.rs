@@ -311,6 +311,20 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
         return Err(CliError::Usage(why));
     }
     if let Some(dir) = &req.out {
+        // No output over an input: calibration.csv, each scenario's chart, its histories.
+        let mut outputs = vec![("--out", dir.join("calibration.csv"))];
+        for l in &loaded {
+            let fig = format!("calibration-{}", calibrate::file_stem(&l.name));
+            outputs.push(("--out", dir.join(format!("{fig}.svg"))));
+            outputs.push(("--out", dir.join(format!("{fig}.png"))));
+        }
+        let inputs: Vec<&Path> = loaded.iter().map(|l| l.file.as_path()).collect();
+        crate::refuse_writing_over_inputs(&outputs, &inputs)?;
+        for l in &loaded {
+            let hdir = dir.join("histories").join(calibrate::file_stem(&l.name));
+            let names: Vec<String> = l.sc.strategies.clone();
+            super::refuse_histories_over_inputs(&hdir, &names, l.sc.seed, req.runs, &inputs)?;
+        }
         crate::create_dir(dir)?;
     }
     broker::install_interrupt_handler();

@@ -631,6 +631,10 @@ pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
         None => None,
     };
     if let Some(dir) = &req.out {
+        refuse_histories_over_inputs(dir, &names, seed0, req.runs, &[&req.file])?;
+        if let Some(schema) = &req.schema {
+            refuse_histories_over_inputs(dir, &names, seed0, req.runs, &[schema])?;
+        }
         crate::create_dir(dir)?;
     }
     // Every run's plan before the first broker starts: a fault the plan cannot stage is refused
@@ -738,6 +742,42 @@ pub fn live_error(e: &str, done: u64, total: u64, file: &Path) -> CliError {
     } else {
         CliError::Live(e.to_string())
     }
+}
+
+/// Fails, before any run, when a history `--out DIR` would write (`DIR/STRATEGY-SEED.jsonl`, for
+/// `names` and the `runs` seeds from `seed0`) is one of the `inputs`: its name is matched, not
+/// every path listed (`--runs` may be large).
+pub fn refuse_histories_over_inputs(
+    dir: &Path,
+    names: &[String],
+    seed0: u64,
+    runs: u32,
+    inputs: &[&Path],
+) -> Result<(), CliError> {
+    for input in inputs {
+        let Some(stem) = input
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".jsonl"))
+        else {
+            continue;
+        };
+        let Some((name, seed)) = stem.rsplit_once('-') else {
+            continue;
+        };
+        let Ok(seed) = seed.parse::<u64>() else {
+            continue;
+        };
+        let ours =
+            names.iter().any(|n| n == name) && seed >= seed0 && seed - seed0 < u64::from(runs);
+        if ours {
+            crate::refuse_writing_over_inputs(
+                &[("--out", dir.join(input.file_name().unwrap_or_default()))],
+                &[input],
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// `DIR/STRATEGY-SEED.jsonl`: the trace header, then the events.
