@@ -23,7 +23,8 @@
 //! before any work.
 //!
 //! Class 9, an output over an input (round four's class 2, which left out `sim live` and `sim
-//! calibrate`): neither writes a history, calibration.csv or a chart over its scenario file.
+//! calibrate`): neither writes a history, calibration.csv or a chart over its scenario file, nor
+//! one scenario's chart and histories over another's.
 //!
 //! Class 8, a message that points at what is gone: a broker that fails to start is reported
 //! with the end of its log, not the path of a log in a folder removed before the message.
@@ -419,6 +420,30 @@ mod live {
             );
             assert!(!out.contains("produced"), "{cmd}: nothing ran: {out}");
             assert_eq!(std::fs::read_to_string(&file).unwrap(), text, "{cmd}");
+        }
+        // Nor one output over another: two scenarios of one name (a file given twice, or
+        // `a/s.toml` and `b/s.toml`) would share their chart and histories. Before: calibrated
+        // one after the other, the second's chart replacing the first's.
+        for sub in ["a", "b"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+            std::fs::write(dir.join(sub).join("s.toml"), &text).unwrap();
+        }
+        let (a, b) = (dir.join("a/s.toml"), dir.join("b/s.toml"));
+        for pair in [[&a, &b], [&a, &a]] {
+            let (code, out, err) = sim_within(
+                &[
+                    "calibrate",
+                    pair[0].to_str().unwrap(),
+                    pair[1].to_str().unwrap(),
+                    "--sim-seeds",
+                    "1",
+                ],
+                60,
+            )
+            .expect("ends");
+            assert_eq!(code, 2, "{err}");
+            assert!(err.contains("are both named \"s\""), "{err}");
+            assert!(out.is_empty(), "{out}");
         }
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -107,6 +107,23 @@ fn load_all(files: &[PathBuf]) -> Result<Vec<Loaded>, CliError> {
             refused.join("\n  ")
         )));
     }
+    // Each scenario's chart and histories go by its name (as a file name): two of one name
+    // (one file given twice, or `a/s.toml` and `b/s.toml`) would write over each other.
+    for (i, l) in out.iter().enumerate() {
+        let stem = calibrate::file_stem(&l.name);
+        if let Some(first) = out[..i]
+            .iter()
+            .find(|o| calibrate::file_stem(&o.name) == stem)
+        {
+            return Err(CliError::Usage(format!(
+                "{} and {} are both named {:?} (charts and histories go by the name, as \
+                 calibration-{stem}.svg): give one of them another `name`, or calibrate them apart",
+                first.file.display(),
+                l.file.display(),
+                l.name
+            )));
+        }
+    }
     Ok(out)
 }
 
