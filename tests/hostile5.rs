@@ -694,5 +694,33 @@ fn class7_an_unwritable_output_is_bad_input() {
         assert!(out.is_empty(), "{args:?}: nothing run: {out}");
     }
     assert_eq!(std::fs::read_to_string(&note).unwrap(), "mine");
+    // An --out whose file is a folder there (`D/summary.csv/`, not empty): refused before the
+    // work too. Before: `sim run` ran, then failed to move summary.csv in place (exit 1) and its
+    // table was never printed; `sim judge` and `sim trace` failed after their work.
+    for (args, blocked) in [
+        (
+            vec!["run", f, "--strategy", "single", "--out"],
+            "summary.csv",
+        ),
+        (vec!["judge", hs, "--out"], "summary.csv"),
+        (
+            vec!["trace", f, "--strategy", "single", "--out"],
+            "timeline.html",
+        ),
+    ] {
+        let out_dir = dir.join(format!("out-{}", args[0]));
+        std::fs::create_dir_all(out_dir.join(blocked).join("mine")).unwrap();
+        let mut args = args.clone();
+        let o = out_dir.to_str().unwrap().to_string();
+        args.push(&o);
+        let (code, out, err) = sim(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("cannot write {o}/{blocked}: it is a directory")),
+            "{args:?}: {err}"
+        );
+        assert!(out.is_empty(), "{args:?}: nothing run: {out}");
+        assert!(out_dir.join(blocked).join("mine").exists());
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

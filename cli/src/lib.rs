@@ -286,11 +286,28 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
 /// Fails, before any work, when a file the command would write is one of its inputs: writing it
 /// would destroy the input (`sim run s.toml --trace s.toml`, `sim check s.toml --junit s.toml`,
 /// `sim judge D/history.jsonl --out D`). `outputs` are `(flag, path)`; an input `-` (standard
-/// input) is no file.
+/// input) is no file. An output that is an existing folder (`DIR/summary.csv/`) is refused too:
+/// the file could not replace it, and the failure would come after the work.
 pub fn refuse_writing_over_inputs(
     outputs: &[(&str, PathBuf)],
     inputs: &[&Path],
 ) -> Result<(), CliError> {
+    for (flag, out) in outputs {
+        if out.is_dir() {
+            return Err(CliError::Unwritable {
+                path: out.display().to_string(),
+                reason: format!(
+                    "it is a directory, where {flag} writes a file: move it away, or choose \
+                     another {}",
+                    if flag.ends_with("--out") {
+                        "folder"
+                    } else {
+                        "path"
+                    }
+                ),
+            });
+        }
+    }
     for (flag, out) in outputs {
         for input in inputs.iter().filter(|i| i.as_os_str() != "-") {
             if same_file(out, input) {

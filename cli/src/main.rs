@@ -414,9 +414,6 @@ fn run(cli: Cli) -> Result<(), CliError> {
             }
             let out_set = out.as_deref().map(ordsim::OutputSet::prepare).transpose()?;
             let r = ordsim::run_scenario(sc, &file, &req, trace.as_deref())?;
-            if let Some(set) = out_set {
-                set.write(&r, &file)?;
-            }
             let mut warnings = ordsim::report::unsettled_warnings(&r.summary, &r.scenario);
             warnings.extend(trace.as_deref().and_then(|t| {
                 ordsim::trace::unreadable_history_warning(t, ordsim::trace::MAX_HISTORY_BYTES)
@@ -427,6 +424,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 for w in &warnings {
                     ordsim::stderr_line(w);
                 }
+                // After the summary: a write that fails (a full disk) does not lose the run's
+                // figures.
+                if let Some(set) = out_set {
+                    set.write(&r, &file)?;
+                }
             } else {
                 out!(
                     "{}\n{}",
@@ -435,6 +437,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 );
                 for w in &warnings {
                     outln!("{w}");
+                }
+                if let Some(set) = out_set {
+                    set.write(&r, &file)?;
                 }
                 if let Some(dir) = &out {
                     outln!(
