@@ -504,7 +504,7 @@ fn history(dir: &std::path::Path) -> std::path::PathBuf {
 /// Class 5: every enum-valued flag, given its value in the wrong case, suggests the value (exit
 /// 2), as `--strategy`, `--anomaly` and the scenario's fields did. Before: `--kind State` said
 /// "one of state, command", `--guarantee`, a judged file's `event` and a `version` likewise
-/// without a suggestion; `--doc Strategies` got clap's list without one; `sim bench --strategy
+/// without a suggestion; a judged CSV's `Sequence` column got "seq: missing" at every row; `--doc Strategies` got clap's list without one; `sim bench --strategy
 /// Single` said only "unknown strategy".
 #[test]
 fn class5_enum_values_suggest_the_value_meant() {
@@ -514,6 +514,8 @@ fn class5_enum_values_suggest_the_value_meant() {
     let h = h.to_str().unwrap();
     let events = dir.join("events.csv");
     std::fs::write(&events, "time,event,key,seq,node\n1,Produce,1,1,p0\n").unwrap();
+    let columns = dir.join("columns.csv");
+    std::fs::write(&columns, "time,event,key,Sequence,node\n1,produce,1,1,p0\n").unwrap();
     let kafka = dir.join("kafka.toml");
     std::fs::write(
         &kafka,
@@ -534,6 +536,7 @@ fn class5_enum_values_suggest_the_value_meant() {
             "stale_writes",
         ),
         (vec!["judge", events.to_str().unwrap()], "produce"),
+        (vec!["judge", columns.to_str().unwrap()], "seq"),
         (vec!["list", "--doc", "Strategies"], "strategies"),
         (
             vec![

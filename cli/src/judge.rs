@@ -431,13 +431,22 @@ pub fn parse_csv_rows(text: &str) -> Result<Vec<Row>, JudgeError> {
         }
         cols.extend(at.first().map(|&c| (field, c)));
     }
-    for need in ["time", "event", "key"] {
-        if !cols.iter().any(|&(f, _)| f == need) {
+    for need in ["time", "event", "key", "seq"] {
+        let has = |f: &str| cols.iter().any(|&(c, _)| c == f);
+        let given = has(need) || (need == "seq" && has("version"));
+        if !given {
+            // A column of another name that is close (`Sequence`, `evnt`): the one meant.
+            let meant = headers
+                .iter()
+                .filter(|h| !FIELDS.iter().any(|f| h.eq_ignore_ascii_case(f)))
+                .find(|h| sim::suggest::closest(&h.to_ascii_lowercase(), [need]).is_some())
+                .map(|h| format!("; column {h:?}: did you mean `{need}`?"))
+                .unwrap_or_default();
             return Err(JudgeError::Field {
                 line: 1,
                 field: need,
                 why: format!(
-                    "no such column: the header row names time, event, key, seq (or version) and node (got {})",
+                    "no such column: the header row names time, event, key, seq (or version) and node (got {}){meant}",
                     headers.iter().collect::<Vec<_>>().join(",")
                 ),
             });
