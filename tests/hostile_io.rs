@@ -300,7 +300,8 @@ fn class7_concurrent_writer_and_unwritable_out_are_refused() {
         "--out",
         blocker.join("out").to_str().unwrap(),
     ]);
-    assert_eq!(r.status.code(), Some(1), "{}", text(&r.stderr));
+    // Bad input, exit 2 (round five).
+    assert_eq!(r.status.code(), Some(2), "{}", text(&r.stderr));
     // Refused before the run: nothing of a run (its table) was printed.
     assert!(text(&r.stdout).is_empty(), "{}", text(&r.stdout));
 }
@@ -587,7 +588,8 @@ fn class7_a_failed_command_leaves_no_folder_it_made() {
                 "--out",
                 os,
             ],
-            1,
+            // An unwritable --trace is bad input, found before the run (round five).
+            2,
         ),
     ] {
         let r = sim(&args);
@@ -608,7 +610,7 @@ fn class7_a_failed_command_leaves_no_folder_it_made() {
 
 /// An `--out` that names an existing file, or a folder under one, says so, for every command
 /// that writes a folder (the system's words were "File exists (os error 17)" and "Not a
-/// directory"), before any run.
+/// directory"), before any run, with exit code 2 (bad input).
 #[test]
 fn class7_an_out_that_is_a_file_says_so() {
     crate::common::at_root();
@@ -644,7 +646,8 @@ fn class7_an_out_that_is_a_file_says_so() {
         ] {
             let r = sim(&args);
             let err = text(&r.stderr);
-            assert_eq!(r.status.code(), Some(1), "{args:?}: {err}");
+            // Bad input, exit 2 (round five; it was 1, as a write failing after the work).
+            assert_eq!(r.status.code(), Some(2), "{args:?}: {err}");
             assert!(err.contains(&says), "{args:?}: {err}");
             assert!(err.contains("--out names a folder"), "{args:?}: {err}");
             assert!(text(&r.stdout).is_empty(), "{args:?}: {}", text(&r.stdout));

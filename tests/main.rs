@@ -18,6 +18,7 @@ mod ha;
 mod hostile;
 mod hostile3;
 mod hostile4;
+mod hostile5;
 mod hostile_io;
 mod judge;
 mod kafka_leaders;

@@ -343,9 +343,8 @@ pub fn bench(opts: &BenchOptions) -> Result<BenchReport, CliError> {
             .cloned()
             .ok_or_else(|| CliError::Usage("the scenario lists no strategy".into()))?,
     };
-    if !strategies::is_known(&strategy) {
-        return Err(CliError::Usage(format!("unknown strategy {strategy:?}")));
-    }
+    // The message of every --strategy: the known names, the closest one.
+    crate::check_strategy_names(std::slice::from_ref(&strategy))?;
     let plan = FaultPlan::resolve(&sc, seed);
     let run_opts = RunOptions {
         seed,

@@ -144,9 +144,11 @@ impl Tolerance {
             return Ok(());
         }
         let Some(slot) = self.absolute.iter_mut().find(|(m, _)| m == name) else {
+            let mut known = vec!["rel"];
+            known.extend(metrics_for(true));
             return Err(format!(
-                "--tolerance {arg:?}: unknown metric {name:?} (rel, or one of: {})",
-                metrics_for(true).join(", ")
+                "--tolerance {arg:?}: unknown metric {name:?}: {}",
+                crate::one_of(name, &known)
             ));
         };
         self.given.push(name.to_string());
@@ -593,6 +595,14 @@ pub fn sim_runs(
     let out: Vec<Result<Option<Metrics>, CliError>> = seeds
         .par_iter()
         .map(|&seed| {
+            // Ctrl-C (`sim calibrate` installs the handler): stop here, not after every seed.
+            if crate::interrupt::interrupted() {
+                return Err(CliError::Interrupted {
+                    done: 0,
+                    total: 0,
+                    resume: String::new(),
+                });
+            }
             let plan = FaultPlan::resolve(sc, seed);
             let opts = RunOptions {
                 seed,

@@ -270,7 +270,7 @@ fn row_of(line: u64, get: &dyn Fn(&str) -> Option<String>) -> Result<Row, JudgeE
             let names: Vec<&str> = KINDS.iter().map(|(n, _)| *n).collect();
             field(
                 "event",
-                format!("{ev:?} is not an event: one of {}", names.join(", ")),
+                format!("{ev:?} is not an event: {}", crate::one_of(&ev, &names)),
             )
         })?;
     let key = need("key")?;
@@ -431,13 +431,22 @@ pub fn parse_csv_rows(text: &str) -> Result<Vec<Row>, JudgeError> {
         }
         cols.extend(at.first().map(|&c| (field, c)));
     }
-    for need in ["time", "event", "key"] {
-        if !cols.iter().any(|&(f, _)| f == need) {
+    for need in ["time", "event", "key", "seq"] {
+        let has = |f: &str| cols.iter().any(|&(c, _)| c == f);
+        let given = has(need) || (need == "seq" && has("version"));
+        if !given {
+            // A column of another name that is close (`Sequence`, `evnt`): the one meant.
+            let meant = headers
+                .iter()
+                .filter(|h| !FIELDS.iter().any(|f| h.eq_ignore_ascii_case(f)))
+                .find(|h| sim::suggest::closest(&h.to_ascii_lowercase(), [need]).is_some())
+                .map(|h| format!("; column {h:?}: did you mean `{need}`?"))
+                .unwrap_or_default();
             return Err(JudgeError::Field {
                 line: 1,
                 field: need,
                 why: format!(
-                    "no such column: the header row names time, event, key, seq (or version) and node (got {})",
+                    "no such column: the header row names time, event, key, seq (or version) and node (got {}){meant}",
                     headers.iter().collect::<Vec<_>>().join(",")
                 ),
             });
@@ -927,9 +936,10 @@ pub const GUARANTEES: [&str; 2] = ["ordering_violations", "stale_writes"];
 /// Reads and judges a history.
 pub fn judge(req: &JudgeRequest) -> Result<Judged, CliError> {
     if let Some(g) = req.guarantee.as_deref().filter(|g| !GUARANTEES.contains(g)) {
-        return Err(CliError::Usage(format!(
-            "--guarantee {g:?}: one of {}",
-            GUARANTEES.join(", ")
+        return Err(CliError::Usage(crate::not_one_of(
+            "--guarantee",
+            g,
+            &GUARANTEES,
         )));
     }
     let (name, text) = trace::read_history_text(&req.file)?;

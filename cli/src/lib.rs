@@ -92,6 +92,15 @@ pub enum CliError {
         /// Why.
         reason: String,
     },
+    /// An output path that cannot be written (a folder under a file, one that does not exist, a
+    /// directory where a file goes): bad input, found before any work (exit 2).
+    #[error("cannot write {path}: {reason}")]
+    Unwritable {
+        /// Where.
+        path: String,
+        /// Why, in the user's words.
+        reason: String,
+    },
     /// `sim live`: a broker did not start, or the live history broke a checker self-check (exit 1).
     #[error("sim live: {0}")]
     Live(String),
@@ -101,7 +110,7 @@ impl CliError {
     /// 2 for bad input, 1 for failures.
     pub fn exit_code(&self) -> i32 {
         match self {
-            CliError::Scenario(_) | CliError::Usage(_) => 2,
+            CliError::Scenario(_) | CliError::Usage(_) | CliError::Unwritable { .. } => 2,
             CliError::Run { .. }
             | CliError::Output { .. }
             | CliError::Live(_)
@@ -215,6 +224,34 @@ pub fn check_max_events(max_events: Option<u64>) -> Result<(), CliError> {
     Ok(())
 }
 
+/// "one of A, B, C", with "; did you mean `A`?" when the value is close to one (a wrong case, a
+/// letter off): the message of every enum-valued flag, as the scenario loader's for its fields.
+pub fn one_of(value: &str, allowed: &[&str]) -> String {
+    format!(
+        "one of {}{}",
+        allowed.join(", "),
+        sim::suggest::did_you_mean(value, allowed.iter().copied())
+    )
+}
+
+/// `FLAG "VALUE": one of ...` ([`one_of`]).
+pub fn not_one_of(flag: &str, value: &str, allowed: &[&str]) -> String {
+    format!("{flag} {value:?}: {}", one_of(value, allowed))
+}
+
+/// Checks that `count` seeds from `first` (`first`, `first + 1`, ...) stay within `u64`: what
+/// is wrong, naming `flags` (the flags or fields that chose them), if they do not.
+pub fn check_seed_range(first: u64, count: u64, flags: &str) -> Result<(), String> {
+    if count > 0 && first.checked_add(count - 1).is_none() {
+        return Err(format!(
+            "{count} seeds from {first} ({flags}) pass the largest seed, {}: choose a smaller \
+             first seed",
+            u64::MAX
+        ));
+    }
+    Ok(())
+}
+
 /// Checks `--max-sim-time`: above 0, as `--max-events` is at least 1 (a run cut off at time 0
 /// produces nothing, and its empty table read `ok`).
 pub fn check_max_sim_time(max_sim_time: Option<u64>) -> Result<(), CliError> {
@@ -249,11 +286,28 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
 /// Fails, before any work, when a file the command would write is one of its inputs: writing it
 /// would destroy the input (`sim run s.toml --trace s.toml`, `sim check s.toml --junit s.toml`,
 /// `sim judge D/history.jsonl --out D`). `outputs` are `(flag, path)`; an input `-` (standard
-/// input) is no file.
+/// input) is no file. An output that is an existing folder (`DIR/summary.csv/`) is refused too:
+/// the file could not replace it, and the failure would come after the work.
 pub fn refuse_writing_over_inputs(
     outputs: &[(&str, PathBuf)],
     inputs: &[&Path],
 ) -> Result<(), CliError> {
+    for (flag, out) in outputs {
+        if out.is_dir() {
+            return Err(CliError::Unwritable {
+                path: out.display().to_string(),
+                reason: format!(
+                    "it is a directory, where {flag} writes a file: move it away, or choose \
+                     another {}",
+                    if flag.ends_with("--out") {
+                        "folder"
+                    } else {
+                        "path"
+                    }
+                ),
+            });
+        }
+    }
     for (flag, out) in outputs {
         for input in inputs.iter().filter(|i| i.as_os_str() != "-") {
             if same_file(out, input) {
@@ -544,7 +598,7 @@ pub fn create_dir(dir: &Path) -> Result<(), CliError> {
             .ancestors()
             .filter(|a| !a.as_os_str().is_empty())
             .find(|a| std::fs::metadata(a).is_ok_and(|m| !m.is_dir()));
-        CliError::Output {
+        CliError::Unwritable {
             path: dir.display().to_string(),
             reason: match file {
                 Some(f) if f == dir => {
@@ -558,6 +612,40 @@ pub fn create_dir(dir: &Path) -> Result<(), CliError> {
             },
         }
     })
+}
+
+/// Checks, before any work, that `flag`'s file `path` can be written where it is (its folder
+/// exists and takes a new file; the path is no folder), as [`create_dir`] checks an `--out`
+/// folder: an error at the end of the work would come after the work.
+pub fn check_writable_file(flag: &str, path: &Path) -> Result<(), CliError> {
+    let bad = |reason: String| CliError::Unwritable {
+        path: path.display().to_string(),
+        reason,
+    };
+    if path.is_dir() {
+        return Err(bad(format!(
+            "it is a directory ({flag} names a file to write)"
+        )));
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        let file = parent
+            .ancestors()
+            .filter(|a| !a.as_os_str().is_empty())
+            .find(|a| std::fs::metadata(a).is_ok_and(|m| !m.is_dir()));
+        return Err(bad(match file {
+            Some(f) => format!("{} exists and is not a directory", f.display()),
+            None => format!("the folder {} does not exist", parent.display()),
+        }));
+    }
+    // A new file beside it, as write_atomic's temporary file will be (a read-only folder).
+    let probe = parent.join(format!(".sim-probe-{}", std::process::id()));
+    std::fs::File::create(&probe).map_err(|e| bad(e.to_string()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
 }
 
 /// Writes a chart as `NAME.svg` and `NAME.png` under `dir`.

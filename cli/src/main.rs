@@ -238,7 +238,7 @@ enum Command {
         /// Print one generated section of the docs (docs/scenarios.md's strategy and `[[fault]]`
         /// tables), from its one source in the code.
         #[arg(long, value_name = "SECTION", conflicts_with_all = ["params", "metrics"],
-              value_parser = clap::builder::PossibleValuesParser::new(ordsim::DOC_SECTIONS))]
+              value_parser = doc_section)]
         doc: Option<String>,
     },
     /// Run a grid of parameter values x seeds x strategies in parallel: runs.csv (one row per run),
@@ -320,6 +320,16 @@ enum Command {
     },
 }
 
+/// `--doc`'s value: one of [`ordsim::DOC_SECTIONS`] (clap's own message suggested nothing for a
+/// wrong case).
+fn doc_section(s: &str) -> Result<String, String> {
+    if ordsim::DOC_SECTIONS.contains(&s) {
+        Ok(s.to_string())
+    } else {
+        Err(ordsim::one_of(s, &ordsim::DOC_SECTIONS))
+    }
+}
+
 /// `print!` that returns the write error instead of panicking (a closed pipe, a full disk).
 macro_rules! out {
     ($($arg:tt)*) => {
@@ -399,11 +409,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 .unwrap_or_default();
             outputs.extend(trace.clone().map(|t| ("--trace", t)));
             ordsim::refuse_writing_over_inputs(&outputs, &[&file])?;
+            if let Some(t) = &trace {
+                ordsim::check_writable_file("--trace", t)?;
+            }
             let out_set = out.as_deref().map(ordsim::OutputSet::prepare).transpose()?;
             let r = ordsim::run_scenario(sc, &file, &req, trace.as_deref())?;
-            if let Some(set) = out_set {
-                set.write(&r, &file)?;
-            }
             let mut warnings = ordsim::report::unsettled_warnings(&r.summary, &r.scenario);
             warnings.extend(trace.as_deref().and_then(|t| {
                 ordsim::trace::unreadable_history_warning(t, ordsim::trace::MAX_HISTORY_BYTES)
@@ -414,6 +424,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 for w in &warnings {
                     ordsim::stderr_line(w);
                 }
+                // After the summary: a write that fails (a full disk) does not lose the run's
+                // figures.
+                if let Some(set) = out_set {
+                    set.write(&r, &file)?;
+                }
             } else {
                 out!(
                     "{}\n{}",
@@ -422,6 +437,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 );
                 for w in &warnings {
                     outln!("{w}");
+                }
+                if let Some(set) = out_set {
+                    set.write(&r, &file)?;
                 }
                 if let Some(dir) = &out {
                     outln!(
@@ -597,7 +615,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             let kind = kind
                 .map(|k| {
                     serde_json::from_value(serde_json::Value::String(k.clone())).map_err(|_| {
-                        CliError::Usage(format!("--kind {k:?}: one of state, command"))
+                        CliError::Usage(ordsim::not_one_of("--kind", &k, &["state", "command"]))
                     })
                 })
                 .transpose()?;
@@ -682,6 +700,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 let files = ordsim::check::scenario_files(&paths)?;
                 let inputs: Vec<&std::path::Path> = files.iter().map(|p| p.as_path()).collect();
                 ordsim::refuse_writing_over_inputs(&[("--junit", path.clone())], &inputs)?;
+                ordsim::check_writable_file("--junit", path)?;
             }
             let report = ordsim::check::check_with(
                 &paths,

@@ -384,7 +384,7 @@ impl Broker {
             self.port,
             timeout,
             &format!("broker {}", self.name),
-            &log.display().to_string(),
+            &[&log],
         )
     }
 
@@ -413,13 +413,14 @@ pub(super) fn reap(child: &mut Option<Child>) {
 
 /// Waits until the starting process in `child` answers CONNECT on its STOMP `port` (at most
 /// `timeout`): the instant it answered. On Ctrl-C or the timeout the process is killed and
-/// reaped; if it exits it is reaped, and the error names `what` and where its `logs` are.
+/// reaped; if it exits it is reaped, and the error names `what` and quotes the end of its `logs`
+/// (they live in the run's temporary directory, removed before the error is printed).
 pub(super) fn await_stomp(
     child: &mut Option<Child>,
     port: u16,
     timeout: Duration,
     what: &str,
-    logs: &str,
+    logs: &[&Path],
 ) -> Result<Instant, String> {
     let t0 = Instant::now();
     loop {
@@ -432,7 +433,8 @@ pub(super) fn await_stomp(
                 unregister(c.id());
                 *child = None;
                 return Err(format!(
-                    "{what} exited ({status}) while starting; see {logs}"
+                    "{what} exited ({status}) while starting{}",
+                    log_tails(logs)
                 ));
             }
         }
@@ -444,12 +446,51 @@ pub(super) fn await_stomp(
         if t0.elapsed() > timeout {
             reap(child);
             return Err(format!(
-                "{what} did not open STOMP port {port} within {timeout:?}"
+                "{what} did not open STOMP port {port} within {timeout:?}{}",
+                log_tails(logs)
             ));
         }
         // Tried every 10 ms: the port's opening is reported as the restart's end.
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// The last lines of each log in `logs` that has any, for an error: "; the end of LOG: ...".
+fn log_tails(logs: &[&Path]) -> String {
+    const LINES: usize = 8;
+    let mut out = String::new();
+    for log in logs {
+        // A log is a file or a folder of them (RabbitMQ's `log`): the files directly in it.
+        let files: Vec<PathBuf> = if log.is_dir() {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(log)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_file())
+                .collect();
+            v.sort();
+            v
+        } else {
+            vec![log.to_path_buf()]
+        };
+        for f in files {
+            let Ok(bytes) = std::fs::read(&f) else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&bytes);
+            let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+            if lines.is_empty() {
+                continue;
+            }
+            let name = f.file_name().unwrap_or_default().to_string_lossy();
+            out.push_str(&format!(
+                "; the end of its {name}:\n    {}",
+                lines[lines.len().saturating_sub(LINES)..].join("\n    ")
+            ));
+        }
+    }
+    out
 }
 
 impl Drop for Broker {

@@ -59,7 +59,9 @@ pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
                 )));
             }
             out.extend(v);
-        } else if p.is_file() {
+        } else if p.exists() {
+            // Read as every scenario is (`load_all`): a FIFO or a device is refused there, by
+            // what it is.
             out.push(p.clone());
         } else {
             return Err(CliError::Usage(format!("{}: no such file", p.display())));
@@ -81,8 +83,7 @@ fn load_all(files: &[PathBuf]) -> Result<Vec<Loaded>, CliError> {
     let mut out = Vec::new();
     let mut refused = Vec::new();
     for f in files {
-        let text = std::fs::read_to_string(f)
-            .map_err(|e| CliError::Usage(format!("{}: {e}", f.display())))?;
+        let text = sim::scenario::read_scenario_text(f)?;
         let sc = crate::load_text(&f.display().to_string(), &text)?;
         let names = sc.strategies.clone();
         let r = refusals(&text, &sc, &names);
@@ -105,6 +106,23 @@ fn load_all(files: &[PathBuf]) -> Result<Vec<Loaded>, CliError> {
             "sim calibrate cannot stage faithfully:\n  {}",
             refused.join("\n  ")
         )));
+    }
+    // Each scenario's chart and histories go by its name (as a file name): two of one name
+    // (one file given twice, or `a/s.toml` and `b/s.toml`) would write over each other.
+    for (i, l) in out.iter().enumerate() {
+        let stem = calibrate::file_stem(&l.name);
+        if let Some(first) = out[..i]
+            .iter()
+            .find(|o| calibrate::file_stem(&o.name) == stem)
+        {
+            return Err(CliError::Usage(format!(
+                "{} and {} are both named {:?} (charts and histories go by the name, as \
+                 calibration-{stem}.svg): give one of them another `name`, or calibrate them apart",
+                first.file.display(),
+                l.file.display(),
+                l.name
+            )));
+        }
     }
     Ok(out)
 }
@@ -129,16 +147,175 @@ fn brokers_at(loaded: &[Loaded]) -> String {
     v.join("; ")
 }
 
+/// One scenario of `sim calibrate`: its strategies' rows are pushed to `rows` as each one's
+/// live runs end (counted in `done`), its table printed and added to `text`, its chart written.
+fn calibrate_one(
+    l: &Loaded,
+    req: &CalibrateRequest,
+    rows: &mut Vec<Row>,
+    done: &mut u64,
+    text: &mut String,
+) -> Result<(), CliError> {
+    let seed0 = l.sc.seed;
+    let file = l.file.display().to_string();
+    let head = format!(
+        "\n{} ({file}): simulator seeds {}..{}, live seeds {}..{}\n",
+        l.name,
+        seed0,
+        seed0 + req.sim_seeds - 1,
+        seed0,
+        seed0 + u64::from(req.runs) - 1
+    ) + &super::rabbit_plan::version_notes(&l.sc, &l.sc.strategies);
+    crate::stdout_write(&head)?;
+    for &s in &l.strategies {
+        let name = strategy_name(s);
+        let sim = calibrate::sim_runs(&l.sc, &file, name, seed0..=seed0 + req.sim_seeds - 1)?;
+        let mut live = Vec::new();
+        for i in 0..req.runs {
+            let seed = seed0 + u64::from(i);
+            let t0 = Instant::now();
+            let p = plan(&l.sc, s, seed, req.drain_timeout).map_err(CliError::Usage)?;
+            let r = run::run(&p).map_err(|e| {
+                if e == "interrupted" {
+                    interrupted()
+                } else {
+                    CliError::Live(format!("{} {name} seed {seed}: {e}", l.name))
+                }
+            })?;
+            if let Some(dir) = &req.out {
+                let hdir = dir.join("histories").join(calibrate::file_stem(&l.name));
+                crate::create_dir(&hdir)?;
+                write_history(&hdir, &l.sc, &l.file, name, seed, &r.events)?;
+            }
+            let (notes, _) = super::run_notes(&format!("  live {name} seed {seed}"), &r);
+            eprint!("{notes}");
+            let m = judge(&r.events, l.sc.workload.keys, l.sc.workload.kind)
+                .map_err(|e| CliError::Live(format!("{} {name} seed {seed}: {e}", l.name)))?;
+            // Progress on standard error: the table on standard output stays clean.
+            eprintln!(
+                "  live {name} seed {seed}: {:.1} s, violations {} dups {} redeliv {} lost {} p50 {:.1} ms p99 {:.1} ms",
+                t0.elapsed().as_secs_f64(),
+                m.ordering_violations,
+                m.duplicates,
+                m.redeliveries,
+                m.lost,
+                m.latency_ms.p50,
+                m.latency_ms.p99
+            );
+            live.push((seed, m));
+            *done += 1;
+        }
+        rows.extend(calibrate::rows(
+            &calibrate::metrics_for(super::rolls_back(&l.sc)),
+            &l.name,
+            &file,
+            name,
+            &sim,
+            &live,
+            &req.tolerance,
+        ));
+    }
+    let t = calibrate::table(rows);
+    crate::stdout_write(&t)?;
+    text.push_str(&head);
+    text.push_str(&t);
+    if let Some(dir) = &req.out {
+        let fig = crate::charts::calibration_chart(
+            &format!(
+                "{}: simulator ({} seed{}) vs live {} ({} run{})",
+                l.name,
+                req.sim_seeds,
+                if req.sim_seeds == 1 { "" } else { "s" },
+                match super::rabbit_plan::broker_of(&l.sc) {
+                    crate::staging::LiveBroker::ActiveMq => "ActiveMQ".to_string(),
+                    crate::staging::LiveBroker::RabbitMq => super::rabbit_plan::product(&l.sc),
+                },
+                req.runs,
+                if req.runs == 1 { "" } else { "s" }
+            ),
+            rows,
+        )
+        .map_err(|e| CliError::Output {
+            path: dir.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        crate::write_figure(
+            dir,
+            &format!("calibration-{}", calibrate::file_stem(&l.name)),
+            &fig,
+        )?;
+    }
+    Ok(())
+}
+
+/// Ctrl-C during `sim calibrate` (its counts are filled in by [`keep_partial`]).
+fn interrupted() -> CliError {
+    CliError::Interrupted {
+        done: 0,
+        total: 0,
+        resume: String::new(),
+    }
+}
+
+/// After an interrupt or a failure: the rows gathered so far are kept. The finished strategies
+/// of the scenario in hand (`rows`) are printed as a table, and with --out every row so far goes
+/// to calibration.csv; an interrupt's counts say how many live runs ended.
+fn keep_partial(
+    e: CliError,
+    req: &CalibrateRequest,
+    all: &mut Vec<Row>,
+    rows: Vec<Row>,
+    done: u64,
+    total: u64,
+) -> CliError {
+    if !rows.is_empty() && crate::stdout_write(&calibrate::table(&rows)).is_err() {
+        return CliError::BrokenPipe;
+    }
+    all.extend(rows);
+    if let (Some(dir), false) = (&req.out, all.is_empty()) {
+        if let Err(w) = write_csv(dir, all) {
+            return w;
+        }
+        crate::stderr_line(&format!(
+            "wrote the {} row(s) gathered before the error to {}/calibration.csv",
+            all.len(),
+            dir.display()
+        ));
+    }
+    match e {
+        CliError::Interrupted { .. } => CliError::Interrupted {
+            done,
+            total,
+            resume: "sim calibrate (a live run cannot be resumed: this runs every run again)"
+                .into(),
+        },
+        e => e,
+    }
+}
+
 /// `sim calibrate`.
 pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
     if req.runs == 0 {
         return Err(CliError::Usage("--runs must be at least 1".into()));
     }
-    if req.sim_seeds == 0 {
-        return Err(CliError::Usage("--sim-seeds must be at least 1".into()));
+    if req.sim_seeds == 0 || req.sim_seeds > crate::sweep::MAX_RUNS {
+        return Err(CliError::Usage(format!(
+            "--sim-seeds {}: must be between 1 and {} (the runs a sweep may have)",
+            req.sim_seeds,
+            crate::sweep::MAX_RUNS
+        )));
     }
     let files = scenario_files(&req.paths)?;
     let loaded = load_all(&files)?;
+    for l in &loaded {
+        for (count, flag) in [
+            (req.sim_seeds, "--sim-seeds"),
+            (u64::from(req.runs), "--runs"),
+        ] {
+            crate::check_seed_range(l.sc.seed, count, &format!("the scenario's seed, {flag}"))
+                .map_err(|e| CliError::Usage(format!("{}: {e}", l.file.display())))?;
+        }
+    }
     for l in &loaded {
         if let Some(why) = super::rabbit_plan::missing(&l.sc) {
             return Err(CliError::Usage(format!("sim calibrate needs {why}")));
@@ -151,6 +328,20 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
         return Err(CliError::Usage(why));
     }
     if let Some(dir) = &req.out {
+        // No output over an input: calibration.csv, each scenario's chart, its histories.
+        let mut outputs = vec![("--out", dir.join("calibration.csv"))];
+        for l in &loaded {
+            let fig = format!("calibration-{}", calibrate::file_stem(&l.name));
+            outputs.push(("--out", dir.join(format!("{fig}.svg"))));
+            outputs.push(("--out", dir.join(format!("{fig}.png"))));
+        }
+        let inputs: Vec<&Path> = loaded.iter().map(|l| l.file.as_path()).collect();
+        crate::refuse_writing_over_inputs(&outputs, &inputs)?;
+        for l in &loaded {
+            let hdir = dir.join("histories").join(calibrate::file_stem(&l.name));
+            let names: Vec<String> = l.sc.strategies.clone();
+            super::refuse_histories_over_inputs(&hdir, &names, l.sc.seed, req.runs, &inputs)?;
+        }
         crate::create_dir(dir)?;
     }
     broker::install_interrupt_handler();
@@ -164,101 +355,16 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
         req.tolerance.describe()
     );
     crate::stdout_write(&text)?;
+    let total: u64 = loaded
+        .iter()
+        .map(|l| l.strategies.len() as u64 * u64::from(req.runs))
+        .sum();
     let mut all = Vec::new();
+    let mut done = 0u64;
     for l in &loaded {
-        let seed0 = l.sc.seed;
-        let file = l.file.display().to_string();
-        let head = format!(
-            "\n{} ({file}): simulator seeds {}..{}, live seeds {}..{}\n",
-            l.name,
-            seed0,
-            seed0 + req.sim_seeds - 1,
-            seed0,
-            seed0 + req.runs as u64 - 1
-        ) + &super::rabbit_plan::version_notes(&l.sc, &l.sc.strategies);
-        crate::stdout_write(&head)?;
         let mut rows = Vec::new();
-        for &s in &l.strategies {
-            let name = strategy_name(s);
-            let sim = calibrate::sim_runs(&l.sc, &file, name, seed0..=seed0 + req.sim_seeds - 1)?;
-            let mut live = Vec::new();
-            for i in 0..req.runs {
-                let seed = seed0 + i as u64;
-                let t0 = Instant::now();
-                let p = plan(&l.sc, s, seed, req.drain_timeout).map_err(CliError::Usage)?;
-                let r = run::run(&p).map_err(|e| {
-                    if e == "interrupted" {
-                        CliError::Interrupted {
-                            done: all.len() as u64,
-                            total: 0,
-                            resume: "sim calibrate (a live run cannot be resumed; run it again)"
-                                .into(),
-                        }
-                    } else {
-                        CliError::Live(format!("{} {name} seed {seed}: {e}", l.name))
-                    }
-                })?;
-                if let Some(dir) = &req.out {
-                    let hdir = dir.join("histories").join(calibrate::file_stem(&l.name));
-                    crate::create_dir(&hdir)?;
-                    write_history(&hdir, &l.sc, &l.file, name, seed, &r.events)?;
-                }
-                let (notes, _) = super::run_notes(&format!("  live {name} seed {seed}"), &r);
-                eprint!("{notes}");
-                let m = judge(&r.events, l.sc.workload.keys, l.sc.workload.kind)
-                    .map_err(|e| CliError::Live(format!("{} {name} seed {seed}: {e}", l.name)))?;
-                // Progress on standard error: the table on standard output stays clean.
-                eprintln!(
-                    "  live {name} seed {seed}: {:.1} s, violations {} dups {} redeliv {} lost {} p50 {:.1} ms p99 {:.1} ms",
-                    t0.elapsed().as_secs_f64(),
-                    m.ordering_violations,
-                    m.duplicates,
-                    m.redeliveries,
-                    m.lost,
-                    m.latency_ms.p50,
-                    m.latency_ms.p99
-                );
-                live.push((seed, m));
-            }
-            rows.extend(calibrate::rows(
-                &calibrate::metrics_for(super::rolls_back(&l.sc)),
-                &l.name,
-                &file,
-                name,
-                &sim,
-                &live,
-                &req.tolerance,
-            ));
-        }
-        let t = calibrate::table(&rows);
-        crate::stdout_write(&t)?;
-        text.push_str(&head);
-        text.push_str(&t);
-        if let Some(dir) = &req.out {
-            let fig = crate::charts::calibration_chart(
-                &format!(
-                    "{}: simulator ({} seed{}) vs live {} ({} run{})",
-                    l.name,
-                    req.sim_seeds,
-                    if req.sim_seeds == 1 { "" } else { "s" },
-                    match super::rabbit_plan::broker_of(&l.sc) {
-                        crate::staging::LiveBroker::ActiveMq => "ActiveMQ".to_string(),
-                        crate::staging::LiveBroker::RabbitMq => super::rabbit_plan::product(&l.sc),
-                    },
-                    req.runs,
-                    if req.runs == 1 { "" } else { "s" }
-                ),
-                &rows,
-            )
-            .map_err(|e| CliError::Output {
-                path: dir.display().to_string(),
-                reason: e.to_string(),
-            })?;
-            crate::write_figure(
-                dir,
-                &format!("calibration-{}", calibrate::file_stem(&l.name)),
-                &fig,
-            )?;
+        if let Err(e) = calibrate_one(l, req, &mut rows, &mut done, &mut text) {
+            return Err(keep_partial(e, req, &mut all, rows, done, total));
         }
         all.extend(rows);
     }

@@ -205,26 +205,22 @@ pub fn refusals_for(text: &str, sc: &Scenario, strategies: &[String], own: bool)
     let all_db = strategies
         .iter()
         .all(|s| !matches!(db::strategy_of(s, sc), Ok(None)));
-    for f in sc
-        .faults
-        .iter()
-        // db_outage: staged for the db handlers, refused below for the others.
-        .filter(|f| {
-            let staged = if own {
-                // A pause is a SIGSTOP of the user's process; a blip cuts its proxies
-                // ([`proxy`]); poison is refused above; the database the consumers write refuses
-                // connections during a db_outage.
-                f.kind.spec().live
-                    || matches!(
-                        f.kind,
-                        FaultKind::ConsumerPause | FaultKind::NetworkBlip | FaultKind::DbOutage
-                    )
-            } else {
-                f.kind.spec().live || f.kind == FaultKind::DbOutage
-            };
-            !staged
-        })
-    {
+    // db_outage: staged for the db handlers, refused below for the others.
+    let staged_kind = |k: FaultKind| {
+        if own {
+            // A pause is a SIGSTOP of the user's process; a blip cuts its proxies ([`proxy`]);
+            // poison is refused above; the database the consumers write refuses connections
+            // during a db_outage.
+            k.spec().live
+                || matches!(
+                    k,
+                    FaultKind::ConsumerPause | FaultKind::NetworkBlip | FaultKind::DbOutage
+                )
+        } else {
+            k.spec().live || k == FaultKind::DbOutage
+        }
+    };
+    for f in sc.faults.iter().filter(|f| !staged_kind(f.kind)) {
         let staged: Vec<&str> = if own {
             vec![
                 "consumer_crash",
@@ -245,6 +241,24 @@ pub fn refusals_for(text: &str, sc: &Scenario, strategies: &[String], own: bool)
             f.kind.name(),
             staged.join(", ")
         ));
+    }
+    // A window staged as two actions (down, then up) needs its length: refused here, with the
+    // entry named, before any run (the plan of each run would refuse it too, later).
+    for (i, f) in sc.faults.iter().enumerate() {
+        let never = match f.kind {
+            FaultKind::BrokerCrash if f.node.is_none() => "a broker that never comes back",
+            FaultKind::ConsumerCrash => "a consumer that never comes back",
+            FaultKind::ConsumerPause => "a consumer that never resumes",
+            FaultKind::NetworkBlip => "a connection that never comes back",
+            FaultKind::DbOutage => "a database that never comes back",
+            _ => continue,
+        };
+        if f.duration.is_none() && staged_kind(f.kind) {
+            out.push(format!(
+                "fault[{i}].for: missing ({:?} without `for` is {never}, not staged)",
+                f.kind.name()
+            ));
+        }
     }
     if sc.consumers.count == 0 {
         out.push("consumers.count = 0".into());
@@ -534,8 +548,10 @@ fn own_consumer(
         .schema
         .as_ref()
         .map(|p| {
-            std::fs::read_to_string(p)
-                .map_err(|e| CliError::Usage(format!("--schema {}: {e}", p.display())))
+            let bytes = sim::scenario::read_bounded(p, sim::scenario::MAX_FILE_BYTES)
+                .map_err(|e| CliError::Usage(format!("--schema {}: {e}", p.display())))?;
+            String::from_utf8(bytes)
+                .map_err(|_| CliError::Usage(format!("--schema {}: not UTF-8 text", p.display())))
         })
         .transpose()?;
     let database = writes.is_some()
@@ -573,9 +589,9 @@ pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
                 .into(),
         ));
     }
-    let text = std::fs::read_to_string(&req.file)
-        .map_err(|e| CliError::Usage(format!("{}: {e}", req.file.display())))?;
-    let sc = crate::load_text(&req.file.display().to_string(), &text)?;
+    // Bounded, and a FIFO or a device refused before it is opened, as every command reads.
+    let text = sim::scenario::read_scenario_text(&req.file)?;
+    let sc = crate::load_text(&sim::scenario::display_path(&req.file), &text)?;
     let names = if req.strategies.is_empty() {
         sc.strategies.clone()
     } else {
@@ -593,6 +609,17 @@ pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
     if req.runs == 0 {
         return Err(CliError::Usage("--runs must be at least 1".into()));
     }
+    let seed0 = req.seed.unwrap_or(sc.seed);
+    crate::check_seed_range(
+        seed0,
+        u64::from(req.runs),
+        if req.seed.is_some() {
+            "--seed, --runs"
+        } else {
+            "the scenario's seed, --runs"
+        },
+    )
+    .map_err(CliError::Usage)?;
     if let Some(why) = rabbit_plan::missing(&sc) {
         return Err(CliError::Usage(format!("sim live needs {why}")));
     }
@@ -604,39 +631,63 @@ pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
         None => None,
     };
     if let Some(dir) = &req.out {
+        refuse_histories_over_inputs(dir, &names, seed0, req.runs, &[&req.file])?;
+        if let Some(schema) = &req.schema {
+            refuse_histories_over_inputs(dir, &names, seed0, req.runs, &[schema])?;
+        }
         crate::create_dir(dir)?;
     }
-    broker::install_interrupt_handler();
-    let seed0 = req.seed.unwrap_or(sc.seed);
-    let mut entries = Vec::new();
-    let mut notes = supplied_by_the_broker(&sc) + &rabbit_plan::version_notes(&sc, &names);
-    let mut off = Vec::new();
+    // Every run's plan before the first broker starts: a fault the plan cannot stage is refused
+    // now, not after the runs before it.
+    let mut plans = Vec::new();
     for name in &names {
         let strategy = LiveStrategy::parse(name).expect("refused above");
         for i in 0..req.runs {
-            let seed = seed0 + i as u64;
+            let seed = seed0 + u64::from(i);
             let mut p = plan(&sc, strategy, seed, req.drain_timeout).map_err(CliError::Usage)?;
             p.own = own.clone();
-            let r = run::run(&p).map_err(|e| live_error(&e, &entries))?;
+            plans.push((name, seed, p));
+        }
+    }
+    broker::install_interrupt_handler();
+    let total = plans.len() as u64;
+    let mut entries = Vec::new();
+    let mut notes = supplied_by_the_broker(&sc) + &rabbit_plan::version_notes(&sc, &names);
+    let mut off = Vec::new();
+    let mut failed = None;
+    for (name, seed, p) in &plans {
+        let (name, seed) = (*name, *seed);
+        let done = entries.len() as u64;
+        let one = (|| {
+            let r = run::run(p).map_err(|e| live_error(&e, done, total, &req.file))?;
             let (n, o) = run_notes(&format!("{name} seed {seed}"), &r);
-            notes.push_str(&n);
-            off.extend(o);
             if let Some(dir) = &req.out {
                 write_history(dir, &sc, &req.file, name, seed, &r.events)?;
             }
             let m = judge(&r.events, sc.workload.keys, sc.workload.kind)
                 .map_err(|e| CliError::Live(format!("{name} seed {seed}: {e}")))?;
-            let label = if req.runs > 1 {
-                format!("{name}@{seed}")
-            } else {
-                name.clone()
-            };
-            entries.push(
-                StrategySummary::new(label, Status::Ok, None, Some(m), Params::default())
-                    .judged(strategies::guarantee(name)),
-            );
-        }
+            Ok::<_, CliError>((n, o, m))
+        })();
+        let (n, o, m) = match one {
+            Ok(x) => x,
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        };
+        notes.push_str(&n);
+        off.extend(o);
+        let label = if req.runs > 1 {
+            format!("{name}@{seed}")
+        } else {
+            name.clone()
+        };
+        entries.push(
+            StrategySummary::new(label, Status::Ok, None, Some(m), Params::default())
+                .judged(strategies::guarantee(name)),
+        );
     }
+    let finished = entries.len();
     let summary = RunSummary {
         scenario: scenario_name(&sc, &req.file),
         seed: seed0,
@@ -646,10 +697,20 @@ pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
         "live: sim live {} (seeds {}..{}), {}\n{}{notes}",
         req.file.display(),
         seed0,
-        seed0 + req.runs as u64 - 1,
+        seed0 + u64::from(req.runs) - 1,
         broker_at(&sc),
         report::table(&summary)
     );
+    if let Some(e) = failed {
+        // The runs finished before an interrupt or a failure are kept: their table (and with
+        // --out their histories) before the error.
+        if finished > 0 {
+            crate::stdout_write(&format!(
+                "{text}({finished} of {total} run(s) finished before the error below)\n"
+            ))?;
+        }
+        return Err(e);
+    }
     Ok(LiveOutcome { text, off })
 }
 
@@ -667,17 +728,56 @@ pub fn broker_at(sc: &Scenario) -> String {
     }
 }
 
-/// A run's error as the CLI's.
-pub fn live_error(e: &str, done: &[StrategySummary]) -> CliError {
+/// A run's error as the CLI's: `done` of `total` runs of `file` had finished.
+pub fn live_error(e: &str, done: u64, total: u64, file: &Path) -> CliError {
     if e == "interrupted" {
         CliError::Interrupted {
-            done: done.len() as u64,
-            total: 0,
-            resume: "sim live FILE (a live run cannot be resumed; run it again)".into(),
+            done,
+            total,
+            resume: format!(
+                "sim live {} (a live run cannot be resumed: this runs every run again)",
+                file.display()
+            ),
         }
     } else {
         CliError::Live(e.to_string())
     }
+}
+
+/// Fails, before any run, when a history `--out DIR` would write (`DIR/STRATEGY-SEED.jsonl`, for
+/// `names` and the `runs` seeds from `seed0`) is one of the `inputs`: its name is matched, not
+/// every path listed (`--runs` may be large).
+pub fn refuse_histories_over_inputs(
+    dir: &Path,
+    names: &[String],
+    seed0: u64,
+    runs: u32,
+    inputs: &[&Path],
+) -> Result<(), CliError> {
+    for input in inputs {
+        let Some(stem) = input
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".jsonl"))
+        else {
+            continue;
+        };
+        let Some((name, seed)) = stem.rsplit_once('-') else {
+            continue;
+        };
+        let Ok(seed) = seed.parse::<u64>() else {
+            continue;
+        };
+        let ours =
+            names.iter().any(|n| n == name) && seed >= seed0 && seed - seed0 < u64::from(runs);
+        if ours {
+            crate::refuse_writing_over_inputs(
+                &[("--out", dir.join(input.file_name().unwrap_or_default()))],
+                &[input],
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// `DIR/STRATEGY-SEED.jsonl`: the trace header, then the events.

@@ -356,17 +356,13 @@ impl Process for Rabbit {
         let timeout = timeout.max(Duration::from_secs(180));
         // The definitions are imported before the STOMP listener starts: a CONNECT answered
         // means the queues exist.
-        let logs = format!(
-            "{} and {}",
-            self.dir.join("stdout.log").display(),
-            self.dir.join("log").display()
-        );
+        let (out, log) = (self.dir.join("stdout.log"), self.dir.join("log"));
         await_stomp(
             &mut self.child,
             self.port,
             timeout,
             &format!("broker {} (rabbitmq-server)", self.name),
-            &logs,
+            &[&out, &log],
         )
     }
 

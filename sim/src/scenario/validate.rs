@@ -85,13 +85,14 @@ fn version_problem(flavour: super::FlavourChoice, v: &str) -> Option<String> {
         .join(", ");
     let default = f.default_version().unwrap_or_default();
     Some(format!(
-        "{v:?} is not a {} version this model knows: one of {list} (default {default:?}{})",
+        "{v:?} is not a {} version this model knows: one of {list} (default {default:?}{}){}",
         f.name(),
         if allowed.last() == Some(&default) {
             ", the current release"
         } else {
             ""
-        }
+        },
+        crate::suggest::did_you_mean(v, allowed.iter().copied())
     ))
 }
 
@@ -104,6 +105,14 @@ pub fn validate(s: &Scenario) -> Vec<FieldError> {
         err(
             p(&["strategies"]),
             "list at least one strategy (see `sim list`)".into(),
+        );
+    }
+    // The scenario's name heads every table and names `sim report`'s folder: blank, it printed
+    // as "scenario : ...", and padded it is not the name it looks like.
+    if let Some(problem) = s.name.as_deref().and_then(blank_or_padded) {
+        err(
+            p(&["name"]),
+            format!("{problem} (leave `name` out to go by the file's name)"),
         );
     }
     let mut seen_strategies = std::collections::BTreeSet::new();
@@ -858,12 +867,12 @@ fn node_names(
 }
 
 /// What is wrong with a node's name (a broker's, a producer's, a consumer's), if anything: the
-/// first of empty, a control character, too long. Names appear in every table, trace line and
+/// first of empty, padded with whitespace, a control character, too long. Names appear in every table, trace line and
 /// timeline.
 fn name_problem(n: &str) -> Option<String> {
     let chars = n.chars().count();
-    if n.trim().is_empty() {
-        Some("must not be empty".into())
+    if let Some(problem) = blank_or_padded(n) {
+        Some(problem)
     } else if n.chars().any(crate::is_unsafe_char) {
         Some(format!(
             "{n:?} holds a control character (or a bidirectional formatting one); names appear in \
@@ -871,6 +880,23 @@ fn name_problem(n: &str) -> Option<String> {
         ))
     } else if chars > MAX_NAME_CHARS {
         Some(format!("at most {MAX_NAME_CHARS} characters, got {chars}"))
+    } else {
+        None
+    }
+}
+
+/// A name that is empty or only spaces, or that starts or ends with a space (names are compared
+/// as written: " a" and "a" would be two brokers, a reference to "a" would miss " a").
+fn blank_or_padded(n: &str) -> Option<String> {
+    if n.trim().is_empty() {
+        Some("must not be empty".into())
+    } else if n.trim() != n {
+        Some(format!(
+            "{n:?} starts or ends with whitespace: names are compared as written, so {n:?} and {:?} \
+             would be two names; write {:?}",
+            n.trim(),
+            n.trim()
+        ))
     } else {
         None
     }
