@@ -1,6 +1,9 @@
 //! The `sim` command line as a library: every command is a function, so integration tests drive
 //! them without spawning a process.
 
+// The one exception: the live twin's system calls (kill, poll, chown), each with its SAFETY.
+#![deny(unsafe_code)]
+
 pub mod bench;
 pub mod calibrate;
 pub mod charts;
@@ -10,6 +13,7 @@ pub mod interrupt;
 pub mod judge;
 pub mod library;
 #[cfg(feature = "live")]
+#[allow(unsafe_code)]
 pub mod live;
 pub mod pacing;
 pub mod progress;

@@ -1,5 +1,7 @@
 //! `sim`: run ordering strategies side by side against seeded fault scenarios.
 
+#![forbid(unsafe_code)]
+
 use clap::{Parser, Subcommand};
 use ordsim::{CliError, RunRequest};
 use std::path::PathBuf;

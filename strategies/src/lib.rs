@@ -5,6 +5,8 @@
 //! parameters, build) and is listed once in the `registry!` invocation, which generates [`ALL`], the
 //! parameter checks and [`run_named`].
 
+#![forbid(unsafe_code)]
+
 pub mod artemis_groups;
 pub mod cache_pessimistic;
 pub mod competing;
