@@ -9,10 +9,11 @@
 //! (callgrind, `scenarios/bench/mmc.toml`, 2026-12-05). Every slot of the buffer always holds
 //! a value (a copy of the value that made it grow fills the new ones), so there is nothing
 //! uninitialised to track. The hot accesses (push, pop, `get`) index the buffer unchecked
-//! (`Ring::slot`): the one `unsafe` of the simulator (the live twin's system calls aside), whose invariant (a non-empty buffer's
-//! length is `mask + 1`, so `i & mask` is in bounds) debug builds assert at each access and
-//! the property test below checks against `VecDeque`. The bounds tests it left out cost 5.5 M
-//! instructions on `mmc.toml` at 200,000 messages, about 1% of its wall time (2026-12-06).
+//! (`Ring::slot`): the one `unsafe` of the simulator (the live twin's system calls aside),
+//! whose invariant (a non-empty buffer's length is `mask + 1`, so `i & mask` is in bounds)
+//! debug builds assert at each access and the property test below checks against `VecDeque`.
+//! The bounds tests it left out cost 5.5 M instructions on `mmc.toml` at 200,000 messages,
+//! about 1% of its wall time (2026-12-06).
 
 use std::fmt;
 
