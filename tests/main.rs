@@ -19,6 +19,7 @@ mod hostile;
 mod hostile3;
 mod hostile4;
 mod hostile5;
+mod hostile6;
 mod hostile_io;
 mod judge;
 mod kafka_leaders;

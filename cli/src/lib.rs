@@ -287,32 +287,126 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// Fails, before any work, when a file the command would write is one of its inputs: writing it
-/// would destroy the input (`sim run s.toml --trace s.toml`, `sim check s.toml --junit s.toml`,
-/// `sim judge D/history.jsonl --out D`). `outputs` are `(flag, path)`; an input `-` (standard
-/// input) is no file. An output that is an existing folder (`DIR/summary.csv/`) is refused too:
-/// the file could not replace it, and the failure would come after the work.
-pub fn refuse_writing_over_inputs(
-    outputs: &[(&str, PathBuf)],
+/// Checks, before any work, that a command can write everything it will, so that it fails now
+/// rather than after an hour's runs, and leaves what the user already has as it was. `dir` is its
+/// `--out` folder (made if missing), `files` each file it writes with the flag that names it:
+/// under `dir` (in folders made if missing) or elsewhere (`--trace`, `--junit`: in a folder that
+/// must exist). `inputs` are the files it reads (`-`, standard input, is none). Refused, naming
+/// the path, with exit 2:
+///
+/// - a folder on the way that is not a directory (`--out notes.txt/x`), a `--trace` or `--junit`
+///   folder that does not exist, and a folder that does not take a new file (read-only, or on a
+///   read-only file system): [`CliError::Unwritable`];
+/// - a directory where a file goes (`D/runs.csv/`, `D/.sim-run.lock/`): the file could not
+///   replace it ([`CliError::Unwritable`]);
+/// - a file that is one of the inputs (`sim run s.toml --trace s.toml`, `sim judge
+///   D/history.jsonl --out D`): writing it would destroy the input ([`CliError::Usage`]).
+///
+/// Nothing is written: a folder is tried with a new file of its own name (`.sim-probe-PID`),
+/// removed at once.
+pub fn check_outputs(
+    dir: Option<&Path>,
+    files: &[(&str, PathBuf)],
     inputs: &[&Path],
 ) -> Result<(), CliError> {
-    for (flag, out) in outputs {
-        if out.is_dir() {
-            return Err(CliError::Unwritable {
-                path: out.display().to_string(),
-                reason: format!(
+    let unwritable = |path: &Path, reason: String| CliError::Unwritable {
+        path: path.display().to_string(),
+        reason,
+    };
+    // The folders found able to take a new file (each tried once).
+    let mut writable = std::collections::BTreeSet::new();
+    let words = |flag: &str| {
+        if flag.ends_with("--out") {
+            "folder"
+        } else {
+            "path"
+        }
+    };
+    let mut try_folder = |folder: &Path, path: &Path, flag: &str| -> Result<(), CliError> {
+        if writable.contains(folder) {
+            return Ok(());
+        }
+        let probe = folder.join(format!(".sim-probe-{}", std::process::id()));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&probe)
+        {
+            Ok(_) => {
+                let _ = std::fs::remove_file(&probe);
+            }
+            // Not ours: left alone; the folder takes files.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(unwritable(
+                    path,
+                    if folder == path {
+                        format!(
+                            "it is not writable ({e}): make it writable, or choose another folder"
+                        )
+                    } else {
+                        format!(
+                            "the folder {} is not writable ({e}): choose another {}",
+                            folder.display(),
+                            words(flag)
+                        )
+                    },
+                ))
+            }
+        }
+        writable.insert(folder.to_path_buf());
+        Ok(())
+    };
+    if let Some(dir) = dir {
+        let (found, is_dir) = nearest_existing(dir);
+        if !is_dir {
+            return Err(unwritable(
+                dir,
+                if found == dir {
+                    "it exists and is not a directory (--out names a folder to write into)".into()
+                } else {
+                    format!(
+                        "{} exists and is not a directory (--out names a folder to write into)",
+                        found.display()
+                    )
+                },
+            ));
+        }
+        try_folder(&found, dir, "--out")?;
+    }
+    for (flag, file) in files {
+        if file.is_dir() {
+            return Err(unwritable(
+                file,
+                format!(
                     "it is a directory, where {flag} writes a file: move it away, or choose \
                      another {}",
-                    if flag.ends_with("--out") {
-                        "folder"
-                    } else {
-                        "path"
-                    }
+                    words(flag)
                 ),
-            });
+            ));
         }
+        let parent = match file.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let (found, is_dir) = nearest_existing(parent);
+        if !is_dir {
+            return Err(unwritable(
+                file,
+                format!("{} exists and is not a directory", found.display()),
+            ));
+        }
+        // Folders under --out are made; a --trace or --junit file's must be there.
+        let made = *flag == "--out" && dir.is_some_and(|d| parent.starts_with(d));
+        if found != parent && !made {
+            return Err(unwritable(
+                file,
+                format!("the folder {} does not exist", parent.display()),
+            ));
+        }
+        try_folder(&found, file, flag)?;
     }
-    for (flag, out) in outputs {
+    for (flag, out) in files {
         for input in inputs.iter().filter(|i| i.as_os_str() != "-") {
             if same_file(out, input) {
                 return Err(CliError::Usage(format!(
@@ -320,11 +414,7 @@ pub fn refuse_writing_over_inputs(
                      choose another {}",
                     out.display(),
                     input.display(),
-                    if flag.ends_with("--out") {
-                        "folder"
-                    } else {
-                        "path"
-                    }
+                    words(flag)
                 )));
             }
         }
@@ -332,12 +422,32 @@ pub fn refuse_writing_over_inputs(
     Ok(())
 }
 
-/// The files `sim KIND --out DIR` writes into DIR: `names` and `KIND-manifest.json`.
+/// The nearest of `path` and its ancestors that exists (a symlink followed; `.` for a relative
+/// path none of whose parts exists), and whether it is a directory.
+fn nearest_existing(path: &Path) -> (PathBuf, bool) {
+    for a in path.ancestors() {
+        let a = if a.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            a
+        };
+        if let Ok(m) = std::fs::metadata(a) {
+            return (a.to_path_buf(), m.is_dir());
+        }
+    }
+    (PathBuf::from("."), true)
+}
+
+/// The files `sim KIND --out DIR` writes into DIR through an [`OutputSet`]: `names`,
+/// `KIND-manifest.json` and the lock [`RUN_LOCK`].
 pub fn out_files(kind: &str, dir: &Path, names: &[&str]) -> Vec<(&'static str, PathBuf)> {
     names
         .iter()
         .map(|n| dir.join(n))
-        .chain(std::iter::once(dir.join(format!("{kind}-manifest.json"))))
+        .chain([
+            dir.join(format!("{kind}-manifest.json")),
+            dir.join(RUN_LOCK),
+        ])
         .map(|p| ("--out", p))
         .collect()
 }
@@ -594,62 +704,19 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), CliError> {
 }
 
 /// Creates `dir` (and its parents). When `dir`, or a folder it would go under, is an existing
-/// file (`--out summary.csv`, `--out notes.txt/run`), the error says so: the system's own words
-/// were "File exists" or "Not a directory".
+/// file (`--out summary.csv`, `--out notes.txt/run`), or a folder that takes no new file, the
+/// error says so: the system's own words were "File exists" or "Not a directory".
 pub fn create_dir(dir: &Path) -> Result<(), CliError> {
     std::fs::create_dir_all(dir).map_err(|e| {
-        let file = dir
-            .ancestors()
-            .filter(|a| !a.as_os_str().is_empty())
-            .find(|a| std::fs::metadata(a).is_ok_and(|m| !m.is_dir()));
-        CliError::Unwritable {
-            path: dir.display().to_string(),
-            reason: match file {
-                Some(f) if f == dir => {
-                    "it exists and is not a directory (--out names a folder to write into)".into()
-                }
-                Some(f) => format!(
-                    "{} exists and is not a directory (--out names a folder to write into)",
-                    f.display()
-                ),
-                None => e.to_string(),
-            },
-        }
+        // In the words of the check before the work ([`check_outputs`]: a folder changed
+        // since), or the system's when that finds nothing wrong.
+        check_outputs(Some(dir), &[], &[])
+            .err()
+            .unwrap_or_else(|| CliError::Unwritable {
+                path: dir.display().to_string(),
+                reason: e.to_string(),
+            })
     })
-}
-
-/// Checks, before any work, that `flag`'s file `path` can be written where it is (its folder
-/// exists and takes a new file; the path is no folder), as [`create_dir`] checks an `--out`
-/// folder: an error at the end of the work would come after the work.
-pub fn check_writable_file(flag: &str, path: &Path) -> Result<(), CliError> {
-    let bad = |reason: String| CliError::Unwritable {
-        path: path.display().to_string(),
-        reason,
-    };
-    if path.is_dir() {
-        return Err(bad(format!(
-            "it is a directory ({flag} names a file to write)"
-        )));
-    }
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    if !parent.is_dir() {
-        let file = parent
-            .ancestors()
-            .filter(|a| !a.as_os_str().is_empty())
-            .find(|a| std::fs::metadata(a).is_ok_and(|m| !m.is_dir()));
-        return Err(bad(match file {
-            Some(f) => format!("{} exists and is not a directory", f.display()),
-            None => format!("the folder {} does not exist", parent.display()),
-        }));
-    }
-    // A new file beside it, as write_atomic's temporary file will be (a read-only folder).
-    let probe = parent.join(format!(".sim-probe-{}", std::process::id()));
-    std::fs::File::create(&probe).map_err(|e| bad(e.to_string()))?;
-    let _ = std::fs::remove_file(&probe);
-    Ok(())
 }
 
 /// Writes a chart as `NAME.svg` and `NAME.png` under `dir`.
@@ -760,7 +827,10 @@ impl OutputSet {
             .truncate(false)
             .write(true)
             .open(&lock_path)
-            .map_err(|e| out_err(&lock_path, e.to_string()))?;
+            .map_err(|e| CliError::Unwritable {
+                path: lock_path.display().to_string(),
+                reason: e.to_string(),
+            })?;
         match lock.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
@@ -788,7 +858,15 @@ impl OutputSet {
         if staging.exists() {
             std::fs::remove_dir_all(&staging).map_err(|e| out_err(&staging, e.to_string()))?;
         }
-        std::fs::create_dir(&staging).map_err(|e| out_err(&staging, e.to_string()))?;
+        std::fs::create_dir(&staging).map_err(|e| CliError::Unwritable {
+            path: dir.display().to_string(),
+            reason: format!(
+                "the staging folder {} cannot be made beside it ({e}): make {} writable, or \
+                 choose another --out",
+                staging.display(),
+                parent.display()
+            ),
+        })?;
         Ok(OutputSet {
             dir: dir.to_path_buf(),
             staging,

@@ -46,6 +46,19 @@ pub fn report(paths: &[PathBuf], out: &Path, jobs: usize) -> Result<Vec<String>,
         }
         loaded.push((name, f.clone(), sc));
     }
+    // Every file of every scenario's report, and of its sweep, before the first run.
+    let mut outputs = vec![("--out", out.join("README.md"))];
+    for (name, file, sc) in &loaded {
+        let dir = out.join(name);
+        outputs.extend(crate::RUN_FILES.iter().map(|f| ("--out", dir.join(f))));
+        if let Some(sw) = &sc.sweep {
+            let req = sweep_request(file, sw, &dir);
+            let (manifest, _) = crate::sweep::plan(&req)?;
+            outputs.extend(crate::sweep::out_paths(&manifest, &req.out, true));
+        }
+    }
+    let inputs: Vec<&Path> = loaded.iter().map(|(_, f, _)| f.as_path()).collect();
+    crate::check_outputs(Some(out), &outputs, &inputs)?;
     create_dir(out)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs.max(1))
@@ -59,18 +72,7 @@ pub fn report(paths: &[PathBuf], out: &Path, jobs: usize) -> Result<Vec<String>,
                 let r = run_scenario(sc.clone(), file, &RunRequest::default(), None)?;
                 write_outputs(&r, file, &dir)?;
                 if let Some(sw) = &sc.sweep {
-                    sweep(&SweepRequest {
-                        file: file.clone(),
-                        seeds: sw.seeds.to_string(),
-                        sets: sw.set.clone(),
-                        strategies: sw.strategies.clone(),
-                        jobs: 1,
-                        out: dir.join("sweep"),
-                        shard: None,
-                        resume: false,
-                        max_events: None,
-                        progress: false,
-                    })?;
+                    sweep(&sweep_request(file, sw, &dir))?;
                 }
                 Ok(Entry {
                     name: name.clone(),
@@ -85,6 +87,22 @@ pub fn report(paths: &[PathBuf], out: &Path, jobs: usize) -> Result<Vec<String>,
     let entries = entries.into_iter().collect::<Result<Vec<_>, _>>()?;
     write_atomic(&out.join("README.md"), index(&entries, paths).as_bytes())?;
     Ok(entries.into_iter().map(|e| e.name).collect())
+}
+
+/// The sweep of a scenario's `[sweep]` section, into `DIR/sweep` (`DIR`: its report folder).
+fn sweep_request(file: &Path, sw: &sim::scenario::SweepSpec, dir: &Path) -> SweepRequest {
+    SweepRequest {
+        file: file.to_path_buf(),
+        seeds: sw.seeds.to_string(),
+        sets: sw.set.clone(),
+        strategies: sw.strategies.clone(),
+        jobs: 1,
+        out: dir.join("sweep"),
+        shard: None,
+        resume: false,
+        max_events: None,
+        progress: false,
+    }
 }
 
 /// The index page: how to regenerate, the headline charts, one row per scenario.

@@ -410,10 +410,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 .map(|d| ordsim::out_files("run", d, &ordsim::RUN_FILES))
                 .unwrap_or_default();
             outputs.extend(trace.clone().map(|t| ("--trace", t)));
-            ordsim::refuse_writing_over_inputs(&outputs, &[&file])?;
-            if let Some(t) = &trace {
-                ordsim::check_writable_file("--trace", t)?;
-            }
+            ordsim::check_outputs(out.as_deref(), &outputs, &[&file])?;
             let out_set = out.as_deref().map(ordsim::OutputSet::prepare).transpose()?;
             let r = ordsim::run_scenario(sc, &file, &req, trace.as_deref())?;
             let mut warnings = ordsim::report::unsettled_warnings(&r.summary, &r.scenario);
@@ -558,7 +555,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
             if let Some(dir) = &out {
                 let inputs: Vec<&std::path::Path> =
                     file.iter().chain(&history).map(|p| p.as_path()).collect();
-                ordsim::refuse_writing_over_inputs(
+                ordsim::check_outputs(
+                    Some(dir),
                     &ordsim::out_files("trace", dir, &["timeline.html"]),
                     &inputs,
                 )?;
@@ -622,7 +620,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 })
                 .transpose()?;
             if let Some(dir) = &out {
-                ordsim::refuse_writing_over_inputs(
+                ordsim::check_outputs(
+                    Some(dir),
                     &ordsim::out_files("judge", dir, &ordsim::judge::JUDGE_FILES),
                     &[&file],
                 )?;
@@ -701,8 +700,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             if let Some(path) = &junit {
                 let files = ordsim::check::scenario_files(&paths)?;
                 let inputs: Vec<&std::path::Path> = files.iter().map(|p| p.as_path()).collect();
-                ordsim::refuse_writing_over_inputs(&[("--junit", path.clone())], &inputs)?;
-                ordsim::check_writable_file("--junit", path)?;
+                ordsim::check_outputs(None, &[("--junit", path.clone())], &inputs)?;
             }
             let report = ordsim::check::check_with(
                 &paths,

@@ -305,15 +305,14 @@ pub fn explore(req: &ExploreRequest) -> Result<Explored, CliError> {
     let out_dir = req.out.clone().unwrap_or_else(|| PathBuf::from("."));
     let name = write::file_name(&sc, &req.file, &req.strategy);
     let target = out_dir.join(&name);
-    // Staged as `sim run --out` is, and checked writable before the runs.
+    // Every file it may write checked before the runs (not its input, no folder in the way),
+    // then staged as `sim run --out` is.
+    crate::check_outputs(
+        Some(&out_dir),
+        &crate::out_files("explore", &out_dir, &[&name]),
+        &[&req.file],
+    )?;
     let out_set = crate::OutputSet::prepare_for("explore", &out_dir)?;
-    if crate::same_file(&target, &req.file) {
-        return Err(CliError::Usage(format!(
-            "the shrunk scenario would be written over its input {} ({}): give --out another folder",
-            req.file.display(),
-            target.display()
-        )));
-    }
     let mut text = format!(
         "explore {file} --strategy {} --seed {seed}: up to {} runs\n",
         req.strategy, req.runs

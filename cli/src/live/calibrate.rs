@@ -316,6 +316,28 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
                 .map_err(|e| CliError::Usage(format!("{}: {e}", l.file.display())))?;
         }
     }
+    if let Some(dir) = &req.out {
+        // Every output checked first, without a broker: none over an input or in a folder that
+        // takes no file, no directory in the way (calibration.csv, each scenario's chart, its
+        // histories).
+        let mut outputs = vec![("--out", dir.join("calibration.csv"))];
+        for l in &loaded {
+            let fig = format!("calibration-{}", calibrate::file_stem(&l.name));
+            outputs.push(("--out", dir.join(format!("{fig}.svg"))));
+            outputs.push(("--out", dir.join(format!("{fig}.png"))));
+        }
+        for l in &loaded {
+            let hdir = dir.join("histories").join(calibrate::file_stem(&l.name));
+            outputs.extend(super::history_outputs(
+                &hdir,
+                &l.sc.strategies,
+                l.sc.seed,
+                req.runs,
+            ));
+        }
+        let inputs: Vec<&Path> = loaded.iter().map(|l| l.file.as_path()).collect();
+        crate::check_outputs(Some(dir), &outputs, &inputs)?;
+    }
     for l in &loaded {
         if let Some(why) = super::rabbit_plan::missing(&l.sc) {
             return Err(CliError::Usage(format!("sim calibrate needs {why}")));
@@ -328,20 +350,6 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
         return Err(CliError::Usage(why));
     }
     if let Some(dir) = &req.out {
-        // No output over an input: calibration.csv, each scenario's chart, its histories.
-        let mut outputs = vec![("--out", dir.join("calibration.csv"))];
-        for l in &loaded {
-            let fig = format!("calibration-{}", calibrate::file_stem(&l.name));
-            outputs.push(("--out", dir.join(format!("{fig}.svg"))));
-            outputs.push(("--out", dir.join(format!("{fig}.png"))));
-        }
-        let inputs: Vec<&Path> = loaded.iter().map(|l| l.file.as_path()).collect();
-        crate::refuse_writing_over_inputs(&outputs, &inputs)?;
-        for l in &loaded {
-            let hdir = dir.join("histories").join(calibrate::file_stem(&l.name));
-            let names: Vec<String> = l.sc.strategies.clone();
-            super::refuse_histories_over_inputs(&hdir, &names, l.sc.seed, req.runs, &inputs)?;
-        }
         crate::create_dir(dir)?;
     }
     broker::install_interrupt_handler();

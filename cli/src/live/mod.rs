@@ -620,6 +620,17 @@ pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
         },
     )
     .map_err(CliError::Usage)?;
+    // Every output checked first: what cannot be written is found without a broker.
+    if let Some(dir) = &req.out {
+        let inputs: Vec<&Path> = std::iter::once(req.file.as_path())
+            .chain(req.schema.as_deref())
+            .collect();
+        crate::check_outputs(
+            Some(dir),
+            &history_outputs(dir, &names, seed0, req.runs),
+            &inputs,
+        )?;
+    }
     if let Some(why) = rabbit_plan::missing(&sc) {
         return Err(CliError::Usage(format!("sim live needs {why}")));
     }
@@ -631,10 +642,6 @@ pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
         None => None,
     };
     if let Some(dir) = &req.out {
-        refuse_histories_over_inputs(dir, &names, seed0, req.runs, &[&req.file])?;
-        if let Some(schema) = &req.schema {
-            refuse_histories_over_inputs(dir, &names, seed0, req.runs, &[schema])?;
-        }
         crate::create_dir(dir)?;
     }
     // Every run's plan before the first broker starts: a fault the plan cannot stage is refused
@@ -744,40 +751,40 @@ pub fn live_error(e: &str, done: u64, total: u64, file: &Path) -> CliError {
     }
 }
 
-/// Fails, before any run, when a history `--out DIR` would write (`DIR/STRATEGY-SEED.jsonl`, for
-/// `names` and the `runs` seeds from `seed0`) is one of the `inputs`: its name is matched, not
-/// every path listed (`--runs` may be large).
-pub fn refuse_histories_over_inputs(
+/// The histories `--out DIR` would write (`DIR/STRATEGY-SEED.jsonl`, for `names` and the `runs`
+/// seeds from `seed0`) that are there already, and the first of each strategy: what
+/// [`crate::check_outputs`] checks before any run. Only a path that exists can be a directory in
+/// the way or one of the inputs, and `--runs` may be large: the others are not listed.
+pub fn history_outputs(
     dir: &Path,
     names: &[String],
     seed0: u64,
     runs: u32,
-    inputs: &[&Path],
-) -> Result<(), CliError> {
-    for input in inputs {
-        let Some(stem) = input
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".jsonl"))
+) -> Vec<(&'static str, PathBuf)> {
+    let ours = |file_name: &str| {
+        let Some((name, seed)) = file_name
+            .strip_suffix(".jsonl")
+            .and_then(|stem| stem.rsplit_once('-'))
         else {
-            continue;
-        };
-        let Some((name, seed)) = stem.rsplit_once('-') else {
-            continue;
+            return false;
         };
         let Ok(seed) = seed.parse::<u64>() else {
-            continue;
+            return false;
         };
-        let ours =
-            names.iter().any(|n| n == name) && seed >= seed0 && seed - seed0 < u64::from(runs);
-        if ours {
-            crate::refuse_writing_over_inputs(
-                &[("--out", dir.join(input.file_name().unwrap_or_default()))],
-                &[input],
-            )?;
+        names.iter().any(|n| n == name) && seed >= seed0 && seed - seed0 < u64::from(runs)
+    };
+    let mut paths: std::collections::BTreeSet<PathBuf> = names
+        .iter()
+        .map(|n| dir.join(format!("{n}-{seed0}.jsonl")))
+        .collect();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_name().to_str().is_some_and(ours) {
+                paths.insert(e.path());
+            }
         }
     }
-    Ok(())
+    paths.into_iter().map(|p| ("--out", p)).collect()
 }
 
 /// `DIR/STRATEGY-SEED.jsonl`: the trace header, then the events.

@@ -1,8 +1,8 @@
 //! `sim merge`: the shards of a sweep, combined into the bytes of one unsharded sweep.
 
 use super::{
-    csv_line, finalize, parse_manifest, parse_rows, run_unit, runs_bytes_limit, slice_len,
-    Manifest, SweepRequest, MANIFEST, MAX_MANIFEST_BYTES, RUNS,
+    csv_line, finalize, out_paths, parse_manifest, parse_rows, run_unit, runs_bytes_limit,
+    slice_len, Manifest, SweepRequest, MANIFEST, MAX_MANIFEST_BYTES, RUNS,
 };
 use crate::CliError;
 use sim::scenario::read_bounded;
@@ -101,6 +101,13 @@ pub fn merge_verified(dirs: &[PathBuf], out: &Path, verify: u64) -> Result<Vec<S
             whole.runs
         )));
     }
+    // Before the verification's runs: every file the merge writes.
+    let inputs: Vec<PathBuf> = dirs
+        .iter()
+        .flat_map(|d| [d.join(MANIFEST), d.join(RUNS)])
+        .collect();
+    let inputs: Vec<&Path> = inputs.iter().map(|p| p.as_path()).collect();
+    crate::check_outputs(Some(out), &out_paths(&whole, out, false), &inputs)?;
     if verify > 0 {
         verify_rows(&whole, &rows, verify)?;
     }

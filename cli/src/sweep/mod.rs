@@ -11,7 +11,7 @@ mod outputs;
 mod toml_path;
 
 pub use merge::{merge, merge_verified};
-pub use outputs::{finalize, num, Stats};
+pub use outputs::{finalize, num, output_names, Stats};
 pub use toml_path::set_path;
 
 use crate::report::{strategy_cells, strategy_columns};
@@ -694,11 +694,28 @@ pub fn parse_rows(
     Ok(rows)
 }
 
+/// The files a sweep or shard of `m` writes into `out` (its journal [`JOURNAL`] too when
+/// `journal`; `sim merge` writes none), each named by `--out`: what it checks before the work.
+pub fn out_paths(m: &Manifest, out: &Path, journal: bool) -> Vec<(&'static str, PathBuf)> {
+    journal
+        .then(|| JOURNAL.to_string())
+        .into_iter()
+        .chain(output_names(m))
+        .map(|name| ("--out", out.join(name)))
+        .collect()
+}
+
 /// Runs (or resumes) a sweep; writes the outputs under `req.out`.
 pub fn sweep(req: &SweepRequest) -> Result<SweepOutcome, CliError> {
     let shard = req.shard.as_deref().map(Shard::parse).transpose()?;
     let (mut manifest, scenarios) = plan(req)?;
     manifest.shard = shard;
+    // Every file it writes, the journal and those of the end, before the first run.
+    crate::check_outputs(
+        Some(&req.out),
+        &out_paths(&manifest, &req.out, true),
+        &[&req.file],
+    )?;
     create_dir(&req.out)?;
     let journal_path = req.out.join(JOURNAL);
     let mut done: BTreeMap<u64, Vec<String>> = BTreeMap::new();

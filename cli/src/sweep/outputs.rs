@@ -9,6 +9,39 @@ use sim::summary::Metrics;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// The names of the charts of a sweep: `sweep`, or `sweep-1` to `sweep-N` when the swept
+/// parameters after the first make N combinations (one chart each).
+fn figure_names(m: &Manifest) -> Vec<String> {
+    let per_x = match m.params.first() {
+        None => 1,
+        Some(xp) => m.points() / xp.values.len().max(1) as u64,
+    };
+    if per_x == 1 {
+        vec!["sweep".to_string()]
+    } else {
+        (1..=per_x).map(|k| format!("sweep-{k}")).collect()
+    }
+}
+
+/// The files [`finalize`] writes for `m`, in the order it lists them: what a sweep, a shard or a
+/// merge checks before its work ([`crate::check_outputs`]).
+pub fn output_names(m: &Manifest) -> Vec<String> {
+    if m.shard.is_some() {
+        return vec![RUNS.to_string(), MANIFEST.to_string()];
+    }
+    let mut names = vec![
+        RUNS.to_string(),
+        AGGREGATE.to_string(),
+        "report.md".to_string(),
+        MANIFEST.to_string(),
+    ];
+    for f in figure_names(m) {
+        names.push(format!("{f}.svg"));
+        names.push(format!("{f}.png"));
+    }
+    names
+}
+
 /// Writes the outputs of a complete sweep or shard from its rows (ordered by run index).
 /// A shard writes `runs.csv` and `sweep.json` only; `merge` makes the rest.
 pub fn finalize(out: &Path, m: &Manifest, rows: &[Vec<String>]) -> Result<Vec<String>, CliError> {
@@ -50,6 +83,7 @@ pub fn finalize(out: &Path, m: &Manifest, rows: &[Vec<String>]) -> Result<Vec<St
     json.push('\n');
     put(MANIFEST, json.as_bytes())?;
     files.extend(figure_files);
+    debug_assert_eq!(files, output_names(m), "the files checked before the work");
     Ok(files)
 }
 
@@ -316,7 +350,7 @@ fn sweep_figures(
         let (panels, zero) = drop_all_zero(panels);
         let title = with_zero_note(format!("{}: each strategy per seed", m.scenario), &zero);
         figures.push((
-            "sweep".to_string(),
+            figure_names(m).swap_remove(0),
             charts::sweep_chart(&title, &x, &panels).map_err(chart_err)?,
         ));
         return Ok(figures);
@@ -332,6 +366,7 @@ fn sweep_figures(
             .collect(),
     };
     let per_x = m.points() / xp.values.len() as u64;
+    let names = figure_names(m);
     for combo in 0..per_x {
         let panels: Vec<SweepPanel> = charted()
             .map(|d| SweepPanel {
@@ -376,13 +411,8 @@ fn sweep_figures(
         }
         let (panels, zero) = drop_all_zero(panels);
         let title = with_zero_note(title, &zero);
-        let name = if per_x == 1 {
-            "sweep".to_string()
-        } else {
-            format!("sweep-{}", combo + 1)
-        };
         figures.push((
-            name,
+            names[combo as usize].clone(),
             charts::sweep_chart(&title, &x, &panels).map_err(chart_err)?,
         ));
     }
