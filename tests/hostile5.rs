@@ -29,24 +29,7 @@
 //! Class 8, a message that points at what is gone: a broker that fails to start is reported
 //! with the end of its log, not the path of a log in a folder removed before the message.
 
-use crate::common::{at_root, fresh_dir, sim};
-
-/// One broker, two consumers, 40 messages over 2 s; `extra` is appended.
-fn scenario(extra: &str) -> String {
-    format!(
-        "strategies = [\"competing\", \"single\"]\n\
-         [workload]\n\
-         messages = 40\n\
-         rate = \"20/s\"\n\
-         keys = 5\n\
-         [[broker]]\n\
-         name = \"a\"\n\
-         [consumers]\n\
-         count = 2\n\
-         service = \"5ms\"\n\
-         {extra}"
-    )
-}
+use crate::common::{at_root, fresh_dir, sim, small_history, small_scenario as scenario};
 
 /// Classes 1 to 4: `sim live` and `sim calibrate` (the `live` cargo feature).
 #[cfg(feature = "live")]
@@ -484,23 +467,6 @@ mod live {
     }
 }
 
-/// A history of one message: `sim run --trace` of the base scenario, in `dir`.
-fn history(dir: &std::path::Path) -> std::path::PathBuf {
-    let file = dir.join("s.toml");
-    std::fs::write(&file, scenario("")).unwrap();
-    let h = dir.join("h.jsonl");
-    let (code, _, err) = sim(&[
-        "run",
-        file.to_str().unwrap(),
-        "--strategy",
-        "single",
-        "--trace",
-        h.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
-    h
-}
-
 /// Class 5: every enum-valued flag, given its value in the wrong case, suggests the value (exit
 /// 2), as `--strategy`, `--anomaly` and the scenario's fields did. Before: `--kind State` said
 /// "one of state, command", `--guarantee`, a judged file's `event` and a `version` likewise
@@ -510,7 +476,7 @@ fn history(dir: &std::path::Path) -> std::path::PathBuf {
 fn class5_enum_values_suggest_the_value_meant() {
     at_root();
     let dir = fresh_dir("hostile5", "enums");
-    let h = history(&dir);
+    let h = small_history(&dir);
     let h = h.to_str().unwrap();
     let events = dir.join("events.csv");
     std::fs::write(&events, "time,event,key,seq,node\n1,Produce,1,1,p0\n").unwrap();
@@ -528,6 +494,7 @@ fn class5_enum_values_suggest_the_value_meant() {
     )
     .unwrap();
     let s = dir.join("s.toml");
+    std::fs::write(&s, scenario("")).unwrap();
     for (args, meant) in [
         (vec!["judge", h, "--kind", "State"], "state"),
         (vec!["judge", h, "--kind", "comand"], "command"),
@@ -634,7 +601,7 @@ fn class6_names_are_neither_blank_nor_padded() {
 fn class7_an_unwritable_output_is_bad_input() {
     at_root();
     let dir = fresh_dir("hostile5", "unwritable");
-    let h = history(&dir);
+    let h = small_history(&dir);
     let s = dir.join("s.toml");
     std::fs::write(
         &s,

@@ -24,26 +24,11 @@
 //! system fact: `--out` holds what it held, no journal, no lock), and that the user's files are
 //! unchanged.
 
-use crate::common::{at_root, fresh_dir, sim, sweep_shards};
+use crate::common::{
+    at_root, fresh_dir, sim, small_history, small_scenario as scenario, sweep_shards,
+};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// One broker, two consumers, 40 messages over 2 s; `extra` is appended.
-fn scenario(extra: &str) -> String {
-    format!(
-        "strategies = [\"competing\", \"single\"]\n\
-         [workload]\n\
-         messages = 40\n\
-         rate = \"20/s\"\n\
-         keys = 5\n\
-         [[broker]]\n\
-         name = \"a\"\n\
-         [consumers]\n\
-         count = 2\n\
-         service = \"5ms\"\n\
-         {extra}"
-    )
-}
 
 /// Every file and folder under `dir` (recursively, by path relative to it) with a file's bytes
 /// (`None` for a folder): what a refused command must leave as it was.
@@ -81,24 +66,59 @@ fn refused(args: &[&str], out: &Path, path: &Path, reason: &str) {
     assert_eq!(snapshot(out), before, "{args:?}: --out as it was");
 }
 
+/// `args --out DIR/out-{i}`, where that folder holds a user's `notes.txt` and a folder (with a
+/// file of the user's in it) at `blocked`, where the command writes a file: refused for `reason`.
+fn refused_with_a_folder_in_the_way(
+    dir: &Path,
+    i: usize,
+    args: &[&str],
+    blocked: &str,
+    reason: &str,
+) {
+    let out = dir.join(format!("out-{i}"));
+    std::fs::create_dir_all(out.join(blocked).join("mine")).unwrap();
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    let o = out.to_str().unwrap();
+    let args: Vec<&str> = args.iter().copied().chain(["--out", o]).collect();
+    refused(&args, &out, &out.join(blocked), reason);
+}
+
 const IS_A_DIRECTORY: &str =
     "it is a directory, where --out writes a file: move it away, or choose another folder";
 
-/// A history of the base scenario (`sim run --trace`), in `dir`.
-fn history(dir: &Path) -> PathBuf {
-    let file = dir.join("h.toml");
-    std::fs::write(&file, scenario("")).unwrap();
-    let h = dir.join("h.jsonl");
-    let (code, _, err) = sim(&[
-        "run",
-        file.to_str().unwrap(),
-        "--strategy",
-        "single",
-        "--trace",
-        h.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
-    h
+/// What the commands of a class read, under one folder: a scenario file (`text`), a recorded
+/// history, the two shards of a sweep of it and a scenario library.
+struct Inputs {
+    scenario: PathBuf,
+    history: PathBuf,
+    library: PathBuf,
+    shards: Vec<PathBuf>,
+}
+
+impl Inputs {
+    fn new(dir: &Path, text: &str) -> Inputs {
+        let scenario = dir.join("s.toml");
+        std::fs::write(&scenario, text).unwrap();
+        let shards = sweep_shards(&scenario, dir, "1..2", &[]);
+        Inputs {
+            history: small_history(dir),
+            library: library(dir),
+            scenario,
+            shards,
+        }
+    }
+
+    /// The scenario, the history, the library and the two shards, as arguments.
+    fn args(&self) -> [&str; 5] {
+        [
+            &self.scenario,
+            &self.history,
+            &self.library,
+            &self.shards[0],
+            &self.shards[1],
+        ]
+        .map(|p| p.to_str().unwrap())
+    }
 }
 
 /// A scenario library for `sim report`: `a` with a `[sweep]` section, `b` without.
@@ -125,17 +145,8 @@ fn library(dir: &Path) -> PathBuf {
 fn class1_a_directory_where_a_file_goes_is_refused_before_the_work() {
     at_root();
     let dir = fresh_dir("hostile6", "directory");
-    let s = dir.join("s.toml");
-    std::fs::write(&s, scenario("")).unwrap();
-    let h = history(&dir);
-    let shards = sweep_shards(&s, &dir, "1..2", &[]);
-    let lib = library(&dir);
-    let (f, hs, l) = (
-        s.to_str().unwrap(),
-        h.to_str().unwrap(),
-        lib.to_str().unwrap(),
-    );
-    let (s1, s2) = (shards[0].to_str().unwrap(), shards[1].to_str().unwrap());
+    let inputs = Inputs::new(&dir, &scenario(""));
+    let [f, hs, l, s1, s2] = inputs.args();
     let explore_file = "scenarios/explore/network.toml";
     let two = [
         "--set",
@@ -194,13 +205,7 @@ fn class1_a_directory_where_a_file_goes_is_refused_before_the_work() {
         cases.push((vec!["run", f, "--strategy", "single"], blocked));
     }
     for (i, (args, blocked)) in cases.into_iter().enumerate() {
-        let out = dir.join(format!("out-{i}"));
-        std::fs::create_dir_all(out.join(blocked).join("mine")).unwrap();
-        std::fs::write(out.join("notes.txt"), "mine").unwrap();
-        let o = out.to_str().unwrap().to_string();
-        let mut args = args.clone();
-        args.extend(["--out", &o]);
-        refused(&args, &out, &out.join(blocked), IS_A_DIRECTORY);
+        refused_with_a_folder_in_the_way(&dir, i, &args, blocked, IS_A_DIRECTORY);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -305,21 +310,11 @@ fn class3_a_folder_that_takes_no_file_is_refused_before_the_work() {
         eprintln!("skipped: no read-only folder here (root, and no /sys)");
         return;
     };
-    let s = dir.join("s.toml");
-    std::fs::write(
-        &s,
-        scenario("[expect]\nseeds = \"1..1\"\n[expect.all]\nlost = 0\n"),
-    )
-    .unwrap();
-    let h = history(&dir);
-    let shards = sweep_shards(&s, &dir, "1..2", &[]);
-    let lib = library(&dir);
-    let (f, hs, l) = (
-        s.to_str().unwrap(),
-        h.to_str().unwrap(),
-        lib.to_str().unwrap(),
+    let inputs = Inputs::new(
+        &dir,
+        &scenario("[expect]\nseeds = \"1..1\"\n[expect.all]\nlost = 0\n"),
     );
-    let (s1, s2) = (shards[0].to_str().unwrap(), shards[1].to_str().unwrap());
+    let [f, hs, l, s1, s2] = inputs.args();
     let explore_file = "scenarios/explore/network.toml";
     let commands: Vec<Vec<&str>> = vec![
         vec!["sweep", f, "--seeds", "1..3", "--jobs", "1"],
@@ -495,13 +490,7 @@ mod live {
             ),
         ];
         for (i, (args, blocked, reason)) in cases.into_iter().enumerate() {
-            let out = dir.join(format!("out-{i}"));
-            std::fs::create_dir_all(out.join(blocked).join("mine")).unwrap();
-            std::fs::write(out.join("notes.txt"), "mine").unwrap();
-            let o = out.to_str().unwrap().to_string();
-            let mut args = args.clone();
-            args.extend(["--out", &o]);
-            refused(&args, &out, &out.join(blocked), reason);
+            super::refused_with_a_folder_in_the_way(&dir, i, &args, blocked, reason);
         }
         // `histories` a file: the folders under --out are made, and none may be a file.
         let out = dir.join("out-file");

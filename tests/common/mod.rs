@@ -220,3 +220,39 @@ pub fn send_failures(events: &[Event]) -> Vec<(u64, u32)> {
         })
         .collect()
 }
+
+/// One broker, two consumers (`competing`, `single`), 40 messages over 2 s; `extra` is appended
+/// (a section or two): the hostile-input tests' scenario.
+pub fn small_scenario(extra: &str) -> String {
+    format!(
+        "strategies = [\"competing\", \"single\"]\n\
+         [workload]\n\
+         messages = 40\n\
+         rate = \"20/s\"\n\
+         keys = 5\n\
+         [[broker]]\n\
+         name = \"a\"\n\
+         [consumers]\n\
+         count = 2\n\
+         service = \"5ms\"\n\
+         {extra}"
+    )
+}
+
+/// A history of [`small_scenario`] run with `single` (`sim run --trace`), written in `dir` as
+/// `h.jsonl` (the scenario as `h.toml`).
+pub fn small_history(dir: &std::path::Path) -> std::path::PathBuf {
+    let file = dir.join("h.toml");
+    std::fs::write(&file, small_scenario("")).unwrap();
+    let h = dir.join("h.jsonl");
+    let (code, _, err) = sim(&[
+        "run",
+        file.to_str().unwrap(),
+        "--strategy",
+        "single",
+        "--trace",
+        h.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    h
+}
