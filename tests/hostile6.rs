@@ -510,4 +510,26 @@ mod live {
         );
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    /// Class 6: the user's consumer's inputs (`--schema`, `--writes`) are read before anything
+    /// installed is looked for, so a bad one is the same error on every machine. Before:
+    /// `sim live S --consumer CMD --schema DIR` on a machine without ActiveMQ said "sim live
+    /// needs ActiveMQ" (round five's class 1 test failed there); with it, "--schema DIR: ...".
+    #[test]
+    fn class6_the_consumers_inputs_are_read_before_the_broker_is_looked_for() {
+        let dir = fresh_dir("hostile6", "schema-first");
+        let file = dir.join("s.toml");
+        std::fs::write(&file, scenario("")).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
+            .args(["live", file.to_str().unwrap(), "--consumer", "true"])
+            .args(["--schema", dir.to_str().unwrap()])
+            .env("ORDSIM_ACTIVEMQ_HOME", dir.join("no-activemq"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("--schema"), "{err}");
+        assert!(!err.contains("ActiveMQ"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -631,16 +631,18 @@ pub fn live(req: &LiveRequest) -> Result<LiveOutcome, CliError> {
             &inputs,
         )?;
     }
+    // The user's consumer's inputs (`--writes`, `--schema`) read before anything installed is
+    // looked for: a bad input is the same error on a machine without the broker.
+    let own = match &req.consumer {
+        Some(command) => Some(own_consumer(req, command, &sc)?),
+        None => None,
+    };
     if let Some(why) = rabbit_plan::missing(&sc) {
         return Err(CliError::Usage(format!("sim live needs {why}")));
     }
     if let Some(why) = needs_postgres(&sc, &names) {
         return Err(CliError::Usage(why));
     }
-    let own = match &req.consumer {
-        Some(command) => Some(own_consumer(req, command, &sc)?),
-        None => None,
-    };
     if let Some(dir) = &req.out {
         crate::create_dir(dir)?;
     }
