@@ -156,6 +156,36 @@ mod live {
         false
     }
 
+    /// `sim ARGS`, interrupted (SIGINT, as Ctrl-C) once `first` exists (its first run ended,
+    /// within 60 s): its exit code, standard output and error, after checking that it left no
+    /// broker behind.
+    fn interrupted_once(args: &[&str], first: &std::path::Path) -> (Option<i32>, String, String) {
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let t0 = Instant::now();
+        while !first.exists() && t0.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(first.exists(), "the first run did not finish");
+        // SAFETY: kill(2) on the child this test started.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGINT);
+        }
+        let out = child.wait_with_output().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(crate::live::brokers_of(pid).is_empty(), "a broker survived");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
     /// Class 3: a `kill` (SIGTERM) of `sim live` stops its broker and removes its temporary
     /// directory, as Ctrl-C does (exit 130). Before: the process died at once and its ActiveMQ
     /// kept running, adopted by init, with its store in /tmp.
@@ -228,8 +258,8 @@ mod live {
         let file = dir.join("s.toml");
         std::fs::write(&file, scenario("")).unwrap();
         let out_dir = dir.join("out");
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
-            .args([
+        let (code, stdout, err) = interrupted_once(
+            &[
                 "live",
                 file.to_str().unwrap(),
                 "--strategy",
@@ -238,28 +268,10 @@ mod live {
                 "2",
                 "--out",
                 out_dir.to_str().unwrap(),
-            ])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let pid = child.id();
-        let first = out_dir.join("single-1.jsonl");
-        let t0 = Instant::now();
-        while !first.exists() && t0.elapsed() < Duration::from_secs(60) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        assert!(first.exists(), "the first run did not finish");
-        // SAFETY: kill(2) on the child this test started.
-        unsafe {
-            libc::kill(pid as libc::pid_t, libc::SIGINT);
-        }
-        let out = child.wait_with_output().unwrap();
-        let (stdout, err) = (
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
+            ],
+            &out_dir.join("single-1.jsonl"),
         );
-        assert_eq!(out.status.code(), Some(130), "{err}");
+        assert_eq!(code, Some(130), "{err}");
         assert!(
             stdout.contains("single@1 "),
             "the finished run's row: {stdout}"
@@ -269,8 +281,6 @@ mod live {
             "{stdout}"
         );
         assert!(err.contains("interrupted: 1 of 2 runs"), "{err}");
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(crate::live::brokers_of(pid).is_empty());
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -288,8 +298,8 @@ mod live {
         let file = dir.join("s.toml");
         std::fs::write(&file, scenario("")).unwrap();
         let out_dir = dir.join("out");
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
-            .args([
+        let (code, stdout, err) = interrupted_once(
+            &[
                 "calibrate",
                 file.to_str().unwrap(),
                 "--sim-seeds",
@@ -298,35 +308,15 @@ mod live {
                 "1",
                 "--out",
                 out_dir.to_str().unwrap(),
-            ])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let pid = child.id();
-        let first = out_dir.join("histories/s/competing-1.jsonl");
-        let t0 = Instant::now();
-        while !first.exists() && t0.elapsed() < Duration::from_secs(60) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        assert!(first.exists(), "the first run did not finish");
-        // SAFETY: kill(2) on the child this test started.
-        unsafe {
-            libc::kill(pid as libc::pid_t, libc::SIGINT);
-        }
-        let out = child.wait_with_output().unwrap();
-        let (stdout, err) = (
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
+            ],
+            &out_dir.join("histories/s/competing-1.jsonl"),
         );
-        assert_eq!(out.status.code(), Some(130), "{err}");
+        assert_eq!(code, Some(130), "{err}");
         assert!(err.contains("interrupted: 1 of 2 runs"), "{err}");
         let csv = std::fs::read_to_string(out_dir.join("calibration.csv")).expect(&err);
         assert!(csv.contains(",competing,"), "{csv}");
         assert!(!csv.contains(",single,"), "{csv}");
         assert!(stdout.contains("competing"), "{stdout}");
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(crate::live::brokers_of(pid).is_empty());
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -470,8 +460,9 @@ mod live {
 /// Class 5: every enum-valued flag, given its value in the wrong case, suggests the value (exit
 /// 2), as `--strategy`, `--anomaly` and the scenario's fields did. Before: `--kind State` said
 /// "one of state, command", `--guarantee`, a judged file's `event` and a `version` likewise
-/// without a suggestion; a judged CSV's `Sequence` column got "seq: missing" at every row; `--doc Strategies` got clap's list without one; `sim bench --strategy
-/// Single` said only "unknown strategy".
+/// without a suggestion; a judged CSV's `Sequence` column got "seq: missing" at every row;
+/// `--doc Strategies` got clap's list without one; `sim bench --strategy Single` said only
+/// "unknown strategy".
 #[test]
 fn class5_enum_values_suggest_the_value_meant() {
     at_root();

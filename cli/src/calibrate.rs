@@ -582,6 +582,16 @@ pub fn inside(v: f64, low: f64, high: f64) -> bool {
     v.is_finite() && v >= low - eps && v <= high + eps
 }
 
+/// Ctrl-C during `sim calibrate`: its counts of live runs are filled in where the error
+/// reaches the live side (`live::calibrate`, which keeps the rows gathered).
+pub fn interrupted() -> CliError {
+    CliError::Interrupted {
+        done: 0,
+        total: 0,
+        resume: String::new(),
+    }
+}
+
 /// Runs `strategy` of `sc` with seeds `seeds` in parallel (the library's run path, as `sim sweep`
 /// does): the metrics with their seeds, in seed order (a seed the strategy does not apply to is
 /// left out).
@@ -597,11 +607,7 @@ pub fn sim_runs(
         .map(|&seed| {
             // Ctrl-C (`sim calibrate` installs the handler): stop here, not after every seed.
             if crate::interrupt::interrupted() {
-                return Err(CliError::Interrupted {
-                    done: 0,
-                    total: 0,
-                    resume: String::new(),
-                });
+                return Err(interrupted());
             }
             let plan = FaultPlan::resolve(sc, seed);
             let opts = RunOptions {

@@ -719,10 +719,17 @@ pub fn create_dir(dir: &Path) -> Result<(), CliError> {
     })
 }
 
-/// Writes a chart as `NAME.svg` and `NAME.png` under `dir`.
+/// The files [`write_figure`] writes for the chart `name`: `NAME.svg`, `NAME.png` (what a
+/// command lists among its outputs to check them before the work).
+pub fn figure_files(name: &str) -> [String; 2] {
+    [format!("{name}.svg"), format!("{name}.png")]
+}
+
+/// Writes a chart as [`figure_files`] under `dir`.
 pub fn write_figure(dir: &Path, name: &str, fig: &charts::Figure) -> Result<(), CliError> {
-    write_atomic(&dir.join(format!("{name}.svg")), fig.svg.as_bytes())?;
-    write_atomic(&dir.join(format!("{name}.png")), &fig.png)
+    let [svg, png] = figure_files(name);
+    write_atomic(&dir.join(svg), fig.svg.as_bytes())?;
+    write_atomic(&dir.join(png), &fig.png)
 }
 
 /// The files [`write_outputs`] writes, in order.

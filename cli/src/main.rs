@@ -423,11 +423,6 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 for w in &warnings {
                     ordsim::stderr_line(w);
                 }
-                // After the summary: a write that fails (a full disk) does not lose the run's
-                // figures.
-                if let Some(set) = out_set {
-                    set.write(&r, &file)?;
-                }
             } else {
                 out!(
                     "{}\n{}",
@@ -437,21 +432,23 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 for w in &warnings {
                     outln!("{w}");
                 }
-                if let Some(set) = out_set {
-                    set.write(&r, &file)?;
-                }
-                if let Some(dir) = &out {
-                    outln!(
-                        "\nwrote {}/{{{}}}",
-                        dir.display(),
-                        ordsim::RUN_FILES
-                            .iter()
-                            .chain([&ordsim::RUN_MANIFEST])
-                            .copied()
-                            .collect::<Vec<_>>()
-                            .join(",")
-                    );
-                }
+            }
+            // After the summary: a write that fails (a full disk) does not lose the run's
+            // figures.
+            if let Some(set) = out_set {
+                set.write(&r, &file)?;
+            }
+            if let (Some(dir), false) = (&out, json) {
+                outln!(
+                    "\nwrote {}/{{{}}}",
+                    dir.display(),
+                    ordsim::RUN_FILES
+                        .iter()
+                        .chain([&ordsim::RUN_MANIFEST])
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join(",")
+                );
             }
             if strict {
                 ordsim::strict_settled(&r.summary)?;

@@ -177,13 +177,13 @@ fn calibrate_one(
             let p = plan(&l.sc, s, seed, req.drain_timeout).map_err(CliError::Usage)?;
             let r = run::run(&p).map_err(|e| {
                 if e == "interrupted" {
-                    interrupted()
+                    calibrate::interrupted()
                 } else {
                     CliError::Live(format!("{} {name} seed {seed}: {e}", l.name))
                 }
             })?;
             if let Some(dir) = &req.out {
-                let hdir = dir.join("histories").join(calibrate::file_stem(&l.name));
+                let hdir = histories_dir(dir, &l.name);
                 crate::create_dir(&hdir)?;
                 write_history(&hdir, &l.sc, &l.file, name, seed, &r.events)?;
             }
@@ -239,22 +239,19 @@ fn calibrate_one(
             path: dir.display().to_string(),
             reason: e.to_string(),
         })?;
-        crate::write_figure(
-            dir,
-            &format!("calibration-{}", calibrate::file_stem(&l.name)),
-            &fig,
-        )?;
+        crate::write_figure(dir, &figure_name(&l.name), &fig)?;
     }
     Ok(())
 }
 
-/// Ctrl-C during `sim calibrate` (its counts are filled in by [`keep_partial`]).
-fn interrupted() -> CliError {
-    CliError::Interrupted {
-        done: 0,
-        total: 0,
-        resume: String::new(),
-    }
+/// `DIR/histories/NAME`: where `--out DIR` keeps the live histories of the scenario `name`.
+fn histories_dir(dir: &Path, name: &str) -> PathBuf {
+    dir.join("histories").join(calibrate::file_stem(name))
+}
+
+/// `calibration-NAME`: the chart of the scenario `name` ([`crate::figure_files`]).
+fn figure_name(name: &str) -> String {
+    format!("calibration-{}", calibrate::file_stem(name))
 }
 
 /// After an interrupt or a failure: the rows gathered so far are kept. The finished strategies
@@ -322,14 +319,12 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<CalibrateOutcome, CliError> {
         // histories).
         let mut outputs = vec![("--out", dir.join("calibration.csv"))];
         for l in &loaded {
-            let fig = format!("calibration-{}", calibrate::file_stem(&l.name));
-            outputs.push(("--out", dir.join(format!("{fig}.svg"))));
-            outputs.push(("--out", dir.join(format!("{fig}.png"))));
+            let figures = crate::figure_files(&figure_name(&l.name));
+            outputs.extend(figures.map(|f| ("--out", dir.join(f))));
         }
         for l in &loaded {
-            let hdir = dir.join("histories").join(calibrate::file_stem(&l.name));
             outputs.extend(super::history_outputs(
-                &hdir,
+                &histories_dir(dir, &l.name),
                 &l.sc.strategies,
                 l.sc.seed,
                 req.runs,

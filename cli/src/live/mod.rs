@@ -775,10 +775,8 @@ pub fn history_outputs(
         };
         names.iter().any(|n| n == name) && seed >= seed0 && seed - seed0 < u64::from(runs)
     };
-    let mut paths: std::collections::BTreeSet<PathBuf> = names
-        .iter()
-        .map(|n| dir.join(format!("{n}-{seed0}.jsonl")))
-        .collect();
+    let mut paths: std::collections::BTreeSet<PathBuf> =
+        names.iter().map(|n| history_file(dir, n, seed0)).collect();
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
             if e.file_name().to_str().is_some_and(ours) {
@@ -789,7 +787,12 @@ pub fn history_outputs(
     paths.into_iter().map(|p| ("--out", p)).collect()
 }
 
-/// `DIR/STRATEGY-SEED.jsonl`: the trace header, then the events.
+/// `DIR/STRATEGY-SEED.jsonl`: where [`write_history`] writes a run's history.
+pub fn history_file(dir: &Path, strategy: &str, seed: u64) -> PathBuf {
+    dir.join(format!("{strategy}-{seed}.jsonl"))
+}
+
+/// [`history_file`]: the trace header, then the events.
 pub fn write_history(
     dir: &Path,
     sc: &Scenario,
@@ -805,7 +808,7 @@ pub fn write_history(
         sc.description.clone().unwrap_or_default()
     ));
     let out = crate::trace::history_jsonl(&header, events);
-    crate::write_atomic(&dir.join(format!("{strategy}-{seed}.jsonl")), &out)
+    crate::write_atomic(&history_file(dir, strategy, seed), &out)
 }
 
 #[cfg(test)]

@@ -36,8 +36,7 @@ pub fn output_names(m: &Manifest) -> Vec<String> {
         MANIFEST.to_string(),
     ];
     for f in figure_names(m) {
-        names.push(format!("{f}.svg"));
-        names.push(format!("{f}.png"));
+        names.extend(crate::figure_files(&f));
     }
     names
 }
@@ -75,8 +74,7 @@ pub fn finalize(out: &Path, m: &Manifest, rows: &[Vec<String>]) -> Result<Vec<St
         let names: Vec<&str> = figures.iter().map(|(n, _)| n.as_str()).collect();
         put("report.md", sweep_report(m, &agg, &names).as_bytes())?;
         for name in names {
-            figure_files.push(format!("{name}.svg"));
-            figure_files.push(format!("{name}.png"));
+            figure_files.extend(crate::figure_files(name));
         }
     }
     let mut json = serde_json::to_string_pretty(m).expect("manifest serializes");

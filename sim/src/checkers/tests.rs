@@ -2519,27 +2519,25 @@ fn a_message_stored_after_its_producer_gave_it_up_is_the_brokers() {
     let r = h.metrics(10 * MS);
     assert_eq!((r.given_up, r.applied, r.undelivered), (0, 1, 0));
     assert_eq!(r.incomplete_groups, Some(0));
-    // Still in its window behind an open message, then stored and applied.
-    let mut h = H::state();
-    h.produce(0, a)
-        .produce(0, b)
-        .enqueue(0, a)
-        .give_up(MS, b, false)
-        .enqueue(2 * MS, b)
-        .deliver_stored(3 * MS, a)
-        .deliver_stored(4 * MS, b);
+    // Still in its window behind an open message, then stored.
+    let stored_behind_a = || {
+        let mut h = H::state();
+        h.produce(0, a)
+            .produce(0, b)
+            .enqueue(0, a)
+            .give_up(MS, b, false)
+            .enqueue(2 * MS, b);
+        h
+    };
+    // Applied.
+    let mut h = stored_behind_a();
+    h.deliver_stored(3 * MS, a).deliver_stored(4 * MS, b);
     let r = h.metrics(10 * MS);
     assert_eq!((r.given_up, r.applied, r.undelivered), (0, 2, 0));
-    // The same, left pending behind its open predecessor: open again, so blocked from its
-    // store to the end (its give-up is not its resolution).
-    let mut h = H::state();
-    h.produce(0, a)
-        .produce(0, b)
-        .enqueue(0, a)
-        .give_up(MS, b, false)
-        .enqueue(2 * MS, b)
-        .pending(9 * MS, a)
-        .pending(9 * MS, b);
+    // Left pending behind its open predecessor: open again, so blocked from its store to the
+    // end (its give-up is not its resolution).
+    let mut h = stored_behind_a();
+    h.pending(9 * MS, a).pending(9 * MS, b);
     let r = h.metrics(10 * MS);
     assert_eq!((r.given_up, r.pending_at_end, r.max_block_ms), (0, 2, 8.0));
     // Given up and never stored: given up.

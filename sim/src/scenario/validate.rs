@@ -867,12 +867,12 @@ fn node_names(
 }
 
 /// What is wrong with a node's name (a broker's, a producer's, a consumer's), if anything: the
-/// first of empty, padded with whitespace, a control character, too long. Names appear in every table, trace line and
-/// timeline.
+/// first of empty, padded with whitespace, a control character, too long. Names appear in every
+/// table, trace line and timeline.
 fn name_problem(n: &str) -> Option<String> {
     let chars = n.chars().count();
-    if let Some(problem) = blank_or_padded(n) {
-        Some(problem)
+    if let problem @ Some(_) = blank_or_padded(n) {
+        problem
     } else if n.chars().any(crate::is_unsafe_char) {
         Some(format!(
             "{n:?} holds a control character (or a bidirectional formatting one); names appear in \
