@@ -39,7 +39,7 @@ impl Arrivals {
     #[inline(always)]
     pub fn next_gap(&mut self) -> Time {
         match &self.exp {
-            Some(e) => crate::dist::round_u64(e.sample(&mut self.rng)).max(1),
+            Some(e) => e.sample_rounded(&mut self.rng).max(1),
             None => self.constant.max(1),
         }
     }
@@ -65,6 +65,9 @@ pub(super) struct KeyPicker {
     group_left: u32,
     group_key: u32,
     group_producer: u32,
+    /// Each message's key is its one draw: uniform keys, no poison in force, no groups, no
+    /// group headers missing, one producer ([`KeyPicker::next`]'s first case).
+    plain: bool,
 }
 
 impl KeyPicker {
@@ -73,7 +76,7 @@ impl KeyPicker {
         let zipf = (w.key_distribution == KeyDistribution::Zipf).then(|| {
             Zipf::new(w.keys as f64, w.zipf_exponent.unwrap_or(1.0)).expect("validated zipf")
         });
-        KeyPicker {
+        let mut k = KeyPicker {
             rng: stream(seed, Component::Keys, 0, 0),
             zipf,
             keys: w.keys,
@@ -87,13 +90,26 @@ impl KeyPicker {
             group_left: 0,
             group_key: 0,
             group_producer: 0,
-        }
+            plain: false,
+        };
+        k.plain = k.is_plain();
+        k
+    }
+
+    /// Whether [`KeyPicker::plain`] holds as things stand.
+    fn is_plain(&self) -> bool {
+        self.zipf.is_none()
+            && self.poison_now == 0.0
+            && self.group_size <= 1
+            && self.group_missing == 0.0
+            && self.producers <= 1
     }
 
     /// The `poison` faults in force changed: `boost` is the largest of their fractions (0 with
     /// none), which applies while it is above the workload's own.
     pub fn set_poison_boost(&mut self, boost: f64) {
         self.poison_now = self.poison.max(boost);
+        self.plain = self.is_plain();
     }
 
     /// (key, seq, producer, poison, group header set) of the next message. Draw order: key,
@@ -103,6 +119,11 @@ impl KeyPicker {
     // memory and the call frame cost about as much as the key draw.
     #[inline(always)]
     pub fn next(&mut self) -> (u32, u32, u32, bool, bool) {
+        if self.plain {
+            // What the rest does then, with its tests folded: the key is the only draw.
+            let key = self.rng.random_range(0..self.keys);
+            return (key, self.next_seq_of(key), 0, false, true);
+        }
         let in_group = self.group_left > 0;
         let key = if in_group {
             self.group_key
@@ -133,10 +154,16 @@ impl KeyPicker {
                 (self.group_size - 1, key, producer);
         }
         let group = !(self.group_missing > 0.0 && self.rng.random_bool(self.group_missing));
+        (key, self.next_seq_of(key), producer, poison, group)
+    }
+
+    /// The seq of `key`'s next message, counted.
+    #[inline(always)]
+    fn next_seq_of(&mut self, key: u32) -> u32 {
         let s = &mut self.next_seq[key as usize];
         let seq = *s;
         *s += 1;
-        (key, seq, producer, poison, group)
+        seq
     }
 }
 
@@ -145,14 +172,42 @@ mod tests {
     use super::*;
 
     fn picker(extra: &str) -> KeyPicker {
+        picker_of(extra, 3)
+    }
+
+    /// A picker for a workload with `extra` lines and `producers` sharing the keys.
+    fn picker_of(extra: &str, producers: u32) -> KeyPicker {
         let text = format!(
             "name = \"t\"\nstrategies = [\"competing\"]\n[workload]\nmessages = 60\n\
-             rate = \"100/s\"\nkeys = 5\n{extra}\n[producers]\ncount = 3\n\
+             rate = \"100/s\"\nkeys = 5\n{extra}\n[producers]\ncount = {producers}\n\
              key_ownership = \"shared\"\n[[broker]]\nname = \"a\"\n[consumers]\ncount = 1\n\
              service = \"1ms\"\n"
         );
         let sc = crate::scenario::load_str("t.toml", &text, &|_| Vec::new()).expect("scenario");
         KeyPicker::new(&sc, 7)
+    }
+
+    /// The plain case (the key the only draw) gives what the general case gives, draw for draw,
+    /// and holds only where nothing else is drawn or chosen.
+    #[test]
+    fn the_plain_case_draws_what_the_general_one_draws() {
+        let mut fast = picker_of("", 1);
+        let mut general = picker_of("", 1);
+        assert!(fast.plain);
+        general.plain = false;
+        for _ in 0..1000 {
+            assert_eq!(fast.next(), general.next());
+        }
+        for (extra, producers) in [
+            ("", 2),
+            ("poison_fraction = 0.1", 1),
+            ("group_size = 2", 1),
+            ("group_header_missing = 0.5", 1),
+            ("key_distribution = \"zipf\"", 1),
+        ] {
+            assert!(!picker_of(extra, producers).plain, "{extra} {producers}");
+        }
+        assert!(picker_of("group_size = 1", 1).plain);
     }
 
     /// With `group_size = 4` every run of four messages has one key and one producer, and each
@@ -191,5 +246,13 @@ mod tests {
         let mut h = picker("poison_fraction = 1.0");
         h.set_poison_boost(0.5);
         assert_eq!(poisoned(&mut h), 200, "a smaller boost does not lower it");
+        // One producer, no poison: the plain case, left while a boost is in force.
+        let mut one = picker_of("", 1);
+        assert!(one.plain);
+        one.set_poison_boost(1.0);
+        assert_eq!(poisoned(&mut one), 200);
+        one.set_poison_boost(0.0);
+        assert!(one.plain);
+        assert_eq!(poisoned(&mut one), 0);
     }
 }
