@@ -168,6 +168,23 @@ impl<E: Copy + Default> EventQueue<E> {
         Some(self.sorted[i])
     }
 
+    /// [`Self::pop`] for a queue that is not empty, without the `Option`: the engine's loop
+    /// tests [`Self::is_empty`] first (through the `Option`, it tested the event's tag again
+    /// after the pop, 2 instructions per event, 2026-12-06).
+    #[inline(always)]
+    pub fn pop_pending(&mut self) -> (Time, E) {
+        debug_assert!(!self.is_empty());
+        let i = if !self.in_heap {
+            self.n -= 1;
+            self.n
+        } else {
+            let popped = self.pop_from_heap();
+            debug_assert!(popped);
+            SORTED_MAX
+        };
+        self.sorted[i]
+    }
+
     /// [`Self::pop`] while the queue is a heap: the earliest event goes to `sorted[SORTED_MAX]`
     /// (false: none).
     #[inline(never)]

@@ -849,9 +849,11 @@ impl<O: Observer> Engine<'_, O> {
     #[inline(always)]
     pub(super) fn enqueue_back(&mut self, b: u16, slot: u32) {
         walk!();
-        self.w.slab.get_mut(slot).loc = Loc::Queued(b);
+        // The message read where it is written: one lookup of the slot.
+        let m = self.w.slab.get_mut(slot);
+        m.loc = Loc::Queued(b);
+        let msg = m.r();
         self.w.brokers[b as usize].store(slot);
-        let msg = self.msg_ref(slot);
         self.emit(Event::Enqueue {
             t: self.now,
             msg,
@@ -1013,9 +1015,8 @@ impl<O: Observer> Engine<'_, O> {
     fn dispatch_some<const BRIDGES: bool, const PLAIN: bool>(&mut self, b: u16) {
         debug_assert!(!PLAIN || self.plain_dispatch);
         let bi = b as usize;
-        if !self.w.brokers[bi].up || self.w.brokers[bi].queue.is_empty() {
-            return;
-        }
+        // `dispatch`, its one caller, has tested this.
+        debug_assert!(self.w.brokers[bi].up && !self.w.brokers[bi].queue.is_empty());
         let has_bridges = BRIDGES;
         debug_assert_eq!(has_bridges, !self.w.brokers[bi].bridges.is_empty());
         if self.w.brokers[bi].attached.is_empty() && !has_bridges {
@@ -1091,6 +1092,10 @@ impl<O: Observer> Engine<'_, O> {
             &mut self.ctl,
         );
         loop {
+            // What `offer_next` would find first (the broker not looked up again to learn it).
+            if st.total_free == 0 {
+                break;
+            }
             let next = {
                 let w = &mut self.w;
                 w.brokers[bi].offer_next(
@@ -1191,9 +1196,10 @@ impl<O: Observer> Engine<'_, O> {
         walk!();
         // The view is built only for the hook: a strategy without it pays nothing for it (the
         // slot's contents stay as they are until the slot is taken again).
-        let id = self.w.slab.get(slot).view.id;
+        // Released first: the slot is looked up once for both (what `drop_held` may emit reads
+        // nothing of the slab).
+        let id = self.w.slab.release(slot);
         self.drop_held(id);
-        self.w.slab.release(slot);
         if self.hooks.on_settled {
             let view = self.view(slot);
             self.strategy.on_settled(self.now, &view, &mut self.ctl);

@@ -123,11 +123,10 @@ impl<O: Observer> Engine<'_, O> {
             self.w.consumers[c as usize].phase = Phase::Serving { job, step: 0 };
             (job.view.msg_ref(), job.poison)
         } else {
-            let w = &mut self.w;
-            let m = w.slab.get(d.slot);
+            let m = self.w.slab.get(d.slot);
             let (msg, poison) = (m.r(), m.poison);
-            w.consumers[c as usize].phase = Phase::Serving {
-                job: w.slab.job(d),
+            cs.phase = Phase::Serving {
+                job: self.w.slab.job(d),
                 step: 0,
             };
             (msg, poison)
@@ -354,7 +353,7 @@ impl<O: Observer> Engine<'_, O> {
             }
         }
         self.succeeded(c, d, msg);
-        self.apply_then_start(c);
+        self.apply_then_start_last(c);
     }
 
     pub(super) fn succeeded(&mut self, c: u32, d: Delivery, msg: MsgRef) {
@@ -379,12 +378,16 @@ impl<O: Observer> Engine<'_, O> {
             return;
         }
         let latency = self.sc.consumers.ack_latency.0;
-        if latency == 0 {
-            self.sync_load(c);
-            self.ack_arrive(c, d, msg);
-        } else {
+        if latency != 0 {
             cs.ack_pending.push(d);
-            self.sync_load(c);
+        }
+        let (b, load) = (cs.connected_to(), cs.load());
+        self.sync_load_as(c, b, load);
+        if latency == 0 {
+            // Nothing waits in `ack_pending` without an ack latency: past `ack_arrive`'s search.
+            debug_assert!(self.w.consumers[c as usize].ack_pending.is_empty());
+            self.ack_reaches(c, d, msg);
+        } else {
             let ack = match self.w.acks_free.pop() {
                 Some(i) => {
                     self.w.acks[i as usize] = (d, msg);
@@ -409,6 +412,12 @@ impl<O: Observer> Engine<'_, O> {
             cs.ack_pending.swap_remove(i);
             self.sync_load(c);
         }
+        self.ack_reaches(c, d, msg);
+    }
+
+    /// [`Self::ack_arrive`] once the ack is out of the consumer's pending list.
+    #[inline(always)]
+    fn ack_reaches(&mut self, c: u32, d: Delivery, msg: MsgRef) {
         if !self.w.slab.valid(&d, c) || !self.w.brokers[d.broker as usize].is_up() {
             self.ack_refused(c, d, msg);
             // Refused or lost, the ack freed the consumer's window all the same: its broker may
@@ -435,7 +444,7 @@ impl<O: Observer> Engine<'_, O> {
     #[inline]
     fn then_in_job(&mut self, c: u32) {
         // Only a `JobStart` event starts a job run: one not running now is not running later.
-        if self.w.consumers[c as usize].in_job() {
+        if self.jobs && self.w.consumers[c as usize].in_job() {
             if self.waiting() {
                 self.then(Fx::StartNextInJob(c));
             } else {

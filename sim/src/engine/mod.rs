@@ -201,6 +201,12 @@ struct Engine<'a, O: Observer> {
     poll_hook: bool,
     /// Some broker has a `dispatch_latency`: a delivery may not have reached its consumer yet.
     transit: bool,
+    /// Consumers run as batch jobs (`mode = "batch"` with `[consumers.batch]`): only then is
+    /// one ever in a job run ([`Consumer::in_job`]), which an ack need not look up otherwise.
+    jobs: bool,
+    /// The producers' timestamp resolution, at least 1 (a message's timestamp is its
+    /// producer's clock rounded down to it): read once per message.
+    timestamp_resolution: u64,
     /// A dispatch only offers, selects and delivers: no redrive on receive, batch receives,
     /// promises kept for held messages, poll hook or transit. `dispatch_some` has an instance
     /// for it in which their tests fold away.
@@ -387,6 +393,8 @@ impl<'a, O: Observer> Engine<'a, O> {
             poll_hook: cfg.receive == Receive::Batch
                 && (cfg.max_poll_interval.is_some() || cfg.commit == Commit::Interval),
             transit,
+            jobs: sc.consumers.mode == ConsumerMode::Batch && sc.consumers.batch.is_some(),
+            timestamp_resolution: sc.producers.timestamp_resolution.0.max(1),
             plain_dispatch: !cfg.redelivery.redrive_on_receive
                 && cfg.receive != Receive::Batch
                 && !hooks.promises
@@ -508,6 +516,32 @@ impl<'a, O: Observer> Engine<'a, O> {
         }
     }
 
+    /// Debug builds: a second `start_next(c)` right after the first, nothing in between, does
+    /// nothing (what lets the router skip it, `Fx::StartApplyStart`). Run here, so that a debug
+    /// build does what a release build does whenever the assertion holds.
+    #[cold]
+    #[inline(never)]
+    fn start_twice_is_once(&mut self, c: u32) {
+        let state = |e: &Self| {
+            let cs = &e.w.consumers[c as usize];
+            (
+                e.q.len(),
+                e.fx.len(),
+                cs.load(),
+                cs.ready(),
+                e.ctl.is_empty(),
+            )
+        };
+        let before = state(self);
+        self.apply_control();
+        self.start_next(c);
+        assert_eq!(
+            before,
+            state(self),
+            "a second start of consumer {c} did something"
+        );
+    }
+
     /// Whether effects this step asked for are waiting: a handler run now would come before
     /// them, so it must wait its turn too ([`Engine::then`]).
     #[inline(always)]
@@ -529,6 +563,54 @@ impl<'a, O: Observer> Engine<'a, O> {
             self.apply_control();
             self.start_next(c);
         }
+    }
+
+    /// [`Self::apply_then_start`] as the last call of a step of the event loop's own (a
+    /// message's processing ends: `service_done`). When all the step asked for is the start of
+    /// this consumer's next message (its broker handed it the next one), the router's turn for
+    /// both is taken here, as the router would take it next: without the effect's round trip.
+    #[inline(always)]
+    fn apply_then_start_last(&mut self, c: u32) {
+        debug_assert_eq!(self.step_base, 0, "a step of the loop's own");
+        if self.fx.len() == 1 && self.fx[0] == Fx::StartThenApply(c) {
+            self.fx.clear();
+            #[cfg(debug_assertions)]
+            {
+                self.deferred = None;
+            }
+            if self.start_apply_start(c, 0) {
+                // Pushed on top of what the start asked for: the router's first reversal
+                // puts it below them, where `then_below` would have.
+                self.then(Fx::ApplyThenStart(c));
+            }
+        } else {
+            self.apply_then_start(c);
+        }
+    }
+
+    /// The router's `Fx::StartApplyStart(c)`, a step whose effects begin at `top`: consumer
+    /// `c` starts its next message, then the strategy's requests are carried out, and if
+    /// nothing was asked for in between, the second half (`Fx::ApplyThenStart`) at once; true
+    /// when something was, and that second half is left to the caller to put behind it.
+    #[inline(always)]
+    fn start_apply_start(&mut self, c: u32, top: usize) -> bool {
+        self.start_next(c);
+        // No requests after the start: the first `apply_control` has nothing to do, and if
+        // nothing was asked for either, neither has the second, nor the second start, which
+        // would find the consumer as the first left it (a start with nothing in between
+        // changes nothing: `start_twice_is_once`).
+        let quiet = self.ctl.is_empty();
+        self.apply_control();
+        if self.fx.len() != top {
+            return true;
+        }
+        if !quiet {
+            self.apply_control();
+            self.start_next(c);
+        } else if cfg!(debug_assertions) {
+            self.start_twice_is_once(c);
+        }
+        false
     }
 
     /// Asks for `e` after the current step: the router carries it out once the step is over,
@@ -599,13 +681,7 @@ impl<'a, O: Observer> Engine<'a, O> {
                     self.start_next(c);
                 }
                 Fx::StartApplyStart(c) => {
-                    self.start_next(c);
-                    self.apply_control();
-                    if self.fx.len() == top {
-                        // Nothing asked for in between: the second half at once.
-                        self.apply_control();
-                        self.start_next(c);
-                    } else {
+                    if self.start_apply_start(c, top) {
                         self.then_below(top, Fx::ApplyThenStart(c));
                         continue;
                     }
@@ -823,7 +899,8 @@ impl<'a, O: Observer> Engine<'a, O> {
         let max_time = opts.max_sim_time.unwrap_or(Time::MAX);
         let mut ended_by = EndReason::Stuck;
         let mut check_at = max_events.min(STUCK_AFTER_EVENTS + 1);
-        while let Some((t, ev)) = self.q.pop() {
+        while !self.q.is_empty() {
+            let (t, ev) = self.q.pop_pending();
             if t > max_time {
                 self.now = max_time;
                 ended_by = EndReason::MaxSimTime;
@@ -946,8 +1023,17 @@ impl<'a, O: Observer> Engine<'a, O> {
     // frame cost as much as the work.
     #[inline(always)]
     pub(super) fn sync_load(&mut self, c: u32) {
-        if let Some(b) = self.w.consumers[c as usize].connected_to() {
-            let free = self.free_prefetch(c);
+        let cs = &self.w.consumers[c as usize];
+        let (b, load) = (cs.connected_to(), cs.load());
+        self.sync_load_as(c, b, load);
+    }
+
+    /// [`Self::sync_load`] with what it reads of the consumer, `broker` and `load`, read by a
+    /// caller that has the consumer at hand (one lookup of it instead of two).
+    #[inline(always)]
+    pub(super) fn sync_load_as(&mut self, c: u32, broker: Option<u16>, load: u32) {
+        if let Some(b) = broker {
+            let free = broker::free_of(load, self.sc.consumers.prefetch, self.batch_receive);
             self.w.brokers[b as usize].set_free(c, free);
         }
     }

@@ -36,9 +36,8 @@ impl<O: Observer> Engine<'_, O> {
             let gap = self.arrivals.next_gap();
             self.q.push_inline(self.now + gap, Ev::Arrival);
         }
-        let p = &self.w.producers[producer as usize];
-        let res = self.sc.producers.timestamp_resolution.0.max(1);
-        let clock = (self.now as i64).saturating_add(p.clock_offset).max(0) as u64;
+        let clock = self.w.producers[producer as usize].clock(self.now);
+        let res = self.timestamp_resolution;
         // (A division per message saved at the default resolution.)
         let timestamp = if res == 1 { clock } else { clock / res * res };
         let r = MsgRef { id, key, seq };
@@ -597,8 +596,9 @@ impl<O: Observer> Engine<'_, O> {
                 return Err(block);
             }
         };
-        self.w.producers[p as usize].release_hold(slot);
-        if !self.w.producers[p as usize].resent.is_empty() && self.resend(p, slot, b) {
+        let ps = &mut self.w.producers[p as usize];
+        ps.release_hold(slot);
+        if !ps.resent.is_empty() && self.resend(p, slot, b) {
             return Ok(b);
         }
         self.store_sent(b, slot).map(|()| b)
@@ -1218,6 +1218,19 @@ impl Producer {
     /// The broker it is connected to.
     pub fn connected_to(&self) -> Option<u16> {
         self.broker
+    }
+
+    /// Its clock at simulated time `now` (never before 0).
+    #[inline(always)]
+    pub fn clock(&self, now: Time) -> u64 {
+        let t = now as i64;
+        // Most clocks are never skewed: no saturating add for them.
+        let t = if self.clock_offset == 0 {
+            t
+        } else {
+            t.saturating_add(self.clock_offset)
+        };
+        t.max(0) as u64
     }
 
     /// Its clock steps by `skew` microseconds (a `clock_skew` fault starting, or ending with the

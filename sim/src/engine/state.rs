@@ -348,16 +348,21 @@ impl Slab {
         }
     }
 
+    /// Frees `slot`; returns the id of the message that was in it (read in the same lookup, for
+    /// a caller that needs it: the ack's `settle`).
     // Inlined: a few stores, once per settled message, where the call frame cost as much.
     #[inline]
-    pub fn release(&mut self, slot: u32) {
-        debug_assert!(self.msgs[slot as usize].loc != Loc::Free);
+    pub fn release(&mut self, slot: u32) -> u64 {
         if !self.uncounted.is_empty() {
             self.forget_uncounted(slot);
         }
-        self.msgs[slot as usize].loc = Loc::Free;
+        let m = &mut self.msgs[slot as usize];
+        debug_assert!(m.loc != Loc::Free);
+        m.loc = Loc::Free;
+        let id = m.view.id;
         self.free.push(slot);
         self.live -= 1;
+        id
     }
 
     #[cold]
