@@ -497,24 +497,43 @@ impl<A: Annotations> Checkers<A> {
     #[inline(always)]
     fn take_in_hand(&mut self, c: u32, msg: MsgRef) {
         let c = c as usize;
-        if c >= self.hands.len() {
-            if c >= MAX_TRACKED_CONSUMERS {
-                return;
+        // The hand looked up once (its length tested, then its index, cost a second test).
+        let prev = match self.hands.get_mut(c) {
+            Some(h) => {
+                self.hand_clock += 1;
+                std::mem::replace(
+                    h,
+                    Hand {
+                        id: msg.id,
+                        since: self.hand_clock,
+                    },
+                )
             }
-            self.grow_hands(c + 1);
-        }
-        self.hand_clock += 1;
-        let hand = Hand {
-            id: msg.id,
-            since: self.hand_clock,
+            None => match self.take_in_new_hand(c, msg.id) {
+                Some(prev) => prev,
+                None => return,
+            },
         };
-        let prev = std::mem::replace(&mut self.hands[c], hand);
         if self.holders.is_some() {
             self.reindex(prev.id, msg.id);
         }
         if prev.id != NO_HAND && !self.waiting.is_empty() {
             self.hand_ended(prev);
         }
+    }
+
+    /// [`Self::take_in_hand`] for a consumer without a hand yet: one made (unless there are too
+    /// many to track: `None`), holding message `id`; what it held before.
+    #[cold]
+    #[inline(never)]
+    fn take_in_new_hand(&mut self, c: usize, id: u64) -> Option<Hand> {
+        if c >= MAX_TRACKED_CONSUMERS {
+            return None;
+        }
+        self.grow_hands(c + 1);
+        self.hand_clock += 1;
+        let since = self.hand_clock;
+        Some(std::mem::replace(&mut self.hands[c], Hand { id, since }))
     }
 
     /// Hands for `n` consumers; the holders index starts once they are too many to walk.
