@@ -111,6 +111,14 @@ pub enum CliError {
 }
 
 impl CliError {
+    /// [`CliError::Unwritable`] for `path`.
+    pub fn unwritable(path: &Path, reason: impl Into<String>) -> CliError {
+        CliError::Unwritable {
+            path: path.display().to_string(),
+            reason: reason.into(),
+        }
+    }
+
     /// 2 for bad input, 1 for failures.
     pub fn exit_code(&self) -> i32 {
         match self {
@@ -309,10 +317,6 @@ pub fn check_outputs(
     files: &[(&str, PathBuf)],
     inputs: &[&Path],
 ) -> Result<(), CliError> {
-    let unwritable = |path: &Path, reason: String| CliError::Unwritable {
-        path: path.display().to_string(),
-        reason,
-    };
     // The folders found able to take a new file (each tried once).
     let mut writable = std::collections::BTreeSet::new();
     let words = |flag: &str| {
@@ -338,7 +342,7 @@ pub fn check_outputs(
             // Not ours: left alone; the folder takes files.
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => {
-                return Err(unwritable(
+                return Err(CliError::unwritable(
                     path,
                     if folder == path {
                         format!(
@@ -360,7 +364,7 @@ pub fn check_outputs(
     if let Some(dir) = dir {
         let (found, is_dir) = nearest_existing(dir);
         if !is_dir {
-            return Err(unwritable(
+            return Err(CliError::unwritable(
                 dir,
                 if found == dir {
                     "it exists and is not a directory (--out names a folder to write into)".into()
@@ -376,7 +380,7 @@ pub fn check_outputs(
     }
     for (flag, file) in files {
         if file.is_dir() {
-            return Err(unwritable(
+            return Err(CliError::unwritable(
                 file,
                 format!(
                     "it is a directory, where {flag} writes a file: move it away, or choose \
@@ -385,13 +389,10 @@ pub fn check_outputs(
                 ),
             ));
         }
-        let parent = match file.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
+        let parent = folder_of(file);
         let (found, is_dir) = nearest_existing(parent);
         if !is_dir {
-            return Err(unwritable(
+            return Err(CliError::unwritable(
                 file,
                 format!("{} exists and is not a directory", found.display()),
             ));
@@ -399,7 +400,7 @@ pub fn check_outputs(
         // Folders under --out are made; a --trace or --junit file's must be there.
         let made = *flag == "--out" && dir.is_some_and(|d| parent.starts_with(d));
         if found != parent && !made {
-            return Err(unwritable(
+            return Err(CliError::unwritable(
                 file,
                 format!("the folder {} does not exist", parent.display()),
             ));
@@ -420,6 +421,14 @@ pub fn check_outputs(
         }
     }
     Ok(())
+}
+
+/// The folder `path` is in: its parent, `.` for a bare name.
+fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
 }
 
 /// The nearest of `path` and its ancestors that exists (a symlink followed; `.` for a relative
@@ -712,10 +721,7 @@ pub fn create_dir(dir: &Path) -> Result<(), CliError> {
         // since), or the system's when that finds nothing wrong.
         check_outputs(Some(dir), &[], &[])
             .err()
-            .unwrap_or_else(|| CliError::Unwritable {
-                path: dir.display().to_string(),
-                reason: e.to_string(),
-            })
+            .unwrap_or_else(|| CliError::unwritable(dir, e.to_string()))
     })
 }
 
@@ -834,10 +840,7 @@ impl OutputSet {
             .truncate(false)
             .write(true)
             .open(&lock_path)
-            .map_err(|e| CliError::Unwritable {
-                path: lock_path.display().to_string(),
-                reason: e.to_string(),
-            })?;
+            .map_err(|e| CliError::unwritable(&lock_path, e.to_string()))?;
         match lock.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
@@ -856,23 +859,22 @@ impl OutputSet {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "out".into());
-        let parent = match dir.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        let parent = folder_of(dir);
         let staging = parent.join(format!(".{name}.sim-partial"));
         // Ours by name, and we hold DIR's lock: what is there is a crashed run's leftovers.
         if staging.exists() {
             std::fs::remove_dir_all(&staging).map_err(|e| out_err(&staging, e.to_string()))?;
         }
-        std::fs::create_dir(&staging).map_err(|e| CliError::Unwritable {
-            path: dir.display().to_string(),
-            reason: format!(
-                "the staging folder {} cannot be made beside it ({e}): make {} writable, or \
-                 choose another --out",
-                staging.display(),
-                parent.display()
-            ),
+        std::fs::create_dir(&staging).map_err(|e| {
+            CliError::unwritable(
+                dir,
+                format!(
+                    "the staging folder {} cannot be made beside it ({e}): make {} writable, or \
+                     choose another --out",
+                    staging.display(),
+                    parent.display()
+                ),
+            )
         })?;
         Ok(OutputSet {
             dir: dir.to_path_buf(),

@@ -184,8 +184,7 @@ impl Sampler {
 
 #[inline]
 fn to_micros(x: f64) -> Time {
-    // Saturates at a century so one absurd draw cannot overflow the clock. Same value as
-    // `x.round().clamp(0.0, 3.2e15) as Time`.
+    // Saturates at [`MAX_DRAW`]: the same value as `x.round().clamp(0.0, 3.2e15) as Time`.
     round_u64(x).min(MAX_DRAW)
 }
 

@@ -363,9 +363,10 @@ fn sweep_figures(
             .map(|v| v.parse::<f64>().ok().filter(|f| f.is_finite()))
             .collect(),
     };
-    let per_x = m.points() / xp.values.len() as u64;
+    // One chart per combination of the other parameters, each with its name.
     let names = figure_names(m);
-    for combo in 0..per_x {
+    let per_x = names.len() as u64;
+    for (combo, name) in (0..per_x).zip(names) {
         let panels: Vec<SweepPanel> = charted()
             .map(|d| SweepPanel {
                 title: d.title.to_string(),
@@ -410,7 +411,7 @@ fn sweep_figures(
         let (panels, zero) = drop_all_zero(panels);
         let title = with_zero_note(title, &zero);
         figures.push((
-            names[combo as usize].clone(),
+            name,
             charts::sweep_chart(&title, &x, &panels).map_err(chart_err)?,
         ));
     }

@@ -128,6 +128,15 @@ const EMPTY_HAND: Hand = Hand {
     since: 0,
 };
 
+impl Hand {
+    /// A hand taking message `id` now: the hand clock `clock` moves on one.
+    #[inline(always)]
+    fn taking(clock: &mut u64, id: u64) -> Hand {
+        *clock += 1;
+        Hand { id, since: *clock }
+    }
+}
+
 /// One hand fewer holds message `id` in the holders index.
 fn unhold(index: &mut BTreeMap<u64, u32>, id: u64) {
     if id == NO_HAND {
@@ -499,16 +508,7 @@ impl<A: Annotations> Checkers<A> {
         let c = c as usize;
         // The hand looked up once (its length tested, then its index, cost a second test).
         let prev = match self.hands.get_mut(c) {
-            Some(h) => {
-                self.hand_clock += 1;
-                std::mem::replace(
-                    h,
-                    Hand {
-                        id: msg.id,
-                        since: self.hand_clock,
-                    },
-                )
-            }
+            Some(h) => std::mem::replace(h, Hand::taking(&mut self.hand_clock, msg.id)),
             None => match self.take_in_new_hand(c, msg.id) {
                 Some(prev) => prev,
                 None => return,
@@ -531,9 +531,8 @@ impl<A: Annotations> Checkers<A> {
             return None;
         }
         self.grow_hands(c + 1);
-        self.hand_clock += 1;
-        let since = self.hand_clock;
-        Some(std::mem::replace(&mut self.hands[c], Hand { id, since }))
+        let hand = Hand::taking(&mut self.hand_clock, id);
+        Some(std::mem::replace(&mut self.hands[c], hand))
     }
 
     /// Hands for `n` consumers; the holders index starts once they are too many to walk.
